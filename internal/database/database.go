@@ -1,0 +1,213 @@
+// Package database opens the store the API runs on (PostgreSQL, or an
+// embedded SQLite file when no URL is given), carries a transaction through a
+// context so that the layer owning it never hands a *gorm.DB to a handler, and
+// sorts driver errors into the few kinds the layers above act on.
+package database
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/glebarez/sqlite"
+	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// Dialect names the SQL flavour behind a DB.
+type Dialect string
+
+// The two dialects the API runs on.
+const (
+	Postgres Dialect = "postgres"
+	SQLite   Dialect = "sqlite"
+)
+
+// DB is a GORM handle together with its dialect.
+type DB struct {
+	*gorm.DB
+	Dialect Dialect
+}
+
+// Options tune the connection pool.
+type Options struct {
+	// SQLitePath is the file used when the URL is empty.
+	SQLitePath string
+	// MaxOpenConns bounds the pool (PostgreSQL).
+	MaxOpenConns int
+	// StatementTimeout bounds one statement on PostgreSQL; zero leaves the server default.
+	StatementTimeout time.Duration
+}
+
+// Open connects to url: empty means the embedded SQLite file at
+// opts.SQLitePath (default ./data/payments.db), "sqlite:<path>" an SQLite
+// file at path, postgres:// or postgresql:// PostgreSQL.
+func Open(url string, opts Options) (*DB, error) {
+	cfg := &gorm.Config{
+		Logger:                 logger.Discard,
+		SkipDefaultTransaction: true,
+		PrepareStmt:            false,
+		NowFunc:                func() time.Time { return time.Now().UTC() },
+	}
+	switch {
+	case url == "", strings.HasPrefix(url, "sqlite:"):
+		path := strings.TrimPrefix(url, "sqlite:")
+		if path == "" {
+			path = opts.SQLitePath
+		}
+		if path == "" {
+			path = filepath.Join("data", "payments.db")
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, fmt.Errorf("create data folder: %w", err)
+		}
+		// WAL lets readers run beside the single writer; busy_timeout makes a
+		// writer wait for the lock instead of failing with SQLITE_BUSY;
+		// _txlock=immediate takes the write lock at BEGIN, so two
+		// transactions never deadlock upgrading a read lock.
+		dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)" +
+			"&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+		g, err := gorm.Open(sqlite.Open(dsn), cfg)
+		if err != nil {
+			return nil, fmt.Errorf("open sqlite: %w", err)
+		}
+		sqlDB, err := g.DB()
+		if err != nil {
+			return nil, err
+		}
+		// One writer at a time is SQLite's model; a small pool keeps readers
+		// concurrent without piling up writers on the busy handler.
+		sqlDB.SetMaxOpenConns(4)
+		return &DB{DB: g, Dialect: SQLite}, nil
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		g, err := gorm.Open(postgres.New(postgres.Config{DSN: url}), cfg)
+		if err != nil {
+			return nil, fmt.Errorf("open postgres: %w", Classify(err))
+		}
+		sqlDB, err := g.DB()
+		if err != nil {
+			return nil, err
+		}
+		maxOpen := opts.MaxOpenConns
+		if maxOpen <= 0 {
+			maxOpen = 20
+		}
+		sqlDB.SetMaxOpenConns(maxOpen)
+		sqlDB.SetMaxIdleConns(maxOpen)
+		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
+		return &DB{DB: g, Dialect: Postgres}, nil
+	default:
+		return nil, fmt.Errorf("DATABASE_URL must be empty (embedded SQLite), sqlite:<path> or postgres://...")
+	}
+}
+
+// Ping checks that the database answers within ctx.
+func (db *DB) Ping(ctx context.Context) error {
+	sqlDB, err := db.DB.DB()
+	if err != nil {
+		return err
+	}
+	return Classify(sqlDB.PingContext(ctx))
+}
+
+// Close releases the pool.
+func (db *DB) Close() error {
+	sqlDB, err := db.DB.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
+}
+
+type txKey struct{}
+
+// WithTx returns a context that carries tx; Conn and Transaction pick it up.
+func WithTx(ctx context.Context, tx *gorm.DB) context.Context {
+	return context.WithValue(ctx, txKey{}, tx)
+}
+
+// Conn returns the transaction carried by ctx, or db bound to ctx.
+func Conn(ctx context.Context, db *gorm.DB) *gorm.DB {
+	if tx, ok := ctx.Value(txKey{}).(*gorm.DB); ok {
+		return tx
+	}
+	return db.WithContext(ctx)
+}
+
+// InTx reports whether ctx already carries a transaction.
+func InTx(ctx context.Context) bool {
+	_, ok := ctx.Value(txKey{}).(*gorm.DB)
+	return ok
+}
+
+// Transaction runs fn in a transaction carried by the context it is given.
+// When ctx already carries one, fn joins it: the outer owner commits.
+func Transaction(ctx context.Context, db *gorm.DB, fn func(ctx context.Context) error) error {
+	if InTx(ctx) {
+		return fn(ctx)
+	}
+	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return fn(WithTx(ctx, tx))
+	})
+	return Classify(err)
+}
+
+// ErrUnavailable marks an error as "the database could not be reached or
+// dropped the connection": nothing was done, and the request may be retried.
+var ErrUnavailable = errors.New("database unavailable")
+
+// Classify wraps connection-level failures with ErrUnavailable and leaves
+// every other error as it is.
+func Classify(err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	if isConnectionError(err) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
+}
+
+func isConnectionError(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 08 is "connection exception", 57P "operator intervention"
+		// (shutdown, crash recovery): the server did not do the work.
+		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P")
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &connectErr), errors.As(err, &netErr),
+		errors.Is(err, driver.ErrBadConn), errors.Is(err, sql.ErrConnDone),
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, context.DeadlineExceeded), pgconn.SafeToRetry(err):
+		return true
+	}
+	// SQLite reports a writer that waited out busy_timeout only by message;
+	// the code is SQLITE_BUSY (5), which the driver folds into its text.
+	msg := err.Error()
+	return strings.Contains(msg, "database is locked") || strings.Contains(msg, "SQLITE_BUSY") ||
+		strings.Contains(msg, "sql: database is closed") || strings.Contains(msg, "conn closed")
+}
+
+// IsUniqueViolation reports whether err is a unique-constraint clash.
+func IsUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code == "23505"
+	}
+	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
+}

@@ -1,0 +1,65 @@
+package idempotency
+
+import (
+	"context"
+	"sync"
+)
+
+// flights coalesces concurrent requests for one key inside one process. The
+// first becomes the leader and talks to the database; the others wait on its
+// flight without holding a connection, and when it lands they take the
+// stored record it hands them, or take their turn if it left none. A retry
+// storm on one key thus costs one database conversation per process at a
+// time, not one per request.
+type flights struct {
+	mu sync.Mutex
+	m  map[string]*flight
+}
+
+type flight struct {
+	done chan struct{}
+	// rec is the completed record the leader stored or replayed, if any;
+	// written before done is closed.
+	rec *Record
+}
+
+func newFlights() *flights {
+	return &flights{m: make(map[string]*flight)}
+}
+
+// acquire makes the caller the leader for id, waiting for earlier leaders
+// to land (waited tells whether it had to). While it waits, a landed leader
+// that left a completed record hands it over: acquire then returns that
+// record and no flight. It returns ctx.Err() when ctx ends first.
+func (f *flights) acquire(ctx context.Context, id string) (fl *flight, handed *Record, waited bool, err error) {
+	for {
+		f.mu.Lock()
+		cur, busy := f.m[id]
+		if !busy {
+			fl := &flight{done: make(chan struct{})}
+			f.m[id] = fl
+			f.mu.Unlock()
+			return fl, nil, waited, nil
+		}
+		f.mu.Unlock()
+		waited = true
+		select {
+		case <-cur.done:
+			if cur.rec != nil {
+				return nil, cur.rec, true, nil
+			}
+		case <-ctx.Done():
+			return nil, nil, true, ctx.Err()
+		}
+	}
+}
+
+// land ends the leader's flight, handing rec (a completed record, or nil)
+// to the waiters.
+func (f *flights) land(id string, fl *flight, rec *Record) {
+	f.mu.Lock()
+	delete(f.m, id)
+	f.mu.Unlock()
+	fl.rec = rec
+	close(fl.done)
+}

@@ -1,0 +1,217 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/idemkeys/payments/internal/database"
+)
+
+// GormStore is the Store on PostgreSQL or SQLite. The SQL is written out
+// rather than left to GORM's builders because each statement is a decision:
+// the insert-if-absent that reserves a key, and the fenced updates that only
+// the owner may make.
+type GormStore struct {
+	db *gorm.DB
+}
+
+// NewGormStore returns a Store over db (migrated with migrations/).
+func NewGormStore(db *gorm.DB) *GormStore {
+	return &GormStore{db: db}
+}
+
+// recordRow is the table row; it never leaves this file.
+type recordRow struct {
+	MerchantID      string
+	IdempotencyKey  string
+	Method          string
+	Path            string
+	Fingerprint     string
+	State           string
+	RecoveryPoint   string
+	Fence           int64
+	LockedUntil     time.Time
+	ResponseStatus  *int
+	ResponseHeaders *string
+	ResponseBody    []byte
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	ExpiresAt       time.Time
+}
+
+func (recordRow) TableName() string { return "idempotency_records" }
+
+// insertSQL reserves a key: a new row, or the replacement of an expired one
+// (an expired record counts as absent). A live row makes the statement a
+// no-op that returns nothing, so the unique primary key, not a prior read,
+// decides who owns the key. The fence keeps growing across replacements, so
+// the owner of an expired record can never write into its successor.
+const insertSQL = `
+INSERT INTO idempotency_records AS r (
+    merchant_id, idempotency_key, method, path, fingerprint, state, recovery_point,
+    fence, locked_until, response_status, response_headers, response_body,
+    created_at, updated_at, expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (merchant_id, idempotency_key) DO UPDATE SET
+    method = excluded.method, path = excluded.path, fingerprint = excluded.fingerprint,
+    state = excluded.state, recovery_point = excluded.recovery_point,
+    fence = r.fence + 1, locked_until = excluded.locked_until,
+    response_status = excluded.response_status, response_headers = excluded.response_headers,
+    response_body = excluded.response_body, created_at = excluded.created_at,
+    updated_at = excluded.updated_at, expires_at = excluded.expires_at
+WHERE r.expires_at <= excluded.created_at
+RETURNING fence`
+
+// Insert implements Store.
+func (s *GormStore) Insert(ctx context.Context, rec *Record) error {
+	status, headers, body := encodeResponse(rec.Response)
+	var fences []int64
+	err := database.Conn(ctx, s.db).Raw(insertSQL,
+		rec.MerchantID, rec.Key, rec.Method, rec.Path, rec.Fingerprint, string(rec.State), rec.RecoveryPoint,
+		rec.LockedUntil, status, headers, body, rec.CreatedAt, rec.UpdatedAt, rec.ExpiresAt,
+	).Scan(&fences).Error
+	if err != nil {
+		return database.Classify(err)
+	}
+	if len(fences) == 0 {
+		return ErrKeyExists
+	}
+	rec.Fence = fences[0]
+	return nil
+}
+
+// Get implements Store.
+func (s *GormStore) Get(ctx context.Context, merchantID, key string, now time.Time) (*Record, error) {
+	var rows []recordRow
+	err := database.Conn(ctx, s.db).
+		Where("merchant_id = ? AND idempotency_key = ? AND expires_at > ?", merchantID, key, now).
+		Limit(1).Find(&rows).Error
+	if err != nil {
+		return nil, database.Classify(err)
+	}
+	if len(rows) == 0 {
+		return nil, ErrNotFound
+	}
+	return toRecord(rows[0])
+}
+
+// TakeOver implements Store.
+func (s *GormStore) TakeOver(ctx context.Context, merchantID, key string, seen int64, now, lockedUntil time.Time) error {
+	return s.fenced(database.Conn(ctx, s.db).Exec(`
+UPDATE idempotency_records SET fence = fence + 1, locked_until = ?, updated_at = ?
+WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executing'
+  AND locked_until <= ? AND expires_at > ?`,
+		lockedUntil, now, merchantID, key, seen, now, now))
+}
+
+// Checkpoint implements Store.
+func (s *GormStore) Checkpoint(ctx context.Context, merchantID, key string, fence int64, point string, now time.Time) error {
+	return s.fenced(database.Conn(ctx, s.db).Exec(`
+UPDATE idempotency_records SET recovery_point = ?, updated_at = ?
+WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executing'`,
+		point, now, merchantID, key, fence))
+}
+
+// Complete implements Store.
+func (s *GormStore) Complete(ctx context.Context, merchantID, key string, fence int64, resp Response, now time.Time) error {
+	status, headers, body := encodeResponse(&resp)
+	return s.fenced(database.Conn(ctx, s.db).Exec(`
+UPDATE idempotency_records SET state = 'completed', locked_until = ?, updated_at = ?,
+    response_status = ?, response_headers = ?, response_body = ?
+WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executing'`,
+		now, now, status, headers, body, merchantID, key, fence))
+}
+
+// Release implements Store.
+func (s *GormStore) Release(ctx context.Context, merchantID, key string, fence int64, now time.Time) error {
+	conn := database.Conn(ctx, s.db)
+	// Nothing durable happened: give the key back entirely.
+	res := conn.Exec(`
+DELETE FROM idempotency_records
+WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executing' AND recovery_point = ?`,
+		merchantID, key, fence, PointStarted)
+	if res.Error != nil {
+		return database.Classify(res.Error)
+	}
+	if res.RowsAffected == 1 {
+		return nil
+	}
+	// Something durable happened (a payment row, a provider call): keep the
+	// record and its recovery point, but unlock it so the next retry resumes.
+	return s.fenced(conn.Exec(`
+UPDATE idempotency_records SET locked_until = ?, updated_at = ?
+WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executing'`,
+		now, now, merchantID, key, fence))
+}
+
+// PurgeExpired implements Store. It deletes by primary key from a small
+// batch found on the expiry index, so each statement holds few locks and a
+// large backlog drains without stalling live traffic.
+func (s *GormStore) PurgeExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+	res := database.Conn(ctx, s.db).Exec(`
+DELETE FROM idempotency_records
+WHERE (merchant_id, idempotency_key) IN (
+    SELECT merchant_id, idempotency_key FROM idempotency_records
+    WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)
+  AND expires_at <= ?`, now, limit, now)
+	if res.Error != nil {
+		return 0, database.Classify(res.Error)
+	}
+	return int(res.RowsAffected), nil
+}
+
+func (s *GormStore) fenced(res *gorm.DB) error {
+	if res.Error != nil {
+		return database.Classify(res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return ErrFenced
+	}
+	return nil
+}
+
+func encodeResponse(r *Response) (status *int, headers *string, body []byte) {
+	if r == nil {
+		return nil, nil, nil
+	}
+	st := r.Status
+	h := encodeHeaders(r.ContentType, r.Location)
+	return &st, &h, r.Body
+}
+
+func toRecord(row recordRow) (*Record, error) {
+	rec := &Record{
+		MerchantID:    row.MerchantID,
+		Key:           row.IdempotencyKey,
+		Method:        row.Method,
+		Path:          row.Path,
+		Fingerprint:   row.Fingerprint,
+		State:         State(row.State),
+		RecoveryPoint: row.RecoveryPoint,
+		Fence:         row.Fence,
+		LockedUntil:   row.LockedUntil.UTC(),
+		CreatedAt:     row.CreatedAt.UTC(),
+		UpdatedAt:     row.UpdatedAt.UTC(),
+		ExpiresAt:     row.ExpiresAt.UTC(),
+	}
+	if row.ResponseStatus != nil {
+		resp := &Response{Status: *row.ResponseStatus, Body: row.ResponseBody}
+		if resp.Body == nil {
+			resp.Body = []byte{}
+		}
+		if row.ResponseHeaders != nil {
+			var err error
+			resp.ContentType, resp.Location, err = decodeHeaders(*row.ResponseHeaders)
+			if err != nil {
+				return nil, err
+			}
+		}
+		rec.Response = resp
+	}
+	return rec, nil
+}
+
+var errBadHeaders = errors.New("stored response headers are corrupt")

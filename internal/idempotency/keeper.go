@@ -1,0 +1,93 @@
+package idempotency
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"gorm.io/gorm"
+)
+
+// Config holds the timing rules of the contract.
+type Config struct {
+	// TTL is how long a record is kept and replayed.
+	TTL time.Duration
+	// LockTimeout is how long an executing record stays locked to its owner
+	// before a retry may take it over.
+	LockTimeout time.Duration
+	// Wait is how long a duplicate waits for the original to finish before it
+	// answers ErrInProgress.
+	Wait time.Duration
+	// MaxBodyBytes bounds the body read for the fingerprint.
+	MaxBodyBytes int64
+}
+
+// ErrorRenderer writes the answer for an error of this package (or of the
+// store) and aborts the request. The HTTP layer owns the mapping to
+// problem+json.
+type ErrorRenderer func(c *gin.Context, err error)
+
+// MerchantFunc returns the authenticated merchant of a request; the key is
+// scoped to it.
+type MerchantFunc func(c *gin.Context) string
+
+// Keeper is the idempotency middleware. Routes opt in with Atomic or Guarded.
+type Keeper struct {
+	store    Store
+	db       *gorm.DB
+	clock    Clock
+	cfg      Config
+	merchant MerchantFunc
+	render   ErrorRenderer
+	log      *slog.Logger
+	flights  *flights
+}
+
+// NewKeeper builds the middleware. db is used to open the transaction of
+// Atomic routes; store must work on the same database.
+func NewKeeper(store Store, db *gorm.DB, clock Clock, cfg Config, merchant MerchantFunc, render ErrorRenderer, log *slog.Logger) *Keeper {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Keeper{store: store, db: db, clock: clock, cfg: cfg, merchant: merchant, render: render, log: log, flights: newFlights()}
+}
+
+// Lease is the ownership of a record held by a Guarded request. The handler
+// (through the service) records recovery points with it; every write is
+// fenced, so a request that lost the record cannot write.
+type Lease struct {
+	store      Store
+	clock      Clock
+	merchantID string
+	key        string
+	fence      int64
+	point      string
+}
+
+// RecoveryPoint is the last durable step recorded for this operation;
+// PointStarted for a fresh one.
+func (l *Lease) RecoveryPoint() string { return l.point }
+
+// Fence is the fencing token of this owner.
+func (l *Lease) Fence() int64 { return l.fence }
+
+// Checkpoint records point as reached. Call it inside the transaction that
+// makes the step durable (the store joins the transaction carried by ctx),
+// so the step and its recovery point commit together. It returns ErrFenced
+// when another request has taken the record over; roll back then.
+func (l *Lease) Checkpoint(ctx context.Context, point string) error {
+	if err := l.store.Checkpoint(ctx, l.merchantID, l.key, l.fence, point, l.clock.Now()); err != nil {
+		return err
+	}
+	l.point = point
+	return nil
+}
+
+type leaseKey struct{}
+
+// LeaseFrom returns the lease of a Guarded request, or nil.
+func LeaseFrom(ctx context.Context) *Lease {
+	l, _ := ctx.Value(leaseKey{}).(*Lease)
+	return l
+}

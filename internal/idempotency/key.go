@@ -1,0 +1,25 @@
+package idempotency
+
+import "fmt"
+
+// MaxKeyLength is the longest Idempotency-Key accepted.
+const MaxKeyLength = 255
+
+// ValidateKey checks a key's shape: 1 to 255 characters, each visible ASCII
+// (0x21-0x7E). Spaces, control characters and anything non-ASCII are refused,
+// which also rules out header injection and keys that log or compare oddly.
+// It returns nil or an error wrapping ErrKeyInvalid.
+func ValidateKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: the key is empty", ErrKeyInvalid)
+	}
+	if len(key) > MaxKeyLength {
+		return fmt.Errorf("%w: the key is longer than %d characters", ErrKeyInvalid, MaxKeyLength)
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x21 || c > 0x7e {
+			return fmt.Errorf("%w: character %d is outside visible ASCII (0x21-0x7E)", ErrKeyInvalid, i+1)
+		}
+	}
+	return nil
+}

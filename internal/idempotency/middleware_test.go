@@ -1,0 +1,414 @@
+package idempotency_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/testdb"
+)
+
+// testEnv is a Gin engine with one Atomic and one Guarded route over a real
+// database. The handlers write real rows (orders) so that tests count effects
+// in the database, not only status codes.
+type testEnv struct {
+	db         *database.DB
+	store      *idempotency.GormStore
+	clock      *fakeClock
+	engine     *gin.Engine
+	executions atomic.Int64
+	seen       sync.Map // recovery point seen by each Guarded execution, by key
+	block      chan struct{}
+	started    chan struct{}
+}
+
+type thingIn struct {
+	Name   string `json:"name"`
+	Status int    `json:"status"`
+	Block  bool   `json:"block"`
+	Sleep  int    `json:"sleep_ms"`
+}
+
+func newTestEnv(t *testing.T, dialect database.Dialect, cfg idempotency.Config) *testEnv {
+	t.Helper()
+	gin.SetMode(gin.TestMode)
+	e := &testEnv{db: testdb.Open(t, dialect), clock: newFakeClock(), block: make(chan struct{}), started: make(chan struct{}, 100)}
+	e.store = idempotency.NewGormStore(e.db.DB)
+	for _, m := range []string{"m1", "m2"} {
+		require.NoError(t, e.db.Exec("INSERT INTO merchants (id, name, created_at) VALUES (?, ?, ?)", m, m, time.Now().UTC()).Error)
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = 24 * time.Hour
+	}
+	if cfg.LockTimeout == 0 {
+		cfg.LockTimeout = 30 * time.Second
+	}
+	if cfg.Wait == 0 {
+		cfg.Wait = 2 * time.Second
+	}
+	keeper := idempotency.NewKeeper(e.store, e.db.DB, e.clock, cfg,
+		func(c *gin.Context) string { return c.GetHeader("X-Merchant") }, renderTestError, nil)
+
+	r := gin.New()
+	r.POST("/atomic/things", keeper.Atomic(), e.createThing)
+	r.POST("/guarded/things/:id/actions", keeper.Guarded(), e.guardedAction)
+	e.engine = r
+	return e
+}
+
+// renderTestError stands in for the HTTP layer's error table.
+func renderTestError(c *gin.Context, err error) {
+	var inProgress *idempotency.InProgressError
+	status, code := http.StatusInternalServerError, "internal_error"
+	switch {
+	case errors.Is(err, idempotency.ErrKeyMissing):
+		status, code = 400, "idempotency_key_missing"
+	case errors.Is(err, idempotency.ErrKeyInvalid):
+		status, code = 400, "idempotency_key_invalid"
+	case errors.Is(err, idempotency.ErrKeyReused):
+		status, code = 422, "idempotency_key_reused"
+	case errors.Is(err, idempotency.ErrMalformedBody):
+		status, code = 400, "validation_failed"
+	case errors.As(err, &inProgress):
+		status, code = 409, "idempotency_request_in_progress"
+		c.Header("Retry-After", strconv.Itoa(int(inProgress.RetryAfter.Seconds())))
+	case errors.Is(err, database.ErrUnavailable):
+		status, code = 503, "service_unavailable"
+	}
+	c.AbortWithStatusJSON(status, gin.H{"code": code, "detail": err.Error()})
+}
+
+func (e *testEnv) createThing(c *gin.Context) {
+	var in thingIn
+	if err := c.ShouldBindJSON(&in); err != nil || in.Name == "" {
+		c.AbortWithStatusJSON(400, gin.H{"code": "validation_failed"})
+		return
+	}
+	ctx := c.Request.Context()
+	id := fmt.Sprintf("ord_%d", time.Now().UnixNano())
+	now := time.Now().UTC()
+	err := database.Conn(ctx, e.db.DB).Exec(`INSERT INTO orders (merchant_id, id, customer_id, currency, items, metadata,
+		amount_total, status, created_at, updated_at) VALUES (?, ?, ?, 'BRL', '[]', '{}', 0, 'pending_payment', ?, ?)`,
+		c.GetHeader("X-Merchant"), id, in.Name, now, now).Error
+	if err != nil {
+		renderTestError(c, database.Classify(err))
+		return
+	}
+	c.Header("Location", "/atomic/things/"+id)
+	c.JSON(http.StatusCreated, gin.H{"id": id, "name": in.Name})
+}
+
+func (e *testEnv) guardedAction(c *gin.Context) {
+	var in thingIn
+	_ = c.ShouldBindJSON(&in)
+	n := e.executions.Add(1)
+	lease := idempotency.LeaseFrom(c.Request.Context())
+	e.seen.Store(c.GetHeader(idempotency.HeaderKey), lease.RecoveryPoint())
+	e.started <- struct{}{}
+	if in.Block {
+		<-e.block
+	}
+	if in.Sleep > 0 {
+		time.Sleep(time.Duration(in.Sleep) * time.Millisecond)
+	}
+	if err := lease.Checkpoint(c.Request.Context(), "step1"); err != nil {
+		renderTestError(c, err)
+		return
+	}
+	status := in.Status
+	if status == 0 {
+		status = http.StatusCreated
+	}
+	c.JSON(status, gin.H{"execution": n, "resumed_from": lease.RecoveryPoint()})
+}
+
+func (e *testEnv) post(merchant, path, key, body string) *httptest.ResponseRecorder {
+	req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if merchant != "" {
+		req.Header.Set("X-Merchant", merchant)
+	}
+	if key != "" {
+		req.Header.Set(idempotency.HeaderKey, key)
+	}
+	w := httptest.NewRecorder()
+	e.engine.ServeHTTP(w, req)
+	return w
+}
+
+func (e *testEnv) orders(t *testing.T, merchant string) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, e.db.Raw("SELECT count(*) FROM orders WHERE merchant_id = ?", merchant).Scan(&n).Error)
+	return n
+}
+
+func code(t *testing.T, w *httptest.ResponseRecorder) string {
+	t.Helper()
+	var body struct {
+		Code string `json:"code"`
+	}
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &body), w.Body.String())
+	return body.Code
+}
+
+func eachDialect(t *testing.T, fn func(t *testing.T, d database.Dialect)) {
+	for _, d := range testdb.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			fn(t, d)
+		})
+	}
+}
+
+func TestAtomicCreate(t *testing.T) {
+	eachDialect(t, func(t *testing.T, d database.Dialect) {
+		e := newTestEnv(t, d, idempotency.Config{})
+
+		first := e.post("m1", "/atomic/things", "key-1", `{"name":"coffee"}`)
+		require.Equal(t, 201, first.Code, first.Body.String())
+		require.Empty(t, first.Header().Get(idempotency.HeaderReplayed))
+		require.EqualValues(t, 1, e.orders(t, "m1"))
+
+		// Same request, other member order and spacing: the same fingerprint.
+		again := e.post("m1", "/atomic/things", "key-1", ` { "name" : "coffee" } `)
+		require.Equal(t, 201, again.Code)
+		require.Equal(t, "true", again.Header().Get(idempotency.HeaderReplayed))
+		require.Equal(t, first.Body.Bytes(), again.Body.Bytes(), "the replay is byte-identical")
+		require.Equal(t, first.Header().Get("Location"), again.Header().Get("Location"))
+		require.Equal(t, first.Header().Get("Content-Type"), again.Header().Get("Content-Type"))
+		require.EqualValues(t, 1, e.orders(t, "m1"), "a replay creates nothing")
+
+		reused := e.post("m1", "/atomic/things", "key-1", `{"name":"tea"}`)
+		require.Equal(t, 422, reused.Code)
+		require.Equal(t, "idempotency_key_reused", code(t, reused))
+		require.EqualValues(t, 1, e.orders(t, "m1"))
+
+		// Another merchant's same key is another operation.
+		other := e.post("m2", "/atomic/things", "key-1", `{"name":"tea"}`)
+		require.Equal(t, 201, other.Code)
+		require.Empty(t, other.Header().Get(idempotency.HeaderReplayed))
+		require.EqualValues(t, 1, e.orders(t, "m2"))
+	})
+}
+
+func TestKeyAndBodyErrorsChangeNothing(t *testing.T) {
+	eachDialect(t, func(t *testing.T, d database.Dialect) {
+		e := newTestEnv(t, d, idempotency.Config{})
+		cases := []struct {
+			name, key, body, code string
+			status                int
+		}{
+			{"missing key", "", `{"name":"a"}`, "idempotency_key_missing", 400},
+			{"space in key", "a b", `{"name":"a"}`, "idempotency_key_invalid", 400},
+			{"non-ASCII key", "clé", `{"name":"a"}`, "idempotency_key_invalid", 400},
+			{"key too long", strings.Repeat("k", 256), `{"name":"a"}`, "idempotency_key_invalid", 400},
+			{"malformed JSON", "k-json", `{"name":`, "validation_failed", 400},
+			{"duplicate member", "k-dup", `{"name":"a","name":"b"}`, "validation_failed", 400},
+			{"handler validation", "k-valid", `{"name":""}`, "validation_failed", 400},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				w := e.post("m1", "/atomic/things", tc.key, tc.body)
+				require.Equal(t, tc.status, w.Code, w.Body.String())
+				require.Equal(t, tc.code, code(t, w))
+			})
+		}
+		require.EqualValues(t, 0, e.orders(t, "m1"))
+		var records int64
+		require.NoError(t, e.db.Raw("SELECT count(*) FROM idempotency_records").Scan(&records).Error)
+		require.Zero(t, records, "no answer above is stored")
+
+		// A 400 from the handler is not stored: the key may be sent again,
+		// even with another body.
+		w := e.post("m1", "/atomic/things", "k-valid", `{"name":"fixed"}`)
+		require.Equal(t, 201, w.Code)
+		require.EqualValues(t, 1, e.orders(t, "m1"))
+
+		// A key of exactly 255 visible characters is fine.
+		w = e.post("m1", "/atomic/things", strings.Repeat("~", 255), `{"name":"long"}`)
+		require.Equal(t, 201, w.Code)
+	})
+}
+
+func TestAtomicConcurrentDuplicatesCreateOneOrder(t *testing.T) {
+	eachDialect(t, func(t *testing.T, d database.Dialect) {
+		e := newTestEnv(t, d, idempotency.Config{Wait: 10 * time.Second})
+		const n = 50
+		bodies := make([]string, n)
+		codes := make([]int, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				w := e.post("m1", "/atomic/things", "storm", `{"name":"storm"}`)
+				codes[i], bodies[i] = w.Code, w.Body.String()
+			})
+		}
+		wg.Wait()
+		for i := range n {
+			require.Equal(t, 201, codes[i], bodies[i])
+			require.Equal(t, bodies[0], bodies[i], "every duplicate sees the one result")
+		}
+		require.EqualValues(t, 1, e.orders(t, "m1"))
+	})
+}
+
+func TestAtomicAcrossKeepers(t *testing.T) {
+	// Two keepers over one database stand for two API processes: the unique
+	// key, not the in-process coalescing, keeps them to one order.
+	eachDialect(t, func(t *testing.T, d database.Dialect) {
+		e := newTestEnv(t, d, idempotency.Config{})
+		other := idempotency.NewKeeper(e.store, e.db.DB, e.clock, idempotency.Config{TTL: time.Hour, LockTimeout: time.Minute, Wait: 5 * time.Second},
+			func(c *gin.Context) string { return c.GetHeader("X-Merchant") }, renderTestError, nil)
+		r2 := gin.New()
+		r2.POST("/atomic/things", other.Atomic(), e.createThing)
+
+		var wg sync.WaitGroup
+		codes := make([]int, 40)
+		for i := range 40 {
+			wg.Go(func() {
+				req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/atomic/things", strings.NewReader(`{"name":"x"}`))
+				req.Header.Set("X-Merchant", "m1")
+				req.Header.Set(idempotency.HeaderKey, "two-processes")
+				w := httptest.NewRecorder()
+				if i%2 == 0 {
+					e.engine.ServeHTTP(w, req)
+				} else {
+					r2.ServeHTTP(w, req)
+				}
+				codes[i] = w.Code
+			})
+		}
+		wg.Wait()
+		for _, c := range codes {
+			require.Equal(t, 201, c)
+		}
+		require.EqualValues(t, 1, e.orders(t, "m1"))
+	})
+}
+
+func TestAtomicKeyExpires(t *testing.T) {
+	eachDialect(t, func(t *testing.T, d database.Dialect) {
+		e := newTestEnv(t, d, idempotency.Config{TTL: time.Hour})
+		require.Equal(t, 201, e.post("m1", "/atomic/things", "ttl", `{"name":"a"}`).Code)
+		e.clock.Advance(59 * time.Minute)
+		require.Equal(t, "true", e.post("m1", "/atomic/things", "ttl", `{"name":"a"}`).Header().Get(idempotency.HeaderReplayed))
+		e.clock.Advance(time.Minute)
+		w := e.post("m1", "/atomic/things", "ttl", `{"name":"b"}`)
+		require.Equal(t, 201, w.Code, "after the TTL the key is new again")
+		require.Empty(t, w.Header().Get(idempotency.HeaderReplayed))
+		require.EqualValues(t, 2, e.orders(t, "m1"))
+	})
+}
+
+func TestGuardedConcurrentDuplicatesExecuteOnce(t *testing.T) {
+	eachDialect(t, func(t *testing.T, d database.Dialect) {
+		e := newTestEnv(t, d, idempotency.Config{Wait: 10 * time.Second})
+		const n = 50
+		var wg sync.WaitGroup
+		bodies := make([]string, n)
+		for i := range n {
+			wg.Go(func() {
+				w := e.post("m1", "/guarded/things/t1/actions", "g-storm", `{"sleep_ms":100}`)
+				require.Equal(t, 201, w.Code, w.Body.String())
+				bodies[i] = w.Body.String()
+			})
+		}
+		wg.Wait()
+		require.EqualValues(t, 1, e.executions.Load())
+		for i := range n {
+			require.Equal(t, bodies[0], bodies[i])
+		}
+	})
+}
+
+func TestGuardedDuplicateWaitsThenConflicts(t *testing.T) {
+	eachDialect(t, func(t *testing.T, d database.Dialect) {
+		e := newTestEnv(t, d, idempotency.Config{Wait: 100 * time.Millisecond})
+		done := make(chan *httptest.ResponseRecorder)
+		go func() { done <- e.post("m1", "/guarded/things/t1/actions", "busy", `{"block":true}`) }()
+		<-e.started
+
+		w := e.post("m1", "/guarded/things/t1/actions", "busy", `{"block":true}`)
+		require.Equal(t, 409, w.Code)
+		require.Equal(t, "idempotency_request_in_progress", code(t, w))
+		require.NotEmpty(t, w.Header().Get("Retry-After"))
+
+		// Another path under the same key is a different request.
+		w = e.post("m1", "/guarded/things/t2/actions", "busy", `{"block":true}`)
+		require.Equal(t, 422, w.Code)
+
+		close(e.block)
+		original := <-done
+		require.Equal(t, 201, original.Code)
+		w = e.post("m1", "/guarded/things/t1/actions", "busy", `{"block":true}`)
+		require.Equal(t, 201, w.Code)
+		require.Equal(t, "true", w.Header().Get(idempotency.HeaderReplayed))
+		require.Equal(t, original.Body.String(), w.Body.String())
+		require.EqualValues(t, 1, e.executions.Load())
+	})
+}
+
+func TestGuardedCrashedOwnerIsTakenOverWithFencing(t *testing.T) {
+	eachDialect(t, func(t *testing.T, d database.Dialect) {
+		e := newTestEnv(t, d, idempotency.Config{LockTimeout: 30 * time.Second, Wait: 50 * time.Millisecond})
+		ctx := context.Background()
+
+		// A process reserved the key, reached "step1", and died.
+		w := e.post("m1", "/guarded/things/t1/actions", "crash", `{"status":500}`)
+		require.Equal(t, 500, w.Code)
+		rec, err := e.store.Get(ctx, "m1", "crash", e.clock.Now())
+		require.NoError(t, err, "past its first step, a failed request leaves its record to resume")
+		staleFence := rec.Fence
+		require.NoError(t, e.store.TakeOver(ctx, "m1", "crash", staleFence, e.clock.Now(), e.clock.Now().Add(30*time.Second)))
+		staleFence++ // the "dead" owner's token
+
+		// While its lock holds, a retry waits and gets 409.
+		w = e.post("m1", "/guarded/things/t1/actions", "crash", `{"status":500}`)
+		require.Equal(t, 409, w.Code)
+
+		e.clock.Advance(31 * time.Second)
+		w = e.post("m1", "/guarded/things/t1/actions", "crash", `{"status":500}`)
+		require.Equal(t, 500, w.Code, "the retry ran the operation again")
+		seen, _ := e.seen.Load("crash")
+		require.Equal(t, "step1", seen, "and resumed from the recovery point")
+
+		// The dead owner wakes up: it can no longer write.
+		require.ErrorIs(t, e.store.Complete(ctx, "m1", "crash", staleFence, idempotency.Response{Status: 201}, e.clock.Now()), idempotency.ErrFenced)
+	})
+}
+
+func TestGuardedAcceptedKeepsRecordOpen(t *testing.T) {
+	eachDialect(t, func(t *testing.T, d database.Dialect) {
+		e := newTestEnv(t, d, idempotency.Config{})
+		w := e.post("m1", "/guarded/things/t1/actions", "pending", `{"status":202}`)
+		require.Equal(t, 202, w.Code)
+		// A retry resumes at once (the 202 unlocked the record).
+		w = e.post("m1", "/guarded/things/t1/actions", "pending", `{"status":202}`)
+		require.Equal(t, 202, w.Code)
+		require.Empty(t, w.Header().Get(idempotency.HeaderReplayed))
+		seen, _ := e.seen.Load("pending")
+		require.Equal(t, "step1", seen)
+		require.EqualValues(t, 2, e.executions.Load())
+
+		// Fresh key, answer not kept before any step: the key is released.
+		w = e.post("m1", "/guarded/things/t1/actions", "released", `{"status":402}`)
+		require.Equal(t, 402, w.Code)
+		w = e.post("m1", "/guarded/things/t1/actions", "released", `{"status":402}`)
+		require.Equal(t, "true", w.Header().Get(idempotency.HeaderReplayed), "a 402 is final and kept")
+	})
+}

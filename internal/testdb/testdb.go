@@ -1,0 +1,123 @@
+// Package testdb gives each test a database of its own: a fresh PostgreSQL
+// schema, or a fresh SQLite file, migrated and dropped when the test ends.
+//
+// PostgreSQL is found at TEST_DATABASE_URL (default: the local server, database
+// "test"). When it cannot be reached the test is skipped with a message that
+// says so, except under CI=true, where a missing service fails the test.
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/migrations"
+)
+
+// DefaultPostgresURL is used when TEST_DATABASE_URL is not set.
+const DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// Dialects lists the dialects a contract test should run on.
+var Dialects = []database.Dialect{database.Postgres, database.SQLite}
+
+// PostgresURL returns the server URL the tests use.
+func PostgresURL() string {
+	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return DefaultPostgresURL
+}
+
+// MissingService skips the test, or fails it under CI=true, saying which
+// service is missing and why.
+func MissingService(t testing.TB, service string, err error) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is required under CI=true but is not reachable: %v", service, err)
+	}
+	t.Skipf("SKIPPED: %s is not reachable (%v); start it or set CI=true to make this a failure", service, err)
+}
+
+// Open returns a migrated, empty database of the given dialect that lives as
+// long as the test.
+func Open(t testing.TB, dialect database.Dialect) *database.DB {
+	t.Helper()
+	url, cleanup := NewURL(t, dialect)
+	t.Cleanup(cleanup)
+	db, err := database.Open(url, database.Options{MaxOpenConns: 10})
+	if err != nil {
+		t.Fatalf("open %s: %v", dialect, err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// NewURL prepares a migrated, empty database and returns how to reach it:
+// a postgres:// URL whose search_path is a fresh schema, or "sqlite:<path>"
+// for a file in the test's temporary folder. The returned func drops it.
+func NewURL(t testing.TB, dialect database.Dialect) (string, func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	switch dialect {
+	case database.SQLite:
+		path := filepath.Join(t.TempDir(), "test.db")
+		db, err := database.Open("sqlite:"+path, database.Options{})
+		if err != nil {
+			t.Fatalf("open sqlite: %v", err)
+		}
+		defer db.Close()
+		sqlDB, _ := db.DB.DB()
+		if _, err := migrations.Up(ctx, sqlDB, string(database.SQLite)); err != nil {
+			t.Fatalf("migrate sqlite: %v", err)
+		}
+		return "sqlite:" + path, func() {}
+	case database.Postgres:
+		base := PostgresURL()
+		admin, err := database.Open(base, database.Options{MaxOpenConns: 2})
+		if err == nil {
+			err = admin.Ping(ctx)
+		}
+		if err != nil {
+			MissingService(t, "PostgreSQL", err)
+		}
+		schema := "t_" + randomHex(6)
+		if err := admin.Exec("CREATE SCHEMA " + schema).Error; err != nil {
+			t.Fatalf("create schema: %v", err)
+		}
+		u, err := url.Parse(base)
+		if err != nil {
+			t.Fatalf("parse %s: %v", base, err)
+		}
+		q := u.Query()
+		q.Set("search_path", schema)
+		u.RawQuery = q.Encode()
+		db, err := database.Open(u.String(), database.Options{MaxOpenConns: 2})
+		if err != nil {
+			t.Fatalf("open schema: %v", err)
+		}
+		sqlDB, _ := db.DB.DB()
+		if _, err := migrations.Up(ctx, sqlDB, string(database.Postgres)); err != nil {
+			t.Fatalf("migrate postgres: %v", err)
+		}
+		_ = db.Close()
+		return u.String(), func() {
+			_ = admin.Exec("DROP SCHEMA " + schema + " CASCADE").Error
+			_ = admin.Close()
+		}
+	}
+	t.Fatalf("unknown dialect %q", dialect)
+	return "", nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
