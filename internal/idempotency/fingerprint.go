@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
 )
@@ -21,6 +22,11 @@ func Canonicalize(body []byte) ([]byte, error) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
 		return []byte("{}"), nil
+	}
+	if !utf8.Valid(trimmed) {
+		// I-JSON (RFC 7493), which JCS builds on, is UTF-8 only; invalid
+		// bytes would otherwise be fingerprinted as they come.
+		return nil, fmt.Errorf("%w: the body is not valid UTF-8", ErrMalformedBody)
 	}
 	if !json.Valid(trimmed) {
 		return nil, fmt.Errorf("%w: the body is not valid JSON", ErrMalformedBody)

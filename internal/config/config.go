@@ -1,0 +1,122 @@
+// Package config reads the API's settings from the environment, with the
+// contract's defaults, and refuses a bad value at start with a message that
+// names the setting.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// Config is every setting of cmd/api.
+type Config struct {
+	HTTPAddr               string        `env:"HTTP_ADDR" envDefault:":8080"`
+	DatabaseURL            string        `env:"DATABASE_URL"`
+	SQLitePath             string        `env:"SQLITE_PATH" envDefault:"data/payments.db"`
+	RedisURL               string        `env:"REDIS_URL"`
+	ProviderURL            string        `env:"PROVIDER_URL"`
+	ProviderTimeout        time.Duration `env:"PROVIDER_TIMEOUT" envDefault:"5s"`
+	IdempotencyTTL         time.Duration `env:"IDEMPOTENCY_TTL" envDefault:"24h"`
+	IdempotencyLockTimeout time.Duration `env:"IDEMPOTENCY_LOCK_TIMEOUT" envDefault:"30s"`
+	IdempotencyWait        time.Duration `env:"IDEMPOTENCY_WAIT" envDefault:"2s"`
+	ReconcileInterval      time.Duration `env:"RECONCILE_INTERVAL" envDefault:"5s"`
+	DemoSeed               bool          `env:"DEMO_SEED" envDefault:"true"`
+	ProviderWebhookSecret  string        `env:"PROVIDER_WEBHOOK_SECRET" envDefault:"whsec_test"`
+	MaxBodyBytes           int64         `env:"MAX_BODY_BYTES" envDefault:"1048576"`
+	ShutdownTimeout        time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
+	DBMaxConns             int           `env:"DB_MAX_CONNS" envDefault:"20"`
+	DBConnectTimeout       time.Duration `env:"DB_CONNECT_TIMEOUT" envDefault:"30s"`
+	JanitorInterval        time.Duration `env:"JANITOR_INTERVAL" envDefault:"1m"`
+	LogLevel               string        `env:"LOG_LEVEL" envDefault:"info"`
+}
+
+// Load parses the settings from environ (KEY=value pairs, as os.Environ
+// returns them) and checks them.
+func Load(environ []string) (Config, error) {
+	vars := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			vars[k] = v
+		}
+	}
+	var cfg Config
+	if err := env.ParseWithOptions(&cfg, env.Options{Environment: vars}); err != nil {
+		return Config{}, fmt.Errorf("configuration: %w", nameSettings(err))
+	}
+	if err := cfg.validate(); err != nil {
+		return Config{}, fmt.Errorf("configuration: %w", err)
+	}
+	return cfg, nil
+}
+
+func (c Config) validate() error {
+	var errs []error
+	positive := func(name string, d time.Duration) {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be a positive duration, got %s", name, d))
+		}
+	}
+	positive("PROVIDER_TIMEOUT", c.ProviderTimeout)
+	positive("IDEMPOTENCY_TTL", c.IdempotencyTTL)
+	positive("IDEMPOTENCY_LOCK_TIMEOUT", c.IdempotencyLockTimeout)
+	positive("IDEMPOTENCY_WAIT", c.IdempotencyWait)
+	positive("RECONCILE_INTERVAL", c.ReconcileInterval)
+	positive("SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
+	positive("DB_CONNECT_TIMEOUT", c.DBConnectTimeout)
+	positive("JANITOR_INTERVAL", c.JanitorInterval)
+	if c.HTTPAddr == "" {
+		errs = append(errs, errors.New("HTTP_ADDR must not be empty"))
+	}
+	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") &&
+		!strings.HasPrefix(c.DatabaseURL, "postgresql://") && !strings.HasPrefix(c.DatabaseURL, "sqlite:") {
+		errs = append(errs, errors.New("DATABASE_URL must be empty (embedded SQLite), postgres://... or sqlite:<path>"))
+	}
+	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
+		errs = append(errs, errors.New("REDIS_URL must be empty or start with redis:// or rediss://"))
+	}
+	if c.ProviderURL != "" && !strings.HasPrefix(c.ProviderURL, "http://") && !strings.HasPrefix(c.ProviderURL, "https://") {
+		errs = append(errs, errors.New("PROVIDER_URL must be empty (in-process provider) or an http(s):// URL"))
+	}
+	if c.MaxBodyBytes <= 0 {
+		errs = append(errs, fmt.Errorf("MAX_BODY_BYTES must be positive, got %d", c.MaxBodyBytes))
+	}
+	if c.DBMaxConns <= 0 {
+		errs = append(errs, fmt.Errorf("DB_MAX_CONNS must be positive, got %d", c.DBMaxConns))
+	}
+	if c.ProviderWebhookSecret == "" {
+		errs = append(errs, errors.New("PROVIDER_WEBHOOK_SECRET must not be empty"))
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("LOG_LEVEL must be debug, info, warn or error, got %q", c.LogLevel))
+	}
+	return errors.Join(errs...)
+}
+
+// nameSettings rewrites the library's parse errors, which name the Go field,
+// to name the environment variable the operator actually set.
+func nameSettings(err error) error {
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return err
+	}
+	t := reflect.TypeFor[Config]()
+	errs := make([]error, 0, len(agg.Errors))
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if errors.As(e, &pe) {
+			if f, ok := t.FieldByName(pe.Name); ok {
+				errs = append(errs, fmt.Errorf("%s: %w", f.Tag.Get("env"), pe.Err))
+				continue
+			}
+		}
+		errs = append(errs, e)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,46 @@
+package config_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkeys/payments/internal/config"
+)
+
+func TestDefaultsAreTheContracts(t *testing.T) {
+	cfg, err := config.Load(nil)
+	require.NoError(t, err)
+	require.Equal(t, ":8080", cfg.HTTPAddr)
+	require.Empty(t, cfg.DatabaseURL)
+	require.Empty(t, cfg.RedisURL)
+	require.Empty(t, cfg.ProviderURL)
+	require.Equal(t, 5*time.Second, cfg.ProviderTimeout)
+	require.Equal(t, 24*time.Hour, cfg.IdempotencyTTL)
+	require.Equal(t, 30*time.Second, cfg.IdempotencyLockTimeout)
+	require.Equal(t, 2*time.Second, cfg.IdempotencyWait)
+	require.Equal(t, 5*time.Second, cfg.ReconcileInterval)
+	require.True(t, cfg.DemoSeed)
+	require.Equal(t, "whsec_test", cfg.ProviderWebhookSecret)
+	require.EqualValues(t, 1048576, cfg.MaxBodyBytes)
+}
+
+func TestBadSettingsAreNamed(t *testing.T) {
+	cases := map[string]string{
+		"IDEMPOTENCY_WAIT=soon":       "IDEMPOTENCY_WAIT",
+		"IDEMPOTENCY_TTL=-1s":         "IDEMPOTENCY_TTL",
+		"DATABASE_URL=mysql://x":      "DATABASE_URL",
+		"REDIS_URL=localhost:6379":    "REDIS_URL",
+		"PROVIDER_URL=provider:8081":  "PROVIDER_URL",
+		"MAX_BODY_BYTES=0":            "MAX_BODY_BYTES",
+		"DEMO_SEED=maybe":             "DEMO_SEED",
+		"IDEMPOTENCY_LOCK_TIMEOUT=0s": "IDEMPOTENCY_LOCK_TIMEOUT",
+	}
+	for kv, name := range cases {
+		t.Run(kv, func(t *testing.T) {
+			_, err := config.Load([]string{kv})
+			require.ErrorContains(t, err, name)
+		})
+	}
+}

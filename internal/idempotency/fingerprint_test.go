@@ -1,0 +1,124 @@
+package idempotency_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkeys/payments/internal/idempotency"
+)
+
+func fp(t *testing.T, body string) string {
+	t.Helper()
+	canonical, err := idempotency.Canonicalize([]byte(body))
+	require.NoError(t, err, body)
+	return idempotency.Fingerprint("POST", "/v1/orders", nil, canonical)
+}
+
+func TestFingerprintIgnoresSpelling(t *testing.T) {
+	same := []struct{ name, a, b string }{
+		{"member order", `{"a":1,"b":2}`, `{"b":2,"a":1}`},
+		{"whitespace", `{"a":[1,2]}`, " {\n\t\"a\" : [ 1 , 2 ] }\n"},
+		{"integer as decimal", `{"n":2}`, `{"n":2.0}`},
+		{"integer as exponent", `{"n":2}`, `{"n":2e0}`},
+		{"escaped letter", `{"s":"\u00e9"}`, `{"s":"é"}`},
+		{"escaped slash", `{"s":"a/b"}`, `{"s":"a\/b"}`},
+		{"nested order", `{"o":{"x":1,"y":[{"b":1,"a":2}]}}`, `{"o":{"y":[{"a":2,"b":1}],"x":1}}`},
+		{"empty body is an empty object", ``, `{}`},
+	}
+	for _, tc := range same {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, fp(t, tc.a), fp(t, tc.b))
+		})
+	}
+	different := []struct{ name, a, b string }{
+		{"other value", `{"n":2}`, `{"n":3}`},
+		{"string vs number", `{"n":2}`, `{"n":"2"}`},
+		{"array order", `{"a":[1,2]}`, `{"a":[2,1]}`},
+		{"extra member", `{"a":1}`, `{"a":1,"b":null}`},
+		{"case", `{"s":"a"}`, `{"s":"A"}`},
+	}
+	for _, tc := range different {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NotEqual(t, fp(t, tc.a), fp(t, tc.b))
+		})
+	}
+}
+
+func TestFingerprintCoversRouteAndParams(t *testing.T) {
+	body := []byte(`{}`)
+	base := idempotency.Fingerprint("POST", "/v1/orders/:id/payments", []idempotency.Param{{Name: "id", Value: "ord_1"}}, body)
+	require.NotEqual(t, base, idempotency.Fingerprint("POST", "/v1/orders/:id/payments", []idempotency.Param{{Name: "id", Value: "ord_2"}}, body))
+	require.NotEqual(t, base, idempotency.Fingerprint("POST", "/v1/payments/:id/refunds", []idempotency.Param{{Name: "id", Value: "ord_1"}}, body))
+	require.NotEqual(t, base, idempotency.Fingerprint("PUT", "/v1/orders/:id/payments", []idempotency.Param{{Name: "id", Value: "ord_1"}}, body))
+	// Length prefixes keep part boundaries: "ab"+"c" is not "a"+"bc".
+	require.NotEqual(t,
+		idempotency.Fingerprint("POST", "/r", []idempotency.Param{{Name: "ab", Value: "c"}}, body),
+		idempotency.Fingerprint("POST", "/r", []idempotency.Param{{Name: "a", Value: "bc"}}, body))
+}
+
+func TestCanonicalizeRefuses(t *testing.T) {
+	for _, body := range []string{`{"a":1,"a":2}`, `{"a":`, `[1,]`, `{'a':1}`, `{"a":1}{"b":2}`, "\xff"} {
+		_, err := idempotency.Canonicalize([]byte(body))
+		require.ErrorIs(t, err, idempotency.ErrMalformedBody, body)
+	}
+}
+
+func TestValidateKey(t *testing.T) {
+	valid := []string{"a", "order-123_ABC.~!", strings.Repeat("x", 255), "550e8400-e29b-41d4-a716-446655440000"}
+	for _, k := range valid {
+		require.NoError(t, idempotency.ValidateKey(k), k)
+	}
+	invalid := []string{"", " ", "a b", "tab\tkey", "new\nline", "nul\x00", "del\x7f", "é", strings.Repeat("x", 256)}
+	for _, k := range invalid {
+		require.ErrorIs(t, idempotency.ValidateKey(k), idempotency.ErrKeyInvalid, "%q", k)
+	}
+}
+
+func FuzzValidateKey(f *testing.F) {
+	for _, seed := range []string{"", "a", "key-1", "a b", "\x00", "é", strings.Repeat("k", 256), "\r\nX-Injected: 1"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		err := idempotency.ValidateKey(key)
+		ok := len(key) >= 1 && len(key) <= 255
+		for i := 0; i < len(key); i++ {
+			if key[i] < 0x21 || key[i] > 0x7e {
+				ok = false
+			}
+		}
+		if ok != (err == nil) {
+			t.Fatalf("ValidateKey(%q) = %v, want ok=%v", key, err, ok)
+		}
+		if err != nil && !errors.Is(err, idempotency.ErrKeyInvalid) {
+			t.Fatalf("error %v does not wrap ErrKeyInvalid", err)
+		}
+	})
+}
+
+func FuzzCanonicalize(f *testing.F) {
+	for _, seed := range []string{`{}`, `{"b":1,"a":[1,2.0,2e0,"\u00e9"]}`, `{"a":1,"a":2}`, `[`, `null`, `{"n":1e400}`, `"x"`, ` {"z":{"y":{"x":-0}}} `} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		out, err := idempotency.Canonicalize(body)
+		if err != nil {
+			if !errors.Is(err, idempotency.ErrMalformedBody) {
+				t.Fatalf("error %v does not wrap ErrMalformedBody", err)
+			}
+			return
+		}
+		if !json.Valid(out) || !utf8.Valid(out) {
+			t.Fatalf("canonical form %q is not valid JSON", out)
+		}
+		// Canonical JSON is a fixed point.
+		again, err := idempotency.Canonicalize(out)
+		if err != nil || string(again) != string(out) {
+			t.Fatalf("not idempotent: %q -> %q (%v)", out, again, err)
+		}
+	})
+}
