@@ -11,6 +11,7 @@ import (
 	"io/fs"
 
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 )
 
 //go:embed postgres/*.sql sqlite/*.sql
@@ -41,9 +42,18 @@ func Version(ctx context.Context, db *sql.DB, dialect string) (int64, error) {
 
 func provider(db *sql.DB, dialect string) (*goose.Provider, error) {
 	var gd goose.Dialect
+	var opts []goose.ProviderOption
 	switch dialect {
 	case "postgres":
 		gd = goose.DialectPostgres
+		// Several API instances may start at once: an advisory lock held
+		// for the migration run (start-up only, never in a request) lets
+		// one of them migrate while the others wait.
+		locker, err := lock.NewPostgresSessionLocker()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, goose.WithSessionLocker(locker))
 	case "sqlite":
 		gd = goose.DialectSQLite3
 	default:
@@ -53,5 +63,5 @@ func provider(db *sql.DB, dialect string) (*goose.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	return goose.NewProvider(gd, db, sub)
+	return goose.NewProvider(gd, db, sub, opts...)
 }

@@ -108,7 +108,7 @@ func Open(url string, opts Options) (*DB, error) {
 		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 		return &DB{DB: g, Dialect: Postgres}, nil
 	default:
-		return nil, fmt.Errorf("DATABASE_URL must be empty (embedded SQLite), sqlite:<path> or postgres://...")
+		return nil, errors.New("DATABASE_URL must be empty (embedded SQLite), sqlite:<path> or postgres://<host>/<db>")
 	}
 }
 

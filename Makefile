@@ -1,0 +1,96 @@
+# Every target with a "## " comment is listed by `make help`, the default goal.
+# Variables can be set on the command line: `make fuzz FUZZTIME=1m`.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-print-directory
+
+GO ?= go
+# How long `make test` and `make fuzz` run each fuzz target.
+FUZZTIME ?= 10s
+# The database `make run-pg` uses; `make db` creates it if it is missing.
+PG_URL ?= postgres://postgres@127.0.0.1:5432/payments?sslmode=disable
+# Where `make provider` delivers its webhooks: an API started with `make run`.
+WEBHOOK_URL ?= http://127.0.0.1:8080/v1/webhooks/provider
+
+# Tools run at pinned versions through `go run`; Go caches the built binaries,
+# so only the first call compiles them (golangci-lint: about a minute).
+GOLANGCI_LINT := $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
+SWAG := $(GO) run github.com/swaggo/swag/cmd/swag@v1.16.6
+SWAG_INIT_FLAGS := -g cmd/api/main.go -o docs --parseInternal
+
+.PHONY: help run run-pg db provider merchant migrate test test-short fuzz lint fmt \
+	swagger swagger-check build clean compose-up compose-down ci
+
+help: ## Show this list
+	@echo "Usage: make <target> [VAR=value]"
+	@awk 'BEGIN { FS = ":.*## " } \
+		/^## / { printf "\n%s\n", substr($$0, 4) } \
+		/^[a-zA-Z0-9_-]+:.*## / { printf "  %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@echo
+	@echo "Variables: FUZZTIME=$(FUZZTIME) PG_URL=$(PG_URL)"
+
+## Running
+
+run: ## Run the API on embedded SQLite (./data/) with the in-process provider; needs only Go
+	DATABASE_URL= $(GO) run ./cmd/api
+
+run-pg: db ## Run the API on local PostgreSQL (PG_URL); set REDIS_URL to add Redis
+	DATABASE_URL='$(PG_URL)' $(GO) run ./cmd/api
+
+db: ## Create the PostgreSQL database named in PG_URL if it is missing
+	@scripts/ensure-db.sh '$(PG_URL)'
+
+provider: ## Run the mock provider on :8081, sending webhooks to WEBHOOK_URL
+	WEBHOOK_URL='$(WEBHOOK_URL)' $(GO) run ./cmd/provider
+
+merchant: ## Create a merchant and print its API key once: make merchant NAME=initech
+	@[[ -n "$(NAME)" ]] || { echo "usage: make merchant NAME=<name> [DATABASE_URL=...]"; exit 2; }
+	$(GO) run ./cmd/api create-merchant -name '$(NAME)'
+
+migrate: ## Apply the migrations to DATABASE_URL (empty: the SQLite file) and exit
+	$(GO) run ./cmd/api migrate
+
+## Testing and checks
+
+test: ## Run all tests with -race, then each fuzz target for FUZZTIME; summarises skips
+	FUZZTIME='$(FUZZTIME)' scripts/test.sh all
+
+test-short: ## Run all tests with -race, without fuzzing
+	scripts/test.sh unit
+
+fuzz: ## Run each fuzz target for FUZZTIME (make fuzz FUZZTIME=5m)
+	FUZZTIME='$(FUZZTIME)' scripts/test.sh fuzz
+
+lint: ## Check gofmt, go vet and golangci-lint v2.15.0 (.golangci.yml)
+	@out=$$(gofmt -l .); if [[ -n "$$out" ]]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GOLANGCI_LINT) run ./...
+
+fmt: ## Format all Go files with gofmt
+	gofmt -w .
+
+swagger: ## Regenerate docs/ (Swagger) from the handlers' annotations with swag v1.16.6
+	$(SWAG) init $(SWAG_INIT_FLAGS)
+
+swagger-check: swagger ## Regenerate docs/ and fail if it differs from what is committed
+	@if ! git diff --exit-code -- docs/ || [[ -n "$$(git status --porcelain -- docs/)" ]]; then \
+		echo "docs/ is out of date: run 'make swagger' and commit docs/"; exit 1; fi
+
+ci: ## Run what CI runs: .ci/run starts PostgreSQL and Redis if needed, then make test
+	bash .ci/run
+
+## Building
+
+build: ## Build static binaries bin/api and bin/provider
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/api ./cmd/provider
+
+clean: ## Remove bin/ (the SQLite data in ./data/ is left alone)
+	rm -rf bin/
+
+compose-up: ## Start PostgreSQL, Redis, the provider and the API with Docker Compose
+	docker compose up --build
+
+compose-down: ## Stop the Compose services (add -v by hand to drop the database volume)
+	docker compose down

@@ -1,0 +1,240 @@
+// Command api is the payments API: orders, payments and refunds behind
+// Idempotency-Key, over PostgreSQL or an embedded SQLite file.
+//
+// Usage:
+//
+//	api                          serve (the default)
+//	api migrate                  apply the migrations and exit
+//	api create-merchant -name N  create a merchant and print its API key once
+//
+// Configuration comes from the environment; see internal/config.
+//
+//	@title						Idempotent Payments API
+//	@version					1.0
+//	@description				A reference payments backend for idempotency keys done right: every POST carries an Idempotency-Key, and for one merchant and one key the business effect happens at most once. A repeat gets the stored answer with Idempotent-Replayed: true; a different request under the same key gets 422; a repeat while the original runs waits, then gets 409 with Retry-After.
+//	@BasePath					/
+//	@securityDefinitions.apikey	ApiKeyAuth
+//	@in							header
+//	@name						Authorization
+//	@description				"Bearer " followed by the API key, e.g. "Bearer sk_test_acme".
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+
+	"github.com/idemkeys/payments/internal/config"
+	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/handlers"
+	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/merchants"
+	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/migrations"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Environ(), os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "api:", err)
+		os.Exit(1)
+	}
+}
+
+// run is the whole program behind main, so tests can start it in-process:
+// it returns when ctx ends (after a graceful stop) or on a fatal error.
+func run(ctx context.Context, args, environ []string, stdout io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 {
+		cmd, args = args[0], args[1:]
+	}
+	cfg, err := config.Load(environ)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stdout, cfg.LogLevel)
+
+	switch cmd {
+	case "serve":
+		return serve(ctx, cfg, log)
+	case "migrate":
+		db, err := openDatabase(ctx, cfg, log)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		fmt.Fprintf(stdout, "migrations applied; schema version %d (%s)\n", mustVersion(ctx, db), db.Dialect)
+		return nil
+	case "create-merchant":
+		return createMerchant(ctx, cfg, log, args, stdout)
+	case "help", "-h", "--help":
+		fmt.Fprintln(stdout, "usage: api [serve | migrate | create-merchant -name NAME]")
+		return nil
+	default:
+		return fmt.Errorf("unknown command %q (try: serve, migrate, create-merchant)", cmd)
+	}
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(strings.ToUpper(level)))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+// openDatabase connects, retrying with backoff for DB_CONNECT_TIMEOUT (the
+// database may start after us), and applies the migrations.
+func openDatabase(ctx context.Context, cfg config.Config, log *slog.Logger) (*database.DB, error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.DBConnectTimeout)
+	defer cancel()
+	db, err := backoff.Retry(ctx, func() (*database.DB, error) {
+		db, err := database.Open(cfg.DatabaseURL, database.Options{SQLitePath: cfg.SQLitePath, MaxOpenConns: cfg.DBMaxConns})
+		if err != nil {
+			if errors.Is(err, database.ErrUnavailable) {
+				return nil, err
+			}
+			return nil, backoff.Permanent(err)
+		}
+		if err := db.Ping(ctx); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+		return db, nil
+	}, backoff.WithMaxElapsedTime(cfg.DBConnectTimeout), backoff.WithNotify(func(err error, next time.Duration) {
+		log.Warn("database not reachable yet; retrying", "error", err, "retry_in", next)
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("database unreachable after %s: %w", cfg.DBConnectTimeout, err)
+	}
+	sqlDB, err := db.DB.DB()
+	if err != nil {
+		return nil, err
+	}
+	applied, err := migrations.Up(ctx, sqlDB, string(db.Dialect))
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	log.Info("database ready", "dialect", string(db.Dialect), "migrations_applied", applied)
+	return db, nil
+}
+
+func mustVersion(ctx context.Context, db *database.DB) int64 {
+	sqlDB, err := db.DB.DB()
+	if err != nil {
+		return -1
+	}
+	v, err := migrations.Version(ctx, sqlDB, string(db.Dialect))
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+func createMerchant(ctx context.Context, cfg config.Config, log *slog.Logger, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("create-merchant", flag.ContinueOnError)
+	name := fs.String("name", "", "merchant name (unique)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *name == "" {
+		return errors.New("create-merchant: -name is required")
+	}
+	db, err := openDatabase(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	m, key, err := merchants.NewStore(db.DB, time.Now).Create(ctx, *name)
+	if err != nil {
+		return fmt.Errorf("create-merchant: %w", err)
+	}
+	fmt.Fprintf(stdout, "merchant %s (%s) created\nAPI key, shown once: %s\n", m.ID, m.Name, key)
+	return nil
+}
+
+func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	db, err := openDatabase(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	merchantStore := merchants.NewStore(db.DB, time.Now)
+	if cfg.DemoSeed {
+		if err := merchantStore.SeedDemo(ctx); err != nil {
+			return fmt.Errorf("seed demo merchants: %w", err)
+		}
+	}
+	clock := idempotency.SystemClock{}
+	idemStore := idempotency.NewGormStore(db.DB)
+	keeper := idempotency.NewKeeper(idemStore, db.DB, clock, idempotency.Config{
+		TTL:          cfg.IdempotencyTTL,
+		LockTimeout:  cfg.IdempotencyLockTimeout,
+		Wait:         cfg.IdempotencyWait,
+		MaxBodyBytes: cfg.MaxBodyBytes,
+	}, handlers.MerchantID, handlers.RenderError, log)
+	service := payments.NewService(payments.NewGormStore(db.DB), time.Now)
+
+	router := handlers.NewRouter(handlers.Deps{
+		Log:              log,
+		Orders:           service,
+		Auth:             merchantStore,
+		IdempotentAtomic: keeper.Atomic(),
+		MaxBodyBytes:     cfg.MaxBodyBytes,
+		Database:         db,
+	})
+
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	srv := &http.Server{
+		Handler:           router,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+
+	// Background workers stop when serve returns, after the server has
+	// finished its in-flight requests.
+	workerCtx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
+	var workers sync.WaitGroup
+	janitor := idempotency.NewJanitor(idemStore, clock, idempotency.JanitorConfig{Interval: cfg.JanitorInterval}, log)
+	workers.Go(func() { janitor.Run(workerCtx) })
+	defer func() {
+		stopWorkers()
+		workers.Wait()
+	}()
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String(), "dialect", string(db.Dialect))
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: no new requests; waiting for in-flight ones", "timeout", cfg.ShutdownTimeout)
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("graceful shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}

@@ -1,0 +1,160 @@
+package handlers
+
+import (
+	"encoding/json"
+	"math/big"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkeys/payments/internal/problem"
+)
+
+func TestJSONInteger(t *testing.T) {
+	tests := []struct {
+		lit  string
+		want int64
+		err  error
+	}{
+		{"2", 2, nil},
+		{"-2", -2, nil},
+		{"2.0", 2, nil},
+		{"2e0", 2, nil},
+		{"2E+0", 2, nil},
+		{"0.2e1", 2, nil},
+		{"200e-2", 2, nil},
+		{"1.25e2", 125, nil},
+		{"0", 0, nil},
+		{"-0.0e5", 0, nil},
+		{"0e999999999999999999999", 0, nil},
+		{"1e12", 1_000_000_000_000, nil},
+		{"9223372036854775807", 9223372036854775807, nil},
+		{"-9223372036854775808", -9223372036854775808, nil},
+		{"9.223372036854775807e18", 9223372036854775807, nil},
+		{"2.5", 0, errNotWhole},
+		{"25e-1", 0, errNotWhole},
+		{"1e-999999999999999999999", 0, errNotWhole},
+		{"9223372036854775808", 0, errOutOfRange},
+		{"1e19", 0, errOutOfRange},
+		{"1e999999999", 0, errOutOfRange},
+		{"1e999999999999999999999", 0, errOutOfRange},
+	}
+	for _, tt := range tests {
+		t.Run(tt.lit, func(t *testing.T) {
+			got, err := jsonInteger(tt.lit)
+			if tt.err != nil {
+				require.ErrorIs(t, err, tt.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}
+
+// FuzzJSONInteger checks jsonInteger against exact rational arithmetic for
+// every valid JSON number with a modest exponent.
+func FuzzJSONInteger(f *testing.F) {
+	for _, seed := range []string{"2", "2.0", "2e0", "-1.5", "1e19", "123.4500e2", "0.0001e4", "-9223372036854775808"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, lit string) {
+		var n json.Number
+		if len(lit) > 64 || json.Unmarshal([]byte(lit), &n) != nil || string(n) != lit {
+			return // not a JSON number literal
+		}
+		if i := strings.IndexAny(lit, "eE"); i >= 0 && len(lit)-i > 4 {
+			return // big.Rat would take its time over huge exponents
+		}
+		r, ok := new(big.Rat).SetString(lit)
+		require.True(t, ok, lit)
+		got, err := jsonInteger(lit)
+		switch {
+		case !r.IsInt():
+			require.ErrorIs(t, err, errNotWhole, lit)
+		case !r.Num().IsInt64():
+			require.ErrorIs(t, err, errOutOfRange, lit)
+		default:
+			require.NoError(t, err, lit)
+			require.Equal(t, r.Num().Int64(), got, lit)
+		}
+	})
+}
+
+// FuzzDecodeStrict checks that no body makes the decoder panic, and that
+// whatever it refuses it refuses as a requestError.
+func FuzzDecodeStrict(f *testing.F) {
+	for _, seed := range []string{
+		``, `{}`, `[]`, `null`, `{"customer_id":"c","items":[{"quantity":2.0}]}`,
+		`{"items":[1,{"sku":5}],"metadata":{"a":[]}}`, `{"a":1} {}`, `{"items":{}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var req CreateOrderRequest
+		err := decodeStrict(body, &req)
+		if err != nil {
+			var re *requestError
+			require.ErrorAs(t, err, &re)
+		}
+	})
+}
+
+func TestDecodeStrict(t *testing.T) {
+	tests := []struct {
+		name   string
+		body   string
+		detail string
+		fields []problem.FieldError
+	}{
+		{name: "not JSON", body: `{"customer_id":`, detail: "The body is not valid JSON."},
+		{name: "two values", body: `{} {}`, detail: "The body must hold exactly one JSON value."},
+		{name: "an array", body: `[]`, detail: "The body must be a JSON object."},
+		{name: "null", body: `null`, detail: "The body must be a JSON object."},
+		{name: "every wrong field, by full path", body: `{
+			"customer_id": 7, "colour": "red",
+			"items": [{"sku": "S", "quantity": 1}, {"sku": ["x"], "quantity": "2", "unit_amount": 2.5, "size": 1}],
+			"metadata": {"a": 1, "b": "ok"}}`,
+			fields: []problem.FieldError{
+				{Field: "colour", Message: "is not a known field"},
+				{Field: "customer_id", Message: "must be a string"},
+				{Field: "items[1].quantity", Message: "must be an integer"},
+				{Field: "items[1].size", Message: "is not a known field"},
+				{Field: "items[1].sku", Message: "must be a string"},
+				{Field: "items[1].unit_amount", Message: "must be a whole number"},
+				{Field: "metadata.a", Message: "must be a string"},
+			}},
+		{name: "out of range", body: `{"items":[{"quantity":1e30}]}`,
+			fields: []problem.FieldError{{Field: "items[0].quantity", Message: "is out of range"}}},
+		{name: "items not an array", body: `{"items":{}}`,
+			fields: []problem.FieldError{{Field: "items", Message: "must be an array"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var req CreateOrderRequest
+			err := decodeStrict([]byte(tt.body), &req)
+			var re *requestError
+			require.ErrorAs(t, err, &re)
+			require.Equal(t, tt.detail, re.detail)
+			require.Equal(t, tt.fields, re.fields)
+		})
+	}
+
+	t.Run("valid, with whole numbers in any spelling and nulls", func(t *testing.T) {
+		var req CreateOrderRequest
+		err := decodeStrict([]byte(`{"customer_id":"cus_1","currency":null,
+			"items":[{"sku":"S","name":"N","quantity":2.0,"unit_amount":125e1}],"metadata":{"k":"v"}}`), &req)
+		require.NoError(t, err)
+		require.Equal(t, CreateOrderRequest{
+			CustomerID: "cus_1",
+			Items:      []OrderItem{{SKU: "S", Name: "N", Quantity: 2, UnitAmount: 1250}},
+			Metadata:   map[string]string{"k": "v"},
+		}, req)
+	})
+	t.Run("an empty body is an empty object", func(t *testing.T) {
+		var req CreateOrderRequest
+		require.NoError(t, decodeStrict([]byte(" \n"), &req))
+		require.Equal(t, CreateOrderRequest{}, req)
+	})
+}

@@ -1,0 +1,154 @@
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/merchants"
+	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/problem"
+)
+
+// requestError is a request this layer refuses before the domain sees it:
+// a body that is not JSON or does not fit the DTO, a query parameter that
+// does not parse.
+type requestError struct {
+	detail string
+	fields []problem.FieldError
+}
+
+func (e *requestError) Error() string {
+	parts := []string{"invalid request"}
+	if e.detail != "" {
+		parts = append(parts, e.detail)
+	}
+	for _, f := range e.fields {
+		parts = append(parts, f.Field+" "+f.Message)
+	}
+	return strings.Join(parts, ": ")
+}
+
+// errNoRoute answers a path no route matches.
+var errNoRoute = errors.New("no route")
+
+// RenderError answers the request with the problem+json that err stands for
+// and aborts the handler chain. It is the only place that maps errors to
+// statuses: handlers and middleware (the idempotency Keeper included) hand
+// it their error and return. An error it does not know is a 500 whose cause
+// is logged, never shown.
+func RenderError(c *gin.Context, err error) {
+	problem.Write(c, problemFor(c, err))
+}
+
+// problemFor is the table. Order matters where errors can wrap each other:
+// a body cut at the size limit is 413 whoever read it, and a lost database
+// is 503 whatever was being attempted.
+func problemFor(c *gin.Context, err error) problem.Problem {
+	var (
+		tooLarge   *http.MaxBytesError
+		inProgress *idempotency.InProgressError
+		invalid    *payments.ValidationError
+		badRequest *requestError
+	)
+	switch {
+	case errors.As(err, &tooLarge):
+		return problem.New(http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge, "Request too large",
+			fmt.Sprintf("The request body is larger than %d bytes.", tooLarge.Limit))
+
+	case errors.Is(err, database.ErrUnavailable):
+		c.Header("Retry-After", "1")
+		return problem.New(http.StatusServiceUnavailable, problem.CodeServiceUnavailable, "Service unavailable",
+			"The database cannot be reached; nothing was done. Retry later with the same Idempotency-Key.")
+
+	case errors.Is(err, idempotency.ErrKeyMissing):
+		return problem.New(http.StatusBadRequest, problem.CodeIdempotencyKeyMissing, "Idempotency key missing",
+			"This request needs an Idempotency-Key header: a unique value per operation, reused on every retry of it.")
+
+	case errors.Is(err, idempotency.ErrKeyInvalid):
+		// The error says why (empty, too long, which character); it never
+		// carries the key itself.
+		return problem.New(http.StatusBadRequest, problem.CodeIdempotencyKeyInvalid, "Idempotency key invalid",
+			oneLine(err))
+
+	case errors.Is(err, idempotency.ErrKeyReused):
+		return problem.New(http.StatusUnprocessableEntity, problem.CodeIdempotencyKeyReused, "Idempotency key reused",
+			"This Idempotency-Key was already used for a different request (other body, endpoint or path). Use a new key for a new operation.")
+
+	case errors.As(err, &inProgress):
+		c.Header("Retry-After", retryAfterSeconds(inProgress.RetryAfter))
+		return problem.New(http.StatusConflict, problem.CodeIdempotencyInProgress, "Request in progress",
+			"The original request with this Idempotency-Key is still running. Retry after the time in Retry-After to get its result.")
+
+	case errors.Is(err, idempotency.ErrMalformedBody):
+		return problem.New(http.StatusBadRequest, problem.CodeValidationFailed, "Validation failed", oneLine(err))
+
+	case errors.As(err, &invalid):
+		p := problem.New(http.StatusBadRequest, problem.CodeValidationFailed, "Validation failed",
+			invalidFieldsDetail(len(invalid.Fields)))
+		p.Errors = toProblemFields(invalid.Fields)
+		return p
+
+	case errors.As(err, &badRequest):
+		detail := badRequest.detail
+		if detail == "" {
+			detail = invalidFieldsDetail(len(badRequest.fields))
+		}
+		p := problem.New(http.StatusBadRequest, problem.CodeValidationFailed, "Validation failed", detail)
+		p.Errors = badRequest.fields
+		return p
+
+	case errors.Is(err, merchants.ErrUnauthorized):
+		c.Header("WWW-Authenticate", `Bearer realm="api"`)
+		return problem.New(http.StatusUnauthorized, problem.CodeUnauthorized, "Unauthorized",
+			"Send a valid API key as Authorization: Bearer <key>.")
+
+	case errors.Is(err, payments.ErrNotFound):
+		return problem.New(http.StatusNotFound, problem.CodeNotFound, "Not found",
+			"No resource with this id exists for your account.")
+
+	case errors.Is(err, errNoRoute):
+		return problem.New(http.StatusNotFound, problem.CodeNotFound, "Not found",
+			"No endpoint matches this method and path.")
+
+	default:
+		loggerFrom(c).ErrorContext(c.Request.Context(), "internal error",
+			"error", err, "method", c.Request.Method, "route", c.FullPath())
+		return problem.New(http.StatusInternalServerError, problem.CodeInternalError, "Internal error",
+			"Something went wrong on our side. Retry later with the same Idempotency-Key.")
+	}
+}
+
+func toProblemFields(fields []payments.FieldError) []problem.FieldError {
+	out := make([]problem.FieldError, len(fields))
+	for i, f := range fields {
+		out[i] = problem.FieldError{Field: f.Field, Message: f.Message}
+	}
+	return out
+}
+
+func invalidFieldsDetail(n int) string {
+	if n == 1 {
+		return "The request has 1 invalid field."
+	}
+	return fmt.Sprintf("The request has %d invalid fields.", n)
+}
+
+// retryAfterSeconds spells d as the delay-seconds of Retry-After: whole
+// seconds, rounded up so that a client never comes back early, at least 1.
+func retryAfterSeconds(d time.Duration) string {
+	return strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))
+}
+
+// oneLine is err's text on one line (errors.Join puts each error on its own).
+func oneLine(err error) string {
+	return strings.ReplaceAll(err.Error(), "\n", ": ")
+}

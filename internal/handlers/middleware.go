@@ -1,0 +1,189 @@
+package handlers
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/idemkeys/payments/internal/merchants"
+)
+
+// Authenticator resolves an API key to its merchant (merchants.Store).
+type Authenticator interface {
+	// Authenticate returns the merchant id of apiKey. It returns
+	// merchants.ErrUnauthorized for an unknown key, or an error wrapping
+	// database.ErrUnavailable when it cannot tell.
+	Authenticate(ctx context.Context, apiKey string) (string, error)
+}
+
+// Keys of the values middleware leaves in the gin context. Unexported types,
+// so no other package can collide with them.
+type (
+	merchantIDKey struct{}
+	loggerKey     struct{}
+)
+
+// HeaderRequestID carries the request id, taken from the client when it
+// sends a sane one, made up otherwise, and echoed in the answer.
+const HeaderRequestID = "X-Request-Id"
+
+// requestContext gives the request an id and a logger that carries it, and
+// writes one access log line when the request is done. The line holds no
+// header values: API keys and idempotency keys never reach the logs.
+func requestContext(log *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		start := time.Now()
+		id := c.GetHeader(HeaderRequestID)
+		if !validRequestID(id) {
+			id = newRequestID()
+		}
+		c.Header(HeaderRequestID, id)
+		reqLog := log.With("request_id", id)
+		c.Set(loggerKey{}, reqLog)
+
+		c.Next()
+
+		reqLog.LogAttrs(c.Request.Context(), slog.LevelInfo, "request",
+			slog.String("method", c.Request.Method),
+			slog.String("route", c.FullPath()),
+			slog.String("path", c.Request.URL.Path),
+			slog.Int("status", c.Writer.Status()),
+			slog.String("merchant_id", MerchantID(c)),
+			slog.Duration("duration", time.Since(start)),
+		)
+	}
+}
+
+// loggerFrom returns the request's logger; outside requestContext (a test
+// calling RenderError on a bare context) the default logger.
+func loggerFrom(c *gin.Context) *slog.Logger {
+	if v, ok := c.Get(loggerKey{}); ok {
+		return v.(*slog.Logger)
+	}
+	return slog.Default()
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func newRequestID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // never fails; see crypto/rand.Read
+	return hex.EncodeToString(b)
+}
+
+// recovery turns a panic into a logged 500 problem instead of a dropped
+// connection. http.ErrAbortHandler is the one panic meant to abort the
+// connection, so it goes on up.
+func recovery() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		defer func() {
+			r := recover()
+			if r == nil {
+				return
+			}
+			if err, ok := r.(error); ok && errors.Is(err, http.ErrAbortHandler) {
+				panic(r)
+			}
+			err := fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			if c.Writer.Written() {
+				// Too late for a problem: the status line is out.
+				loggerFrom(c).ErrorContext(c.Request.Context(), "panic after the answer started", "error", err)
+				c.Abort()
+				return
+			}
+			RenderError(c, err)
+		}()
+		c.Next()
+	}
+}
+
+// authenticate resolves Authorization: Bearer <key> to a merchant, whose id
+// MerchantID then returns. It runs before anything else on /v1, so a request
+// without a valid key learns nothing else (not even that its body is too
+// large or invalid).
+func authenticate(auth Authenticator) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		key, ok := bearerToken(c.GetHeader("Authorization"))
+		if !ok {
+			RenderError(c, merchants.ErrUnauthorized)
+			return
+		}
+		merchantID, err := auth.Authenticate(c.Request.Context(), key)
+		if err != nil {
+			RenderError(c, err)
+			return
+		}
+		c.Set(merchantIDKey{}, merchantID)
+	}
+}
+
+// bearerToken returns the credentials of a Bearer Authorization header; the
+// scheme name is case-insensitive (RFC 9110, section 11.1).
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimLeft(token, " ")
+	return token, token != ""
+}
+
+// MerchantID returns the merchant that authenticate found for the request,
+// or "" on a route without authentication. The idempotency Keeper scopes
+// keys with it.
+func MerchantID(c *gin.Context) string {
+	v, _ := c.Get(merchantIDKey{})
+	id, _ := v.(string)
+	return id
+}
+
+// limitBody bounds the request body to maxBytes. A Content-Length over the
+// limit is refused at once, without reading; a body without one (chunked)
+// is cut by http.MaxBytesReader, whose *http.MaxBytesError reaches
+// RenderError from whoever reads the body (the idempotency middleware or the
+// handler) and is answered 413 there.
+func limitBody(maxBytes int64) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if c.Request.ContentLength > maxBytes {
+			RenderError(c, &http.MaxBytesError{Limit: maxBytes})
+			return
+		}
+		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxBytes)
+	}
+}
+
+// notFound answers a path no route matches. Under /v1 the API key is
+// checked first, as on every /v1 route, so that probing paths without a key
+// tells nothing.
+func notFound(auth gin.HandlerFunc) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if p := c.Request.URL.Path; p == "/v1" || strings.HasPrefix(p, "/v1/") {
+			auth(c)
+			if c.IsAborted() {
+				return
+			}
+		}
+		RenderError(c, errNoRoute)
+	}
+}

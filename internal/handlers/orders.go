@@ -1,0 +1,242 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/problem"
+)
+
+// OrderService runs the order use cases (payments.Service).
+type OrderService interface {
+	// CreateOrder stores a new order in the transaction carried by ctx, if
+	// any. It returns a *payments.ValidationError or an error wrapping
+	// database.ErrUnavailable.
+	CreateOrder(ctx context.Context, merchantID string, in payments.NewOrderInput) (payments.Order, error)
+	// GetOrder returns an error wrapping payments.ErrNotFound or
+	// database.ErrUnavailable.
+	GetOrder(ctx context.Context, merchantID, id string) (payments.Order, error)
+	// ListOrders returns a page, newest first, and whether more follow. It
+	// returns a *payments.ValidationError or an error wrapping
+	// database.ErrUnavailable.
+	ListOrders(ctx context.Context, merchantID string, q payments.ListQuery) ([]payments.Order, bool, error)
+}
+
+// The DTOs below are the wire format. Their struct tags document the rules
+// for Swagger only; the rules themselves live (and are enforced) in the
+// payments package.
+
+// CreateOrderRequest is the body of POST /v1/orders.
+type CreateOrderRequest struct {
+	// CustomerID is the merchant's own id of the customer (1-255 visible ASCII characters).
+	CustomerID string `json:"customer_id" validate:"required" minLength:"1" maxLength:"255" example:"cus_1"`
+	// Currency is an upper-case ISO 4217 code.
+	Currency string `json:"currency" validate:"required" enums:"AUD,BRL,CAD,CHF,EUR,GBP,INR,JPY,MXN,USD" example:"BRL"`
+	// Items are the order's lines, 1 to 100.
+	Items []OrderItem `json:"items" validate:"required"`
+	// Metadata is free-form: at most 50 keys of up to 40 characters, values up to 500.
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// OrderItem is one line of an order, in requests and responses alike.
+type OrderItem struct {
+	// SKU is the merchant's product code (1-255 characters).
+	SKU string `json:"sku" validate:"required" minLength:"1" maxLength:"255" example:"SKU-1"`
+	// Name is shown to the customer (1-255 characters).
+	Name string `json:"name" validate:"required" minLength:"1" maxLength:"255" example:"Coffee"`
+	// Quantity is 1 to 10000.
+	Quantity int64 `json:"quantity" validate:"required" minimum:"1" maximum:"10000" example:"2"`
+	// UnitAmount is the price of one unit in the currency's minor unit, 0 to 10^12.
+	UnitAmount int64 `json:"unit_amount" minimum:"0" maximum:"1000000000000" example:"1250"`
+}
+
+// OrderResponse is an order as the API shows it.
+type OrderResponse struct {
+	ID         string      `json:"id" example:"ord_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"`
+	Object     string      `json:"object" enums:"order" example:"order"`
+	CustomerID string      `json:"customer_id" example:"cus_1"`
+	Currency   string      `json:"currency" example:"BRL"`
+	Items      []OrderItem `json:"items"`
+	// AmountTotal is the sum of quantity × unit_amount, in minor units.
+	AmountTotal int64             `json:"amount_total" example:"2500"`
+	Status      string            `json:"status" enums:"pending_payment,paid" example:"pending_payment"`
+	Metadata    map[string]string `json:"metadata"`
+	// CreatedAt is RFC 3339 in UTC.
+	CreatedAt time.Time `json:"created_at" example:"2025-06-01T12:00:00.123456Z"`
+}
+
+// OrderList is one page of orders, newest first.
+type OrderList struct {
+	Object string          `json:"object" enums:"list" example:"list"`
+	Data   []OrderResponse `json:"data"`
+	// HasMore says whether older orders follow; ask for them with
+	// starting_after set to the id of the last order of this page.
+	HasMore bool `json:"has_more" example:"false"`
+}
+
+// orderHandlers serves the /v1/orders routes.
+type orderHandlers struct {
+	orders OrderService
+}
+
+// createOrder godoc
+//
+//	@Summary		Create an order
+//	@Description	Creates an order pending payment. Idempotent: a retry with the same Idempotency-Key and body replays the first answer byte for byte (with Idempotent-Replayed: true) and creates nothing more.
+//	@Tags			orders
+//	@Accept			json
+//	@Produce		json,application/problem+json
+//	@Security		ApiKeyAuth
+//	@Param			Idempotency-Key	header		string				true	"Unique key of this operation, reused on every retry of it (1-255 visible ASCII characters)"
+//	@Param			order			body		CreateOrderRequest	true	"The order"
+//	@Success		201				{object}	OrderResponse
+//	@Header			201				{string}	Location			"/v1/orders/{id}"
+//	@Header			201				{string}	Idempotent-Replayed	"true when this answer replays a stored one"
+//	@Failure		400				{object}	problem.Problem		"validation_failed, idempotency_key_missing or idempotency_key_invalid"
+//	@Failure		401				{object}	problem.Problem		"unauthorized"
+//	@Failure		409				{object}	problem.Problem		"idempotency_request_in_progress (with Retry-After)"
+//	@Failure		413				{object}	problem.Problem		"request_too_large"
+//	@Failure		422				{object}	problem.Problem		"idempotency_key_reused"
+//	@Failure		500				{object}	problem.Problem		"internal_error"
+//	@Failure		503				{object}	problem.Problem		"service_unavailable (with Retry-After)"
+//	@Header			409,503			{integer}	Retry-After			"seconds to wait before retrying"
+//	@Router			/v1/orders [post]
+func (h *orderHandlers) createOrder(c *gin.Context) {
+	var req CreateOrderRequest
+	if err := decodeJSON(c, &req); err != nil {
+		RenderError(c, err)
+		return
+	}
+	// The request context carries the idempotency layer's transaction: the
+	// order commits with the idempotency record, or not at all.
+	o, err := h.orders.CreateOrder(c.Request.Context(), MerchantID(c), toNewOrderInput(req))
+	if err != nil {
+		RenderError(c, err)
+		return
+	}
+	c.Header("Location", "/v1/orders/"+o.ID)
+	c.JSON(http.StatusCreated, toOrderResponse(o))
+}
+
+// getOrder godoc
+//
+//	@Summary		Get an order
+//	@Description	Returns one of the merchant's orders. Another merchant's order is not found.
+//	@Tags			orders
+//	@Produce		json,application/problem+json
+//	@Security		ApiKeyAuth
+//	@Param			id	path		string	true	"Order id"	example(ord_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
+//	@Success		200	{object}	OrderResponse
+//	@Failure		401	{object}	problem.Problem	"unauthorized"
+//	@Failure		404	{object}	problem.Problem	"not_found"
+//	@Failure		500	{object}	problem.Problem	"internal_error"
+//	@Failure		503	{object}	problem.Problem	"service_unavailable (with Retry-After)"
+//	@Header			503	{integer}	Retry-After		"seconds to wait before retrying"
+//	@Router			/v1/orders/{id} [get]
+func (h *orderHandlers) getOrder(c *gin.Context) {
+	o, err := h.orders.GetOrder(c.Request.Context(), MerchantID(c), c.Param("id"))
+	if err != nil {
+		RenderError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, toOrderResponse(o))
+}
+
+// listOrders godoc
+//
+//	@Summary		List orders
+//	@Description	Returns the merchant's orders, newest first, one page at a time. Pass the id of the last order of a page as starting_after to get the next one.
+//	@Tags			orders
+//	@Produce		json,application/problem+json
+//	@Security		ApiKeyAuth
+//	@Param			limit			query		int		false	"Page size, 1 to 100"	minimum(1)	maximum(100)	default(10)
+//	@Param			starting_after	query		string	false	"Id of the last order of the previous page"
+//	@Param			customer_id		query		string	false	"Only this customer's orders"
+//	@Success		200				{object}	OrderList
+//	@Failure		400				{object}	problem.Problem	"validation_failed"
+//	@Failure		401				{object}	problem.Problem	"unauthorized"
+//	@Failure		500				{object}	problem.Problem	"internal_error"
+//	@Failure		503				{object}	problem.Problem	"service_unavailable (with Retry-After)"
+//	@Header			503				{integer}	Retry-After		"seconds to wait before retrying"
+//	@Router			/v1/orders [get]
+func (h *orderHandlers) listOrders(c *gin.Context) {
+	q, err := toListQuery(c)
+	if err != nil {
+		RenderError(c, err)
+		return
+	}
+	orders, hasMore, err := h.orders.ListOrders(c.Request.Context(), MerchantID(c), q)
+	if err != nil {
+		RenderError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, toOrderList(orders, hasMore))
+}
+
+func toNewOrderInput(req CreateOrderRequest) payments.NewOrderInput {
+	items := make([]payments.Item, len(req.Items))
+	for i, it := range req.Items {
+		items[i] = payments.Item{SKU: it.SKU, Name: it.Name, Quantity: it.Quantity, UnitAmount: it.UnitAmount}
+	}
+	return payments.NewOrderInput{
+		CustomerID: req.CustomerID,
+		Currency:   req.Currency,
+		Items:      items,
+		Metadata:   req.Metadata,
+	}
+}
+
+// toListQuery reads the query string. It only checks that limit is a
+// positive integer: zero means "default" to the domain, so an explicit
+// limit=0 must be refused here; the upper bound is the domain's.
+func toListQuery(c *gin.Context) (payments.ListQuery, error) {
+	q := payments.ListQuery{
+		StartingAfter: c.Query("starting_after"),
+		CustomerID:    c.Query("customer_id"),
+	}
+	if raw, ok := c.GetQuery("limit"); ok {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 {
+			return q, &requestError{fields: []problem.FieldError{{
+				Field: "limit", Message: "must be an integer between 1 and " + strconv.Itoa(payments.MaxListLimit),
+			}}}
+		}
+		q.Limit = n
+	}
+	return q, nil
+}
+
+func toOrderResponse(o payments.Order) OrderResponse {
+	items := make([]OrderItem, len(o.Items))
+	for i, it := range o.Items {
+		items[i] = OrderItem{SKU: it.SKU, Name: it.Name, Quantity: it.Quantity, UnitAmount: it.UnitAmount}
+	}
+	metadata := o.Metadata
+	if metadata == nil {
+		metadata = map[string]string{} // always an object on the wire, never null
+	}
+	return OrderResponse{
+		ID:          o.ID,
+		Object:      "order",
+		CustomerID:  o.CustomerID,
+		Currency:    o.Currency,
+		Items:       items,
+		AmountTotal: o.AmountTotal,
+		Status:      string(o.Status),
+		Metadata:    metadata,
+		CreatedAt:   o.CreatedAt.UTC(),
+	}
+}
+
+func toOrderList(orders []payments.Order, hasMore bool) OrderList {
+	data := make([]OrderResponse, len(orders))
+	for i, o := range orders {
+		data[i] = toOrderResponse(o)
+	}
+	return OrderList{Object: "list", Data: data, HasMore: hasMore}
+}

@@ -1,0 +1,90 @@
+package handlers
+
+import (
+	"log/slog"
+
+	"github.com/gin-gonic/gin"
+)
+
+// DefaultMaxBodyBytes bounds request bodies when Deps.MaxBodyBytes is zero.
+const DefaultMaxBodyBytes = 1 << 20
+
+// Deps is what the router needs. Auth, Orders, IdempotentAtomic and
+// Database are required.
+type Deps struct {
+	// Log receives the access log and internal errors; nil means
+	// slog.Default().
+	Log *slog.Logger
+	// Auth resolves API keys (merchants.Store).
+	Auth Authenticator
+	// Orders runs the order use cases (payments.Service).
+	Orders OrderService
+	// IdempotentAtomic is the idempotency middleware of POST routes whose
+	// whole work is one database transaction (idempotency.Keeper.Atomic).
+	IdempotentAtomic gin.HandlerFunc
+	// Database is checked by /readyz (*database.DB).
+	Database Pinger
+	// Redis is checked by /readyz; nil (an untyped nil) when the Redis
+	// layer is off.
+	Redis Pinger
+	// MaxBodyBytes bounds request bodies; zero means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Middleware runs on every request (metrics, tracing), after the
+	// request id, logging and recovery and before authentication. Gin applies
+	// middleware only to routes registered after it, so it must come in here
+	// rather than be added to the engine later.
+	Middleware []gin.HandlerFunc
+}
+
+// NewRouter builds the Gin engine of the API. Routes that need nothing from
+// Deps (/metrics, /swagger/*) may be added to it afterwards. It panics when
+// a required dependency is missing: a wiring mistake should stop the process
+// at start, not answer 500 later.
+func NewRouter(d Deps) *gin.Engine {
+	switch {
+	case d.Auth == nil:
+		panic("handlers: Deps.Auth is required")
+	case d.Orders == nil:
+		panic("handlers: Deps.Orders is required")
+	case d.IdempotentAtomic == nil:
+		panic("handlers: Deps.IdempotentAtomic is required")
+	case d.Database == nil:
+		panic("handlers: Deps.Database is required")
+	}
+	log := d.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	maxBody := d.MaxBodyBytes
+	if maxBody <= 0 {
+		maxBody = DefaultMaxBodyBytes
+	}
+
+	r := gin.New()
+	// No proxy is trusted until one is configured: the API does not use the
+	// client address for anything that matters, and must not believe
+	// X-Forwarded-For from anyone.
+	_ = r.SetTrustedProxies(nil)
+	r.Use(requestContext(log), recovery())
+	r.Use(d.Middleware...)
+
+	auth := authenticate(d.Auth)
+	r.NoRoute(notFound(auth))
+
+	health := &healthHandlers{db: d.Database, redis: d.Redis}
+	r.GET("/healthz", health.healthz)
+	r.GET("/readyz", health.readyz)
+
+	// Every /v1 route checks the API key before anything else, the body
+	// limit included: a request without a valid key learns nothing more.
+	// The provider webhook (signed, not keyed) will be registered on r
+	// itself, with limitBody but without auth.
+	v1 := r.Group("/v1", auth, limitBody(maxBody))
+
+	orders := &orderHandlers{orders: d.Orders}
+	v1.POST("/orders", d.IdempotentAtomic, orders.createOrder)
+	v1.GET("/orders", orders.listOrders)
+	v1.GET("/orders/:id", orders.getOrder)
+
+	return r
+}

@@ -1,0 +1,216 @@
+// Package merchants keeps the merchants of the API and their API keys, and
+// answers the one question every /v1 request asks first: whose key is this?
+//
+// An API key is shown once, when it is made, and stored only as the hex
+// SHA-256 of the key plus a short display prefix. A fast unsalted hash is
+// enough because made keys carry 128 random bits: there is nothing to guess,
+// and a slow password hash would put milliseconds of CPU on every request.
+// (The demo keys are short, but they are public anyway.)
+//
+// Authenticate sits on the hot path, so a small in-process cache maps key
+// hashes to merchants for a minute. Only known keys are cached; an unknown
+// key always asks the database, so a key made on another instance works at
+// once. A revoked key (when revocation exists) may keep working on an
+// instance for up to the cache TTL.
+package merchants
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/oklog/ulid/v2"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/idemkeys/payments/internal/database"
+)
+
+// Errors of the Store, wrapped with %w where they carry context.
+var (
+	// ErrUnauthorized: the API key is missing, malformed or unknown.
+	ErrUnauthorized = errors.New("unknown API key")
+	// ErrNameTaken: another merchant has this name.
+	ErrNameTaken = errors.New("merchant name taken")
+	// ErrInvalidName: the name is empty, blank or longer than MaxNameLength.
+	ErrInvalidName = errors.New("invalid merchant name")
+)
+
+// Limits of names and keys.
+const (
+	MaxNameLength = 255
+	// MaxKeyLength bounds what Authenticate hashes; longer keys are refused
+	// without a database round trip.
+	MaxKeyLength = 255
+)
+
+// Cache settings of Authenticate.
+const (
+	CacheTTL  = time.Minute
+	CacheSize = 10_000
+)
+
+// Merchant is one account of the API.
+type Merchant struct {
+	ID        string
+	Name      string
+	CreatedAt time.Time
+}
+
+// Store keeps merchants and their API keys.
+type Store struct {
+	db    *gorm.DB
+	clock func() time.Time
+	cache *keyCache
+}
+
+// NewStore returns a Store over db. clock tells the time of new merchants and
+// of the auth cache; nil means the wall clock.
+func NewStore(db *gorm.DB, clock func() time.Time) *Store {
+	if clock == nil {
+		clock = time.Now
+	}
+	return &Store{db: db, clock: clock, cache: newKeyCache(CacheTTL, CacheSize)}
+}
+
+type merchantRow struct {
+	ID        string    `gorm:"column:id;primaryKey"`
+	Name      string    `gorm:"column:name"`
+	CreatedAt time.Time `gorm:"column:created_at;autoCreateTime:false"`
+}
+
+// TableName tells GORM the table, which the migrations own.
+func (merchantRow) TableName() string { return "merchants" }
+
+type apiKeyRow struct {
+	KeyHash    string    `gorm:"column:key_hash;primaryKey"`
+	MerchantID string    `gorm:"column:merchant_id"`
+	KeyPrefix  string    `gorm:"column:key_prefix"`
+	CreatedAt  time.Time `gorm:"column:created_at;autoCreateTime:false"`
+}
+
+// TableName tells GORM the table, which the migrations own.
+func (apiKeyRow) TableName() string { return "api_keys" }
+
+// now is the clock in UTC at the precision both databases keep.
+func (s *Store) now() time.Time { return s.clock().UTC().Truncate(time.Microsecond) }
+
+// Create makes a merchant with a new live API key and returns both; the key
+// is not stored and cannot be shown again. It returns ErrInvalidName,
+// ErrNameTaken, or an error wrapping database.ErrUnavailable.
+func (s *Store) Create(ctx context.Context, name string) (Merchant, string, error) {
+	if strings.TrimSpace(name) == "" || !utf8.ValidString(name) || utf8.RuneCountInString(name) > MaxNameLength {
+		return Merchant{}, "", ErrInvalidName
+	}
+	now := s.now()
+	id, err := ulid.New(ulid.Timestamp(now), ulid.DefaultEntropy())
+	if err != nil {
+		return Merchant{}, "", fmt.Errorf("make merchant id: %w", err)
+	}
+	m := Merchant{ID: "mch_" + id.String(), Name: name, CreatedAt: now}
+	apiKey := newAPIKey()
+
+	err = database.Transaction(ctx, s.db, func(ctx context.Context) error {
+		conn := database.Conn(ctx, s.db)
+		err := conn.Create(&merchantRow{ID: m.ID, Name: m.Name, CreatedAt: m.CreatedAt}).Error
+		if database.IsUniqueViolation(err) {
+			// The id is fresh, so the clash is on the name.
+			return ErrNameTaken
+		}
+		if err != nil {
+			return err
+		}
+		return conn.Create(&apiKeyRow{
+			KeyHash: hashKey(apiKey), MerchantID: m.ID, KeyPrefix: displayPrefix(apiKey), CreatedAt: now,
+		}).Error
+	})
+	if err != nil {
+		return Merchant{}, "", fmt.Errorf("create merchant: %w", err)
+	}
+	return m, apiKey, nil
+}
+
+// Authenticate returns the id of the merchant that owns apiKey. It returns
+// ErrUnauthorized for an unknown key, or an error wrapping
+// database.ErrUnavailable when it cannot tell.
+func (s *Store) Authenticate(ctx context.Context, apiKey string) (string, error) {
+	if apiKey == "" || len(apiKey) > MaxKeyLength {
+		return "", ErrUnauthorized
+	}
+	hash := hashKey(apiKey)
+	if merchantID, ok := s.cache.get(hash, s.clock()); ok {
+		return merchantID, nil
+	}
+	var row apiKeyRow
+	err := database.Conn(ctx, s.db).Select("merchant_id").Where("key_hash = ?", hash).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return "", ErrUnauthorized
+	}
+	if err != nil {
+		return "", fmt.Errorf("authenticate: %w", database.Classify(err))
+	}
+	s.cache.put(hash, row.MerchantID, s.clock())
+	return row.MerchantID, nil
+}
+
+// demoMerchants are the merchants SeedDemo makes; their keys are public.
+var demoMerchants = []struct{ id, name, apiKey string }{
+	{id: "mch_acme", name: "acme", apiKey: "sk_test_acme"},
+	{id: "mch_globex", name: "globex", apiKey: "sk_test_globex"},
+}
+
+// SeedDemo makes the demo merchants acme (key sk_test_acme) and globex (key
+// sk_test_globex) unless they exist. Every insert is insert-if-absent, so
+// running it again, or from two processes at once, is harmless. It returns
+// an error wrapping database.ErrUnavailable, or a plain error when a merchant
+// of another id already holds a demo name.
+func (s *Store) SeedDemo(ctx context.Context) error {
+	now := s.now()
+	for _, d := range demoMerchants {
+		err := database.Transaction(ctx, s.db, func(ctx context.Context) error {
+			// A fresh chain per statement: a GORM chain reused after a
+			// finisher carries the first statement's state into the second.
+			insertIfAbsent := func() *gorm.DB {
+				return database.Conn(ctx, s.db).Clauses(clause.OnConflict{DoNothing: true})
+			}
+			if err := insertIfAbsent().Create(&merchantRow{ID: d.id, Name: d.name, CreatedAt: now}).Error; err != nil {
+				return err
+			}
+			return insertIfAbsent().Create(&apiKeyRow{
+				KeyHash: hashKey(d.apiKey), MerchantID: d.id, KeyPrefix: displayPrefix(d.apiKey), CreatedAt: now,
+			}).Error
+		})
+		if err != nil {
+			return fmt.Errorf("seed merchant %s: %w", d.name, err)
+		}
+	}
+	return nil
+}
+
+// newAPIKey returns "sk_live_" and 32 hex characters: 128 random bits.
+func newAPIKey() string {
+	b := make([]byte, 16)
+	// crypto/rand.Read never fails (it crashes the program instead).
+	_, _ = rand.Read(b)
+	return "sk_live_" + hex.EncodeToString(b)
+}
+
+func hashKey(apiKey string) string {
+	sum := sha256.Sum256([]byte(apiKey))
+	return hex.EncodeToString(sum[:])
+}
+
+// displayPrefix is what a dashboard may show of a key to tell keys apart:
+// the kind ("sk_live_") and at most 4 characters of the secret, never more
+// than a third of it, so that the prefix never gives a key away.
+func displayPrefix(apiKey string) string {
+	kind := strings.LastIndexByte(apiKey, '_') + 1
+	secret := len(apiKey) - kind
+	return apiKey[:kind+min(4, secret/3)]
+}

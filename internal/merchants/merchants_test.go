@@ -1,0 +1,178 @@
+package merchants_test
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/merchants"
+	"github.com/idemkeys/payments/internal/testdb"
+)
+
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func TestCreateAndAuthenticate(t *testing.T) {
+	for _, d := range testdb.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			db := testdb.Open(t, d)
+			store := merchants.NewStore(db.DB, nil)
+			ctx := context.Background()
+
+			m, key, err := store.Create(ctx, "initech")
+			require.NoError(t, err)
+			require.Regexp(t, regexp.MustCompile(`^mch_[0-9A-Z]{26}$`), m.ID)
+			require.Regexp(t, regexp.MustCompile(`^sk_live_[0-9a-f]{32}$`), key)
+			require.Equal(t, "initech", m.Name)
+
+			got, err := store.Authenticate(ctx, key)
+			require.NoError(t, err)
+			require.Equal(t, m.ID, got)
+
+			t.Run("the key is stored only hashed", func(t *testing.T) {
+				var rows []struct {
+					KeyHash   string
+					KeyPrefix string
+				}
+				require.NoError(t, db.Raw("SELECT key_hash, key_prefix FROM api_keys WHERE merchant_id = ?", m.ID).Scan(&rows).Error)
+				require.Len(t, rows, 1)
+				require.Len(t, rows[0].KeyHash, 64)
+				require.NotContains(t, rows[0].KeyHash, key[len("sk_live_"):])
+				require.Equal(t, key[:len("sk_live_")+4], rows[0].KeyPrefix)
+			})
+			t.Run("two merchants, two keys", func(t *testing.T) {
+				m2, key2, err := store.Create(ctx, "hooli")
+				require.NoError(t, err)
+				require.NotEqual(t, key, key2)
+				got, err := store.Authenticate(ctx, key2)
+				require.NoError(t, err)
+				require.Equal(t, m2.ID, got)
+			})
+			t.Run("name taken", func(t *testing.T) {
+				_, _, err := store.Create(ctx, "initech")
+				require.ErrorIs(t, err, merchants.ErrNameTaken)
+			})
+			for _, name := range []string{"", "   ", strings.Repeat("n", 256)} {
+				t.Run("invalid name "+strings.TrimSpace(name[:min(len(name), 5)]), func(t *testing.T) {
+					_, _, err := store.Create(ctx, name)
+					require.ErrorIs(t, err, merchants.ErrInvalidName)
+				})
+			}
+			wrong := []struct{ name, key string }{
+				{"empty", ""},
+				{"unknown", "sk_live_00000000000000000000000000000000"},
+				{"almost right", key[:len(key)-1]},
+				{"too long", strings.Repeat("k", merchants.MaxKeyLength+1)},
+			}
+			for _, tt := range wrong {
+				t.Run("wrong key "+tt.name, func(t *testing.T) {
+					_, err := store.Authenticate(ctx, tt.key)
+					require.ErrorIs(t, err, merchants.ErrUnauthorized)
+				})
+			}
+		})
+	}
+}
+
+func TestSeedDemo(t *testing.T) {
+	for _, d := range testdb.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			db := testdb.Open(t, d)
+			ctx := context.Background()
+
+			// Two "processes" (two stores, each with its own pool) start at
+			// once, then one of them restarts.
+			a := merchants.NewStore(db.DB, nil)
+			b := merchants.NewStore(db.DB, nil)
+			var wg sync.WaitGroup
+			errs := make([]error, 2)
+			for i, s := range []*merchants.Store{a, b} {
+				wg.Go(func() { errs[i] = s.SeedDemo(ctx) })
+			}
+			wg.Wait()
+			require.NoError(t, errors.Join(errs...))
+			require.NoError(t, a.SeedDemo(ctx), "seeding again is harmless")
+
+			var n int64
+			require.NoError(t, db.Raw("SELECT COUNT(*) FROM merchants").Scan(&n).Error)
+			require.Equal(t, int64(2), n)
+			require.NoError(t, db.Raw("SELECT COUNT(*) FROM api_keys").Scan(&n).Error)
+			require.Equal(t, int64(2), n)
+
+			for key, want := range map[string]string{"sk_test_acme": "mch_acme", "sk_test_globex": "mch_globex"} {
+				got, err := a.Authenticate(ctx, key)
+				require.NoError(t, err)
+				require.Equal(t, want, got)
+			}
+			_, err := a.Authenticate(ctx, "sk_test_initech")
+			require.ErrorIs(t, err, merchants.ErrUnauthorized)
+		})
+	}
+}
+
+func TestAuthenticateCache(t *testing.T) {
+	for _, d := range testdb.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			db := testdb.Open(t, d)
+			ctx := context.Background()
+			c := &clock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+			store := merchants.NewStore(db.DB, c.Now)
+			require.NoError(t, store.SeedDemo(ctx))
+
+			_, err := store.Authenticate(ctx, "sk_test_acme")
+			require.NoError(t, err)
+
+			// With the key gone from the database, the cache still answers
+			// until its TTL runs out.
+			require.NoError(t, db.Exec("DELETE FROM api_keys").Error)
+			got, err := store.Authenticate(ctx, "sk_test_acme")
+			require.NoError(t, err)
+			require.Equal(t, "mch_acme", got)
+
+			c.Advance(merchants.CacheTTL)
+			_, err = store.Authenticate(ctx, "sk_test_acme")
+			require.ErrorIs(t, err, merchants.ErrUnauthorized)
+		})
+	}
+}
+
+func TestAuthenticateDatabaseDown(t *testing.T) {
+	for _, d := range testdb.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			db := testdb.Open(t, d)
+			ctx := context.Background()
+			store := merchants.NewStore(db.DB, nil)
+			require.NoError(t, store.SeedDemo(ctx))
+			require.NoError(t, db.Close())
+
+			_, err := store.Authenticate(ctx, "sk_test_globex")
+			require.ErrorIs(t, err, database.ErrUnavailable)
+			require.NotErrorIs(t, err, merchants.ErrUnauthorized, "a database outage is no verdict on the key")
+		})
+	}
+}

@@ -1,0 +1,177 @@
+package payments
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/idemkeys/payments/internal/database"
+)
+
+// GormStore is the Store on PostgreSQL or SQLite through GORM. Its row types
+// stay in this file: the Service only ever sees domain types.
+type GormStore struct {
+	db *gorm.DB
+}
+
+// NewGormStore returns a Store over db. db must not be a transaction: the
+// transaction of a request travels in its context instead.
+func NewGormStore(db *gorm.DB) *GormStore {
+	return &GormStore{db: db}
+}
+
+// orderRow is one row of the orders table. Items and metadata are JSON
+// text: JSONB on PostgreSQL, TEXT on SQLite. A string parameter fits both,
+// and keeps the insert a single statement (no child table of items).
+type orderRow struct {
+	MerchantID  string `gorm:"column:merchant_id;primaryKey"`
+	ID          string `gorm:"column:id;primaryKey"`
+	CustomerID  string `gorm:"column:customer_id"`
+	Currency    string `gorm:"column:currency"`
+	Items       string `gorm:"column:items"`
+	Metadata    string `gorm:"column:metadata"`
+	AmountTotal int64  `gorm:"column:amount_total"`
+	Status      string `gorm:"column:status"`
+	Version     int64  `gorm:"column:version"`
+	// autoCreateTime/autoUpdateTime are off: the Service's clock decides,
+	// so what the client is shown is what is stored.
+	CreatedAt time.Time `gorm:"column:created_at;autoCreateTime:false"`
+	UpdatedAt time.Time `gorm:"column:updated_at;autoUpdateTime:false"`
+}
+
+// TableName tells GORM the table, which the migrations own.
+func (orderRow) TableName() string { return "orders" }
+
+// itemJSON is how one item is spelled inside the items column. It has
+// Item's fields, so the two convert into each other; a field added to one
+// and not the other stops the build instead of dropping data.
+type itemJSON struct {
+	SKU        string `json:"sku"`
+	Name       string `json:"name"`
+	Quantity   int64  `json:"quantity"`
+	UnitAmount int64  `json:"unit_amount"`
+}
+
+// CreateOrder inserts o with one INSERT: no RETURNING (every column comes
+// from o) and no transaction of its own (database.Open sets
+// SkipDefaultTransaction), so inside the idempotency transaction it costs
+// one round trip.
+func (s *GormStore) CreateOrder(ctx context.Context, o Order) error {
+	row, err := toOrderRow(o)
+	if err != nil {
+		return err
+	}
+	if err := database.Conn(ctx, s.db).Create(&row).Error; err != nil {
+		return database.Classify(err)
+	}
+	return nil
+}
+
+// GetOrder implements Store.
+func (s *GormStore) GetOrder(ctx context.Context, merchantID, id string) (Order, error) {
+	var row orderRow
+	err := database.Conn(ctx, s.db).
+		Where("merchant_id = ? AND id = ?", merchantID, id).
+		Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Order{}, ErrNotFound
+	}
+	if err != nil {
+		return Order{}, database.Classify(err)
+	}
+	return toDomainOrder(row)
+}
+
+// ListOrders implements Store. Ids are ULIDs, so "id DESC" is newest first
+// and "id < cursor" is the next page; the primary key (merchant_id, id), or
+// orders_customer with a customer filter, serves both without a sort.
+func (s *GormStore) ListOrders(ctx context.Context, merchantID string, f OrderFilter) ([]Order, error) {
+	q := database.Conn(ctx, s.db).Where("merchant_id = ?", merchantID)
+	if f.CustomerID != "" {
+		q = q.Where("customer_id = ?", f.CustomerID)
+	}
+	if f.BeforeID != "" {
+		q = q.Where("id < ?", f.BeforeID)
+	}
+	var rows []orderRow
+	if err := q.Order("id DESC").Limit(f.Limit).Find(&rows).Error; err != nil {
+		return nil, database.Classify(err)
+	}
+	orders := make([]Order, 0, len(rows))
+	for _, row := range rows {
+		o, err := toDomainOrder(row)
+		if err != nil {
+			return nil, err
+		}
+		orders = append(orders, o)
+	}
+	return orders, nil
+}
+
+func toOrderRow(o Order) (orderRow, error) {
+	items := make([]itemJSON, len(o.Items))
+	for i, it := range o.Items {
+		items[i] = itemJSON(it)
+	}
+	itemsText, err := json.Marshal(items)
+	if err != nil {
+		return orderRow{}, fmt.Errorf("encode items of order %s: %w", o.ID, err)
+	}
+	metadata := o.Metadata
+	if metadata == nil {
+		metadata = map[string]string{}
+	}
+	metadataText, err := json.Marshal(metadata)
+	if err != nil {
+		return orderRow{}, fmt.Errorf("encode metadata of order %s: %w", o.ID, err)
+	}
+	return orderRow{
+		MerchantID:  o.MerchantID,
+		ID:          o.ID,
+		CustomerID:  o.CustomerID,
+		Currency:    o.Currency,
+		Items:       string(itemsText),
+		Metadata:    string(metadataText),
+		AmountTotal: o.AmountTotal,
+		Status:      string(o.Status),
+		Version:     o.Version,
+		CreatedAt:   o.CreatedAt,
+		UpdatedAt:   o.UpdatedAt,
+	}, nil
+}
+
+func toDomainOrder(row orderRow) (Order, error) {
+	var items []itemJSON
+	if err := json.Unmarshal([]byte(row.Items), &items); err != nil {
+		return Order{}, fmt.Errorf("decode items of order %s: %w", row.ID, err)
+	}
+	var metadata map[string]string
+	if err := json.Unmarshal([]byte(row.Metadata), &metadata); err != nil {
+		return Order{}, fmt.Errorf("decode metadata of order %s: %w", row.ID, err)
+	}
+	if metadata == nil {
+		metadata = map[string]string{}
+	}
+	o := Order{
+		ID:          row.ID,
+		MerchantID:  row.MerchantID,
+		CustomerID:  row.CustomerID,
+		Currency:    row.Currency,
+		Items:       make([]Item, len(items)),
+		AmountTotal: row.AmountTotal,
+		Status:      OrderStatus(row.Status),
+		Metadata:    metadata,
+		Version:     row.Version,
+		// The PostgreSQL driver hands back local time; the domain is UTC.
+		CreatedAt: row.CreatedAt.UTC(),
+		UpdatedAt: row.UpdatedAt.UTC(),
+	}
+	for i, it := range items {
+		o.Items[i] = Item(it)
+	}
+	return o, nil
+}

@@ -1,0 +1,220 @@
+package payments
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// OrderStatus is where an order is in its life.
+type OrderStatus string
+
+// An order waits for a payment until one succeeds; it is then paid.
+const (
+	OrderPendingPayment OrderStatus = "pending_payment"
+	OrderPaid           OrderStatus = "paid"
+)
+
+// Limits of an order. They keep one order's row and its arithmetic small and
+// safe: with at most MaxItems lines of at most MaxQuantity × MaxUnitAmount,
+// the total cannot overflow int64 before MaxAmountTotal is checked.
+const (
+	MaxCustomerIDLength  = 255
+	MaxItems             = 100
+	MaxItemTextLength    = 255
+	MaxQuantity          = 10_000
+	MaxUnitAmount        = 1_000_000_000_000     // 1e12 minor units
+	MaxAmountTotal       = 1_000_000_000_000_000 // 1e15 minor units
+	MaxMetadataKeys      = 50
+	MaxMetadataKeyLength = 40
+	MaxMetadataValueLen  = 500
+)
+
+// currencies is the ISO 4217 allow-list. It is deliberately short: adding a
+// currency is a product decision (minor units, provider support), not
+// something a client should discover by trying.
+var currencies = map[string]bool{
+	"AUD": true, "BRL": true, "CAD": true, "CHF": true, "EUR": true,
+	"GBP": true, "INR": true, "JPY": true, "MXN": true, "USD": true,
+}
+
+// Item is one line of an order. Amounts are int64 minor units of the
+// order's currency.
+type Item struct {
+	SKU        string
+	Name       string
+	Quantity   int64
+	UnitAmount int64
+}
+
+// Order is what a customer is asked to pay for.
+type Order struct {
+	ID          string
+	MerchantID  string
+	CustomerID  string
+	Currency    string
+	Items       []Item
+	AmountTotal int64
+	Status      OrderStatus
+	Metadata    map[string]string
+	// Version counts the changes of the row; later state changes update it
+	// conditionally (optimistic locking).
+	Version   int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// NewOrderInput is what a client asks for when it creates an order.
+type NewOrderInput struct {
+	CustomerID string
+	Currency   string
+	Items      []Item
+	Metadata   map[string]string
+}
+
+// Validate checks every rule of the input and returns nil or a
+// *ValidationError that lists all refused fields, in field order.
+func (in NewOrderInput) Validate() error {
+	var fe fieldErrors
+
+	switch {
+	case in.CustomerID == "":
+		fe.add("customer_id", "is required")
+	case len(in.CustomerID) > MaxCustomerIDLength:
+		fe.add("customer_id", fmt.Sprintf("must be at most %d characters", MaxCustomerIDLength))
+	case !visibleASCII(in.CustomerID):
+		fe.add("customer_id", "must contain only visible ASCII characters")
+	}
+
+	switch {
+	case in.Currency == "":
+		fe.add("currency", "is required")
+	case !upperCaseCode(in.Currency):
+		fe.add("currency", "must be a three-letter upper-case ISO 4217 code")
+	case !currencies[in.Currency]:
+		fe.add("currency", "is not a supported currency")
+	}
+
+	switch {
+	case len(in.Items) == 0:
+		fe.add("items", "must contain at least 1 item")
+	case len(in.Items) > MaxItems:
+		fe.add("items", fmt.Sprintf("must contain at most %d items", MaxItems))
+	default:
+		itemsValid := true
+		for i, it := range in.Items {
+			before := len(fe)
+			path := fmt.Sprintf("items[%d]", i)
+			checkText(&fe, path+".sku", it.SKU, MaxItemTextLength, true)
+			checkText(&fe, path+".name", it.Name, MaxItemTextLength, true)
+			if it.Quantity < 1 || it.Quantity > MaxQuantity {
+				fe.add(path+".quantity", fmt.Sprintf("must be between 1 and %d", MaxQuantity))
+			}
+			if it.UnitAmount < 0 || it.UnitAmount > MaxUnitAmount {
+				fe.add(path+".unit_amount", fmt.Sprintf("must be between 0 and %d", int64(MaxUnitAmount)))
+			}
+			itemsValid = itemsValid && len(fe) == before
+		}
+		// Only bounded lines make a total that cannot overflow.
+		if itemsValid && total(in.Items) > MaxAmountTotal {
+			fe.add("items", fmt.Sprintf("the order total must be at most %d", int64(MaxAmountTotal)))
+		}
+	}
+
+	if len(in.Metadata) > MaxMetadataKeys {
+		fe.add("metadata", fmt.Sprintf("must have at most %d keys", MaxMetadataKeys))
+	} else {
+		// Sorted, so that the same input always lists its errors alike.
+		for _, k := range slices.Sorted(maps.Keys(in.Metadata)) {
+			path := "metadata." + k
+			if k == "" || !utf8.ValidString(k) || utf8.RuneCountInString(k) > MaxMetadataKeyLength || !printable(k) {
+				fe.add(path, fmt.Sprintf("key must be 1 to %d printable characters", MaxMetadataKeyLength))
+				continue
+			}
+			checkText(&fe, path, in.Metadata[k], MaxMetadataValueLen, false)
+		}
+	}
+	return fe.err()
+}
+
+// NewOrder validates in and builds the order it asks for, pending payment.
+// It returns a *ValidationError when in breaks a rule. The order owns copies
+// of the input's items and metadata.
+func NewOrder(merchantID, id string, in NewOrderInput, now time.Time) (Order, error) {
+	if err := in.Validate(); err != nil {
+		return Order{}, err
+	}
+	metadata := make(map[string]string, len(in.Metadata))
+	maps.Copy(metadata, in.Metadata)
+	return Order{
+		ID:          id,
+		MerchantID:  merchantID,
+		CustomerID:  in.CustomerID,
+		Currency:    in.Currency,
+		Items:       slices.Clone(in.Items),
+		AmountTotal: total(in.Items),
+		Status:      OrderPendingPayment,
+		Metadata:    metadata,
+		Version:     1,
+		CreatedAt:   now,
+		UpdatedAt:   now,
+	}, nil
+}
+
+func total(items []Item) int64 {
+	var sum int64
+	for _, it := range items {
+		sum += it.Quantity * it.UnitAmount
+	}
+	return sum
+}
+
+// checkText refuses empty (when required), over-long (in characters) and
+// non-printable text. Control characters are refused because PostgreSQL
+// cannot store NUL in text or JSONB, and the rest only ever arrive by
+// mistake or malice; invalid UTF-8 because PostgreSQL refuses it too.
+func checkText(fe *fieldErrors, field, s string, maxLen int, required bool) {
+	switch {
+	case s == "" && required:
+		fe.add(field, "is required")
+	case !utf8.ValidString(s):
+		fe.add(field, "must be valid UTF-8")
+	case utf8.RuneCountInString(s) > maxLen:
+		fe.add(field, fmt.Sprintf("must be at most %d characters", maxLen))
+	case !printable(s):
+		fe.add(field, "must not contain control characters")
+	}
+}
+
+func printable(s string) bool {
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func visibleASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func upperCaseCode(s string) bool {
+	if len(s) != 3 {
+		return false
+	}
+	for i := 0; i < 3; i++ {
+		if s[i] < 'A' || s[i] > 'Z' {
+			return false
+		}
+	}
+	return true
+}

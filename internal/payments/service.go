@@ -1,0 +1,131 @@
+package payments
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Page sizes of ListOrders.
+const (
+	DefaultListLimit = 10
+	MaxListLimit     = 100
+)
+
+// Service runs the domain's use cases for one merchant at a time: the
+// merchant id is an argument of every method, and a merchant never reaches
+// another merchant's records.
+type Service struct {
+	store Store
+	clock func() time.Time
+	ids   *idGenerator
+}
+
+// NewService returns a Service over store. clock tells the time of new
+// records; nil means the wall clock.
+func NewService(store Store, clock func() time.Time) *Service {
+	if clock == nil {
+		clock = time.Now
+	}
+	return &Service{store: store, clock: clock, ids: newIDGenerator()}
+}
+
+// now is the clock in UTC, truncated to microseconds: that is what both
+// PostgreSQL and the SQLite driver keep, so a record read back equals the
+// one that was written.
+func (s *Service) now() time.Time {
+	return s.clock().UTC().Truncate(time.Microsecond)
+}
+
+// CreateOrder validates in and stores a new order, pending payment, for the
+// merchant. It writes exactly one row with one statement, inside the
+// transaction carried by ctx when there is one.
+//
+// It returns a *ValidationError (wrapping ErrValidation) for invalid input,
+// or an error wrapping database.ErrUnavailable.
+func (s *Service) CreateOrder(ctx context.Context, merchantID string, in NewOrderInput) (Order, error) {
+	now := s.now()
+	id, err := s.ids.newID(orderIDPrefix, now)
+	if err != nil {
+		return Order{}, err
+	}
+	o, err := NewOrder(merchantID, id, in, now)
+	if err != nil {
+		return Order{}, err
+	}
+	if err := s.store.CreateOrder(ctx, o); err != nil {
+		return Order{}, fmt.Errorf("create order: %w", err)
+	}
+	return o, nil
+}
+
+// GetOrder returns the merchant's order with this id. It returns an error
+// wrapping ErrNotFound (also for another merchant's order) or
+// database.ErrUnavailable.
+func (s *Service) GetOrder(ctx context.Context, merchantID, id string) (Order, error) {
+	o, err := s.store.GetOrder(ctx, merchantID, id)
+	if err != nil {
+		return Order{}, fmt.Errorf("get order %s: %w", id, err)
+	}
+	return o, nil
+}
+
+// ListQuery asks for one page of a merchant's orders, newest first.
+type ListQuery struct {
+	// Limit is the page size, 1 to MaxListLimit; zero means DefaultListLimit.
+	Limit int
+	// StartingAfter is the id of the last order of the previous page; the
+	// page starts with the next older order. It must name an order of the
+	// merchant.
+	StartingAfter string
+	// CustomerID, when set, keeps only that customer's orders.
+	CustomerID string
+}
+
+// ListOrders returns one page of the merchant's orders, newest first, and
+// whether older orders follow. It returns a *ValidationError for a limit out
+// of range or a starting_after that names no order of the merchant, or an
+// error wrapping database.ErrUnavailable.
+func (s *Service) ListOrders(ctx context.Context, merchantID string, q ListQuery) ([]Order, bool, error) {
+	var fe fieldErrors
+	limit := q.Limit
+	switch {
+	case limit == 0:
+		limit = DefaultListLimit
+	case limit < 1 || limit > MaxListLimit:
+		fe.add("limit", fmt.Sprintf("must be between 1 and %d", MaxListLimit))
+	}
+	if err := fe.err(); err != nil {
+		return nil, false, err
+	}
+
+	if q.StartingAfter != "" {
+		// An unknown cursor is the client's mistake (a typo, another
+		// merchant's id); answering an empty page would hide it.
+		_, err := s.store.GetOrder(ctx, merchantID, q.StartingAfter)
+		if errors.Is(err, ErrNotFound) {
+			fe.add("starting_after", "must be the id of one of your orders")
+			return nil, false, fe.err()
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("list orders: %w", err)
+		}
+	}
+
+	// One row more than the page tells whether another page follows,
+	// without a COUNT.
+	orders, err := s.store.ListOrders(ctx, merchantID, OrderFilter{
+		Limit:      limit + 1,
+		BeforeID:   q.StartingAfter,
+		CustomerID: q.CustomerID,
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("list orders: %w", err)
+	}
+	hasMore := len(orders) > limit
+	if hasMore {
+		orders = orders[:limit]
+	}
+	return orders, hasMore, nil
+}
