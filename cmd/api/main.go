@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/gin-gonic/gin"
 
 	"github.com/idemkeys/payments/internal/config"
 	"github.com/idemkeys/payments/internal/database"
@@ -43,6 +44,8 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/merchants"
 	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/provider"
+	"github.com/idemkeys/payments/internal/provider/paymentsport"
 	"github.com/idemkeys/payments/migrations"
 )
 
@@ -67,6 +70,9 @@ func run(ctx context.Context, args, environ []string, stdout io.Writer) error {
 		return err
 	}
 	log := newLogger(stdout, cfg.LogLevel)
+	// Gin's debug mode prints every route at start and warns on each run;
+	// our own structured logs say what matters.
+	gin.SetMode(gin.ReleaseMode)
 
 	switch cmd {
 	case "serve":
@@ -166,19 +172,52 @@ func createMerchant(ctx context.Context, cfg config.Config, log *slog.Logger, ar
 	return nil
 }
 
-func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+// app is the wired program: the HTTP handler, the background workers and
+// what must be closed on the way out. newApp builds it; serve runs it.
+type app struct {
+	handler  http.Handler
+	db       *database.DB
+	workers  []func(ctx context.Context)
+	provider *provider.Running // the in-process provider, if any
+}
+
+// newApp wires the program for cfg. ln is the API's listener: the
+// in-process provider sends its webhooks there. opts reach the payments
+// service (tests install a phase hook with them).
+func newApp(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listener, opts ...payments.Option) (*app, error) {
 	db, err := openDatabase(ctx, cfg, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer db.Close()
-
+	a := &app{db: db}
 	merchantStore := merchants.NewStore(db.DB, time.Now)
 	if cfg.DemoSeed {
 		if err := merchantStore.SeedDemo(ctx); err != nil {
-			return fmt.Errorf("seed demo merchants: %w", err)
+			_ = a.close(ctx)
+			return nil, fmt.Errorf("seed demo merchants: %w", err)
 		}
 	}
+
+	providerURL := cfg.ProviderURL
+	if providerURL == "" {
+		// No provider configured: run the mock in-process on a loopback
+		// port, sending its webhooks to this very API.
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		running, err := provider.StartInProcess(ctx, provider.Config{
+			WebhookURL:    "http://" + net.JoinHostPort("127.0.0.1", port) + "/v1/webhooks/provider",
+			WebhookSecret: cfg.ProviderWebhookSecret,
+			Logger:        log.With("component", "provider"),
+		})
+		if err != nil {
+			_ = a.close(ctx)
+			return nil, fmt.Errorf("start in-process provider: %w", err)
+		}
+		a.provider = running
+		providerURL = running.URL
+		log.Info("in-process payment provider started", "url", providerURL)
+	}
+	providerClient := provider.NewClient(providerURL, provider.ClientOptions{Timeout: cfg.ProviderTimeout})
+
 	clock := idempotency.SystemClock{}
 	idemStore := idempotency.NewGormStore(db.DB)
 	keeper := idempotency.NewKeeper(idemStore, db.DB, clock, idempotency.Config{
@@ -187,41 +226,86 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		Wait:         cfg.IdempotencyWait,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 	}, handlers.MerchantID, handlers.RenderError, log)
-	service := payments.NewService(payments.NewGormStore(db.DB), time.Now)
 
+	store := payments.NewGormStore(db.DB)
+	opts = append([]payments.Option{
+		payments.WithPayments(store, paymentsport.New(providerClient)),
+		payments.WithResolved(handlers.NewRecordFinisher(keeper, log)),
+	}, opts...)
+	service := payments.NewService(store, time.Now, opts...)
+
+	secret := cfg.ProviderWebhookSecret
 	router := handlers.NewRouter(handlers.Deps{
-		Log:              log,
-		Orders:           service,
-		Auth:             merchantStore,
-		IdempotentAtomic: keeper.Atomic(),
-		MaxBodyBytes:     cfg.MaxBodyBytes,
-		Database:         db,
+		Log:               log,
+		Orders:            service,
+		Payments:          service,
+		Auth:              merchantStore,
+		IdempotentAtomic:  keeper.Atomic(),
+		IdempotentGuarded: keeper.Guarded(),
+		VerifyWebhook: func(header string, body []byte) error {
+			return provider.VerifySignature(secret, header, body, time.Now(), 5*time.Minute)
+		},
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		Database:     db,
 	})
+	handlers.RegisterSwagger(router)
+	a.handler = router
 
+	janitor := idempotency.NewJanitor(idemStore, clock, idempotency.JanitorConfig{Interval: cfg.JanitorInterval}, log)
+	reconciler := payments.NewReconciler(service, payments.ReconcilerConfig{
+		Interval:   cfg.ReconcileInterval,
+		PendingAge: cfg.IdempotencyLockTimeout,
+	}, log)
+	a.workers = []func(context.Context){janitor.Run, reconciler.Run}
+	return a, nil
+}
+
+// close releases what newApp opened.
+func (a *app) close(ctx context.Context) error {
+	var errs []error
+	if a.provider != nil {
+		errs = append(errs, a.provider.Shutdown(ctx))
+	}
+	errs = append(errs, a.db.Close())
+	return errors.Join(errs...)
+}
+
+func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
+	a, err := newApp(ctx, cfg, log, ln)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
 	srv := &http.Server{
-		Handler:           router,
+		Handler:           a.handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 
-	// Background workers stop when serve returns, after the server has
-	// finished its in-flight requests.
+	// Background workers stop after the server has finished its in-flight
+	// requests; the database closes after them.
 	workerCtx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	var workers sync.WaitGroup
-	janitor := idempotency.NewJanitor(idemStore, clock, idempotency.JanitorConfig{Interval: cfg.JanitorInterval}, log)
-	workers.Go(func() { janitor.Run(workerCtx) })
+	for _, w := range a.workers {
+		workers.Go(func() { w(workerCtx) })
+	}
 	defer func() {
 		stopWorkers()
 		workers.Wait()
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := a.close(closeCtx); err != nil {
+			log.Warn("closing", "error", err)
+		}
 	}()
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String(), "dialect", string(db.Dialect))
+	log.Info("listening", "addr", ln.Addr().String(), "dialect", string(a.db.Dialect))
 
 	select {
 	case err := <-serveErr:

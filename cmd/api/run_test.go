@@ -48,7 +48,15 @@ func freeAddr(t *testing.T) string {
 
 func startAPI(t *testing.T, databaseURL string, extra ...string) *apiProcess {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := ""
+	for _, kv := range extra {
+		if a, ok := strings.CutPrefix(kv, "HTTP_ADDR="); ok {
+			addr = a
+		}
+	}
+	if addr == "" {
+		addr = freeAddr(t)
+	}
 	environ := append([]string{
 		"HTTP_ADDR=" + addr,
 		"DATABASE_URL=" + databaseURL,

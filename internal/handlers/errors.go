@@ -40,6 +40,11 @@ func (e *requestError) Error() string {
 // errNoRoute answers a path no route matches.
 var errNoRoute = errors.New("no route")
 
+// errInvalidSignature refuses a provider webhook whose signature does not
+// verify. The webhook handler wraps the verifier's reason with it; the
+// reason is logged, never shown, so a forger learns nothing from the answer.
+var errInvalidSignature = errors.New("invalid webhook signature")
+
 // RenderError answers the request with the problem+json that err stands for
 // and aborts the handler chain. It is the only place that maps errors to
 // statuses: handlers and middleware (the idempotency Keeper included) hand
@@ -58,6 +63,7 @@ func problemFor(c *gin.Context, err error) problem.Problem {
 		inProgress *idempotency.InProgressError
 		invalid    *payments.ValidationError
 		badRequest *requestError
+		declined   *payments.DeclinedError
 	)
 	switch {
 	case errors.As(err, &tooLarge):
@@ -88,6 +94,14 @@ func problemFor(c *gin.Context, err error) problem.Problem {
 		return problem.New(http.StatusConflict, problem.CodeIdempotencyInProgress, "Request in progress",
 			"The original request with this Idempotency-Key is still running. Retry after the time in Retry-After to get its result.")
 
+	case errors.Is(err, idempotency.ErrFenced):
+		// Another request took this key's operation over while this one ran
+		// (its lock had timed out): that request's answer is the one that
+		// will be kept, so send the client to fetch it, as for a duplicate.
+		c.Header("Retry-After", "1")
+		return problem.New(http.StatusConflict, problem.CodeIdempotencyInProgress, "Request in progress",
+			"Another request with this Idempotency-Key has taken this operation over. Retry after the time in Retry-After to get its result.")
+
 	case errors.Is(err, idempotency.ErrMalformedBody):
 		return problem.New(http.StatusBadRequest, problem.CodeValidationFailed, "Validation failed", oneLine(err))
 
@@ -111,6 +125,25 @@ func problemFor(c *gin.Context, err error) problem.Problem {
 		return problem.New(http.StatusUnauthorized, problem.CodeUnauthorized, "Unauthorized",
 			"Send a valid API key as Authorization: Bearer <key>.")
 
+	case errors.Is(err, errInvalidSignature):
+		return problem.New(http.StatusUnauthorized, problem.CodeInvalidSignature, "Invalid signature",
+			"The Provider-Signature header is missing or malformed, does not match the body, or is older than 5 minutes.")
+
+	case errors.As(err, &declined):
+		return declinedProblem(declined)
+
+	case errors.Is(err, payments.ErrOrderAlreadyPaid):
+		return problem.New(http.StatusConflict, problem.CodeOrderAlreadyPaid, "Order already paid",
+			"The order is paid, or a payment for it is still in flight. Fetch the order to see its state.")
+
+	case errors.Is(err, payments.ErrRefundExceedsPayment):
+		return problem.New(http.StatusConflict, problem.CodeRefundExceedsPayment, "Refund exceeds payment",
+			"The refund is larger than what is left to refund of the payment, or the payment has not succeeded.")
+
+	case errors.Is(err, payments.ErrProviderUnavailable):
+		return problem.New(http.StatusBadGateway, problem.CodeProviderUnavailable, "Provider unavailable",
+			"The payment provider failed before doing anything; nothing was charged. Retry with the same Idempotency-Key: it resumes the same operation.")
+
 	case errors.Is(err, payments.ErrNotFound):
 		return problem.New(http.StatusNotFound, problem.CodeNotFound, "Not found",
 			"No resource with this id exists for your account.")
@@ -125,6 +158,18 @@ func problemFor(c *gin.Context, err error) problem.Problem {
 		return problem.New(http.StatusInternalServerError, problem.CodeInternalError, "Internal error",
 			"Something went wrong on our side. Retry later with the same Idempotency-Key.")
 	}
+}
+
+// declinedProblem is the 402 of a declined payment. It is built from the
+// decline alone, so that the handler (through the table) and PaymentAnswer
+// (which the reconciler stores when it learns of a decline later) write the
+// same bytes for the same payment: a replay must not depend on who answered
+// first.
+func declinedProblem(e *payments.DeclinedError) problem.Problem {
+	p := problem.New(http.StatusPaymentRequired, problem.CodePaymentDeclined, "Payment declined",
+		fmt.Sprintf("The provider declined the payment (%s). The order is still pending payment: try again with another payment method and a new Idempotency-Key.", e.DeclineCode))
+	p.Extra = map[string]any{"payment_id": e.PaymentID, "decline_code": e.DeclineCode}
+	return p
 }
 
 func toProblemFields(fields []payments.FieldError) []problem.FieldError {

@@ -92,7 +92,7 @@ type orderHandlers struct {
 //	@Accept			json
 //	@Produce		json,application/problem+json
 //	@Security		ApiKeyAuth
-//	@Param			Idempotency-Key	header		string				true	"Unique key of this operation, reused on every retry of it (1-255 visible ASCII characters)"
+//	@Param			Idempotency-Key	header		string				true	"Unique key of this operation, reused on every retry of it (1-255 visible ASCII characters)"	minlength(1)	maxlength(255)
 //	@Param			order			body		CreateOrderRequest	true	"The order"
 //	@Success		201				{object}	OrderResponse
 //	@Header			201				{string}	Location			"/v1/orders/{id}"

@@ -10,7 +10,9 @@ import (
 const DefaultMaxBodyBytes = 1 << 20
 
 // Deps is what the router needs. Auth, Orders, IdempotentAtomic and
-// Database are required.
+// Database are required. Payments is optional (without it the payment,
+// refund and webhook routes are not served, for tests of orders alone);
+// with it, IdempotentGuarded and VerifyWebhook are required too.
 type Deps struct {
 	// Log receives the access log and internal errors; nil means
 	// slog.Default().
@@ -22,6 +24,18 @@ type Deps struct {
 	// IdempotentAtomic is the idempotency middleware of POST routes whose
 	// whole work is one database transaction (idempotency.Keeper.Atomic).
 	IdempotentAtomic gin.HandlerFunc
+	// Payments runs the payment, refund and provider-event use cases
+	// (payments.Service).
+	Payments PaymentService
+	// IdempotentGuarded is the idempotency middleware of POST routes whose
+	// work has an effect outside the database, a provider call
+	// (idempotency.Keeper.Guarded). Their handlers take the request's
+	// idempotency.Lease from the context.
+	IdempotentGuarded gin.HandlerFunc
+	// VerifyWebhook checks the Provider-Signature header of a provider
+	// webhook against its raw body (provider.VerifySignature with the
+	// shared secret); any error refuses the event with 401.
+	VerifyWebhook func(header string, body []byte) error
 	// Database is checked by /readyz (*database.DB).
 	Database Pinger
 	// Redis is checked by /readyz; nil (an untyped nil) when the Redis
@@ -50,6 +64,10 @@ func NewRouter(d Deps) *gin.Engine {
 		panic("handlers: Deps.IdempotentAtomic is required")
 	case d.Database == nil:
 		panic("handlers: Deps.Database is required")
+	case d.Payments != nil && d.IdempotentGuarded == nil:
+		panic("handlers: Deps.IdempotentGuarded is required with Deps.Payments")
+	case d.Payments != nil && d.VerifyWebhook == nil:
+		panic("handlers: Deps.VerifyWebhook is required with Deps.Payments")
 	}
 	log := d.Log
 	if log == nil {
@@ -77,14 +95,28 @@ func NewRouter(d Deps) *gin.Engine {
 
 	// Every /v1 route checks the API key before anything else, the body
 	// limit included: a request without a valid key learns nothing more.
-	// The provider webhook (signed, not keyed) will be registered on r
-	// itself, with limitBody but without auth.
+	// The provider webhook (signed, not keyed) is registered on r itself,
+	// with limitBody but without auth.
 	v1 := r.Group("/v1", auth, limitBody(maxBody))
 
 	orders := &orderHandlers{orders: d.Orders}
 	v1.POST("/orders", d.IdempotentAtomic, orders.createOrder)
 	v1.GET("/orders", orders.listOrders)
 	v1.GET("/orders/:id", orders.getOrder)
+
+	if d.Payments != nil {
+		// Guarded, not Atomic: a provider call cannot roll back with a
+		// transaction, so the key is reserved first and the operation
+		// records recovery points as it goes.
+		pay := &paymentHandlers{payments: d.Payments}
+		v1.POST("/orders/:id/payments", d.IdempotentGuarded, pay.payOrder)
+		v1.GET("/payments/:id", pay.getPayment)
+		v1.POST("/payments/:id/refunds", d.IdempotentGuarded, pay.refundPayment)
+
+		// Deduplicated by event id in the service, not by Idempotency-Key.
+		hooks := &webhookHandlers{payments: d.Payments, verify: d.VerifyWebhook}
+		r.POST("/v1/webhooks/provider", limitBody(maxBody), hooks.receiveProviderEvent)
+	}
 
 	return r
 }

@@ -2,7 +2,9 @@ package idempotency
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -90,4 +92,37 @@ type leaseKey struct{}
 func LeaseFrom(ctx context.Context) *Lease {
 	l, _ := ctx.Value(leaseKey{}).(*Lease)
 	return l
+}
+
+// ErrLocked: Finish found the record held by a running request, which will
+// store the answer itself.
+var ErrLocked = errors.New("idempotency record is locked by a running request")
+
+// Finish stores resp as the final answer of an open record whose operation
+// was resolved outside any request (by a reconciler or a webhook), so the
+// client's next retry replays it. resourceID must be the suffix of the
+// record's recovery point ("payment_created:pay_123" for pay_123): a key
+// reused for another operation after its TTL is left alone. It takes the
+// record over first, so a request that still believes it owns it is fenced
+// out. It returns ErrNotFound (no such open record, or another operation's),
+// ErrLocked (a request is running it and will finish it), or a store error.
+func (k *Keeper) Finish(ctx context.Context, merchantID, key, resourceID string, resp Response) error {
+	now := k.clock.Now()
+	rec, err := k.store.Get(ctx, merchantID, key, now)
+	if err != nil {
+		return err
+	}
+	if rec.State != StateExecuting || !strings.HasSuffix(rec.RecoveryPoint, ":"+resourceID) {
+		return ErrNotFound
+	}
+	if rec.LockedUntil.After(now) {
+		return ErrLocked
+	}
+	if err := k.store.TakeOver(ctx, merchantID, key, rec.Fence, now, now.Add(k.cfg.LockTimeout)); err != nil {
+		if errors.Is(err, ErrFenced) {
+			return ErrLocked
+		}
+		return err
+	}
+	return k.store.Complete(ctx, merchantID, key, rec.Fence+1, resp, now)
 }

@@ -17,18 +17,59 @@ const (
 // merchant id is an argument of every method, and a merchant never reaches
 // another merchant's records.
 type Service struct {
-	store Store
-	clock func() time.Time
-	ids   *idGenerator
+	store    Store
+	clock    func() time.Time
+	ids      *idGenerator
+	pay      PaymentStore
+	provider Provider
+	resolved Resolved
+	hook     PhaseHook
+}
+
+// Option configures a Service.
+type Option func(*Service)
+
+// WithPayments turns on payments and refunds: their store and the provider
+// that charges.
+func WithPayments(store PaymentStore, provider Provider) Option {
+	return func(s *Service) { s.pay, s.provider = store, provider }
+}
+
+// WithResolved sets who is told when a payment or refund is resolved
+// outside its request (the reconciler, a webhook).
+func WithResolved(r Resolved) Option {
+	return func(s *Service) { s.resolved = r }
+}
+
+// PhaseHook is called after each phase of a payment or refund with the
+// phase's name (PhaseCreated, PhaseCalled, PhaseFinished). A non-nil error
+// stops the operation right there, as a crash would: tests use it to prove
+// that a retry resumes from every recovery point without a second charge.
+type PhaseHook func(ctx context.Context, phase string) error
+
+// The phases a PhaseHook sees.
+const (
+	PhaseCreated  = "created"
+	PhaseCalled   = "provider_called"
+	PhaseFinished = "finished"
+)
+
+// WithPhaseHook installs a PhaseHook (tests only).
+func WithPhaseHook(h PhaseHook) Option {
+	return func(s *Service) { s.hook = h }
 }
 
 // NewService returns a Service over store. clock tells the time of new
 // records; nil means the wall clock.
-func NewService(store Store, clock func() time.Time) *Service {
+func NewService(store Store, clock func() time.Time, opts ...Option) *Service {
 	if clock == nil {
 		clock = time.Now
 	}
-	return &Service{store: store, clock: clock, ids: newIDGenerator()}
+	s := &Service{store: store, clock: clock, ids: newIDGenerator()}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // now is the clock in UTC, truncated to microseconds: that is what both

@@ -1,6 +1,9 @@
 package payments
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Store keeps the domain's records. The Service declares it because the
 // Service is what consumes it; GormStore is the implementation. Every method
@@ -29,4 +32,60 @@ type OrderFilter struct {
 	BeforeID string
 	// CustomerID, when set, keeps only that customer's orders.
 	CustomerID string
+}
+
+// PaymentStore keeps payments, refunds and the webhook inbox. GormStore
+// implements it beside Store. Errors as for Store, plus those listed.
+type PaymentStore interface {
+	// InTx runs fn in a transaction carried by the ctx it is given; when
+	// ctx already carries one, fn joins it.
+	InTx(ctx context.Context, fn func(ctx context.Context) error) error
+
+	// LockOrder reads the order and, on PostgreSQL, locks its row until the
+	// transaction ends (SQLite transactions are serialised anyway). It
+	// returns ErrNotFound.
+	LockOrder(ctx context.Context, merchantID, id string) (Order, error)
+	// MarkOrderPaid moves a pending_payment order to paid; a paid order is
+	// left as it is.
+	MarkOrderPaid(ctx context.Context, merchantID, id string, now time.Time) error
+
+	// CreatePayment inserts p. It returns ErrOrderAlreadyPaid when the
+	// order already has an active or succeeded payment.
+	CreatePayment(ctx context.Context, p Payment) error
+	// GetPayment returns the merchant's payment. It returns ErrNotFound.
+	GetPayment(ctx context.Context, merchantID, id string) (Payment, error)
+	// LockPayment is GetPayment with a row lock, like LockOrder.
+	LockPayment(ctx context.Context, merchantID, id string) (Payment, error)
+	// FindPayment returns the payment with this id, whatever its merchant
+	// (provider events name only our id). It returns ErrNotFound.
+	FindPayment(ctx context.Context, id string) (Payment, error)
+	// MovePayment writes p's status, charge id and decline code if the
+	// stored status is one of from, and reports whether it did.
+	MovePayment(ctx context.Context, p Payment, from ...Status) (bool, error)
+	// AddRefunded adds amount to the payment's amount_refunded; the
+	// database refuses a total above the payment's amount.
+	AddRefunded(ctx context.Context, merchantID, paymentID string, amount int64, now time.Time) error
+	// UnresolvedPayments lists payments in processing, and payments still
+	// pending that were last touched before pendingBefore, oldest first.
+	UnresolvedPayments(ctx context.Context, pendingBefore time.Time, limit int) ([]Payment, error)
+
+	// CreateRefund inserts r.
+	CreateRefund(ctx context.Context, r Refund) error
+	// GetRefund returns the merchant's refund. It returns ErrNotFound.
+	GetRefund(ctx context.Context, merchantID, id string) (Refund, error)
+	// FindRefund returns the refund with this id, whatever its merchant.
+	// It returns ErrNotFound.
+	FindRefund(ctx context.Context, id string) (Refund, error)
+	// ReservedRefunds sums the payment's refunds that are not failed: what
+	// is already given back or on its way.
+	ReservedRefunds(ctx context.Context, merchantID, paymentID string) (int64, error)
+	// MoveRefund writes r's status and provider refund id if the stored
+	// status is one of from, and reports whether it did.
+	MoveRefund(ctx context.Context, r Refund, from ...Status) (bool, error)
+	// UnresolvedRefunds is UnresolvedPayments for refunds.
+	UnresolvedRefunds(ctx context.Context, pendingBefore time.Time, limit int) ([]Refund, error)
+
+	// RecordEvent puts a provider event id into the inbox and reports
+	// whether it was new. Called in the transaction that applies the event.
+	RecordEvent(ctx context.Context, id, eventType string, now time.Time) (bool, error)
 }

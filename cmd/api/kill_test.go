@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/testdb"
+)
+
+// buildBinaries compiles cmd/api and cmd/provider once for this test.
+func buildBinaries(t *testing.T) (api, prov string) {
+	t.Helper()
+	dir := t.TempDir()
+	api, prov = filepath.Join(dir, "api"), filepath.Join(dir, "provider")
+	for out, pkg := range map[string]string{api: ".", prov: "../provider"} {
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Stderr = os.Stderr
+		require.NoError(t, cmd.Run(), "build %s", pkg)
+	}
+	return api, prov
+}
+
+// startProcess runs bin with env added to ours and waits for /healthz.
+func startProcess(t *testing.T, bin, addr string, env ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), append([]string{"HTTP_ADDR=" + addr, "LOG_LEVEL=warn"}, env...)...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	eventually(t, 60*time.Second, bin+" healthy", func() bool {
+		resp, err := httpGet("http://" + addr + "/healthz")
+		return err == nil && resp == 200
+	})
+	return cmd
+}
+
+func httpGet(url string) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// TestSIGKILLDuringSlowPayment kills the API process while the provider is
+// still answering a charge it has already made. After a restart, a retry with
+// the same key takes the abandoned record over (after the lock timeout),
+// resumes the payment under the same provider key, and ends with one charge
+// and the final answer.
+func TestSIGKILLDuringSlowPayment(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills real processes")
+	}
+	apiBin, provBin := buildBinaries(t)
+	dbURL, drop := testdb.NewURL(t, database.Postgres)
+	t.Cleanup(drop)
+
+	provAddr := freeAddr(t)
+	startProcess(t, provBin, provAddr) // no WEBHOOK_URL: only the retry may resolve
+	apiAddr := freeAddr(t)
+	env := []string{
+		"DATABASE_URL=" + dbURL, "PROVIDER_URL=http://" + provAddr,
+		"IDEMPOTENCY_LOCK_TIMEOUT=1s", "PROVIDER_TIMEOUT=10s", "RECONCILE_INTERVAL=1h", "IDEMPOTENCY_WAIT=200ms",
+	}
+	api := startProcess(t, apiBin, apiAddr, env...)
+	w := &world{api: &apiProcess{URL: "http://" + apiAddr}, dbURL: dbURL}
+
+	order := w.createOrder(t, "sk_test_acme")
+	key := randomKey()
+	inflight := make(chan answer, 1)
+	go func() {
+		inflight <- callNoFail(w.api.URL+"/v1/orders/"+order+"/payments", key, `{"payment_method":"pm_fault_slow"}`)
+	}()
+
+	var paymentID string
+	eventually(t, 10*time.Second, "the payment row and its charge exist", func() bool {
+		if w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order) == 0 {
+			return false
+		}
+		db, err := database.Open(dbURL, database.Options{MaxOpenConns: 1})
+		require.NoError(t, err)
+		defer db.Close()
+		require.NoError(t, db.Raw("SELECT id FROM payments WHERE order_id = ?", order).Scan(&paymentID).Error)
+		return len(ledger(t, "http://"+provAddr+"/v1/charges?reference="+paymentID)) == 1
+	})
+	require.NoError(t, api.Process.Signal(syscall.SIGKILL))
+	_ = api.Wait()
+	require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM payments WHERE id = ? AND status = 'pending'", paymentID),
+		"killed before it could record the outcome")
+
+	startProcess(t, apiBin, apiAddr, env...)
+	var final answer
+	eventually(t, 20*time.Second, "a retry gets the final answer", func() bool {
+		final = call(t, "POST", w.api.URL+"/v1/orders/"+order+"/payments", "sk_test_acme", key, `{"payment_method":"pm_fault_slow"}`)
+		return final.Status == 201
+	})
+	require.Equal(t, paymentID, final.json(t)["id"])
+	require.Equal(t, "succeeded", final.json(t)["status"])
+	require.Len(t, ledger(t, "http://"+provAddr+"/v1/charges?reference="+paymentID), 1, "one charge, whatever was killed")
+	o := call(t, "GET", w.api.URL+"/v1/orders/"+order, "sk_test_acme", "", "").json(t)
+	require.Equal(t, "paid", o["status"])
+}
+
+// callNoFail is call without a *testing.T: for a request whose connection
+// may die mid-flight.
+func callNoFail(url, key, body string) answer {
+	req, _ := http.NewRequestWithContext(context.Background(), "POST", url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer sk_test_acme")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return answer{}
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{Status: resp.StatusCode, Body: b}
+}

@@ -1,0 +1,435 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkeys/payments/internal/config"
+	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/provider"
+	"github.com/idemkeys/payments/internal/testdb"
+)
+
+// world is one API and one mock provider talking over real HTTP, on one
+// test database. The provider sends its webhooks to the API.
+type world struct {
+	api      *apiProcess
+	provider *provider.Running
+	dbURL    string
+}
+
+func newWorld(t *testing.T, dialect database.Dialect, provCfg provider.Config, env ...string) *world {
+	t.Helper()
+	dbURL, drop := testdb.NewURL(t, dialect)
+	t.Cleanup(drop)
+	addr := freeAddr(t)
+	provCfg.WebhookURL = "http://" + addr + "/v1/webhooks/provider"
+	if provCfg.WebhookSecret == "" {
+		provCfg.WebhookSecret = "whsec_test"
+	}
+	prov, err := provider.StartInProcess(context.Background(), provCfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
+	env = append([]string{"HTTP_ADDR=" + addr, "PROVIDER_URL=" + prov.URL}, env...)
+	return &world{api: startAPI(t, dbURL, env...), provider: prov, dbURL: dbURL}
+}
+
+func (w *world) createOrder(t *testing.T, apiKey string) string {
+	t.Helper()
+	a := call(t, "POST", w.api.URL+"/v1/orders", apiKey, "order-"+randomKey(), orderBody)
+	require.Equal(t, 201, a.Status, string(a.Body))
+	return a.json(t)["id"].(string)
+}
+
+func (w *world) pay(t *testing.T, orderID, key, method string) answer {
+	t.Helper()
+	return call(t, "POST", w.api.URL+"/v1/orders/"+orderID+"/payments", "sk_test_acme", key, `{"payment_method":"`+method+`"}`)
+}
+
+// charges asks the provider's ledger, over its API, for every charge made
+// for one of our payments: the proof that nothing was charged twice.
+func (w *world) charges(t *testing.T, paymentID string) []map[string]any {
+	t.Helper()
+	return ledger(t, w.provider.URL+"/v1/charges?reference="+paymentID)
+}
+
+func ledger(t *testing.T, url string) []map[string]any {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	var list struct {
+		Data []map[string]any `json:"data"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&list))
+	return list.Data
+}
+
+func (w *world) count(t *testing.T, query string, args ...any) int64 {
+	t.Helper()
+	db, err := database.Open(w.dbURL, database.Options{MaxOpenConns: 1})
+	require.NoError(t, err)
+	defer db.Close()
+	var n int64
+	require.NoError(t, db.Raw(query, args...).Scan(&n).Error)
+	return n
+}
+
+var keySeq atomic.Int64
+
+func randomKey() string { return fmt.Sprintf("k-%d-%d", time.Now().UnixNano(), keySeq.Add(1)) }
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", within, what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+func TestPaymentMethodsEndToEnd(t *testing.T) {
+	for _, dialect := range testdb.Dialects {
+		t.Run(string(dialect), func(t *testing.T) {
+			t.Parallel()
+			// Webhooks arrive late here, so that an unknown outcome is seen
+			// as a 202 and the reconciler is what resolves it.
+			w := newWorld(t, dialect, provider.Config{SlowDelay: time.Second, DuplicateWebhookRate: 1, WebhookDelay: 3 * time.Second},
+				"PROVIDER_TIMEOUT=300ms", "RECONCILE_INTERVAL=100ms")
+
+			t.Run("visa succeeds once and pays the order", func(t *testing.T) {
+				order := w.createOrder(t, "sk_test_acme")
+				key := randomKey()
+				a := w.pay(t, order, key, "pm_card_visa")
+				require.Equal(t, 201, a.Status, string(a.Body))
+				p := a.json(t)
+				require.Equal(t, "succeeded", p["status"])
+				require.EqualValues(t, 2500, p["amount"])
+				require.NotEmpty(t, p["provider_charge_id"])
+				require.Len(t, w.charges(t, p["id"].(string)), 1)
+
+				o := call(t, "GET", w.api.URL+"/v1/orders/"+order, "sk_test_acme", "", "").json(t)
+				require.Equal(t, "paid", o["status"])
+
+				again := w.pay(t, order, key, "pm_card_visa")
+				require.Equal(t, 201, again.Status)
+				require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
+				require.Equal(t, a.Body, again.Body)
+
+				paid := w.pay(t, order, randomKey(), "pm_card_visa")
+				require.Equal(t, 409, paid.Status)
+				require.Equal(t, "order_already_paid", paid.json(t)["code"])
+				require.Len(t, w.charges(t, p["id"].(string)), 1)
+				require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
+			})
+
+			for _, tc := range []struct{ method, code string }{
+				{"pm_card_declined", "card_declined"},
+				{"pm_card_insufficient_funds", "insufficient_funds"},
+			} {
+				t.Run(tc.method+" is declined and the order can be paid again", func(t *testing.T) {
+					order := w.createOrder(t, "sk_test_acme")
+					key := randomKey()
+					a := w.pay(t, order, key, tc.method)
+					require.Equal(t, 402, a.Status, string(a.Body))
+					prob := a.json(t)
+					require.Equal(t, "payment_declined", prob["code"])
+					require.Equal(t, tc.code, prob["decline_code"])
+					paymentID := prob["payment_id"].(string)
+					require.Len(t, w.charges(t, paymentID), 1)
+
+					again := w.pay(t, order, key, tc.method)
+					require.Equal(t, 402, again.Status)
+					require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
+					require.Equal(t, a.Body, again.Body)
+
+					o := call(t, "GET", w.api.URL+"/v1/orders/"+order, "sk_test_acme", "", "").json(t)
+					require.Equal(t, "pending_payment", o["status"])
+					require.Equal(t, 201, w.pay(t, order, randomKey(), "pm_card_visa").Status)
+				})
+			}
+
+			t.Run("unavailable: 502, nothing charged, the same key resumes", func(t *testing.T) {
+				order := w.createOrder(t, "sk_test_acme")
+				key := randomKey()
+				a := w.pay(t, order, key, "pm_fault_unavailable")
+				require.Equal(t, 502, a.Status, string(a.Body))
+				require.Equal(t, "provider_unavailable", a.json(t)["code"])
+				require.EqualValues(t, 0, w.count(t, `SELECT count(*) FROM payments WHERE order_id = ? AND status = 'succeeded'`, order))
+
+				again := w.pay(t, order, key, "pm_fault_unavailable")
+				require.Equal(t, 201, again.Status, string(again.Body))
+				p := again.json(t)
+				require.Len(t, w.charges(t, p["id"].(string)), 1)
+				require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order), "the retry resumed the same payment")
+			})
+
+			for _, method := range []string{"pm_fault_lost_response", "pm_fault_slow"} {
+				t.Run(method+": 202, then resolved to one charge", func(t *testing.T) {
+					order := w.createOrder(t, "sk_test_acme")
+					key := randomKey()
+					a := w.pay(t, order, key, method)
+					require.Equal(t, 202, a.Status, string(a.Body))
+					p := a.json(t)
+					require.Equal(t, "processing", p["status"])
+					paymentID := p["id"].(string)
+					require.Equal(t, "/v1/payments/"+paymentID, a.Header.Get("Location"))
+
+					eventually(t, 10*time.Second, "payment resolved", func() bool {
+						got := call(t, "GET", w.api.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "")
+						return got.json(t)["status"] == "succeeded"
+					})
+					final := w.pay(t, order, key, method)
+					require.Equal(t, 201, final.Status, string(final.Body))
+					require.Equal(t, "succeeded", final.json(t)["status"])
+					require.Len(t, w.charges(t, paymentID), 1)
+					o := call(t, "GET", w.api.URL+"/v1/orders/"+order, "sk_test_acme", "", "").json(t)
+					require.Equal(t, "paid", o["status"])
+				})
+			}
+
+			t.Run("other merchant sees nothing", func(t *testing.T) {
+				order := w.createOrder(t, "sk_test_acme")
+				a := call(t, "POST", w.api.URL+"/v1/orders/"+order+"/payments", "sk_test_globex", randomKey(), `{"payment_method":"pm_card_visa"}`)
+				require.Equal(t, 404, a.Status)
+				p := w.pay(t, order, randomKey(), "pm_card_visa").json(t)
+				require.Equal(t, 404, call(t, "GET", w.api.URL+"/v1/payments/"+p["id"].(string), "sk_test_globex", "", "").Status)
+			})
+
+			t.Run("bad input changes nothing", func(t *testing.T) {
+				order := w.createOrder(t, "sk_test_acme")
+				for _, body := range []string{`{}`, `{"payment_method":""}`, `{"payment_method":5}`, `{"payment_method":"pm_card_visa","x":1}`, `{"payment_method":`} {
+					a := call(t, "POST", w.api.URL+"/v1/orders/"+order+"/payments", "sk_test_acme", randomKey(), body)
+					require.Equal(t, 400, a.Status, body)
+					require.Equal(t, "validation_failed", a.json(t)["code"])
+				}
+				require.EqualValues(t, 0, w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
+			})
+
+			t.Run("each webhook event applies once", func(t *testing.T) {
+				// DuplicateWebhookRate 1: the provider sent every event twice.
+				eventually(t, 10*time.Second, "webhooks delivered", func() bool {
+					return w.count(t, "SELECT count(*) FROM webhook_events") > 0
+				})
+				charges := len(w.provider.Server.Charges())
+				eventually(t, 10*time.Second, "one inbox row per charge event", func() bool {
+					return w.count(t, "SELECT count(*) FROM webhook_events WHERE type LIKE 'charge.%'") == int64(charges)
+				})
+			})
+		})
+	}
+}
+
+// TestWebhookResolvesFirst turns the reconciler off: a provider webhook is
+// what resolves an unknown outcome, before or after the API's own answer.
+func TestWebhookResolvesFirst(t *testing.T) {
+	w := newWorld(t, database.Postgres, provider.Config{SlowDelay: time.Second, DuplicateWebhookRate: 1},
+		"PROVIDER_TIMEOUT=300ms", "RECONCILE_INTERVAL=1h")
+	order := w.createOrder(t, "sk_test_acme")
+	key := randomKey()
+	a := w.pay(t, order, key, "pm_fault_slow")
+	require.Contains(t, []int{201, 202}, a.Status, string(a.Body))
+	paymentID := a.json(t)["id"].(string)
+	eventually(t, 10*time.Second, "the webhook resolved the payment", func() bool {
+		return call(t, "GET", w.api.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "").json(t)["status"] == "succeeded"
+	})
+	final := w.pay(t, order, key, "pm_fault_slow")
+	require.Equal(t, 201, final.Status)
+	require.Len(t, w.charges(t, paymentID), 1)
+	eventually(t, 10*time.Second, "both copies of the event delivered", func() bool {
+		return w.count(t, "SELECT count(*) FROM webhook_events") == 1
+	})
+}
+
+func TestRefunds(t *testing.T) {
+	for _, dialect := range testdb.Dialects {
+		t.Run(string(dialect), func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, dialect, provider.Config{})
+			order := w.createOrder(t, "sk_test_acme")
+			p := w.pay(t, order, randomKey(), "pm_card_visa").json(t)
+			paymentID := p["id"].(string)
+			refund := func(key, body string) answer {
+				return call(t, "POST", w.api.URL+"/v1/payments/"+paymentID+"/refunds", "sk_test_acme", key, body)
+			}
+
+			key := randomKey()
+			first := refund(key, `{"amount":1000}`)
+			require.Equal(t, 201, first.Status, string(first.Body))
+			r := first.json(t)
+			require.Equal(t, "refund", r["object"])
+			require.Equal(t, "succeeded", r["status"])
+			require.EqualValues(t, 1000, r["amount"])
+			replay := refund(key, `{"amount":1000}`)
+			require.Equal(t, first.Body, replay.Body)
+			require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
+
+			got := call(t, "GET", w.api.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "").json(t)
+			require.EqualValues(t, 1000, got["amount_refunded"])
+			require.Equal(t, "succeeded", got["status"])
+
+			tooMuch := refund(randomKey(), `{"amount":1501}`)
+			require.Equal(t, 409, tooMuch.Status)
+			require.Equal(t, "refund_exceeds_payment", tooMuch.json(t)["code"])
+
+			rest := refund(randomKey(), ``)
+			require.Equal(t, 201, rest.Status, string(rest.Body))
+			require.EqualValues(t, 1500, rest.json(t)["amount"])
+			require.Equal(t, 409, refund(randomKey(), `{"amount":1}`).Status)
+
+			got = call(t, "GET", w.api.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "").json(t)
+			require.EqualValues(t, 2500, got["amount_refunded"])
+			refunds := ledger(t, w.provider.URL+"/v1/refunds?reference="+r["id"].(string))
+			require.Len(t, refunds, 1)
+			require.EqualValues(t, 2, w.count(t, "SELECT count(*) FROM refunds WHERE payment_id = ? AND status = 'succeeded'", paymentID))
+
+			// Concurrent refunds on a fresh payment never exceed it.
+			order = w.createOrder(t, "sk_test_acme")
+			paymentID = w.pay(t, order, randomKey(), "pm_card_visa").json(t)["id"].(string)
+			var wg sync.WaitGroup
+			for range 10 {
+				wg.Go(func() { refund(randomKey(), `{"amount":1000}`) })
+			}
+			wg.Wait()
+			require.EqualValues(t, 2, w.count(t, "SELECT count(*) FROM refunds WHERE payment_id = ? AND status = 'succeeded'", paymentID))
+			got = call(t, "GET", w.api.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "").json(t)
+			require.EqualValues(t, 2000, got["amount_refunded"])
+		})
+	}
+}
+
+func TestWebhookSignature(t *testing.T) {
+	w := newWorld(t, database.SQLite, provider.Config{DuplicateWebhookRate: -1})
+	body := []byte(`{"id":"evt_forged","type":"charge.succeeded","created":1,"data":{"object":{"id":"ch_x","object":"charge","status":"succeeded","reference":"pay_x","idempotency_key":"pay_x"}}}`)
+	post := func(sig string) int {
+		req, err := http.NewRequestWithContext(context.Background(), "POST", w.api.URL+"/v1/webhooks/provider", strings.NewReader(string(body)))
+		require.NoError(t, err)
+		if sig != "" {
+			req.Header.Set("Provider-Signature", sig)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, 401, post(""))
+	require.Equal(t, 401, post(provider.Sign("wrong_secret", time.Now(), body)))
+	require.Equal(t, 401, post(provider.Sign("whsec_test", time.Now().Add(-6*time.Minute), body)))
+	require.Equal(t, 401, post(provider.Sign("whsec_test", time.Now().Add(6*time.Minute), body)))
+	require.EqualValues(t, 0, w.count(t, "SELECT count(*) FROM webhook_events"))
+	require.Equal(t, 200, post(provider.Sign("whsec_test", time.Now(), body)))
+	require.Equal(t, 200, post(provider.Sign("whsec_test", time.Now(), body)))
+	require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM webhook_events WHERE event_id = 'evt_forged'"))
+}
+
+func TestConcurrentIdenticalPaymentsChargeOnce(t *testing.T) {
+	for _, dialect := range testdb.Dialects {
+		t.Run(string(dialect), func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, dialect, provider.Config{SlowDelay: 300 * time.Millisecond}, "IDEMPOTENCY_WAIT=10s")
+			for _, method := range []string{"pm_card_visa", "pm_fault_slow"} {
+				order := w.createOrder(t, "sk_test_acme")
+				key := randomKey()
+				var wg sync.WaitGroup
+				answers := make([]answer, 30)
+				for i := range answers {
+					wg.Go(func() { answers[i] = w.pay(t, order, key, method) })
+				}
+				wg.Wait()
+				var paymentID string
+				for _, a := range answers {
+					require.Contains(t, []int{201, 202}, a.Status, string(a.Body))
+					id := a.json(t)["id"].(string)
+					if paymentID == "" {
+						paymentID = id
+					}
+					require.Equal(t, paymentID, id, "every answer names the one payment")
+				}
+				require.Len(t, w.charges(t, paymentID), 1)
+				require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
+			}
+		})
+	}
+}
+
+// TestCrashAtEveryRecoveryPoint stops a payment after each phase, as a crash
+// would, then retries it with the same key: the retry resumes, and the
+// provider's ledger shows exactly one charge.
+func TestCrashAtEveryRecoveryPoint(t *testing.T) {
+	for _, dialect := range testdb.Dialects {
+		for _, phase := range []string{payments.PhaseCreated, payments.PhaseCalled, payments.PhaseFinished} {
+			t.Run(string(dialect)+"/"+phase, func(t *testing.T) {
+				t.Parallel()
+				dbURL, drop := testdb.NewURL(t, dialect)
+				t.Cleanup(drop)
+				prov, err := provider.StartInProcess(context.Background(), provider.Config{})
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
+
+				var crashed atomic.Bool
+				hook := func(_ context.Context, p string) error {
+					if p == phase && crashed.CompareAndSwap(false, true) {
+						return errors.New("simulated crash after " + p)
+					}
+					return nil
+				}
+				url := startApp(t, []string{"DATABASE_URL=" + dbURL, "PROVIDER_URL=" + prov.URL}, payments.WithPhaseHook(hook))
+				w := &world{api: &apiProcess{URL: url}, provider: prov, dbURL: dbURL}
+
+				order := w.createOrder(t, "sk_test_acme")
+				key := randomKey()
+				first := w.pay(t, order, key, "pm_card_visa")
+				require.Equal(t, 500, first.Status, string(first.Body))
+				require.True(t, crashed.Load())
+
+				retry := w.pay(t, order, key, "pm_card_visa")
+				require.Equal(t, 201, retry.Status, string(retry.Body))
+				paymentID := retry.json(t)["id"].(string)
+				require.Len(t, w.charges(t, paymentID), 1)
+				require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
+				replay := w.pay(t, order, key, "pm_card_visa")
+				require.Equal(t, retry.Body, replay.Body)
+			})
+		}
+	}
+}
+
+// startApp serves newApp in-process with extra service options, for tests
+// that need a hook inside the payment flow.
+func startApp(t *testing.T, environ []string, opts ...payments.Option) string {
+	t.Helper()
+	cfg, err := config.Load(append([]string{"LOG_LEVEL=error"}, environ...))
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	a, err := newApp(context.Background(), cfg, log, ln, opts...)
+	require.NoError(t, err)
+	srv := httptest.NewUnstartedServer(a.handler)
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(func() {
+		srv.Close()
+		_ = a.close(context.Background())
+	})
+	return srv.URL
+}

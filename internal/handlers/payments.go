@@ -1,0 +1,375 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/problem"
+)
+
+// PaymentService runs the payment, refund and provider-event use cases
+// (payments.Service).
+type PaymentService interface {
+	// PayOrder charges the order's total. It returns the payment
+	// (succeeded, or processing when the provider's outcome is unknown), or:
+	// a *payments.ValidationError; an error wrapping payments.ErrNotFound,
+	// payments.ErrOrderAlreadyPaid, a *payments.DeclinedError (with the
+	// failed payment), payments.ErrProviderUnavailable,
+	// idempotency.ErrFenced (rec lost the operation) or
+	// database.ErrUnavailable.
+	PayOrder(ctx context.Context, merchantID, orderID, idempotencyKey string, in payments.PayInput, rec payments.Recovery) (payments.Payment, error)
+	// GetPayment returns an error wrapping payments.ErrNotFound or
+	// database.ErrUnavailable.
+	GetPayment(ctx context.Context, merchantID, id string) (payments.Payment, error)
+	// RefundPayment refunds in.Amount (all that is left when nil). It returns
+	// the refund (succeeded, failed, or processing when the outcome is
+	// unknown), or: a *payments.ValidationError; an error wrapping
+	// payments.ErrNotFound, payments.ErrRefundExceedsPayment,
+	// payments.ErrProviderUnavailable, idempotency.ErrFenced or
+	// database.ErrUnavailable.
+	RefundPayment(ctx context.Context, merchantID, paymentID, idempotencyKey string, in payments.RefundInput, rec payments.Recovery) (payments.Refund, error)
+	// ApplyProviderEvent applies a verified webhook event at most once per
+	// event id; applied is false for a repeat or an event about nothing we
+	// know. It returns an error wrapping database.ErrUnavailable.
+	ApplyProviderEvent(ctx context.Context, ev payments.ProviderEvent) (applied bool, err error)
+}
+
+// PayOrderRequest is the body of POST /v1/orders/{id}/payments.
+type PayOrderRequest struct {
+	// PaymentMethod is a payment method token: 1-255 visible ASCII
+	// characters starting with "pm_". The mock provider's test methods pick
+	// the outcome: pm_card_visa, pm_card_declined,
+	// pm_card_insufficient_funds, pm_fault_lost_response,
+	// pm_fault_unavailable, pm_fault_slow. A token the provider does not
+	// know is declined with invalid_payment_method.
+	PaymentMethod string `json:"payment_method" validate:"required" minLength:"1" maxLength:"255" example:"pm_card_visa"`
+}
+
+// RefundPaymentRequest is the body of POST /v1/payments/{id}/refunds. An
+// empty body, {} and {"amount": null} all refund what is left.
+type RefundPaymentRequest struct {
+	// Amount to refund in the payment's minor unit; omitted: all that is
+	// left.
+	Amount *int64 `json:"amount,omitempty" minimum:"1" example:"1000"`
+}
+
+// PaymentResponse is a payment as the API shows it.
+type PaymentResponse struct {
+	ID      string `json:"id" example:"pay_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"`
+	Object  string `json:"object" enums:"payment" example:"payment"`
+	OrderID string `json:"order_id" example:"ord_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"`
+	// Amount is the order's total at the time of payment, in minor units.
+	Amount   int64  `json:"amount" example:"2500"`
+	Currency string `json:"currency" example:"BRL"`
+	// Status is processing while the provider's outcome is unknown; the
+	// reconciler, a provider webhook or a retry with the same
+	// Idempotency-Key settles it.
+	Status        string `json:"status" enums:"processing,succeeded,failed" example:"succeeded"`
+	PaymentMethod string `json:"payment_method" example:"pm_card_visa"`
+	// ProviderChargeID is the provider's id of the charge; null until the
+	// provider has answered.
+	ProviderChargeID *string `json:"provider_charge_id" example:"ch_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"`
+	// DeclineCode says why the provider declined; null unless failed.
+	DeclineCode *string `json:"decline_code" example:"card_declined"`
+	// AmountRefunded is the sum of the payment's succeeded refunds.
+	AmountRefunded int64 `json:"amount_refunded" example:"0"`
+	// CreatedAt is RFC 3339 in UTC.
+	CreatedAt time.Time `json:"created_at" example:"2025-06-01T12:00:00.123456Z"`
+}
+
+// RefundResponse is a refund as the API shows it.
+type RefundResponse struct {
+	ID        string `json:"id" example:"re_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"`
+	Object    string `json:"object" enums:"refund" example:"refund"`
+	PaymentID string `json:"payment_id" example:"pay_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"`
+	Amount    int64  `json:"amount" example:"1000"`
+	Currency  string `json:"currency" example:"BRL"`
+	// Status is processing while the provider's outcome is unknown. A
+	// failed refund gave nothing back.
+	Status string `json:"status" enums:"processing,succeeded,failed" example:"succeeded"`
+	// CreatedAt is RFC 3339 in UTC.
+	CreatedAt time.Time `json:"created_at" example:"2025-06-01T12:00:00.123456Z"`
+}
+
+// Content types of the answers below. Success bodies carry plain
+// application/json, as the contract states, rather than gin's
+// "; charset=utf-8" variant: the finisher stores the same value for an
+// answer it builds outside any request, and a replay must not depend on who
+// stored it.
+const contentTypeJSON = "application/json"
+
+// PaymentAnswer is the answer to POST /v1/orders/{id}/payments for p:
+//
+//	succeeded              201 payment, Location /v1/payments/{id}
+//	pending, processing    202 payment (status processing), Location
+//	failed                 402 payment_declined with payment_id and decline_code
+//
+// It is a pure function of p. The handler answers with it, and the
+// RecordFinisher stores it when the reconciler or a webhook settles the
+// payment later; since both build it here, the client's retry replays
+// exactly the answer a request would have given.
+func PaymentAnswer(p payments.Payment) idempotency.Response {
+	if p.Status == payments.StatusFailed {
+		return problemAnswer(declinedProblem(&payments.DeclinedError{PaymentID: p.ID, DeclineCode: p.DeclineCode}))
+	}
+	status := http.StatusCreated
+	if !p.Status.Final() {
+		status = http.StatusAccepted
+	}
+	return idempotency.Response{
+		Status:      status,
+		ContentType: contentTypeJSON,
+		Location:    paymentLocation(p.ID),
+		Body:        encodeJSON(toPaymentResponse(p)),
+	}
+}
+
+// RefundAnswer is the answer to POST /v1/payments/{id}/refunds for r:
+//
+//	succeeded, failed      201 refund
+//	pending, processing    202 refund (status processing)
+//
+// A failed refund is a final outcome like a succeeded one (the contract
+// answers it 201), not a problem. There is no Location: the API has no
+// route that shows a refund on its own; a client follows a 202 by retrying
+// the POST with the same Idempotency-Key (202 until the outcome is known,
+// then the final 201), and sees refunded amounts on the payment. Like
+// PaymentAnswer it is pure, for the same reason.
+func RefundAnswer(r payments.Refund) idempotency.Response {
+	status := http.StatusCreated
+	if !r.Status.Final() {
+		status = http.StatusAccepted
+	}
+	return idempotency.Response{
+		Status:      status,
+		ContentType: contentTypeJSON,
+		Body:        encodeJSON(toRefundResponse(r)),
+	}
+}
+
+// problemAnswer is the stored form of a problem, byte for byte what
+// problem.Write sends.
+func problemAnswer(p problem.Problem) idempotency.Response {
+	return idempotency.Response{Status: p.Status, ContentType: problem.ContentType, Body: encodeJSON(p)}
+}
+
+// encodeJSON encodes a response DTO. DTOs hold strings, integers and times
+// of this era, which always encode; a failure is a programming error.
+func encodeJSON(v any) []byte {
+	body, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("handlers: encode %T: %v", v, err))
+	}
+	return body
+}
+
+// writeAnswer sends an answer built by PaymentAnswer or RefundAnswer.
+func writeAnswer(c *gin.Context, a idempotency.Response) {
+	if a.Location != "" {
+		c.Header("Location", a.Location)
+	}
+	c.Data(a.Status, a.ContentType, a.Body)
+}
+
+func paymentLocation(id string) string { return "/v1/payments/" + id }
+
+// clientStatus is the status a client sees. pending (the row exists, the
+// provider call is not known to have happened) and processing (a call was
+// made, its outcome unknown) differ only inside the service; to a client
+// both mean "not settled yet, ask again", so the API shows one state.
+func clientStatus(s payments.Status) string {
+	if s == payments.StatusPending {
+		return string(payments.StatusProcessing)
+	}
+	return string(s)
+}
+
+// optional is nil for "", so that an unknown value is null on the wire.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func toPaymentResponse(p payments.Payment) PaymentResponse {
+	resp := PaymentResponse{
+		ID:               p.ID,
+		Object:           "payment",
+		OrderID:          p.OrderID,
+		Amount:           p.Amount,
+		Currency:         p.Currency,
+		Status:           clientStatus(p.Status),
+		PaymentMethod:    p.PaymentMethod,
+		ProviderChargeID: optional(p.ProviderChargeID),
+		AmountRefunded:   p.AmountRefunded,
+		CreatedAt:        p.CreatedAt.UTC(),
+	}
+	if p.Status == payments.StatusFailed {
+		resp.DeclineCode = optional(p.DeclineCode)
+	}
+	return resp
+}
+
+func toRefundResponse(r payments.Refund) RefundResponse {
+	return RefundResponse{
+		ID:        r.ID,
+		Object:    "refund",
+		PaymentID: r.PaymentID,
+		Amount:    r.Amount,
+		Currency:  r.Currency,
+		Status:    clientStatus(r.Status),
+		CreatedAt: r.CreatedAt.UTC(),
+	}
+}
+
+// paymentHandlers serves the payment and refund routes.
+type paymentHandlers struct {
+	payments PaymentService
+}
+
+// errNoLease: a Guarded handler ran without the Guarded middleware in
+// front of it, a wiring mistake. It is a 500, never a silent run without
+// recovery points.
+var errNoLease = errors.New("handlers: no idempotency lease in the request context; is the route behind Deps.IdempotentGuarded?")
+
+// lease returns the request's idempotency lease. Checked here because a nil
+// *idempotency.Lease in a payments.Recovery interface would not be nil and
+// would only panic deep inside the service.
+func lease(c *gin.Context) (*idempotency.Lease, error) {
+	l := idempotency.LeaseFrom(c.Request.Context())
+	if l == nil {
+		return nil, errNoLease
+	}
+	return l, nil
+}
+
+// payOrder godoc
+//
+//	@Summary		Pay an order
+//	@Description	Charges the order's amount_total at the payment provider with payment_method. 201: the payment succeeded and the order is paid. 402: the provider declined; the payment is failed and the order stays pending_payment, so a new Idempotency-Key with another method may try again. 202: the provider's outcome is unknown (timeout, lost answer); the payment is processing until the reconciler, a provider webhook or a retry with the same key settles it, and such a retry answers 202 while unknown and the final 201 or 402 once known. 502: the provider did nothing; retry with the same key, which resumes the same payment (same provider key, never a second charge).
+//	@Description	Idempotent: a retry with the same Idempotency-Key and body replays a final answer (201, 402, 409) byte for byte with Idempotent-Replayed: true, and the provider is charged at most once per key.
+//	@Tags			payments
+//	@Accept			json
+//	@Produce		json,application/problem+json
+//	@Security		ApiKeyAuth
+//	@Param			Idempotency-Key	header		string			true	"Unique key of this operation, reused on every retry of it (1-255 visible ASCII characters)"	minlength(1)	maxlength(255)
+//	@Param			id				path		string			true	"Order id"																						example(ord_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
+//	@Param			payment			body		PayOrderRequest	true	"How to pay"
+//	@Success		201				{object}	PaymentResponse	"succeeded"
+//	@Success		202				{object}	PaymentResponse	"processing: the provider's outcome is not known yet"
+//	@Header			201,202			{string}	Location		"/v1/payments/{id}"
+//	@Failure		400				{object}	problem.Problem	"validation_failed, idempotency_key_missing or idempotency_key_invalid"
+//	@Failure		401				{object}	problem.Problem	"unauthorized"
+//	@Failure		402				{object}	problem.Problem{payment_id=string,decline_code=string}	"payment_declined, with the members payment_id and decline_code"
+//	@Failure		404				{object}	problem.Problem	"not_found: no such order"
+//	@Failure		409				{object}	problem.Problem	"order_already_paid (stored and replayed), or idempotency_request_in_progress (with Retry-After)"
+//	@Failure		413				{object}	problem.Problem	"request_too_large"
+//	@Failure		422				{object}	problem.Problem	"idempotency_key_reused"
+//	@Failure		500				{object}	problem.Problem	"internal_error"
+//	@Failure		502				{object}	problem.Problem	"provider_unavailable: nothing was charged; retry with the same key"
+//	@Failure		503				{object}	problem.Problem	"service_unavailable (with Retry-After)"
+//	@Header			409,503			{integer}	Retry-After		"seconds to wait before retrying"
+//	@Header			201,402,409		{string}	Idempotent-Replayed	"true when this answer replays a stored one (202 is never stored, so never replayed)"
+//	@Router			/v1/orders/{id}/payments [post]
+func (h *paymentHandlers) payOrder(c *gin.Context) {
+	var req PayOrderRequest
+	if err := decodeJSON(c, &req); err != nil {
+		RenderError(c, err)
+		return
+	}
+	rec, err := lease(c)
+	if err != nil {
+		RenderError(c, err)
+		return
+	}
+	p, err := h.payments.PayOrder(c.Request.Context(), MerchantID(c), c.Param("id"),
+		c.GetHeader(idempotency.HeaderKey), payments.PayInput{PaymentMethod: req.PaymentMethod}, rec)
+	if err != nil {
+		// A decline is an error too: the table answers a
+		// *payments.DeclinedError with declinedProblem, the very builder
+		// PaymentAnswer uses for a failed payment, so the 402 reads the same
+		// whether this request or the finisher stores it.
+		RenderError(c, err)
+		return
+	}
+	writeAnswer(c, PaymentAnswer(p))
+}
+
+// getPayment godoc
+//
+//	@Summary		Get a payment
+//	@Description	Returns one of the merchant's payments, with the amount refunded so far. Another merchant's payment is not found. A payment whose provider outcome is not known yet shows status processing.
+//	@Tags			payments
+//	@Produce		json,application/problem+json
+//	@Security		ApiKeyAuth
+//	@Param			id	path		string	true	"Payment id"	example(pay_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
+//	@Success		200	{object}	PaymentResponse
+//	@Failure		401	{object}	problem.Problem	"unauthorized"
+//	@Failure		404	{object}	problem.Problem	"not_found"
+//	@Failure		500	{object}	problem.Problem	"internal_error"
+//	@Failure		503	{object}	problem.Problem	"service_unavailable (with Retry-After)"
+//	@Header			503	{integer}	Retry-After		"seconds to wait before retrying"
+//	@Router			/v1/payments/{id} [get]
+func (h *paymentHandlers) getPayment(c *gin.Context) {
+	p, err := h.payments.GetPayment(c.Request.Context(), MerchantID(c), c.Param("id"))
+	if err != nil {
+		RenderError(c, err)
+		return
+	}
+	c.Data(http.StatusOK, contentTypeJSON, encodeJSON(toPaymentResponse(p)))
+}
+
+// refundPayment godoc
+//
+//	@Summary		Refund a payment
+//	@Description	Refunds amount (all that is left when omitted) of a succeeded payment through the provider. 201: the refund is final, succeeded or failed; a succeeded refund adds to the payment's amount_refunded, and the payment stays succeeded. 202: the provider's outcome is unknown; retry with the same Idempotency-Key to learn it (202 while unknown, then the final 201). There is no Location header: refunds have no route of their own.
+//	@Description	Idempotent: a retry with the same Idempotency-Key and body replays a final answer (201, 409) byte for byte with Idempotent-Replayed: true, and the provider refunds at most once per key.
+//	@Tags			payments
+//	@Accept			json
+//	@Produce		json,application/problem+json
+//	@Security		ApiKeyAuth
+//	@Param			Idempotency-Key	header		string					true	"Unique key of this operation, reused on every retry of it (1-255 visible ASCII characters)"	minlength(1)	maxlength(255)
+//	@Param			id				path		string					true	"Payment id"																					example(pay_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
+//	@Param			refund			body		RefundPaymentRequest	false	"How much to refund; an empty body or {} refunds all that is left"
+//	@Success		201				{object}	RefundResponse			"succeeded or failed"
+//	@Success		202				{object}	RefundResponse			"processing: the provider's outcome is not known yet"
+//	@Failure		400				{object}	problem.Problem			"validation_failed, idempotency_key_missing or idempotency_key_invalid"
+//	@Failure		401				{object}	problem.Problem			"unauthorized"
+//	@Failure		404				{object}	problem.Problem			"not_found: no such payment"
+//	@Failure		409				{object}	problem.Problem			"refund_exceeds_payment (stored and replayed), or idempotency_request_in_progress (with Retry-After)"
+//	@Failure		413				{object}	problem.Problem			"request_too_large"
+//	@Failure		422				{object}	problem.Problem			"idempotency_key_reused"
+//	@Failure		500				{object}	problem.Problem			"internal_error"
+//	@Failure		502				{object}	problem.Problem			"provider_unavailable: nothing was refunded; retry with the same key"
+//	@Failure		503				{object}	problem.Problem			"service_unavailable (with Retry-After)"
+//	@Header			409,503			{integer}	Retry-After				"seconds to wait before retrying"
+//	@Header			201,409			{string}	Idempotent-Replayed		"true when this answer replays a stored one (202 is never stored, so never replayed)"
+//	@Router			/v1/payments/{id}/refunds [post]
+func (h *paymentHandlers) refundPayment(c *gin.Context) {
+	var req RefundPaymentRequest
+	if err := decodeJSON(c, &req); err != nil {
+		RenderError(c, err)
+		return
+	}
+	rec, err := lease(c)
+	if err != nil {
+		RenderError(c, err)
+		return
+	}
+	r, err := h.payments.RefundPayment(c.Request.Context(), MerchantID(c), c.Param("id"),
+		c.GetHeader(idempotency.HeaderKey), payments.RefundInput{Amount: req.Amount}, rec)
+	if err != nil {
+		RenderError(c, err)
+		return
+	}
+	writeAnswer(c, RefundAnswer(r))
+}

@@ -1,0 +1,522 @@
+package handlers_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkeys/payments/internal/handlers"
+	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/merchants"
+	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/problem"
+	"github.com/idemkeys/payments/internal/provider"
+	"github.com/idemkeys/payments/internal/testdb"
+)
+
+// fakePayments stands in for payments.Service: each use case is a function
+// the test sets, and every call is counted. The database is never faked;
+// tests that need one use a real one.
+type fakePayments struct {
+	pay    func(ctx context.Context, merchantID, orderID, key string, in payments.PayInput, rec payments.Recovery) (payments.Payment, error)
+	get    func(merchantID, id string) (payments.Payment, error)
+	refund func(ctx context.Context, merchantID, paymentID, key string, in payments.RefundInput, rec payments.Recovery) (payments.Refund, error)
+	apply  func(ev payments.ProviderEvent) (bool, error)
+
+	mu     sync.Mutex
+	calls  map[string]int
+	events []payments.ProviderEvent
+}
+
+func (f *fakePayments) count(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.calls == nil {
+		f.calls = map[string]int{}
+	}
+	f.calls[name]++
+}
+
+// Calls returns how often the use case ran.
+func (f *fakePayments) Calls(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[name]
+}
+
+// Events returns the events ApplyProviderEvent received, in order.
+func (f *fakePayments) Events() []payments.ProviderEvent {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]payments.ProviderEvent(nil), f.events...)
+}
+
+func (f *fakePayments) PayOrder(ctx context.Context, merchantID, orderID, key string, in payments.PayInput, rec payments.Recovery) (payments.Payment, error) {
+	f.count("pay")
+	return f.pay(ctx, merchantID, orderID, key, in, rec)
+}
+
+func (f *fakePayments) GetPayment(_ context.Context, merchantID, id string) (payments.Payment, error) {
+	f.count("get")
+	return f.get(merchantID, id)
+}
+
+func (f *fakePayments) RefundPayment(ctx context.Context, merchantID, paymentID, key string, in payments.RefundInput, rec payments.Recovery) (payments.Refund, error) {
+	f.count("refund")
+	return f.refund(ctx, merchantID, paymentID, key, in, rec)
+}
+
+func (f *fakePayments) ApplyProviderEvent(_ context.Context, ev payments.ProviderEvent) (bool, error) {
+	f.count("apply")
+	f.mu.Lock()
+	f.events = append(f.events, ev)
+	f.mu.Unlock()
+	if f.apply == nil {
+		return true, nil
+	}
+	return f.apply(ev)
+}
+
+// noOrders is an OrderService for tests that never reach the order routes.
+type noOrders struct{ handlers.OrderService }
+
+const webhookSecret = "whsec_handlers_test"
+
+// paymentsRouter serves the real router with svc behind the payment routes.
+// guarded stands in for Deps.IdempotentGuarded (passThrough when nil), and
+// auth for Deps.Auth (acme only when nil).
+func paymentsRouter(t *testing.T, svc handlers.PaymentService, guarded gin.HandlerFunc, auth handlers.Authenticator) *gin.Engine {
+	t.Helper()
+	if guarded == nil {
+		guarded = passThrough
+	}
+	if auth == nil {
+		auth = authFunc(func(_ context.Context, key string) (string, error) {
+			if key == acmeKey {
+				return "mer_acme", nil
+			}
+			return "", merchants.ErrUnauthorized
+		})
+	}
+	return handlers.NewRouter(handlers.Deps{
+		Log:               slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Auth:              auth,
+		Orders:            noOrders{},
+		Payments:          svc,
+		IdempotentAtomic:  passThrough,
+		IdempotentGuarded: guarded,
+		VerifyWebhook: func(header string, body []byte) error {
+			return provider.VerifySignature(webhookSecret, header, body, time.Now(), 0)
+		},
+		Database:     handlers.PingerFunc(func(context.Context) error { return nil }),
+		MaxBodyBytes: maxBody,
+	})
+}
+
+// send serves one request; header holds name, value pairs.
+func send(r http.Handler, method, path, body string, header ...string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	w := httptest.NewRecorder()
+	r.ServeHTTP(w, req)
+	return w
+}
+
+var created = time.Date(2025, 6, 1, 12, 0, 0, 123456000, time.UTC)
+
+func payment(status payments.Status) payments.Payment {
+	p := payments.Payment{
+		ID: "pay_1", MerchantID: "mer_acme", OrderID: "ord_1", Amount: 2500, Currency: "BRL",
+		PaymentMethod: "pm_card_visa", Status: status, IdempotencyKey: "key-1",
+		CreatedAt: created.In(time.FixedZone("BRT", -3*3600)), // shown in UTC whatever it is read in
+	}
+	switch status {
+	case payments.StatusSucceeded:
+		p.ProviderChargeID, p.AmountRefunded = "ch_1", 1000
+	case payments.StatusFailed:
+		p.ProviderChargeID, p.DeclineCode, p.PaymentMethod = "ch_1", "card_declined", "pm_card_declined"
+	}
+	return p
+}
+
+func refund(status payments.Status) payments.Refund {
+	return payments.Refund{
+		ID: "re_1", MerchantID: "mer_acme", PaymentID: "pay_1", Amount: 1000, Currency: "BRL",
+		Status: status, IdempotencyKey: "key-2", CreatedAt: created,
+	}
+}
+
+func TestPaymentAnswer(t *testing.T) {
+	paymentJSON := func(status, chargeID, declineCode string, refunded int, method string) string {
+		return fmt.Sprintf(`{"id":"pay_1","object":"payment","order_id":"ord_1","amount":2500,"currency":"BRL",`+
+			`"status":%q,"payment_method":%q,"provider_charge_id":%s,"decline_code":%s,"amount_refunded":%d,`+
+			`"created_at":"2025-06-01T12:00:00.123456Z"}`, status, method, chargeID, declineCode, refunded)
+	}
+	tests := []struct {
+		status      payments.Status
+		code        int
+		contentType string
+		location    string
+		body        string
+	}{
+		{payments.StatusSucceeded, 201, "application/json", "/v1/payments/pay_1", paymentJSON("succeeded", `"ch_1"`, "null", 1000, "pm_card_visa")},
+		{payments.StatusProcessing, 202, "application/json", "/v1/payments/pay_1", paymentJSON("processing", "null", "null", 0, "pm_card_visa")},
+		{payments.StatusPending, 202, "application/json", "/v1/payments/pay_1", paymentJSON("processing", "null", "null", 0, "pm_card_visa")},
+		{payments.StatusFailed, 402, problem.ContentType, "", `{"type":"https://errors.idempotent-payments.dev/payment_declined",` +
+			`"title":"Payment declined","status":402,"detail":"The provider declined the payment (card_declined). ` +
+			`The order is still pending payment: try again with another payment method and a new Idempotency-Key.",` +
+			`"code":"payment_declined","decline_code":"card_declined","payment_id":"pay_1"}`},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.status), func(t *testing.T) {
+			got := handlers.PaymentAnswer(payment(tt.status))
+			require.Equal(t, tt.code, got.Status)
+			require.Equal(t, tt.contentType, got.ContentType)
+			require.Equal(t, tt.location, got.Location)
+			require.Equal(t, tt.body, string(got.Body), "the exact bytes: a replay must be byte-identical")
+			require.Equal(t, got, handlers.PaymentAnswer(payment(tt.status)), "a pure function of the payment")
+		})
+	}
+
+	t.Run("the table's 402 is the same bytes", func(t *testing.T) {
+		// A handler answers a decline through RenderError, the finisher
+		// through PaymentAnswer; whichever is stored, a replay reads alike.
+		w := httptest.NewRecorder()
+		c, _ := gin.CreateTestContext(w)
+		c.Request = httptest.NewRequest(http.MethodPost, "/v1/orders/ord_1/payments", nil)
+		handlers.RenderError(c, fmt.Errorf("pay order ord_1: %w", &payments.DeclinedError{PaymentID: "pay_1", DeclineCode: "card_declined"}))
+
+		want := handlers.PaymentAnswer(payment(payments.StatusFailed))
+		require.Equal(t, want.Status, w.Code)
+		require.Equal(t, want.ContentType, w.Header().Get("Content-Type"))
+		require.Equal(t, string(want.Body), w.Body.String())
+	})
+}
+
+func TestRefundAnswer(t *testing.T) {
+	refundJSON := func(status string) string {
+		return fmt.Sprintf(`{"id":"re_1","object":"refund","payment_id":"pay_1","amount":1000,"currency":"BRL",`+
+			`"status":%q,"created_at":"2025-06-01T12:00:00.123456Z"}`, status)
+	}
+	tests := []struct {
+		status payments.Status
+		code   int
+		body   string
+	}{
+		{payments.StatusSucceeded, 201, refundJSON("succeeded")},
+		{payments.StatusFailed, 201, refundJSON("failed")},
+		{payments.StatusProcessing, 202, refundJSON("processing")},
+		{payments.StatusPending, 202, refundJSON("processing")},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.status), func(t *testing.T) {
+			got := handlers.RefundAnswer(refund(tt.status))
+			require.Equal(t, idempotency.Response{Status: tt.code, ContentType: "application/json", Body: []byte(tt.body)}, got,
+				"no Location: refunds have no route of their own")
+		})
+	}
+}
+
+func TestPaymentErrorRows(t *testing.T) {
+	tests := []struct {
+		err        error
+		status     int
+		code       string
+		retryAfter string
+	}{
+		{fmt.Errorf("pay: %w", payments.ErrOrderAlreadyPaid), 409, "order_already_paid", ""},
+		{fmt.Errorf("refund: %w", payments.ErrRefundExceedsPayment), 409, "refund_exceeds_payment", ""},
+		{fmt.Errorf("pay: %w", payments.ErrProviderUnavailable), 502, "provider_unavailable", ""},
+		{fmt.Errorf("checkpoint: %w", idempotency.ErrFenced), 409, "idempotency_request_in_progress", "1"},
+		{&payments.DeclinedError{PaymentID: "pay_9", DeclineCode: "insufficient_funds"}, 402, "payment_declined", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.code, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			c, _ := gin.CreateTestContext(w)
+			c.Request = httptest.NewRequest(http.MethodPost, "/v1/orders/ord_1/payments", nil)
+			handlers.RenderError(c, tt.err)
+			p := requireProblem(t, w, tt.status, tt.code)
+			require.Equal(t, tt.retryAfter, w.Header().Get("Retry-After"))
+			if tt.status == 402 {
+				require.Equal(t, map[string]any{"payment_id": "pay_9", "decline_code": "insufficient_funds"}, p.Extra)
+			}
+		})
+	}
+}
+
+func TestPaymentRoutesWithoutIdempotency(t *testing.T) {
+	svc := &fakePayments{
+		get: func(merchantID, id string) (payments.Payment, error) {
+			if merchantID == "mer_acme" && id == "pay_1" {
+				return payment(payments.StatusPending), nil
+			}
+			return payments.Payment{}, fmt.Errorf("get payment %s: %w", id, payments.ErrNotFound)
+		},
+	}
+	r := paymentsRouter(t, svc, nil, nil)
+	auth := []string{"Authorization", "Bearer " + acmeKey}
+
+	t.Run("get shows pending as processing", func(t *testing.T) {
+		w := send(r, http.MethodGet, "/v1/payments/pay_1", "", auth...)
+		require.Equal(t, http.StatusOK, w.Code)
+		require.Equal(t, "application/json", w.Header().Get("Content-Type"))
+		var got handlers.PaymentResponse
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &got))
+		require.Equal(t, "processing", got.Status)
+		require.Nil(t, got.ProviderChargeID)
+		require.Nil(t, got.DeclineCode)
+	})
+	t.Run("get unknown", func(t *testing.T) {
+		requireProblem(t, send(r, http.MethodGet, "/v1/payments/pay_2", "", auth...), http.StatusNotFound, "not_found")
+	})
+	t.Run("every route needs the API key", func(t *testing.T) {
+		requireProblem(t, send(r, http.MethodGet, "/v1/payments/pay_1", ""), http.StatusUnauthorized, "unauthorized")
+		requireProblem(t, send(r, http.MethodPost, "/v1/orders/ord_1/payments", `{"payment_method":"pm_card_visa"}`), http.StatusUnauthorized, "unauthorized")
+		requireProblem(t, send(r, http.MethodPost, "/v1/payments/pay_1/refunds", `{}`), http.StatusUnauthorized, "unauthorized")
+	})
+
+	invalid := []struct {
+		name, path, body string
+		fields           []problem.FieldError
+	}{
+		{"pay: unknown field", "/v1/orders/ord_1/payments", `{"payment_method":"pm_card_visa","amount":1}`,
+			[]problem.FieldError{{Field: "amount", Message: "is not a known field"}}},
+		{"pay: wrong type", "/v1/orders/ord_1/payments", `{"payment_method":7}`,
+			[]problem.FieldError{{Field: "payment_method", Message: "must be a string"}}},
+		{"refund: not a whole number", "/v1/payments/pay_1/refunds", `{"amount":10.5}`,
+			[]problem.FieldError{{Field: "amount", Message: "must be a whole number"}}},
+		{"refund: wrong type", "/v1/payments/pay_1/refunds", `{"amount":"10"}`,
+			[]problem.FieldError{{Field: "amount", Message: "must be an integer"}}},
+		{"refund: malformed", "/v1/payments/pay_1/refunds", `{"amount":`, nil},
+	}
+	for _, tt := range invalid {
+		t.Run(tt.name, func(t *testing.T) {
+			p := requireProblem(t, send(r, http.MethodPost, tt.path, tt.body, auth...), http.StatusBadRequest, "validation_failed")
+			require.Equal(t, tt.fields, p.Errors)
+		})
+	}
+
+	t.Run("a route not behind the Guarded middleware refuses to run", func(t *testing.T) {
+		for _, req := range [][2]string{{"/v1/orders/ord_1/payments", `{"payment_method":"pm_card_visa"}`}, {"/v1/payments/pay_1/refunds", ``}} {
+			requireProblem(t, send(r, http.MethodPost, req[0], req[1], auth...), http.StatusInternalServerError, "internal_error")
+		}
+	})
+	require.Zero(t, svc.Calls("pay")+svc.Calls("refund"))
+}
+
+func TestRouterRequiresThePaymentDeps(t *testing.T) {
+	base := handlers.Deps{
+		Auth: authFunc(nil), Orders: noOrders{}, IdempotentAtomic: passThrough,
+		Database: handlers.PingerFunc(func(context.Context) error { return nil }),
+		Payments: &fakePayments{},
+	}
+	noGuard := base
+	noGuard.VerifyWebhook = func(string, []byte) error { return nil }
+	require.PanicsWithValue(t, "handlers: Deps.IdempotentGuarded is required with Deps.Payments", func() { handlers.NewRouter(noGuard) })
+	noVerify := base
+	noVerify.IdempotentGuarded = passThrough
+	require.PanicsWithValue(t, "handlers: Deps.VerifyWebhook is required with Deps.Payments", func() { handlers.NewRouter(noVerify) })
+}
+
+// TestPaymentsBehindTheKeeper runs the payment routes behind the real
+// idempotency Keeper over a real database, with the service faked: what is
+// stored, what is replayed byte for byte, and how the RecordFinisher closes
+// a record that a 202 left open.
+func TestPaymentsBehindTheKeeper(t *testing.T) {
+	for _, d := range testdb.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			db := testdb.Open(t, d)
+			ms := merchants.NewStore(db.DB, nil)
+			require.NoError(t, ms.SeedDemo(t.Context()))
+			merchantID, err := ms.Authenticate(t.Context(), acmeKey)
+			require.NoError(t, err)
+			log := slog.New(slog.NewTextHandler(io.Discard, nil))
+			keeper := idempotency.NewKeeper(idempotency.NewGormStore(db.DB), db.DB, idempotency.SystemClock{}, idempotency.Config{
+				TTL: time.Hour, LockTimeout: time.Minute, Wait: 500 * time.Millisecond, MaxBodyBytes: maxBody,
+			}, handlers.MerchantID, handlers.RenderError, log)
+
+			// The fake pays by method, like the mock provider; every payment
+			// gets an id of its own and checkpoints it, and a retry resumes
+			// it, as the service does.
+			var mu sync.Mutex
+			seq := 0
+			svc := &fakePayments{}
+			svc.pay = func(ctx context.Context, merchant, orderID, key string, in payments.PayInput, rec payments.Recovery) (payments.Payment, error) {
+				// A retry that took the record over resumes its payment.
+				id, resumed := strings.CutPrefix(rec.RecoveryPoint(), "payment_created:")
+				if !resumed {
+					mu.Lock()
+					seq++
+					id = fmt.Sprintf("pay_%d", seq)
+					mu.Unlock()
+					if err := rec.Checkpoint(ctx, "payment_created:"+id); err != nil {
+						return payments.Payment{}, err
+					}
+				}
+				p := payments.Payment{ID: id, MerchantID: merchant, OrderID: orderID, Amount: 2500, Currency: "BRL",
+					PaymentMethod: in.PaymentMethod, IdempotencyKey: key, CreatedAt: created, Status: payments.StatusSucceeded, ProviderChargeID: "ch_" + id}
+				switch in.PaymentMethod {
+				case "pm_card_declined":
+					p.Status, p.DeclineCode = payments.StatusFailed, "card_declined"
+					return p, &payments.DeclinedError{PaymentID: p.ID, DeclineCode: p.DeclineCode}
+				case "pm_fault_lost_response":
+					p.Status, p.ProviderChargeID = payments.StatusProcessing, ""
+				case "pm_fault_unavailable":
+					return payments.Payment{}, fmt.Errorf("charge %s: %w", id, payments.ErrProviderUnavailable)
+				case "pm_paid":
+					return payments.Payment{}, fmt.Errorf("order %s: %w", orderID, payments.ErrOrderAlreadyPaid)
+				}
+				return p, nil
+			}
+			svc.refund = func(ctx context.Context, merchant, paymentID, key string, in payments.RefundInput, rec payments.Recovery) (payments.Refund, error) {
+				if err := rec.Checkpoint(ctx, "refund_created:re_1"); err != nil {
+					return payments.Refund{}, err
+				}
+				if in.Amount != nil && *in.Amount > 2500 {
+					return payments.Refund{}, fmt.Errorf("refund: %w", payments.ErrRefundExceedsPayment)
+				}
+				r := refund(payments.StatusSucceeded)
+				r.MerchantID, r.IdempotencyKey = merchant, key
+				if in.Amount != nil && *in.Amount == 13 {
+					r.Status = payments.StatusProcessing
+				}
+				return r, nil
+			}
+			r := paymentsRouter(t, svc, keeper.Guarded(), ms)
+
+			post := func(path, key, body string) *httptest.ResponseRecorder {
+				return send(r, http.MethodPost, path, body, "Authorization", "Bearer "+acmeKey, "Idempotency-Key", key)
+			}
+			// sendTwice sends the request twice under one key and returns both
+			// answers.
+			sendTwice := func(path, key, body string) (first, second *httptest.ResponseRecorder) {
+				return post(path, key, body), post(path, key, body)
+			}
+			requireReplay := func(t *testing.T, first, second *httptest.ResponseRecorder) {
+				t.Helper()
+				require.Empty(t, first.Header().Get(idempotency.HeaderReplayed))
+				require.Equal(t, "true", second.Header().Get(idempotency.HeaderReplayed))
+				require.Equal(t, first.Code, second.Code)
+				require.Equal(t, first.Body.String(), second.Body.String())
+				require.Equal(t, first.Header().Get("Content-Type"), second.Header().Get("Content-Type"))
+				require.Equal(t, first.Header().Get("Location"), second.Header().Get("Location"))
+			}
+
+			t.Run("succeeded: 201, stored, replayed", func(t *testing.T) {
+				before := svc.Calls("pay")
+				first, second := sendTwice("/v1/orders/ord_1/payments", "k-visa", `{"payment_method":"pm_card_visa"}`)
+				require.Equal(t, http.StatusCreated, first.Code, first.Body.String())
+				var p handlers.PaymentResponse
+				require.NoError(t, json.Unmarshal(first.Body.Bytes(), &p))
+				require.Equal(t, "succeeded", p.Status)
+				require.Equal(t, "/v1/payments/"+p.ID, first.Header().Get("Location"))
+				require.Equal(t, "application/json", first.Header().Get("Content-Type"))
+				requireReplay(t, first, second)
+				require.Equal(t, before+1, svc.Calls("pay"))
+			})
+
+			t.Run("declined: 402 with payment_id, stored, replayed", func(t *testing.T) {
+				before := svc.Calls("pay")
+				first, second := sendTwice("/v1/orders/ord_2/payments", "k-declined", `{"payment_method":"pm_card_declined"}`)
+				p := requireProblem(t, first, http.StatusPaymentRequired, "payment_declined")
+				require.Equal(t, "card_declined", p.Extra["decline_code"])
+				require.Contains(t, p.Extra["payment_id"], "pay_")
+				requireReplay(t, first, second)
+				require.Equal(t, before+1, svc.Calls("pay"))
+			})
+
+			t.Run("order already paid: 409, stored, replayed", func(t *testing.T) {
+				first, second := sendTwice("/v1/orders/ord_3/payments", "k-paid", `{"payment_method":"pm_paid"}`)
+				requireProblem(t, first, http.StatusConflict, "order_already_paid")
+				requireReplay(t, first, second)
+			})
+
+			t.Run("provider unavailable: 502, not stored, the key runs again", func(t *testing.T) {
+				before := svc.Calls("pay")
+				first, second := sendTwice("/v1/orders/ord_4/payments", "k-unavailable", `{"payment_method":"pm_fault_unavailable"}`)
+				requireProblem(t, first, http.StatusBadGateway, "provider_unavailable")
+				requireProblem(t, second, http.StatusBadGateway, "provider_unavailable")
+				require.Empty(t, second.Header().Get(idempotency.HeaderReplayed))
+				require.Equal(t, before+2, svc.Calls("pay"))
+			})
+
+			t.Run("unknown outcome: 202 until the finisher stores the final answer", func(t *testing.T) {
+				const key = "k-lost"
+				body := `{"payment_method":"pm_fault_lost_response"}`
+				before := svc.Calls("pay")
+				first, second := sendTwice("/v1/orders/ord_5/payments", key, body)
+				for _, w := range []*httptest.ResponseRecorder{first, second} {
+					require.Equal(t, http.StatusAccepted, w.Code, w.Body.String())
+					require.Empty(t, w.Header().Get(idempotency.HeaderReplayed), "a 202 is never stored")
+				}
+				require.Equal(t, before+2, svc.Calls("pay"))
+
+				// The last attempt recorded its payment as the recovery
+				// point; the reconciler settles that payment later.
+				var pending handlers.PaymentResponse
+				require.NoError(t, json.Unmarshal(second.Body.Bytes(), &pending))
+				require.Equal(t, "processing", pending.Status)
+				require.Equal(t, "/v1/payments/"+pending.ID, second.Header().Get("Location"))
+				settled := payments.Payment{ID: pending.ID, MerchantID: merchantID, OrderID: "ord_5", Amount: 2500, Currency: "BRL",
+					PaymentMethod: "pm_fault_lost_response", Status: payments.StatusSucceeded, ProviderChargeID: "ch_late",
+					IdempotencyKey: key, CreatedAt: created}
+				finisher := handlers.NewRecordFinisher(keeper, log)
+
+				t.Run("an unsettled payment is not stored", func(t *testing.T) {
+					processing := settled
+					processing.Status = payments.StatusProcessing
+					finisher.PaymentResolved(t.Context(), processing)
+					require.Equal(t, http.StatusAccepted, post("/v1/orders/ord_5/payments", key, body).Code)
+				})
+
+				finisher.PaymentResolved(t.Context(), settled)
+				calls := svc.Calls("pay")
+				w := post("/v1/orders/ord_5/payments", key, body)
+				require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
+				require.Equal(t, "true", w.Header().Get(idempotency.HeaderReplayed))
+				want := handlers.PaymentAnswer(settled)
+				require.Equal(t, string(want.Body), w.Body.String())
+				require.Equal(t, want.Location, w.Header().Get("Location"))
+				require.Equal(t, want.ContentType, w.Header().Get("Content-Type"))
+				require.Equal(t, calls, svc.Calls("pay"), "the stored answer replays; nothing runs again")
+
+				t.Run("finishing again changes nothing", func(t *testing.T) {
+					other := settled
+					other.Status, other.DeclineCode = payments.StatusFailed, "card_declined"
+					finisher.PaymentResolved(t.Context(), other)
+					require.Equal(t, string(want.Body), post("/v1/orders/ord_5/payments", key, body).Body.String())
+				})
+			})
+
+			t.Run("refunds", func(t *testing.T) {
+				first, second := sendTwice("/v1/payments/pay_1/refunds", "k-refund", ``)
+				require.Equal(t, http.StatusCreated, first.Code, first.Body.String())
+				require.Empty(t, first.Header().Get("Location"))
+				requireReplay(t, first, second)
+
+				exceeds1, exceeds2 := sendTwice("/v1/payments/pay_1/refunds", "k-refund-big", `{"amount":2501}`)
+				requireProblem(t, exceeds1, http.StatusConflict, "refund_exceeds_payment")
+				requireReplay(t, exceeds1, exceeds2)
+
+				unknown := post("/v1/payments/pay_1/refunds", "k-refund-unknown", `{"amount":13}`)
+				require.Equal(t, http.StatusAccepted, unknown.Code)
+				require.Contains(t, unknown.Body.String(), `"status":"processing"`)
+			})
+		})
+	}
+}

@@ -1,0 +1,227 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/problem"
+)
+
+// HeaderProviderSignature carries the provider's signature of a webhook:
+// "t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">".
+const HeaderProviderSignature = "Provider-Signature"
+
+// Provider event types the API acts on. Others are acknowledged and
+// ignored, so that the provider can add types without its deliveries
+// failing here.
+const (
+	eventChargeSucceeded = "charge.succeeded"
+	eventChargeDeclined  = "charge.declined"
+	eventRefundSucceeded = "refund.succeeded"
+)
+
+// ProviderEventRequest is the body of POST /v1/webhooks/provider.
+type ProviderEventRequest struct {
+	// ID is the same on every delivery of one event; the API applies each
+	// id once.
+	ID string `json:"id" validate:"required" example:"evt_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"`
+	// Type says what happened; types not listed here are acknowledged and
+	// ignored.
+	Type string `json:"type" validate:"required" enums:"charge.succeeded,charge.declined,refund.succeeded" example:"charge.succeeded"`
+	// Created is in Unix seconds.
+	Created int64             `json:"created" example:"1748779200"`
+	Data    ProviderEventData `json:"data"`
+}
+
+// ProviderEventData wraps the object an event is about.
+type ProviderEventData struct {
+	// Object is the charge or refund, as the provider's API returns it.
+	Object json.RawMessage `json:"object" swaggertype:"object"`
+}
+
+// WebhookAck acknowledges an event: it was applied now, applied before, or
+// is of a type the API ignores. The provider stops delivering it.
+type WebhookAck struct {
+	Received bool `json:"received" example:"true"`
+}
+
+// providerCharge is the part of the provider's charge the API reads. The
+// provider may add members; they are ignored, unlike in client requests,
+// because the signature already vouches for the sender and a receiver that
+// broke on every new member would break on the provider's schedule.
+type providerCharge struct {
+	ID             string `json:"id"`
+	Object         string `json:"object"`
+	Status         string `json:"status"`
+	DeclineCode    string `json:"decline_code"`
+	Reference      string `json:"reference"`
+	IdempotencyKey string `json:"idempotency_key"`
+}
+
+// providerRefund is the part of the provider's refund the API reads.
+type providerRefund struct {
+	ID             string `json:"id"`
+	Object         string `json:"object"`
+	Status         string `json:"status"`
+	Reference      string `json:"reference"`
+	IdempotencyKey string `json:"idempotency_key"`
+}
+
+// webhookHandlers serves the provider's webhook.
+type webhookHandlers struct {
+	payments PaymentService
+	verify   func(header string, body []byte) error
+}
+
+// receiveProviderEvent godoc
+//
+//	@Summary		Receive a provider event
+//	@Description	The payment provider's webhook: it reports charges and refunds, among them the outcomes a request could not learn (a lost answer, a timeout). It takes no API key; the Provider-Signature header authenticates it, checked against the raw body before anything is parsed. Delivery is at least once: each event id is applied once, and every delivery of it is answered 200. Events never move a payment or refund backwards. Unknown event types are answered 200 and ignored.
+//	@Tags			webhooks
+//	@Accept			json
+//	@Produce		json,application/problem+json
+//	@Param			Provider-Signature	header		string					true	"t=<unix seconds>,v1=<hex HMAC-SHA256 of \"<t>.<raw body>\" with the shared secret>; refused when older or newer than 5 minutes"
+//	@Param			event				body		ProviderEventRequest	true	"The event"
+//	@Success		200					{object}	WebhookAck
+//	@Failure		400					{object}	problem.Problem	"validation_failed: the signed body is not an event the API can read"
+//	@Failure		401					{object}	problem.Problem	"invalid_signature"
+//	@Failure		413					{object}	problem.Problem	"request_too_large"
+//	@Failure		500					{object}	problem.Problem	"internal_error; the provider delivers again"
+//	@Failure		503					{object}	problem.Problem	"service_unavailable (with Retry-After); the provider delivers again"
+//	@Header			503					{integer}	Retry-After		"seconds to wait before retrying"
+//	@Router			/v1/webhooks/provider [post]
+func (h *webhookHandlers) receiveProviderEvent(c *gin.Context) {
+	// The signature covers the exact bytes sent, so they are read whole and
+	// verified before any parsing: nothing unauthenticated reaches a parser.
+	body, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		RenderError(c, fmt.Errorf("read webhook body: %w", err))
+		return
+	}
+	if err := h.verify(c.GetHeader(HeaderProviderSignature), body); err != nil {
+		// The reason (missing, malformed, mismatch, expired) helps whoever
+		// runs the API and would help a forger: logged, not answered.
+		loggerFrom(c).WarnContext(c.Request.Context(), "webhook refused", "error", err)
+		RenderError(c, fmt.Errorf("%w: %w", errInvalidSignature, err))
+		return
+	}
+	ev, ok, err := toProviderEvent(body)
+	if err != nil {
+		RenderError(c, err)
+		return
+	}
+	if !ok {
+		loggerFrom(c).DebugContext(c.Request.Context(), "webhook ignored", "event_id", ev.ID, "type", ev.Type)
+		c.JSON(http.StatusOK, WebhookAck{Received: true})
+		return
+	}
+	applied, err := h.payments.ApplyProviderEvent(c.Request.Context(), ev)
+	if err != nil {
+		// Not acknowledged: the provider delivers the event again later.
+		RenderError(c, err)
+		return
+	}
+	loggerFrom(c).InfoContext(c.Request.Context(), "webhook received", "event_id", ev.ID, "type", ev.Type, "applied", applied)
+	c.JSON(http.StatusOK, WebhookAck{Received: true})
+}
+
+// toProviderEvent reads a verified event body. ok is false for an event
+// type the API ignores (ev then holds only its id and type). It returns a
+// *requestError for a body that is not a readable event: the provider
+// signed something the API does not understand, which is worth a 400 that
+// shows in the provider's delivery log rather than a silent 200.
+func toProviderEvent(body []byte) (ev payments.ProviderEvent, ok bool, err error) {
+	var req ProviderEventRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return ev, false, &requestError{detail: "The body is not a provider event: a JSON object with id, type, created and data.object."}
+	}
+	var b eventBinder
+	b.required("id", req.ID)
+	b.required("type", req.Type)
+	if len(b.fields) > 0 {
+		return ev, false, &requestError{fields: b.fields}
+	}
+	ev = payments.ProviderEvent{ID: req.ID, Type: req.Type}
+
+	switch req.Type {
+	case eventChargeSucceeded, eventChargeDeclined:
+		var ch providerCharge
+		if !b.object(req.Data.Object, &ch) {
+			return ev, false, &requestError{fields: b.fields}
+		}
+		b.required("data.object.id", ch.ID)
+		b.required("data.object.reference", ch.Reference)
+		b.equal("data.object.object", ch.Object, "charge")
+		// The type and the object must agree: an event that says succeeded
+		// about a declined charge is not one to act on.
+		want := "succeeded"
+		if req.Type == eventChargeDeclined {
+			want = "declined"
+		}
+		b.equal("data.object.status", ch.Status, want)
+		ev.Charge = &payments.ChargeResult{
+			ChargeID:    ch.ID,
+			Succeeded:   ch.Status == "succeeded",
+			DeclineCode: ch.DeclineCode,
+			Reference:   ch.Reference,
+			Key:         ch.IdempotencyKey,
+		}
+
+	case eventRefundSucceeded:
+		var rf providerRefund
+		if !b.object(req.Data.Object, &rf) {
+			return ev, false, &requestError{fields: b.fields}
+		}
+		b.required("data.object.id", rf.ID)
+		b.required("data.object.reference", rf.Reference)
+		b.equal("data.object.object", rf.Object, "refund")
+		b.equal("data.object.status", rf.Status, "succeeded")
+		ev.Refund = &payments.RefundResult{
+			RefundID:  rf.ID,
+			Succeeded: rf.Status == "succeeded",
+			Reference: rf.Reference,
+			Key:       rf.IdempotencyKey,
+		}
+
+	default:
+		return ev, false, nil
+	}
+	if len(b.fields) > 0 {
+		return payments.ProviderEvent{}, false, &requestError{fields: b.fields}
+	}
+	return ev, true, nil
+}
+
+// eventBinder collects what is wrong with an event, like binder does for
+// client requests.
+type eventBinder struct {
+	fields []problem.FieldError
+}
+
+func (b *eventBinder) required(field, value string) {
+	if value == "" {
+		b.fields = append(b.fields, problem.FieldError{Field: field, Message: "is required"})
+	}
+}
+
+func (b *eventBinder) equal(field, value, want string) {
+	if value != want {
+		b.fields = append(b.fields, problem.FieldError{Field: field, Message: fmt.Sprintf("must be %q for this event type", want)})
+	}
+}
+
+// object decodes data.object into dst and reports whether it could.
+func (b *eventBinder) object(raw json.RawMessage, dst any) bool {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, dst) != nil {
+		b.fields = append(b.fields, problem.FieldError{Field: "data.object", Message: "must be the charge or refund object"})
+		return false
+	}
+	return true
+}

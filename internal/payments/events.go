@@ -1,0 +1,227 @@
+package payments
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// ProviderEvent is a provider webhook event, as payments needs it: its id
+// (the inbox key) and the charge or refund it reports.
+type ProviderEvent struct {
+	ID     string
+	Type   string
+	Charge *ChargeResult
+	Refund *RefundResult
+}
+
+// ApplyProviderEvent applies a verified webhook event once: the event id goes
+// into the inbox in the same transaction as the effect, so a repeated
+// delivery changes nothing, and a crash between the two leaves neither.
+// Events never move a payment or refund backwards, and an event whose
+// provider key does not match ours is ignored. applied is false for a
+// repeat, or for an event that changed nothing.
+func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent) (applied bool, err error) {
+	if s.pay == nil {
+		return false, errNoPayments
+	}
+	var payment *Payment
+	var refund *Refund
+	err = s.pay.InTx(ctx, func(ctx context.Context) error {
+		isNew, err := s.pay.RecordEvent(ctx, ev.ID, ev.Type, s.now())
+		if err != nil || !isNew {
+			return err
+		}
+		switch {
+		case ev.Charge != nil:
+			p, err := s.pay.FindPayment(ctx, ev.Charge.Reference)
+			if errors.Is(err, ErrNotFound) || (err == nil && p.ProviderKey != ev.Charge.Key) {
+				return nil // not ours: keep it in the inbox, do nothing
+			}
+			if err != nil {
+				return err
+			}
+			p, moved, err := s.applyCharge(ctx, p, *ev.Charge)
+			if moved {
+				payment = &p
+			}
+			return err
+		case ev.Refund != nil:
+			r, err := s.pay.FindRefund(ctx, ev.Refund.Reference)
+			if errors.Is(err, ErrNotFound) || (err == nil && r.ProviderKey != ev.Refund.Key) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			r, moved, err := s.applyRefund(ctx, r, *ev.Refund)
+			if moved {
+				refund = &r
+			}
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("apply provider event %s: %w", ev.ID, err)
+	}
+	s.tellResolved(ctx, payment, refund)
+	return payment != nil || refund != nil, nil
+}
+
+func (s *Service) tellResolved(ctx context.Context, p *Payment, r *Refund) {
+	if s.resolved == nil {
+		return
+	}
+	if p != nil {
+		s.resolved.PaymentResolved(ctx, *p)
+	}
+	if r != nil {
+		s.resolved.RefundResolved(ctx, *r)
+	}
+}
+
+// ReconcilerConfig tunes the Reconciler.
+type ReconcilerConfig struct {
+	// Interval between rounds (RECONCILE_INTERVAL).
+	Interval time.Duration
+	// PendingAge is how long a payment may stay pending before the
+	// reconciler asks the provider about it: long enough that the request
+	// that made it is surely gone (the idempotency lock timeout).
+	PendingAge time.Duration
+	// Batch bounds the payments (and the refunds) looked at per round.
+	Batch int
+}
+
+// Reconciler resolves payments and refunds whose provider outcome is
+// unknown by asking the provider about their keys.
+//
+//   - processing (we called, the answer was lost): find the call by key; if
+//     the provider has none, repeat it under the same key. The client was
+//     told "processing", so completing it is what it expects, and the key
+//     makes the repeat safe.
+//   - pending for longer than PendingAge (a process died around the call):
+//     find the call by key and apply it; if there is none, nothing happened,
+//     and the client's retry will resume it.
+//
+// Several instances may reconcile at once: every state change is a
+// conditional update (only from pending or processing), so the first wins
+// and the others change nothing; asking the provider twice is harmless.
+type Reconciler struct {
+	svc *Service
+	cfg ReconcilerConfig
+	log *slog.Logger
+}
+
+// NewReconciler returns a Reconciler for svc (built WithPayments).
+func NewReconciler(svc *Service, cfg ReconcilerConfig, log *slog.Logger) *Reconciler {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 5 * time.Second
+	}
+	if cfg.PendingAge <= 0 {
+		cfg.PendingAge = 30 * time.Second
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 100
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Reconciler{svc: svc, cfg: cfg, log: log}
+}
+
+// Run reconciles every Interval until ctx ends.
+func (r *Reconciler) Run(ctx context.Context) {
+	t := time.NewTicker(r.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n, err := r.ReconcileOnce(ctx); err != nil && ctx.Err() == nil {
+			r.log.WarnContext(ctx, "reconciler: round failed", "error", err, "resolved", n)
+		} else if n > 0 {
+			r.log.InfoContext(ctx, "reconciler: resolved unknown outcomes", "resolved", n)
+		}
+	}
+}
+
+// ReconcileOnce runs one round and returns how many payments and refunds it
+// resolved.
+func (r *Reconciler) ReconcileOnce(ctx context.Context) (int, error) {
+	s := r.svc
+	pendingBefore := s.now().Add(-r.cfg.PendingAge)
+	payments, err := s.pay.UnresolvedPayments(ctx, pendingBefore, r.cfg.Batch)
+	if err != nil {
+		return 0, err
+	}
+	resolved := 0
+	var errs []error
+	for _, p := range payments {
+		res, err := s.provider.FindCharge(ctx, p.ProviderKey)
+		if errors.Is(err, ErrProviderNoSuchCall) && p.Status == StatusProcessing {
+			res, err = s.provider.Charge(ctx, p.ProviderKey, ChargeRequest{
+				Amount: p.Amount, Currency: p.Currency, PaymentMethod: p.PaymentMethod, Reference: p.ID,
+			})
+		}
+		if errors.Is(err, ErrProviderNoSuchCall) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("payment %s: %w", p.ID, err))
+			continue
+		}
+		var moved bool
+		err = s.pay.InTx(ctx, func(ctx context.Context) error {
+			p, moved, err = s.applyCharge(ctx, p, res)
+			return err
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("payment %s: %w", p.ID, err))
+			continue
+		}
+		if moved {
+			resolved++
+			s.tellResolved(ctx, &p, nil)
+		}
+	}
+
+	refunds, err := s.pay.UnresolvedRefunds(ctx, pendingBefore, r.cfg.Batch)
+	if err != nil {
+		return resolved, errors.Join(append(errs, err)...)
+	}
+	for _, rf := range refunds {
+		res, err := s.provider.FindRefund(ctx, rf.ProviderKey)
+		if errors.Is(err, ErrProviderNoSuchCall) && rf.Status == StatusProcessing {
+			var p Payment
+			if p, err = s.pay.GetPayment(ctx, rf.MerchantID, rf.PaymentID); err == nil {
+				res, err = s.provider.Refund(ctx, rf.ProviderKey, RefundRequest{ChargeID: p.ProviderChargeID, Amount: rf.Amount, Reference: rf.ID})
+			}
+		}
+		if errors.Is(err, ErrProviderNoSuchCall) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("refund %s: %w", rf.ID, err))
+			continue
+		}
+		var moved bool
+		err = s.pay.InTx(ctx, func(ctx context.Context) error {
+			rf, moved, err = s.applyRefund(ctx, rf, res)
+			return err
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("refund %s: %w", rf.ID, err))
+			continue
+		}
+		if moved {
+			resolved++
+			s.tellResolved(ctx, nil, &rf)
+		}
+	}
+	return resolved, errors.Join(errs...)
+}

@@ -1,0 +1,296 @@
+package payments
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/idemkeys/payments/internal/database"
+)
+
+type paymentRow struct {
+	MerchantID       string    `gorm:"column:merchant_id;primaryKey"`
+	ID               string    `gorm:"column:id;primaryKey"`
+	OrderID          string    `gorm:"column:order_id"`
+	Amount           int64     `gorm:"column:amount"`
+	Currency         string    `gorm:"column:currency"`
+	PaymentMethod    string    `gorm:"column:payment_method"`
+	Status           string    `gorm:"column:status"`
+	ProviderKey      string    `gorm:"column:provider_key"`
+	ProviderChargeID *string   `gorm:"column:provider_charge_id"`
+	DeclineCode      *string   `gorm:"column:decline_code"`
+	AmountRefunded   int64     `gorm:"column:amount_refunded"`
+	IdempotencyKey   string    `gorm:"column:idempotency_key"`
+	CreatedAt        time.Time `gorm:"column:created_at;autoCreateTime:false"`
+	UpdatedAt        time.Time `gorm:"column:updated_at;autoUpdateTime:false"`
+}
+
+// TableName tells GORM the table, which the migrations own.
+func (paymentRow) TableName() string { return "payments" }
+
+type refundRow struct {
+	MerchantID       string    `gorm:"column:merchant_id;primaryKey"`
+	ID               string    `gorm:"column:id;primaryKey"`
+	PaymentID        string    `gorm:"column:payment_id"`
+	Amount           int64     `gorm:"column:amount"`
+	Currency         string    `gorm:"column:currency"`
+	Status           string    `gorm:"column:status"`
+	ProviderKey      string    `gorm:"column:provider_key"`
+	ProviderRefundID *string   `gorm:"column:provider_refund_id"`
+	IdempotencyKey   string    `gorm:"column:idempotency_key"`
+	CreatedAt        time.Time `gorm:"column:created_at;autoCreateTime:false"`
+	UpdatedAt        time.Time `gorm:"column:updated_at;autoUpdateTime:false"`
+}
+
+// TableName tells GORM the table, which the migrations own.
+func (refundRow) TableName() string { return "refunds" }
+
+// InTx implements PaymentStore.
+func (s *GormStore) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
+	return database.Transaction(ctx, s.db, fn)
+}
+
+// forUpdate locks the selected rows on PostgreSQL. SQLite has no row locks;
+// its transactions take the write lock at BEGIN (database.Open), which
+// serialises them instead.
+func (s *GormStore) forUpdate(q *gorm.DB) *gorm.DB {
+	if q.Dialector.Name() == "postgres" {
+		return q.Clauses(clause.Locking{Strength: "UPDATE"})
+	}
+	return q
+}
+
+// LockOrder implements PaymentStore.
+func (s *GormStore) LockOrder(ctx context.Context, merchantID, id string) (Order, error) {
+	var row orderRow
+	err := s.forUpdate(database.Conn(ctx, s.db)).
+		Where("merchant_id = ? AND id = ?", merchantID, id).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Order{}, ErrNotFound
+	}
+	if err != nil {
+		return Order{}, database.Classify(err)
+	}
+	return toDomainOrder(row)
+}
+
+// MarkOrderPaid implements PaymentStore.
+func (s *GormStore) MarkOrderPaid(ctx context.Context, merchantID, id string, now time.Time) error {
+	return database.Classify(database.Conn(ctx, s.db).Exec(`
+UPDATE orders SET status = ?, version = version + 1, updated_at = ?
+WHERE merchant_id = ? AND id = ? AND status = ?`,
+		string(OrderPaid), now, merchantID, id, string(OrderPendingPayment)).Error)
+}
+
+// CreatePayment implements PaymentStore. The partial unique index
+// payments_one_active_per_order turns a second active payment into
+// ErrOrderAlreadyPaid, whatever raced.
+func (s *GormStore) CreatePayment(ctx context.Context, p Payment) error {
+	row := toPaymentRow(p)
+	err := database.Conn(ctx, s.db).Create(&row).Error
+	if database.IsUniqueViolation(err) {
+		return ErrOrderAlreadyPaid
+	}
+	return database.Classify(err)
+}
+
+// GetPayment implements PaymentStore.
+func (s *GormStore) GetPayment(ctx context.Context, merchantID, id string) (Payment, error) {
+	return s.takePayment(database.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id))
+}
+
+// LockPayment implements PaymentStore.
+func (s *GormStore) LockPayment(ctx context.Context, merchantID, id string) (Payment, error) {
+	return s.takePayment(s.forUpdate(database.Conn(ctx, s.db)).Where("merchant_id = ? AND id = ?", merchantID, id))
+}
+
+// FindPayment implements PaymentStore.
+func (s *GormStore) FindPayment(ctx context.Context, id string) (Payment, error) {
+	return s.takePayment(database.Conn(ctx, s.db).Where("id = ?", id))
+}
+
+func (s *GormStore) takePayment(q *gorm.DB) (Payment, error) {
+	var row paymentRow
+	err := q.Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Payment{}, ErrNotFound
+	}
+	if err != nil {
+		return Payment{}, database.Classify(err)
+	}
+	return toDomainPayment(row), nil
+}
+
+// MovePayment implements PaymentStore. The status condition is what keeps
+// late or repeated news from moving a payment backwards.
+func (s *GormStore) MovePayment(ctx context.Context, p Payment, from ...Status) (bool, error) {
+	res := database.Conn(ctx, s.db).Exec(`
+UPDATE payments SET status = ?, provider_charge_id = ?, decline_code = ?, updated_at = ?
+WHERE merchant_id = ? AND id = ? AND status IN ?`,
+		string(p.Status), nullable(p.ProviderChargeID), nullable(p.DeclineCode), p.UpdatedAt,
+		p.MerchantID, p.ID, statusStrings(from))
+	if res.Error != nil {
+		return false, database.Classify(res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// AddRefunded implements PaymentStore.
+func (s *GormStore) AddRefunded(ctx context.Context, merchantID, paymentID string, amount int64, now time.Time) error {
+	return database.Classify(database.Conn(ctx, s.db).Exec(`
+UPDATE payments SET amount_refunded = amount_refunded + ?, updated_at = ?
+WHERE merchant_id = ? AND id = ?`, amount, now, merchantID, paymentID).Error)
+}
+
+// UnresolvedPayments implements PaymentStore, on the partial index
+// payments_unresolved.
+func (s *GormStore) UnresolvedPayments(ctx context.Context, pendingBefore time.Time, limit int) ([]Payment, error) {
+	var rows []paymentRow
+	err := database.Conn(ctx, s.db).
+		Where("status IN ('pending', 'processing') AND (status = 'processing' OR updated_at < ?)", pendingBefore).
+		Order("updated_at").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, database.Classify(err)
+	}
+	out := make([]Payment, len(rows))
+	for i, r := range rows {
+		out[i] = toDomainPayment(r)
+	}
+	return out, nil
+}
+
+// CreateRefund implements PaymentStore.
+func (s *GormStore) CreateRefund(ctx context.Context, r Refund) error {
+	row := toRefundRow(r)
+	return database.Classify(database.Conn(ctx, s.db).Create(&row).Error)
+}
+
+// GetRefund implements PaymentStore.
+func (s *GormStore) GetRefund(ctx context.Context, merchantID, id string) (Refund, error) {
+	return s.takeRefund(database.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id))
+}
+
+// FindRefund implements PaymentStore.
+func (s *GormStore) FindRefund(ctx context.Context, id string) (Refund, error) {
+	return s.takeRefund(database.Conn(ctx, s.db).Where("id = ?", id))
+}
+
+func (s *GormStore) takeRefund(q *gorm.DB) (Refund, error) {
+	var row refundRow
+	err := q.Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Refund{}, ErrNotFound
+	}
+	if err != nil {
+		return Refund{}, database.Classify(err)
+	}
+	return toDomainRefund(row), nil
+}
+
+// ReservedRefunds implements PaymentStore.
+func (s *GormStore) ReservedRefunds(ctx context.Context, merchantID, paymentID string) (int64, error) {
+	var sum int64
+	err := database.Conn(ctx, s.db).Raw(`
+SELECT COALESCE(SUM(amount), 0) FROM refunds
+WHERE merchant_id = ? AND payment_id = ? AND status <> 'failed'`, merchantID, paymentID).Scan(&sum).Error
+	return sum, database.Classify(err)
+}
+
+// MoveRefund implements PaymentStore.
+func (s *GormStore) MoveRefund(ctx context.Context, r Refund, from ...Status) (bool, error) {
+	res := database.Conn(ctx, s.db).Exec(`
+UPDATE refunds SET status = ?, provider_refund_id = ?, updated_at = ?
+WHERE merchant_id = ? AND id = ? AND status IN ?`,
+		string(r.Status), nullable(r.ProviderRefundID), r.UpdatedAt, r.MerchantID, r.ID, statusStrings(from))
+	if res.Error != nil {
+		return false, database.Classify(res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// UnresolvedRefunds implements PaymentStore.
+func (s *GormStore) UnresolvedRefunds(ctx context.Context, pendingBefore time.Time, limit int) ([]Refund, error) {
+	var rows []refundRow
+	err := database.Conn(ctx, s.db).
+		Where("status IN ('pending', 'processing') AND (status = 'processing' OR updated_at < ?)", pendingBefore).
+		Order("updated_at").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, database.Classify(err)
+	}
+	out := make([]Refund, len(rows))
+	for i, r := range rows {
+		out[i] = toDomainRefund(r)
+	}
+	return out, nil
+}
+
+// RecordEvent implements PaymentStore: insert-if-absent on the event id.
+func (s *GormStore) RecordEvent(ctx context.Context, id, eventType string, now time.Time) (bool, error) {
+	res := database.Conn(ctx, s.db).Exec(`
+INSERT INTO webhook_events (event_id, type, received_at) VALUES (?, ?, ?)
+ON CONFLICT (event_id) DO NOTHING`, id, eventType, now)
+	if res.Error != nil {
+		return false, database.Classify(res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+func statusStrings(ss []Status) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = string(s)
+	}
+	return out
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func toPaymentRow(p Payment) paymentRow {
+	return paymentRow{
+		MerchantID: p.MerchantID, ID: p.ID, OrderID: p.OrderID, Amount: p.Amount, Currency: p.Currency,
+		PaymentMethod: p.PaymentMethod, Status: string(p.Status), ProviderKey: p.ProviderKey,
+		ProviderChargeID: nullable(p.ProviderChargeID), DeclineCode: nullable(p.DeclineCode),
+		AmountRefunded: p.AmountRefunded, IdempotencyKey: p.IdempotencyKey, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
+	}
+}
+
+func toDomainPayment(r paymentRow) Payment {
+	return Payment{
+		ID: r.ID, MerchantID: r.MerchantID, OrderID: r.OrderID, Amount: r.Amount, Currency: r.Currency,
+		PaymentMethod: r.PaymentMethod, Status: Status(r.Status), ProviderKey: r.ProviderKey,
+		ProviderChargeID: deref(r.ProviderChargeID), DeclineCode: deref(r.DeclineCode),
+		AmountRefunded: r.AmountRefunded, IdempotencyKey: r.IdempotencyKey,
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+	}
+}
+
+func toRefundRow(r Refund) refundRow {
+	return refundRow{
+		MerchantID: r.MerchantID, ID: r.ID, PaymentID: r.PaymentID, Amount: r.Amount, Currency: r.Currency,
+		Status: string(r.Status), ProviderKey: r.ProviderKey, ProviderRefundID: nullable(r.ProviderRefundID),
+		IdempotencyKey: r.IdempotencyKey, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+}
+
+func toDomainRefund(r refundRow) Refund {
+	return Refund{
+		ID: r.ID, MerchantID: r.MerchantID, PaymentID: r.PaymentID, Amount: r.Amount, Currency: r.Currency,
+		Status: Status(r.Status), ProviderKey: r.ProviderKey, ProviderRefundID: deref(r.ProviderRefundID),
+		IdempotencyKey: r.IdempotencyKey, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+	}
+}

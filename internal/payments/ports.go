@@ -1,0 +1,97 @@
+package payments
+
+import (
+	"context"
+	"errors"
+)
+
+// Provider is the payment service provider, as payments needs it. The
+// provider package's client, through a small adapter, implements it.
+//
+// Every call sends the provider a key of ours; the provider honours it, so
+// repeating a call under the same key never makes a second charge or refund.
+// Errors come in three kinds, and the whole recovery design rests on telling
+// them apart:
+//   - nil: a definitive answer (the result says succeeded or declined);
+//   - ErrProviderNotExecuted: the call did nothing (refused, 503 before any
+//     effect, circuit open): safe to try again, nothing to reconcile;
+//   - ErrProviderUnknown: the call may or may not have happened (a timeout,
+//     a connection lost after sending): ask the provider, or repeat the call
+//     under the same key.
+type Provider interface {
+	// Charge charges under key. It returns ErrProviderNotExecuted or
+	// ErrProviderUnknown; a decline is a result, not an error.
+	Charge(ctx context.Context, key string, req ChargeRequest) (ChargeResult, error)
+	// FindCharge returns the charge made under key. It returns
+	// ErrProviderNoSuchCall when there is none, ErrProviderNotExecuted or
+	// ErrProviderUnknown.
+	FindCharge(ctx context.Context, key string) (ChargeResult, error)
+	// Refund refunds under key. Same errors as Charge.
+	Refund(ctx context.Context, key string, req RefundRequest) (RefundResult, error)
+	// FindRefund returns the refund made under key. Same errors as
+	// FindCharge.
+	FindRefund(ctx context.Context, key string) (RefundResult, error)
+}
+
+// Errors of a Provider.
+var (
+	ErrProviderNotExecuted = errors.New("provider did not execute the call")
+	ErrProviderUnknown     = errors.New("provider outcome unknown")
+	ErrProviderNoSuchCall  = errors.New("provider has no call under that key")
+)
+
+// ChargeRequest asks the provider to charge.
+type ChargeRequest struct {
+	Amount        int64
+	Currency      string
+	PaymentMethod string
+	// Reference is our payment id.
+	Reference string
+}
+
+// ChargeResult is the provider's definitive answer to a charge.
+type ChargeResult struct {
+	ChargeID string
+	// Succeeded is false for a decline.
+	Succeeded   bool
+	DeclineCode string
+	Reference   string
+	Key         string
+}
+
+// RefundRequest asks the provider to refund part of a charge.
+type RefundRequest struct {
+	ChargeID string
+	Amount   int64
+	// Reference is our refund id.
+	Reference string
+}
+
+// RefundResult is the provider's definitive answer to a refund.
+type RefundResult struct {
+	RefundID  string
+	Succeeded bool
+	Reference string
+	Key       string
+}
+
+// Recovery is the idempotency layer's memory of how far the current keyed
+// operation got (idempotency.Lease implements it). Checkpoint is called inside
+// the transaction that makes a step durable, so the step and the point commit
+// together; it fails when another request has taken the operation over, and
+// the transaction must then roll back.
+type Recovery interface {
+	// RecoveryPoint is the last point recorded, "started" for a new one.
+	RecoveryPoint() string
+	// Checkpoint records point. It returns an error (the idempotency
+	// layer's ErrFenced) when this request no longer owns the operation.
+	Checkpoint(ctx context.Context, point string) error
+}
+
+// Resolved is told about a payment or refund that reached a final state
+// outside the request that started it (the reconciler, a webhook), so that
+// the client's idempotency record can be finished with the final answer.
+type Resolved interface {
+	PaymentResolved(ctx context.Context, p Payment)
+	RefundResolved(ctx context.Context, r Refund)
+}

@@ -1,0 +1,178 @@
+package payments
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// RefundPayment refunds in.Amount (all that is left when nil) of a
+// succeeded payment, in the same three phases as PayOrder: reserve the
+// refund under the payment's row lock, call the provider under the refund's
+// own provider key, record the outcome with the payment's refunded amount.
+//
+// It returns the refund (succeeded, failed, or processing when the outcome
+// is unknown), or: *ValidationError; ErrNotFound; ErrRefundExceedsPayment;
+// ErrProviderUnavailable; the Recovery's error; database errors.
+func (s *Service) RefundPayment(ctx context.Context, merchantID, paymentID, idempotencyKey string, in RefundInput, rec Recovery) (Refund, error) {
+	if s.pay == nil {
+		return Refund{}, errNoPayments
+	}
+	if err := in.Validate(); err != nil {
+		return Refund{}, err
+	}
+	ctx = context.WithoutCancel(ctx)
+
+	var r Refund
+	if id := resumedID(rec.RecoveryPoint()); id != "" {
+		got, err := s.pay.GetRefund(ctx, merchantID, id)
+		if err != nil {
+			return Refund{}, fmt.Errorf("resume refund %s: %w", id, err)
+		}
+		r = got
+	} else {
+		created, err := s.createRefund(ctx, merchantID, paymentID, idempotencyKey, in, rec)
+		if err != nil {
+			return Refund{}, err
+		}
+		r = created
+		if err := s.phase(ctx, PhaseCreated); err != nil {
+			return r, err
+		}
+	}
+	if r.Status.Final() {
+		return r, nil
+	}
+	p, err := s.pay.GetPayment(ctx, merchantID, r.PaymentID)
+	if err != nil {
+		return r, fmt.Errorf("refund %s: %w", r.ID, err)
+	}
+
+	result, err := s.provider.Refund(ctx, r.ProviderKey, RefundRequest{ChargeID: p.ProviderChargeID, Amount: r.Amount, Reference: r.ID})
+	if hookErr := s.phase(ctx, PhaseCalled); hookErr != nil {
+		return r, hookErr
+	}
+	switch {
+	case errors.Is(err, ErrProviderNotExecuted):
+		return r, fmt.Errorf("refund %s: %w: %w", r.ID, ErrProviderUnavailable, err)
+	case err != nil:
+		return s.markRefundUnknown(ctx, r, rec)
+	}
+	r, err = s.finishRefund(ctx, r, result, rec)
+	if err != nil {
+		return r, err
+	}
+	if err := s.phase(ctx, PhaseFinished); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// createRefund reserves the amount under the payment's row lock: the sum of
+// refunds not failed (done or on their way) plus this one never exceeds the
+// payment, however many refunds race.
+func (s *Service) createRefund(ctx context.Context, merchantID, paymentID, key string, in RefundInput, rec Recovery) (Refund, error) {
+	var r Refund
+	err := s.pay.InTx(ctx, func(ctx context.Context) error {
+		p, err := s.pay.LockPayment(ctx, merchantID, paymentID)
+		if err != nil {
+			return err
+		}
+		if p.Status != StatusSucceeded {
+			return fmt.Errorf("%w: the payment is %s", ErrRefundExceedsPayment, p.Status)
+		}
+		reserved, err := s.pay.ReservedRefunds(ctx, merchantID, paymentID)
+		if err != nil {
+			return err
+		}
+		left := p.Amount - reserved
+		amount := left
+		if in.Amount != nil {
+			amount = *in.Amount
+		}
+		if amount <= 0 || amount > left {
+			return fmt.Errorf("%w: %d asked, %d left", ErrRefundExceedsPayment, amount, left)
+		}
+		now := s.now()
+		id, err := s.ids.newID(refundIDPrefix, now)
+		if err != nil {
+			return err
+		}
+		r = Refund{
+			ID: id, MerchantID: merchantID, PaymentID: paymentID, Amount: amount, Currency: p.Currency,
+			Status: StatusPending, ProviderKey: id, IdempotencyKey: key, CreatedAt: now, UpdatedAt: now,
+		}
+		if err := s.pay.CreateRefund(ctx, r); err != nil {
+			return err
+		}
+		return rec.Checkpoint(ctx, point(pointRefundCreated, r.ID))
+	})
+	if err != nil {
+		return Refund{}, fmt.Errorf("refund payment %s: %w", paymentID, err)
+	}
+	return r, nil
+}
+
+func (s *Service) markRefundUnknown(ctx context.Context, r Refund, rec Recovery) (Refund, error) {
+	err := s.pay.InTx(ctx, func(ctx context.Context) error {
+		next := r
+		next.Status, next.UpdatedAt = StatusProcessing, s.now()
+		moved, err := s.pay.MoveRefund(ctx, next, StatusPending)
+		if err != nil {
+			return err
+		}
+		if moved {
+			r = next
+		} else if r, err = s.pay.GetRefund(ctx, r.MerchantID, r.ID); err != nil {
+			return err
+		}
+		return rec.Checkpoint(ctx, point(pointRefundUnknown, r.ID))
+	})
+	if err != nil {
+		return r, fmt.Errorf("record unknown outcome of %s: %w", r.ID, err)
+	}
+	return r, nil
+}
+
+func (s *Service) finishRefund(ctx context.Context, r Refund, res RefundResult, rec Recovery) (Refund, error) {
+	err := s.pay.InTx(ctx, func(ctx context.Context) error {
+		var err error
+		r, _, err = s.applyRefund(ctx, r, res)
+		if err != nil {
+			return err
+		}
+		if rec != nil {
+			return rec.Checkpoint(ctx, point(pointRefundFinished, r.ID))
+		}
+		return nil
+	})
+	if err != nil {
+		return r, fmt.Errorf("finish refund %s: %w", r.ID, err)
+	}
+	return r, nil
+}
+
+// applyRefund moves r to the result's final state inside the caller's
+// transaction and, on success, adds it to the payment's refunded amount.
+func (s *Service) applyRefund(ctx context.Context, r Refund, res RefundResult) (Refund, bool, error) {
+	next := r
+	next.ProviderRefundID, next.UpdatedAt = res.RefundID, s.now()
+	next.Status = StatusFailed
+	if res.Succeeded {
+		next.Status = StatusSucceeded
+	}
+	moved, err := s.pay.MoveRefund(ctx, next, StatusPending, StatusProcessing)
+	if err != nil {
+		return r, false, err
+	}
+	if !moved {
+		current, err := s.pay.GetRefund(ctx, r.MerchantID, r.ID)
+		return current, false, err
+	}
+	if next.Status == StatusSucceeded {
+		if err := s.pay.AddRefunded(ctx, r.MerchantID, r.PaymentID, r.Amount, next.UpdatedAt); err != nil {
+			return r, false, err
+		}
+	}
+	return next, true, nil
+}
