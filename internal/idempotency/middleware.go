@@ -140,6 +140,12 @@ func (k *Keeper) runAtomic(c *gin.Context, req request, waitCtx context.Context)
 	baseCtx := c.Request.Context()
 	cw := newCaptureWriter(c.Writer)
 	c.Writer = cw
+	// On a panic the transaction rolls back (GORM re-panics); the recovery
+	// middleware further out must then write to the real writer.
+	defer func() {
+		c.Writer = cw.ResponseWriter
+		c.Request = c.Request.WithContext(baseCtx)
+	}()
 	var stored *Record
 	err := k.db.WithContext(baseCtx).Transaction(func(tx *gorm.DB) error {
 		txCtx := database.WithTx(baseCtx, tx)
@@ -229,6 +235,21 @@ func (k *Keeper) execute(c *gin.Context, req request, fence int64, point string)
 	cw := newCaptureWriter(c.Writer)
 	c.Writer = cw
 	c.Request = c.Request.WithContext(context.WithValue(baseCtx, leaseKey{}, lease))
+	defer func() {
+		if p := recover(); p != nil {
+			// A panicking handler is answered by the recovery middleware
+			// further out: give it the real writer, and give the key back
+			// as after any answer that is not kept. Durable steps commit
+			// with their recovery point, so the record says truly how far
+			// the operation got.
+			c.Writer = cw.ResponseWriter
+			c.Request = c.Request.WithContext(baseCtx)
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(baseCtx), 5*time.Second)
+			defer cancel()
+			_ = k.store.Release(ctx, req.merchantID, req.key, fence, k.clock.Now())
+			panic(p)
+		}
+	}()
 	c.Next()
 	c.Writer = cw.ResponseWriter
 	c.Request = c.Request.WithContext(baseCtx)

@@ -412,3 +412,37 @@ func TestGuardedAcceptedKeepsRecordOpen(t *testing.T) {
 		require.Equal(t, "true", w.Header().Get(idempotency.HeaderReplayed), "a 402 is final and kept")
 	})
 }
+
+func TestPanickingHandlerReleasesTheKey(t *testing.T) {
+	eachDialect(t, func(t *testing.T, d database.Dialect) {
+		e := newTestEnv(t, d, idempotency.Config{})
+		var calls atomic.Int64
+		panics := func(c *gin.Context) {
+			if calls.Add(1) == 1 {
+				panic("boom")
+			}
+			c.JSON(201, gin.H{"ok": true})
+		}
+		recovered := func(c *gin.Context) {
+			defer func() {
+				if recover() != nil {
+					c.AbortWithStatusJSON(500, gin.H{"code": "internal_error"})
+				}
+			}()
+			c.Next()
+		}
+		keeper := idempotency.NewKeeper(e.store, e.db.DB, e.clock, idempotency.Config{TTL: time.Hour, LockTimeout: time.Minute, Wait: time.Second},
+			func(c *gin.Context) string { return c.GetHeader("X-Merchant") }, renderTestError, nil)
+		e.engine.POST("/panics/guarded", recovered, keeper.Guarded(), panics)
+		e.engine.POST("/panics/atomic", recovered, keeper.Atomic(), panics)
+
+		for _, path := range []string{"/panics/guarded", "/panics/atomic"} {
+			calls.Store(0)
+			w := e.post("m1", path, "panic-"+path, `{}`)
+			require.Equal(t, 500, w.Code, "the recovery middleware's answer reaches the client")
+			require.Equal(t, "internal_error", code(t, w))
+			w = e.post("m1", path, "panic-"+path, `{}`)
+			require.Equal(t, 201, w.Code, "the key was given back: %s", w.Body.String())
+		}
+	})
+}
