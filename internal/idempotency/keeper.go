@@ -23,6 +23,8 @@ type Config struct {
 	Wait time.Duration
 	// MaxBodyBytes bounds the body read for the fingerprint.
 	MaxBodyBytes int64
+	// Observer hears every decision (metrics); nil hears nothing.
+	Observer Observer
 }
 
 // ErrorRenderer writes the answer for an error of this package (or of the
@@ -44,6 +46,7 @@ type Keeper struct {
 	render   ErrorRenderer
 	log      *slog.Logger
 	flights  *flights
+	obs      Observer
 }
 
 // NewKeeper builds the middleware. db is used to open the transaction of
@@ -52,7 +55,11 @@ func NewKeeper(store Store, db *gorm.DB, clock Clock, cfg Config, merchant Merch
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Keeper{store: store, db: db, clock: clock, cfg: cfg, merchant: merchant, render: render, log: log, flights: newFlights()}
+	obs := cfg.Observer
+	if obs == nil {
+		obs = noObserver{}
+	}
+	return &Keeper{store: store, db: db, clock: clock, cfg: cfg, merchant: merchant, render: render, log: log, flights: newFlights(), obs: obs}
 }
 
 // Lease is the ownership of a record held by a Guarded request. The handler

@@ -54,7 +54,7 @@ func (k *Keeper) Guarded() gin.HandlerFunc {
 func (k *Keeper) serve(c *gin.Context, atomic bool) {
 	req, err := k.parse(c)
 	if err != nil {
-		k.render(c, err)
+		k.fail(c, err)
 		return
 	}
 	// The whole wait for an original, in this process and in the database,
@@ -65,10 +65,14 @@ func (k *Keeper) serve(c *gin.Context, atomic bool) {
 	// Only identical requests share a flight: a different request under
 	// the same key goes straight to the database and its 422.
 	id := req.merchantID + "\x00" + req.key + "\x00" + req.fingerprint
+	waitStart := time.Now()
 	fl, handed, waited, err := k.flights.acquire(waitCtx, id)
+	if waited {
+		k.obs.Waited(c.FullPath(), time.Since(waitStart))
+	}
 	switch {
 	case err != nil:
-		k.render(c, &InProgressError{RetryAfter: time.Second})
+		k.fail(c, &InProgressError{RetryAfter: time.Second})
 		return
 	case handed != nil:
 		k.resolve(c, req, handed, atomic, waitCtx)
@@ -86,7 +90,7 @@ func (k *Keeper) serve(c *gin.Context, atomic bool) {
 			landed = k.resolve(c, req, rec, atomic, waitCtx)
 			return
 		case !errors.Is(err, ErrNotFound):
-			k.render(c, err)
+			k.fail(c, err)
 			return
 		}
 	}
@@ -150,7 +154,9 @@ func (k *Keeper) runAtomic(c *gin.Context, req request, waitCtx context.Context)
 	err := k.db.WithContext(baseCtx).Transaction(func(tx *gorm.DB) error {
 		txCtx := database.WithTx(baseCtx, tx)
 		c.Request = c.Request.WithContext(txCtx)
+		started := time.Now()
 		c.Next()
+		k.obs.Processed(c.FullPath(), time.Since(started))
 		resp := cw.response()
 		if !Kept(resp.Status) {
 			return errNotKept
@@ -172,9 +178,11 @@ func (k *Keeper) runAtomic(c *gin.Context, req request, waitCtx context.Context)
 
 	switch {
 	case err == nil:
+		k.obs.Outcome(c.FullPath(), OutcomeExecuted)
 		cw.flush()
 		return stored
 	case errors.Is(err, errNotKept):
+		k.obs.Outcome(c.FullPath(), OutcomeExecuted)
 		cw.flush()
 		return nil
 	case errors.Is(err, ErrKeyExists):
@@ -187,12 +195,12 @@ func (k *Keeper) runAtomic(c *gin.Context, req request, waitCtx context.Context)
 				// read: nothing was done, and a retry will run afresh.
 				err = &InProgressError{RetryAfter: time.Second}
 			}
-			k.render(c, err)
+			k.fail(c, err)
 			return nil
 		}
 		return k.resolve(c, req, rec, true, waitCtx)
 	default:
-		k.render(c, database.Classify(err))
+		k.fail(c, database.Classify(err))
 		return nil
 	}
 }
@@ -209,7 +217,7 @@ func (k *Keeper) reserve(c *gin.Context, req request, waitCtx context.Context) *
 	err := k.store.Insert(ctx, rec)
 	switch {
 	case err == nil:
-		return k.execute(c, req, rec.Fence, PointStarted)
+		return k.execute(c, req, rec.Fence, PointStarted, OutcomeExecuted)
 	case errors.Is(err, ErrKeyExists):
 		existing, err := k.store.Get(ctx, req.merchantID, req.key, k.clock.Now())
 		if errors.Is(err, ErrNotFound) {
@@ -217,19 +225,19 @@ func (k *Keeper) reserve(c *gin.Context, req request, waitCtx context.Context) *
 			return k.reserve(c, req, waitCtx)
 		}
 		if err != nil {
-			k.render(c, err)
+			k.fail(c, err)
 			return nil
 		}
 		return k.resolve(c, req, existing, false, waitCtx)
 	default:
-		k.render(c, err)
+		k.fail(c, err)
 		return nil
 	}
 }
 
 // execute runs the handler as the owner of the record (fence) and then keeps
 // or releases the answer.
-func (k *Keeper) execute(c *gin.Context, req request, fence int64, point string) *Record {
+func (k *Keeper) execute(c *gin.Context, req request, fence int64, point string, outcome Outcome) *Record {
 	baseCtx := c.Request.Context()
 	lease := &Lease{store: k.store, clock: k.clock, merchantID: req.merchantID, key: req.key, fence: fence, point: point}
 	cw := newCaptureWriter(c.Writer)
@@ -250,7 +258,10 @@ func (k *Keeper) execute(c *gin.Context, req request, fence int64, point string)
 			panic(p)
 		}
 	}()
+	started := time.Now()
 	c.Next()
+	k.obs.Processed(c.FullPath(), time.Since(started))
+	k.obs.Outcome(c.FullPath(), outcome)
 	c.Writer = cw.ResponseWriter
 	c.Request = c.Request.WithContext(baseCtx)
 
@@ -275,7 +286,7 @@ func (k *Keeper) execute(c *gin.Context, req request, fence int64, point string)
 		// Another request took the record over while this one ran (our lock
 		// had timed out). Its answer is the one that will be kept; send the
 		// client to fetch it.
-		k.render(c, &InProgressError{RetryAfter: time.Second})
+		k.fail(c, &InProgressError{RetryAfter: time.Second})
 		return nil
 	case err != nil:
 		// The effect happened and the answer is true, but it could not be
@@ -297,12 +308,17 @@ func (k *Keeper) execute(c *gin.Context, req request, fence int64, point string)
 func (k *Keeper) resolve(c *gin.Context, req request, rec *Record, atomic bool, waitCtx context.Context) *Record {
 	ctx := c.Request.Context()
 	backoff := 5 * time.Millisecond
+	pollStart, polled := time.Now(), false
 	for {
 		if rec.Fingerprint != req.fingerprint {
-			k.render(c, ErrKeyReused)
+			k.fail(c, ErrKeyReused)
 			return nil
 		}
 		if rec.State == StateCompleted && rec.Response != nil {
+			if polled {
+				k.obs.Waited(c.FullPath(), time.Since(pollStart))
+			}
+			k.obs.Outcome(c.FullPath(), OutcomeReplayed)
 			replay(c, rec.Response)
 			return rec
 		}
@@ -310,21 +326,23 @@ func (k *Keeper) resolve(c *gin.Context, req request, rec *Record, atomic bool, 
 		if !atomic && !rec.LockedUntil.After(now) {
 			err := k.store.TakeOver(ctx, req.merchantID, req.key, rec.Fence, now, now.Add(k.cfg.LockTimeout))
 			if err == nil {
-				return k.execute(c, req, rec.Fence+1, rec.RecoveryPoint)
+				return k.execute(c, req, rec.Fence+1, rec.RecoveryPoint, OutcomeRecovered)
 			}
 			if !errors.Is(err, ErrFenced) {
-				k.render(c, err)
+				k.fail(c, err)
 				return nil
 			}
 		} else {
 			// The original still runs, here or on another instance. Poll
 			// the record with a growing pause, holding no connection
 			// between reads.
+			polled = true
 			select {
 			case <-time.After(backoff):
 				backoff = min(backoff*2, 200*time.Millisecond)
 			case <-waitCtx.Done():
-				k.render(c, &InProgressError{RetryAfter: time.Second})
+				k.obs.Waited(c.FullPath(), time.Since(pollStart))
+				k.fail(c, &InProgressError{RetryAfter: time.Second})
 				return nil
 			}
 		}
@@ -334,10 +352,10 @@ func (k *Keeper) resolve(c *gin.Context, req request, rec *Record, atomic bool, 
 			// The original gave the key back: this request may run it.
 			return k.reserve(c, req, waitCtx)
 		case errors.Is(err, ErrNotFound):
-			k.render(c, &InProgressError{RetryAfter: time.Second})
+			k.fail(c, &InProgressError{RetryAfter: time.Second})
 			return nil
 		case err != nil:
-			k.render(c, err)
+			k.fail(c, err)
 			return nil
 		}
 		rec = next
@@ -374,4 +392,25 @@ func replay(c *gin.Context, resp *Response) {
 	c.Status(resp.Status)
 	_, _ = c.Writer.Write(resp.Body)
 	c.Abort()
+}
+
+// fail answers err through the ErrorRenderer and tells the Observer what
+// kind of refusal it was.
+func (k *Keeper) fail(c *gin.Context, err error) {
+	var inProgress *InProgressError
+	outcome := OutcomeError
+	switch {
+	case errors.Is(err, ErrKeyMissing):
+		outcome = OutcomeMissingKey
+	case errors.Is(err, ErrKeyInvalid):
+		outcome = OutcomeInvalidKey
+	case errors.Is(err, ErrKeyReused):
+		outcome = OutcomeMismatch
+	case errors.As(err, &inProgress):
+		outcome = OutcomeInProgress
+	case errors.Is(err, ErrMalformedBody):
+		outcome = OutcomeInvalidBody
+	}
+	k.obs.Outcome(c.FullPath(), outcome)
+	k.render(c, err)
 }

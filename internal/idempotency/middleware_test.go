@@ -446,3 +446,57 @@ func TestPanickingHandlerReleasesTheKey(t *testing.T) {
 		}
 	})
 }
+
+type recordingObserver struct {
+	mu       sync.Mutex
+	outcomes map[idempotency.Outcome]int
+	waits    int
+}
+
+func (o *recordingObserver) Outcome(_ string, out idempotency.Outcome) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.outcomes[out]++
+}
+
+func (o *recordingObserver) Waited(string, time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.waits++
+}
+
+func (o *recordingObserver) Processed(string, time.Duration) {}
+
+func TestObserverHearsEveryOutcome(t *testing.T) {
+	obs := &recordingObserver{outcomes: map[idempotency.Outcome]int{}}
+	e := newTestEnv(t, database.SQLite, idempotency.Config{Observer: obs, Wait: 50 * time.Millisecond})
+	e.post("m1", "/atomic/things", "o-1", `{"name":"a"}`)
+	e.post("m1", "/atomic/things", "o-1", `{"name":"a"}`)
+	e.post("m1", "/atomic/things", "o-1", `{"name":"b"}`)
+	e.post("m1", "/atomic/things", "", `{"name":"a"}`)
+	e.post("m1", "/atomic/things", "a b", `{"name":"a"}`)
+	e.post("m1", "/atomic/things", "o-2", `{"name":`)
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.post("m1", "/guarded/things/t1/actions", "o-busy", `{"block":true}`)
+	}()
+	<-e.started
+	e.post("m1", "/guarded/things/t1/actions", "o-busy", `{"block":true}`)
+	close(e.block)
+	<-done
+
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	require.Equal(t, map[idempotency.Outcome]int{
+		idempotency.OutcomeExecuted:    2, // the order, and the blocked original
+		idempotency.OutcomeReplayed:    1,
+		idempotency.OutcomeMismatch:    1,
+		idempotency.OutcomeMissingKey:  1,
+		idempotency.OutcomeInvalidKey:  1,
+		idempotency.OutcomeInvalidBody: 1,
+		idempotency.OutcomeInProgress:  1,
+	}, obs.outcomes)
+	require.GreaterOrEqual(t, obs.waits, 1)
+}

@@ -1,0 +1,36 @@
+package idempotency
+
+import "time"
+
+// Outcome is what the middleware did with one keyed request.
+type Outcome string
+
+// The outcomes an Observer hears. Every keyed request ends in exactly one.
+const (
+	OutcomeExecuted    Outcome = "executed"     // ran the handler as a new operation
+	OutcomeRecovered   Outcome = "recovered"    // took over an abandoned record and resumed it
+	OutcomeReplayed    Outcome = "replayed"     // answered from a stored response
+	OutcomeMismatch    Outcome = "mismatch"     // 422: the key holds a different request
+	OutcomeInProgress  Outcome = "in_progress"  // 409: the original still runs
+	OutcomeInvalidKey  Outcome = "invalid_key"  // 400: malformed key
+	OutcomeMissingKey  Outcome = "missing_key"  // 400: no key
+	OutcomeInvalidBody Outcome = "invalid_body" // 400: the body is not canonical JSON
+	OutcomeError       Outcome = "error"        // the store failed (503 and the like)
+)
+
+// Observer hears what the middleware decides, for metrics. route is the
+// route template (never a key or an id). Implementations must be cheap and
+// safe for concurrent use.
+type Observer interface {
+	Outcome(route string, o Outcome)
+	// Waited is how long a duplicate waited for its original.
+	Waited(route string, d time.Duration)
+	// Processed is how long the handler ran.
+	Processed(route string, d time.Duration)
+}
+
+type noObserver struct{}
+
+func (noObserver) Outcome(string, Outcome)         {}
+func (noObserver) Waited(string, time.Duration)    {}
+func (noObserver) Processed(string, time.Duration) {}
