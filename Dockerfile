@@ -13,7 +13,7 @@ COPY . .
 # The build cache survives between image builds; a cold build takes minutes,
 # most of it compiling the pure-Go SQLite driver.
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/ ./cmd/api ./cmd/provider \
+	CGO_ENABLED=0 go build -trimpath -tags nomsgpack -ldflags='-s -w' -o /out/ ./cmd/api ./cmd/provider \
 	&& mkdir -p /out/data
 
 # Static binaries need no libc; distroless has no shell, so the binaries are

@@ -84,7 +84,7 @@ ci: ## Run what CI runs: .ci/run starts PostgreSQL and Redis if needed, then mak
 ## Building
 
 build: ## Build static binaries bin/api and bin/provider
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/api ./cmd/provider
+	CGO_ENABLED=0 $(GO) build -trimpath -tags nomsgpack -o bin/ ./cmd/api ./cmd/provider
 
 clean: ## Remove bin/ (the SQLite data in ./data/ is left alone)
 	rm -rf bin/

@@ -61,6 +61,78 @@ const docTemplate = `{
                 }
             }
         },
+        "/v1/idempotency-keys/{key}": {
+            "get": {
+                "security": [
+                    {
+                        "ApiKeyAuth": []
+                    }
+                ],
+                "description": "Returns what the API keeps under one of the merchant's own Idempotency-Keys: the state of the operation, its recovery point, the fingerprint of the request, and the stored answer that a repeat replays. Use it to learn what became of a request whose answer was lost. The key is validated like the header (400 idempotency_key_invalid); percent-encode '/', '?', '#' and '%'. Another merchant's key, an expired key or a key never used is 404 not_found.",
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "idempotency"
+                ],
+                "summary": "Inspect an idempotency key",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "3f1c2a9e-8d47-4b1f-9a53-0c6e2d7b8a41",
+                        "description": "The Idempotency-Key, percent-encoded",
+                        "name": "key",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.IdempotencyKeyResponse"
+                        }
+                    },
+                    "400": {
+                        "description": "idempotency_key_invalid",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "401": {
+                        "description": "unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "not_found",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal_error",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "service_unavailable (with Retry-After)",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            }
+                        }
+                    }
+                }
+            }
+        },
         "/v1/orders": {
             "get": {
                 "security": [
@@ -184,6 +256,10 @@ const docTemplate = `{
                             "$ref": "#/definitions/handlers.OrderResponse"
                         },
                         "headers": {
+                            "ETag": {
+                                "type": "string",
+                                "description": "The order's version as a strong entity tag (not on a replay, whose body carries the version)"
+                            },
                             "Idempotent-Replayed": {
                                 "type": "string",
                                 "description": "true when this answer replays a stored one"
@@ -282,6 +358,12 @@ const docTemplate = `{
                         "description": "OK",
                         "schema": {
                             "$ref": "#/definitions/handlers.OrderResponse"
+                        },
+                        "headers": {
+                            "ETag": {
+                                "type": "string",
+                                "description": "The order's version as a strong entity tag (the number in double quotes). Send it back in If-Match to change the order only if nobody changed it since."
+                            }
                         }
                     },
                     "401": {
@@ -294,6 +376,157 @@ const docTemplate = `{
                         "description": "not_found",
                         "schema": {
                             "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal_error",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "service_unavailable (with Retry-After)",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/orders/{id}/items": {
+            "post": {
+                "security": [
+                    {
+                        "ApiKeyAuth": []
+                    }
+                ],
+                "description": "Adds one line to the order and recomputes amount_total. Cumulative: the same body sent twice adds two lines, so unlike the shipping address this needs an Idempotency-Key. A retry with the same key and body replays the first answer byte for byte (with Idempotent-Replayed: true) and adds nothing more; the key's fingerprint covers the path and the body, not If-Match, so a retry that refreshed its If-Match is still the same operation.\nWith If-Match, the item is added only if the order is still at that version; otherwise 412 version_mismatch, nothing changes, and the key may be used again for this same item once the client has decided again.\nRefused with 409 order_already_paid when the order is paid or has a payment pending or processing: a payment takes the total when it starts.",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "orders"
+                ],
+                "summary": "Add an item to an order",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "ord_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D",
+                        "description": "Order id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "maxLength": 255,
+                        "minLength": 1,
+                        "type": "string",
+                        "description": "Unique key of this operation, reused on every retry of it (1-255 visible ASCII characters)",
+                        "name": "Idempotency-Key",
+                        "in": "header",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "The ETag of the order as last read (e.g. the number 3 in double quotes); * or absent: any version",
+                        "name": "If-Match",
+                        "in": "header"
+                    },
+                    {
+                        "description": "The item",
+                        "name": "item",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/handlers.OrderItem"
+                        }
+                    }
+                ],
+                "responses": {
+                    "201": {
+                        "description": "Created",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.OrderResponse"
+                        },
+                        "headers": {
+                            "ETag": {
+                                "type": "string",
+                                "description": "The order's version after the request, as a strong entity tag (not on a replay, whose body carries the version)"
+                            },
+                            "Idempotent-Replayed": {
+                                "type": "string",
+                                "description": "true when this answer replays a stored one"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "validation_failed (the item, an order that would exceed 100 items or the total limit, a malformed If-Match), idempotency_key_missing or idempotency_key_invalid",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "401": {
+                        "description": "unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "not_found",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "order_already_paid (stored and replayed), or idempotency_request_in_progress (with Retry-After)",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            }
+                        }
+                    },
+                    "412": {
+                        "description": "version_mismatch: the order changed since the If-Match version; nothing was changed",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "413": {
+                        "description": "request_too_large",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "422": {
+                        "description": "idempotency_key_reused",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "429": {
+                        "description": "rate_limited (with Retry-After), when new keys are limited",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            }
                         }
                     },
                     "500": {
@@ -474,6 +707,120 @@ const docTemplate = `{
                     },
                     "502": {
                         "description": "provider_unavailable: nothing was charged; retry with the same key",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "service_unavailable (with Retry-After)",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/orders/{id}/shipping-address": {
+            "put": {
+                "security": [
+                    {
+                        "ApiKeyAuth": []
+                    }
+                ],
+                "description": "Desired state: the body is the whole address the order should have. Repeating the request leaves the same state, so it needs no Idempotency-Key (one sent is ignored). An address equal to the stored one changes nothing, not even the version or the ETag.\nWith If-Match, the address is set only if the order is still at that version; otherwise the answer is 412 version_mismatch and nothing changes. Without If-Match it applies to the latest version, still atomically.\nThe address may change until the order is paid (a payment in flight does not stop it: the amount does not depend on it). Once the order is paid, only the address it already has is accepted, as a no-op; any other is 409 order_already_paid.",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "orders"
+                ],
+                "summary": "Set an order's shipping address",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "ord_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D",
+                        "description": "Order id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "The ETag of the order as last read (e.g. the number 3 in double quotes); * or absent: any version",
+                        "name": "If-Match",
+                        "in": "header"
+                    },
+                    {
+                        "description": "The whole address",
+                        "name": "address",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ShippingAddress"
+                        }
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.OrderResponse"
+                        },
+                        "headers": {
+                            "ETag": {
+                                "type": "string",
+                                "description": "The order's version after the request, as a strong entity tag"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "validation_failed (the body, or a malformed If-Match)",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "401": {
+                        "description": "unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "not_found",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "order_already_paid",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "412": {
+                        "description": "version_mismatch: the order changed since the If-Match version; nothing was changed",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "413": {
+                        "description": "request_too_large",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal_error",
                         "schema": {
                             "$ref": "#/definitions/problem.Problem"
                         }
@@ -837,6 +1184,79 @@ const docTemplate = `{
                 }
             }
         },
+        "handlers.IdempotencyKeyResponse": {
+            "type": "object",
+            "properties": {
+                "created_at": {
+                    "description": "CreatedAt is when the key was first used (RFC 3339, UTC).",
+                    "type": "string",
+                    "example": "2025-06-01T12:00:00.123456Z"
+                },
+                "expires_at": {
+                    "description": "ExpiresAt is IDEMPOTENCY_TTL after the first use; from then on the\nkey is new again.",
+                    "type": "string",
+                    "example": "2025-06-02T12:00:00.123456Z"
+                },
+                "fingerprint": {
+                    "description": "Fingerprint is the hash of the method, route, path parameters and\ncanonical body: a repeat with another fingerprint is 422.",
+                    "type": "string",
+                    "example": "9b2d4c6f0e1a3b5d7f9e8c6a4b2d0f1e3c5a7b9d1f3e5c7a9b1d3f5e7c9a1b3d"
+                },
+                "key": {
+                    "description": "Key is the Idempotency-Key itself.",
+                    "type": "string",
+                    "example": "3f1c2a9e-8d47-4b1f-9a53-0c6e2d7b8a41"
+                },
+                "locked_until": {
+                    "description": "LockedUntil is when a request working on an executing record loses\nit: after that a retry may take it over and resume it. Null once\ncompleted.",
+                    "type": "string",
+                    "example": "2025-06-01T12:00:30Z"
+                },
+                "method": {
+                    "description": "Method and Path are those of the request that first used the key.",
+                    "type": "string",
+                    "example": "POST"
+                },
+                "object": {
+                    "type": "string",
+                    "enum": [
+                        "idempotency_key"
+                    ],
+                    "example": "idempotency_key"
+                },
+                "path": {
+                    "type": "string",
+                    "example": "/v1/orders/ord_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D/payments"
+                },
+                "recovery_point": {
+                    "description": "RecoveryPoint is the last durable step of the operation; a retry of\nan interrupted one resumes from it. \"started\" when nothing durable\nhappened yet.",
+                    "type": "string",
+                    "example": "payment_created:pay_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"
+                },
+                "response": {
+                    "description": "Response is the stored answer that repeats replay; null until there\nis one.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/handlers.StoredResponse"
+                        }
+                    ]
+                },
+                "state": {
+                    "description": "State is executing from the first request until its final answer is\nstored (a 202 keeps it executing until the outcome is known), then\ncompleted: every repeat replays Response.",
+                    "type": "string",
+                    "enum": [
+                        "executing",
+                        "completed"
+                    ],
+                    "example": "completed"
+                },
+                "updated_at": {
+                    "description": "UpdatedAt is the last change: a recovery point, a takeover, the\nstored answer.",
+                    "type": "string",
+                    "example": "2025-06-01T12:00:00.456789Z"
+                }
+            }
+        },
         "handlers.OrderItem": {
             "type": "object",
             "required": [
@@ -942,6 +1362,14 @@ const docTemplate = `{
                     ],
                     "example": "order"
                 },
+                "shipping_address": {
+                    "description": "ShippingAddress is null until PUT /v1/orders/{id}/shipping-address\nsets it.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/handlers.ShippingAddress"
+                        }
+                    ]
+                },
                 "status": {
                     "type": "string",
                     "enum": [
@@ -949,6 +1377,11 @@ const docTemplate = `{
                         "paid"
                     ],
                     "example": "pending_payment"
+                },
+                "version": {
+                    "description": "Version counts the order's changes; the ETag header of a GET or of a\nwrite carries it too, quoted. It is in the body as well because a\nreplayed answer carries only the stored body (and Location), not the\nETag.",
+                    "type": "integer",
+                    "example": 1
                 }
             }
         },
@@ -1161,6 +1594,88 @@ const docTemplate = `{
                         "failed"
                     ],
                     "example": "succeeded"
+                }
+            }
+        },
+        "handlers.ShippingAddress": {
+            "type": "object",
+            "required": [
+                "city",
+                "country",
+                "line1",
+                "name"
+            ],
+            "properties": {
+                "city": {
+                    "description": "City is 1-255 characters.",
+                    "type": "string",
+                    "maxLength": 255,
+                    "minLength": 1,
+                    "example": "São Paulo"
+                },
+                "country": {
+                    "description": "Country is an ISO 3166-1 alpha-2 code in upper case.",
+                    "type": "string",
+                    "maxLength": 2,
+                    "minLength": 2,
+                    "example": "BR"
+                },
+                "line1": {
+                    "description": "Line1 is the street and number (1-255 characters).",
+                    "type": "string",
+                    "maxLength": 255,
+                    "minLength": 1,
+                    "example": "Rua Augusta, 1500"
+                },
+                "line2": {
+                    "description": "Line2 is the rest (apartment, floor), or empty (at most 255 characters).",
+                    "type": "string",
+                    "maxLength": 255,
+                    "example": "Apto 42"
+                },
+                "name": {
+                    "description": "Name is who receives the parcel (1-255 characters).",
+                    "type": "string",
+                    "maxLength": 255,
+                    "minLength": 1,
+                    "example": "Ada Lovelace"
+                },
+                "postal_code": {
+                    "description": "PostalCode is empty where the country has none (at most 20 characters).",
+                    "type": "string",
+                    "maxLength": 20,
+                    "example": "01304-001"
+                }
+            }
+        },
+        "handlers.StoredResponse": {
+            "type": "object",
+            "properties": {
+                "body": {
+                    "description": "Body is the stored body, byte for byte what a replay sends when\nbody_encoding is base64; as a JSON value (the same value, perhaps\nspaced differently) when it is json.",
+                    "type": "object"
+                },
+                "body_encoding": {
+                    "description": "BodyEncoding says how Body is given: json, the body itself as a\nJSON value (a JSON content type); base64, the body's bytes as a\nbase64 string (anything else, or an empty body).",
+                    "type": "string",
+                    "enum": [
+                        "json",
+                        "base64"
+                    ],
+                    "example": "json"
+                },
+                "content_type": {
+                    "description": "ContentType and Location are the headers a replay sends; Location\nis null when the answer had none.",
+                    "type": "string",
+                    "example": "application/json"
+                },
+                "location": {
+                    "type": "string",
+                    "example": "/v1/payments/pay_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"
+                },
+                "status": {
+                    "type": "integer",
+                    "example": 201
                 }
             }
         },

@@ -43,9 +43,12 @@ import (
 	"github.com/idemkeys/payments/internal/handlers"
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/merchants"
+	"github.com/idemkeys/payments/internal/metrics"
+	"github.com/idemkeys/payments/internal/outbox"
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/provider"
 	"github.com/idemkeys/payments/internal/provider/paymentsport"
+	"github.com/idemkeys/payments/internal/redisconn"
 	"github.com/idemkeys/payments/migrations"
 )
 
@@ -179,6 +182,7 @@ type app struct {
 	db       *database.DB
 	workers  []func(ctx context.Context)
 	provider *provider.Running // the in-process provider, if any
+	closers  []func() error
 }
 
 // newApp wires the program for cfg. ln is the API's listener: the
@@ -219,20 +223,61 @@ func newApp(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Lis
 	providerClient := provider.NewClient(providerURL, provider.ClientOptions{Timeout: cfg.ProviderTimeout})
 
 	clock := idempotency.SystemClock{}
-	idemStore := idempotency.NewGormStore(db.DB)
-	keeper := idempotency.NewKeeper(idemStore, db.DB, clock, idempotency.Config{
+	cipher, err := responseCipher(cfg, log)
+	if err != nil {
+		_ = a.close(ctx)
+		return nil, err
+	}
+	var storeOpts []idempotency.StoreOption
+	if cipher != nil {
+		storeOpts = append(storeOpts, idempotency.WithCipher(cipher))
+	}
+	idemStore := idempotency.NewGormStore(db.DB, storeOpts...)
+	// Every layer reports to one registry through the hooks it offers;
+	// records is the store as the keeper and the janitor use it, its
+	// failures counted.
+	m := metrics.New()
+	records := m.InstrumentStore(idemStore, string(db.Dialect))
+	idemCfg := idempotency.Config{
 		TTL:          cfg.IdempotencyTTL,
 		LockTimeout:  cfg.IdempotencyLockTimeout,
 		Wait:         cfg.IdempotencyWait,
 		MaxBodyBytes: cfg.MaxBodyBytes,
-	}, handlers.MerchantID, handlers.RenderError, log)
+		Observer:     m.IdempotencyObserver(),
+	}
+	var redisPinger handlers.Pinger
+	var publisher outbox.Publisher = outbox.LogPublisher{Log: log.With("component", "outbox")}
+	if cfg.RedisURL != "" {
+		// Redis accelerates (replays, wake-ups, the shared rate limit);
+		// PostgreSQL stays the truth, so Redis being down at start is no
+		// reason to refuse to start.
+		client, err := redisconn.Open(cfg.RedisURL, redisconn.Options{Timeout: cfg.RedisTimeout})
+		if err != nil {
+			_ = a.close(ctx)
+			return nil, err
+		}
+		cache := idempotency.NewRedisCache(client, log.With("component", "redis"))
+		if cipher != nil {
+			cache.WithCipher(cipher)
+		}
+		a.closers = append(a.closers, func() error { cache.Close(); return client.Close() })
+		idemCfg.Cache = cache
+		redisPinger = cache
+		publisher = outbox.RedisStreamPublisher{Client: client}
+		if cfg.RateLimitNewKeys > 0 {
+			idemCfg.Limiter = idempotency.NewRedisLimiter(client, cfg.RateLimitNewKeys, cfg.RateLimitWindow)
+		}
+	}
+	keeper := idempotency.NewKeeper(records, db.DB, clock, idemCfg, handlers.MerchantID, handlers.RenderError, log)
 
 	store := payments.NewGormStore(db.DB)
 	opts = append([]payments.Option{
-		payments.WithPayments(store, paymentsport.New(providerClient)),
+		payments.WithPayments(store, m.InstrumentProvider(paymentsport.New(providerClient))),
 		payments.WithResolved(handlers.NewRecordFinisher(keeper, log)),
+		payments.WithEvents(store),
 	}, opts...)
 	service := payments.NewService(store, time.Now, opts...)
+	m.WatchDatabase(idemStore, store, 2*time.Second)
 
 	secret := cfg.ProviderWebhookSecret
 	router := handlers.NewRouter(handlers.Deps{
@@ -247,16 +292,25 @@ func newApp(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Lis
 		},
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Database:     db,
+		Redis:        redisPinger,
+
+		IdempotencyKeys: keeper,
+		HashKey:         handlers.NewKeyHasher([]byte(cfg.LogKeySecret)),
+		Middleware:      []gin.HandlerFunc{m.HTTPMiddleware()},
 	})
 	handlers.RegisterSwagger(router)
+	router.GET("/metrics", gin.WrapH(m.Handler()))
 	a.handler = router
 
-	janitor := idempotency.NewJanitor(idemStore, clock, idempotency.JanitorConfig{Interval: cfg.JanitorInterval}, log)
+	janitor := idempotency.NewJanitor(records, clock, idempotency.JanitorConfig{Interval: cfg.JanitorInterval}, log)
+	janitor.OnPurge = m.Purged
 	reconciler := payments.NewReconciler(service, payments.ReconcilerConfig{
 		Interval:   cfg.ReconcileInterval,
 		PendingAge: cfg.IdempotencyLockTimeout,
+		OnResult:   m.Reconciled,
 	}, log)
-	a.workers = []func(context.Context){janitor.Run, reconciler.Run}
+	dispatcher := outbox.NewDispatcher(db.DB, publisher, cfg.OutboxInterval, log.With("component", "outbox"))
+	a.workers = []func(context.Context){janitor.Run, reconciler.Run, dispatcher.Run}
 	return a, nil
 }
 
@@ -265,6 +319,9 @@ func (a *app) close(ctx context.Context) error {
 	var errs []error
 	if a.provider != nil {
 		errs = append(errs, a.provider.Shutdown(ctx))
+	}
+	for _, c := range a.closers {
+		errs = append(errs, c())
 	}
 	errs = append(errs, a.db.Close())
 	return errors.Join(errs...)
@@ -296,6 +353,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	defer func() {
 		stopWorkers()
 		workers.Wait()
+		log.Info("workers stopped")
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if err := a.close(closeCtx); err != nil {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/config"
@@ -415,8 +416,9 @@ func TestCrashAtEveryRecoveryPoint(t *testing.T) {
 
 // startApp serves newApp in-process with extra service options, for tests
 // that need a hook inside the payment flow.
-func startApp(t *testing.T, environ []string, opts ...payments.Option) string {
+func startApp(t testing.TB, environ []string, opts ...payments.Option) string {
 	t.Helper()
+	gin.SetMode(gin.ReleaseMode)
 	cfg, err := config.Load(append([]string{"LOG_LEVEL=error"}, environ...))
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -19,6 +19,10 @@ type Config struct {
 	DatabaseURL            string        `env:"DATABASE_URL"`
 	SQLitePath             string        `env:"SQLITE_PATH" envDefault:"data/payments.db"`
 	RedisURL               string        `env:"REDIS_URL"`
+	RedisTimeout           time.Duration `env:"REDIS_TIMEOUT" envDefault:"200ms"`
+	RateLimitNewKeys       int           `env:"RATE_LIMIT_NEW_KEYS" envDefault:"0"`
+	RateLimitWindow        time.Duration `env:"RATE_LIMIT_WINDOW" envDefault:"1m"`
+	OutboxInterval         time.Duration `env:"OUTBOX_INTERVAL" envDefault:"200ms"`
 	ProviderURL            string        `env:"PROVIDER_URL"`
 	ProviderTimeout        time.Duration `env:"PROVIDER_TIMEOUT" envDefault:"5s"`
 	IdempotencyTTL         time.Duration `env:"IDEMPOTENCY_TTL" envDefault:"24h"`
@@ -33,6 +37,11 @@ type Config struct {
 	DBConnectTimeout       time.Duration `env:"DB_CONNECT_TIMEOUT" envDefault:"30s"`
 	JanitorInterval        time.Duration `env:"JANITOR_INTERVAL" envDefault:"1m"`
 	LogLevel               string        `env:"LOG_LEVEL" envDefault:"info"`
+
+	// Secrets (secrets.go); no error message or log line ever shows them.
+	LogKeySecret            string `env:"LOG_KEY_SECRET"`
+	ResponseEncryptionKeys  string `env:"RESPONSE_ENCRYPTION_KEYS"`
+	ResponseEncryptionKeyID string `env:"RESPONSE_ENCRYPTION_KEY_ID"`
 }
 
 // Load parses the settings from environ (KEY=value pairs, as os.Environ
@@ -82,6 +91,15 @@ func (c Config) validate() error {
 	if c.ProviderURL != "" && !strings.HasPrefix(c.ProviderURL, "http://") && !strings.HasPrefix(c.ProviderURL, "https://") {
 		errs = append(errs, errors.New("PROVIDER_URL must be empty (in-process provider) or an http(s):// URL"))
 	}
+	positive("REDIS_TIMEOUT", c.RedisTimeout)
+	positive("RATE_LIMIT_WINDOW", c.RateLimitWindow)
+	positive("OUTBOX_INTERVAL", c.OutboxInterval)
+	if c.RateLimitNewKeys < 0 {
+		errs = append(errs, fmt.Errorf("RATE_LIMIT_NEW_KEYS must be 0 (off) or positive, got %d", c.RateLimitNewKeys))
+	}
+	if c.RateLimitNewKeys > 0 && c.RedisURL == "" {
+		errs = append(errs, errors.New("RATE_LIMIT_NEW_KEYS needs REDIS_URL: the limit is shared by every instance through Redis"))
+	}
 	if c.MaxBodyBytes <= 0 {
 		errs = append(errs, fmt.Errorf("MAX_BODY_BYTES must be positive, got %d", c.MaxBodyBytes))
 	}
@@ -96,6 +114,7 @@ func (c Config) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("LOG_LEVEL must be debug, info, warn or error, got %q", c.LogLevel))
 	}
+	errs = append(errs, c.validateSecrets()...)
 	return errors.Join(errs...)
 }
 

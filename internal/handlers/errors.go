@@ -59,11 +59,12 @@ func RenderError(c *gin.Context, err error) {
 // is 503 whatever was being attempted.
 func problemFor(c *gin.Context, err error) problem.Problem {
 	var (
-		tooLarge   *http.MaxBytesError
-		inProgress *idempotency.InProgressError
-		invalid    *payments.ValidationError
-		badRequest *requestError
-		declined   *payments.DeclinedError
+		tooLarge    *http.MaxBytesError
+		inProgress  *idempotency.InProgressError
+		rateLimited *idempotency.RateLimitedError
+		invalid     *payments.ValidationError
+		badRequest  *requestError
+		declined    *payments.DeclinedError
 	)
 	switch {
 	case errors.As(err, &tooLarge):
@@ -73,7 +74,7 @@ func problemFor(c *gin.Context, err error) problem.Problem {
 	case errors.Is(err, database.ErrUnavailable):
 		c.Header("Retry-After", "1")
 		return problem.New(http.StatusServiceUnavailable, problem.CodeServiceUnavailable, "Service unavailable",
-			"The database cannot be reached; nothing was done. Retry later with the same Idempotency-Key.")
+			"The database cannot be reached. Retry later with the same Idempotency-Key: an operation already under way resumes where it stopped, and nothing happens twice.")
 
 	case errors.Is(err, idempotency.ErrKeyMissing):
 		return problem.New(http.StatusBadRequest, problem.CodeIdempotencyKeyMissing, "Idempotency key missing",
@@ -93,6 +94,11 @@ func problemFor(c *gin.Context, err error) problem.Problem {
 		c.Header("Retry-After", retryAfterSeconds(inProgress.RetryAfter))
 		return problem.New(http.StatusConflict, problem.CodeIdempotencyInProgress, "Request in progress",
 			"The original request with this Idempotency-Key is still running. Retry after the time in Retry-After to get its result.")
+
+	case errors.As(err, &rateLimited):
+		c.Header("Retry-After", retryAfterSeconds(rateLimited.RetryAfter))
+		return problem.New(http.StatusTooManyRequests, problem.CodeRateLimited, "Rate limited",
+			"Too many new Idempotency-Keys from this merchant; nothing was done. Retry after the time in Retry-After. Retries of existing keys are never limited.")
 
 	case errors.Is(err, idempotency.ErrFenced):
 		// Another request took this key's operation over while this one ran
@@ -140,6 +146,10 @@ func problemFor(c *gin.Context, err error) problem.Problem {
 		return problem.New(http.StatusConflict, problem.CodeRefundExceedsPayment, "Refund exceeds payment",
 			"The refund is larger than what is left to refund of the payment, or the payment has not succeeded.")
 
+	case errors.Is(err, payments.ErrVersionMismatch):
+		return problem.New(http.StatusPreconditionFailed, problem.CodeVersionMismatch, "Version mismatch",
+			"The order has changed since the version in If-Match; nothing was changed. Fetch it again (its ETag is the current version), decide again, and send the new ETag.")
+
 	case errors.Is(err, payments.ErrProviderUnavailable):
 		return problem.New(http.StatusBadGateway, problem.CodeProviderUnavailable, "Provider unavailable",
 			"The payment provider failed before doing anything; nothing was charged. Retry with the same Idempotency-Key: it resumes the same operation.")
@@ -147,6 +157,12 @@ func problemFor(c *gin.Context, err error) problem.Problem {
 	case errors.Is(err, payments.ErrNotFound):
 		return problem.New(http.StatusNotFound, problem.CodeNotFound, "Not found",
 			"No resource with this id exists for your account.")
+
+	case errors.Is(err, idempotency.ErrNotFound):
+		// Only the key introspection route lets it through: the middleware
+		// handles a missing record itself.
+		return problem.New(http.StatusNotFound, problem.CodeNotFound, "Not found",
+			"No live record exists under this Idempotency-Key for your account: never used, expired, or given back after an answer that is not kept.")
 
 	case errors.Is(err, errNoRoute):
 		return problem.New(http.StatusNotFound, problem.CodeNotFound, "Not found",

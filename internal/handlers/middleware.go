@@ -14,6 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/merchants"
 )
 
@@ -38,8 +39,10 @@ const HeaderRequestID = "X-Request-Id"
 
 // requestContext gives the request an id and a logger that carries it, and
 // writes one access log line when the request is done. The line holds no
-// header values: API keys and idempotency keys never reach the logs.
-func requestContext(log *slog.Logger) gin.HandlerFunc {
+// header values: API keys never reach the logs, and an idempotency key only
+// as hashKey's short keyed hash (idempotency_key_hash), which is enough to
+// follow one key's retries through the logs.
+func requestContext(log *slog.Logger, hashKey func(key string) string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := time.Now()
 		id := c.GetHeader(HeaderRequestID)
@@ -52,14 +55,24 @@ func requestContext(log *slog.Logger) gin.HandlerFunc {
 
 		c.Next()
 
-		reqLog.LogAttrs(c.Request.Context(), slog.LevelInfo, "request",
+		path, key := c.Request.URL.Path, c.GetHeader(idempotency.HeaderKey)
+		if k, ok := strings.CutPrefix(path, idempotencyKeysPrefix); ok {
+			// The path holds a key itself (whether a route matched or
+			// not): log the route instead.
+			path, key = routeIdempotencyKey, k
+		}
+		attrs := []slog.Attr{
 			slog.String("method", c.Request.Method),
 			slog.String("route", c.FullPath()),
-			slog.String("path", c.Request.URL.Path),
+			slog.String("path", path),
 			slog.Int("status", c.Writer.Status()),
 			slog.String("merchant_id", MerchantID(c)),
 			slog.Duration("duration", time.Since(start)),
-		)
+		}
+		if key != "" {
+			attrs = append(attrs, slog.String("idempotency_key_hash", hashKey(key)))
+		}
+		reqLog.LogAttrs(c.Request.Context(), slog.LevelInfo, "request", attrs...)
 	}
 }
 

@@ -25,6 +25,15 @@ type OrderService interface {
 	// returns a *payments.ValidationError or an error wrapping
 	// database.ErrUnavailable.
 	ListOrders(ctx context.Context, merchantID string, q payments.ListQuery) ([]payments.Order, bool, error)
+	// SetShippingAddress makes addr the order's shipping address; an
+	// identical address changes nothing. It returns a
+	// *payments.ValidationError or an error wrapping payments.ErrNotFound,
+	// payments.ErrVersionMismatch, payments.ErrOrderAlreadyPaid or
+	// database.ErrUnavailable.
+	SetShippingAddress(ctx context.Context, merchantID, id string, addr payments.ShippingAddress, pre payments.Precondition) (payments.Order, error)
+	// AddOrderItem appends item to the order, in the transaction carried by
+	// ctx, if any. Errors as for SetShippingAddress.
+	AddOrderItem(ctx context.Context, merchantID, id string, item payments.Item, pre payments.Precondition) (payments.Order, error)
 }
 
 // The DTOs below are the wire format. Their struct tags document the rules
@@ -66,6 +75,14 @@ type OrderResponse struct {
 	AmountTotal int64             `json:"amount_total" example:"2500"`
 	Status      string            `json:"status" enums:"pending_payment,paid" example:"pending_payment"`
 	Metadata    map[string]string `json:"metadata"`
+	// ShippingAddress is null until PUT /v1/orders/{id}/shipping-address
+	// sets it.
+	ShippingAddress *ShippingAddress `json:"shipping_address"`
+	// Version counts the order's changes; the ETag header of a GET or of a
+	// write carries it too, quoted. It is in the body as well because a
+	// replayed answer carries only the stored body (and Location), not the
+	// ETag.
+	Version int64 `json:"version" example:"1"`
 	// CreatedAt is RFC 3339 in UTC.
 	CreatedAt time.Time `json:"created_at" example:"2025-06-01T12:00:00.123456Z"`
 }
@@ -96,6 +113,7 @@ type orderHandlers struct {
 //	@Param			order			body		CreateOrderRequest	true	"The order"
 //	@Success		201				{object}	OrderResponse
 //	@Header			201				{string}	Location			"/v1/orders/{id}"
+//	@Header			201				{string}	ETag				"The order's version as a strong entity tag (not on a replay, whose body carries the version)"
 //	@Header			201				{string}	Idempotent-Replayed	"true when this answer replays a stored one"
 //	@Failure		400				{object}	problem.Problem		"validation_failed, idempotency_key_missing or idempotency_key_invalid"
 //	@Failure		401				{object}	problem.Problem		"unauthorized"
@@ -120,6 +138,7 @@ func (h *orderHandlers) createOrder(c *gin.Context) {
 		return
 	}
 	c.Header("Location", "/v1/orders/"+o.ID)
+	c.Header("ETag", etag(o.Version))
 	c.JSON(http.StatusCreated, toOrderResponse(o))
 }
 
@@ -132,6 +151,7 @@ func (h *orderHandlers) createOrder(c *gin.Context) {
 //	@Security		ApiKeyAuth
 //	@Param			id	path		string	true	"Order id"	example(ord_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
 //	@Success		200	{object}	OrderResponse
+//	@Header			200	{string}	ETag			"The order's version as a strong entity tag (the number in double quotes). Send it back in If-Match to change the order only if nobody changed it since."
 //	@Failure		401	{object}	problem.Problem	"unauthorized"
 //	@Failure		404	{object}	problem.Problem	"not_found"
 //	@Failure		500	{object}	problem.Problem	"internal_error"
@@ -144,6 +164,7 @@ func (h *orderHandlers) getOrder(c *gin.Context) {
 		RenderError(c, err)
 		return
 	}
+	c.Header("ETag", etag(o.Version))
 	c.JSON(http.StatusOK, toOrderResponse(o))
 }
 
@@ -221,15 +242,17 @@ func toOrderResponse(o payments.Order) OrderResponse {
 		metadata = map[string]string{} // always an object on the wire, never null
 	}
 	return OrderResponse{
-		ID:          o.ID,
-		Object:      "order",
-		CustomerID:  o.CustomerID,
-		Currency:    o.Currency,
-		Items:       items,
-		AmountTotal: o.AmountTotal,
-		Status:      string(o.Status),
-		Metadata:    metadata,
-		CreatedAt:   o.CreatedAt.UTC(),
+		ID:              o.ID,
+		Object:          "order",
+		CustomerID:      o.CustomerID,
+		Currency:        o.Currency,
+		Items:           items,
+		AmountTotal:     o.AmountTotal,
+		Status:          string(o.Status),
+		Metadata:        metadata,
+		ShippingAddress: toShippingAddressResponse(o.ShippingAddress),
+		Version:         o.Version,
+		CreatedAt:       o.CreatedAt.UTC(),
 	}
 }
 

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"log/slog"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 )
@@ -43,6 +44,13 @@ type Deps struct {
 	Redis Pinger
 	// MaxBodyBytes bounds request bodies; zero means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// IdempotencyKeys serves GET /v1/idempotency-keys/{key}
+	// (idempotency.Keeper); nil leaves the route out.
+	IdempotencyKeys KeyLookup
+	// HashKey turns an Idempotency-Key into the short keyed hash the
+	// access log carries instead (NewKeyHasher); nil means NewKeyHasher
+	// with a random per-process secret.
+	HashKey func(key string) string
 	// Middleware runs on every request (metrics, tracing), after the
 	// request id, logging and recovery and before authentication. Gin applies
 	// middleware only to routes registered after it, so it must come in here
@@ -73,6 +81,10 @@ func NewRouter(d Deps) *gin.Engine {
 	if log == nil {
 		log = slog.Default()
 	}
+	hashKey := d.HashKey
+	if hashKey == nil {
+		hashKey = NewKeyHasher(nil)
+	}
 	maxBody := d.MaxBodyBytes
 	if maxBody <= 0 {
 		maxBody = DefaultMaxBodyBytes
@@ -83,7 +95,7 @@ func NewRouter(d Deps) *gin.Engine {
 	// client address for anything that matters, and must not believe
 	// X-Forwarded-For from anyone.
 	_ = r.SetTrustedProxies(nil)
-	r.Use(requestContext(log), recovery())
+	r.Use(requestContext(log, hashKey), recovery())
 	r.Use(d.Middleware...)
 
 	auth := authenticate(d.Auth)
@@ -103,6 +115,15 @@ func NewRouter(d Deps) *gin.Engine {
 	v1.POST("/orders", d.IdempotentAtomic, orders.createOrder)
 	v1.GET("/orders", orders.listOrders)
 	v1.GET("/orders/:id", orders.getOrder)
+	// Desired state needs no key: repeating the PUT is harmless by itself.
+	// Adding an item is cumulative, so it is keyed like creating an order.
+	v1.PUT("/orders/:id/shipping-address", orders.putShippingAddress)
+	v1.POST("/orders/:id/items", d.IdempotentAtomic, orders.addOrderItem)
+
+	if d.IdempotencyKeys != nil {
+		keys := &keyHandlers{keys: d.IdempotencyKeys}
+		v1.GET(strings.TrimPrefix(routeIdempotencyKey, "/v1"), keys.getIdempotencyKey)
+	}
 
 	if d.Payments != nil {
 		// Guarded, not Atomic: a provider call cannot roll back with a

@@ -139,6 +139,7 @@ func TestCreateAndGetOrder(t *testing.T) {
 				"object": "order", "customer_id": "cus_1", "currency": "BRL",
 				"items":        []any{map[string]any{"sku": "SKU-1", "name": "Coffee", "quantity": 2.0, "unit_amount": 1250.0}},
 				"amount_total": 2500.0, "status": "pending_payment", "metadata": map[string]any{},
+				"shipping_address": nil, "version": 1.0,
 			}, got)
 			require.Equal(t, int64(1), a.orders())
 

@@ -41,3 +41,11 @@ var (
 	// record over, so the caller must not write.
 	ErrFenced = errors.New("idempotency record owned by another request")
 )
+
+// RateLimitedError says the merchant started too many new keys; RetryAfter
+// is when the next one will be accepted.
+type RateLimitedError struct {
+	RetryAfter time.Duration
+}
+
+func (e *RateLimitedError) Error() string { return "too many new idempotency keys" }

@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"gorm.io/gorm"
@@ -16,11 +17,17 @@ import (
 // the owner may make.
 type GormStore struct {
 	db *gorm.DB
+	// cipher, when set, encrypts stored response bodies (WithCipher).
+	cipher *ResponseCipher
 }
 
 // NewGormStore returns a Store over db (migrated with migrations/).
-func NewGormStore(db *gorm.DB) *GormStore {
-	return &GormStore{db: db}
+func NewGormStore(db *gorm.DB, opts ...StoreOption) *GormStore {
+	s := &GormStore{db: db}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // recordRow is the table row; it never leaves this file.
@@ -37,6 +44,7 @@ type recordRow struct {
 	ResponseStatus  *int
 	ResponseHeaders *string
 	ResponseBody    []byte
+	ResponseKeyID   *string // the key ResponseBody is encrypted with; nil: in clear
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 	ExpiresAt       time.Time
@@ -52,26 +60,30 @@ func (recordRow) TableName() string { return "idempotency_records" }
 const insertSQL = `
 INSERT INTO idempotency_records AS r (
     merchant_id, idempotency_key, method, path, fingerprint, state, recovery_point,
-    fence, locked_until, response_status, response_headers, response_body,
+    fence, locked_until, response_status, response_headers, response_body, response_key_id,
     created_at, updated_at, expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?)
+VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (merchant_id, idempotency_key) DO UPDATE SET
     method = excluded.method, path = excluded.path, fingerprint = excluded.fingerprint,
     state = excluded.state, recovery_point = excluded.recovery_point,
     fence = r.fence + 1, locked_until = excluded.locked_until,
     response_status = excluded.response_status, response_headers = excluded.response_headers,
-    response_body = excluded.response_body, created_at = excluded.created_at,
+    response_body = excluded.response_body, response_key_id = excluded.response_key_id,
+    created_at = excluded.created_at,
     updated_at = excluded.updated_at, expires_at = excluded.expires_at
 WHERE r.expires_at <= excluded.created_at
 RETURNING fence`
 
 // Insert implements Store.
 func (s *GormStore) Insert(ctx context.Context, rec *Record) error {
-	status, headers, body := encodeResponse(rec.Response)
+	status, headers, body, keyID, err := s.encodeResponse(rec.MerchantID, rec.Key, rec.Response)
+	if err != nil {
+		return err
+	}
 	var fences []int64
-	err := database.Conn(ctx, s.db).Raw(insertSQL,
+	err = database.Conn(ctx, s.db).Raw(insertSQL,
 		rec.MerchantID, rec.Key, rec.Method, rec.Path, rec.Fingerprint, string(rec.State), rec.RecoveryPoint,
-		rec.LockedUntil, status, headers, body, rec.CreatedAt, rec.UpdatedAt, rec.ExpiresAt,
+		rec.LockedUntil, status, headers, body, keyID, rec.CreatedAt, rec.UpdatedAt, rec.ExpiresAt,
 	).Scan(&fences).Error
 	if err != nil {
 		return database.Classify(err)
@@ -95,7 +107,7 @@ func (s *GormStore) Get(ctx context.Context, merchantID, key string, now time.Ti
 	if len(rows) == 0 {
 		return nil, ErrNotFound
 	}
-	return toRecord(rows[0])
+	return s.toRecord(rows[0])
 }
 
 // TakeOver implements Store.
@@ -117,12 +129,15 @@ WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executi
 
 // Complete implements Store.
 func (s *GormStore) Complete(ctx context.Context, merchantID, key string, fence int64, resp Response, now time.Time) error {
-	status, headers, body := encodeResponse(&resp)
+	status, headers, body, keyID, err := s.encodeResponse(merchantID, key, &resp)
+	if err != nil {
+		return err
+	}
 	return s.fenced(database.Conn(ctx, s.db).Exec(`
 UPDATE idempotency_records SET state = 'completed', locked_until = ?, updated_at = ?,
-    response_status = ?, response_headers = ?, response_body = ?
+    response_status = ?, response_headers = ?, response_body = ?, response_key_id = ?
 WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executing'`,
-		now, now, status, headers, body, merchantID, key, fence))
+		now, now, status, headers, body, keyID, merchantID, key, fence))
 }
 
 // Release implements Store.
@@ -173,16 +188,25 @@ func (s *GormStore) fenced(res *gorm.DB) error {
 	return nil
 }
 
-func encodeResponse(r *Response) (status *int, headers *string, body []byte) {
+// encodeResponse spells r as its columns; with a cipher, the body is
+// encrypted for the record (merchantID, key) and keyID names the key.
+func (s *GormStore) encodeResponse(merchantID, key string, r *Response) (status *int, headers *string, body []byte, keyID *string, err error) {
 	if r == nil {
-		return nil, nil, nil
+		return nil, nil, nil, nil, nil
 	}
 	st := r.Status
 	h := encodeHeaders(r.ContentType, r.Location)
-	return &st, &h, r.Body
+	if s.cipher == nil {
+		return &st, &h, r.Body, nil, nil
+	}
+	id, sealed, err := s.cipher.seal(merchantID, key, r.Body)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return &st, &h, sealed, &id, nil
 }
 
-func toRecord(row recordRow) (*Record, error) {
+func (s *GormStore) toRecord(row recordRow) (*Record, error) {
 	rec := &Record{
 		MerchantID:    row.MerchantID,
 		Key:           row.IdempotencyKey,
@@ -199,6 +223,16 @@ func toRecord(row recordRow) (*Record, error) {
 	}
 	if row.ResponseStatus != nil {
 		resp := &Response{Status: *row.ResponseStatus, Body: row.ResponseBody}
+		if row.ResponseKeyID != nil {
+			if s.cipher == nil {
+				return nil, fmt.Errorf("%w: %q (response encryption is off)", ErrResponseKeyUnknown, *row.ResponseKeyID)
+			}
+			body, err := s.cipher.open(row.MerchantID, row.IdempotencyKey, *row.ResponseKeyID, row.ResponseBody)
+			if err != nil {
+				return nil, err
+			}
+			resp.Body = body
+		}
 		if resp.Body == nil {
 			resp.Body = []byte{}
 		}

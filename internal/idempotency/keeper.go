@@ -25,6 +25,11 @@ type Config struct {
 	MaxBodyBytes int64
 	// Observer hears every decision (metrics); nil hears nothing.
 	Observer Observer
+	// Cache, if set, serves replays and cross-instance wake-ups (Redis);
+	// the Store stays the source of truth.
+	Cache Cache
+	// Limiter, if set, bounds how many new keys a merchant may start.
+	Limiter Limiter
 }
 
 // ErrorRenderer writes the answer for an error of this package (or of the
@@ -47,6 +52,7 @@ type Keeper struct {
 	log      *slog.Logger
 	flights  *flights
 	obs      Observer
+	cache    Cache
 }
 
 // NewKeeper builds the middleware. db is used to open the transaction of
@@ -59,7 +65,7 @@ func NewKeeper(store Store, db *gorm.DB, clock Clock, cfg Config, merchant Merch
 	if obs == nil {
 		obs = noObserver{}
 	}
-	return &Keeper{store: store, db: db, clock: clock, cfg: cfg, merchant: merchant, render: render, log: log, flights: newFlights(), obs: obs}
+	return &Keeper{store: store, db: db, clock: clock, cfg: cfg, merchant: merchant, render: render, log: log, flights: newFlights(), obs: obs, cache: cfg.Cache}
 }
 
 // Lease is the ownership of a record held by a Guarded request. The handler
@@ -131,5 +137,10 @@ func (k *Keeper) Finish(ctx context.Context, merchantID, key, resourceID string,
 		}
 		return err
 	}
-	return k.store.Complete(ctx, merchantID, key, rec.Fence+1, resp, now)
+	if err := k.store.Complete(ctx, merchantID, key, rec.Fence+1, resp, now); err != nil {
+		return err
+	}
+	rec.State, rec.Response = StateCompleted, &resp
+	k.published(ctx, rec)
+	return nil
 }

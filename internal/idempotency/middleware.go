@@ -62,6 +62,13 @@ func (k *Keeper) serve(c *gin.Context, atomic bool) {
 	waitCtx, cancel := context.WithTimeout(c.Request.Context(), k.cfg.Wait)
 	defer cancel()
 
+	// A completed record in the cache answers without the database: a
+	// replay, or the 422 of a different request.
+	if rec := k.cacheGet(c.Request.Context(), req); rec != nil {
+		k.resolve(c, req, rec, atomic, waitCtx)
+		return
+	}
+
 	// Only identical requests share a flight: a different request under
 	// the same key goes straight to the database and its 422.
 	id := req.merchantID + "\x00" + req.key + "\x00" + req.fingerprint
@@ -81,9 +88,10 @@ func (k *Keeper) serve(c *gin.Context, atomic bool) {
 	var landed *Record
 	defer func() { k.flights.land(id, fl, landed) }()
 
-	if waited {
-		// Another request with this key just ran here: a record most likely
-		// exists, so read it before doing any work.
+	if waited || k.cfg.Limiter != nil {
+		// Another request with this key just ran here, so a record most
+		// likely exists; or new keys are rate-limited, and only a key with
+		// no record is new. Read the record before doing any work.
 		rec, err := k.store.Get(c.Request.Context(), req.merchantID, req.key, k.clock.Now())
 		switch {
 		case err == nil:
@@ -91,6 +99,12 @@ func (k *Keeper) serve(c *gin.Context, atomic bool) {
 			return
 		case !errors.Is(err, ErrNotFound):
 			k.fail(c, err)
+			return
+		}
+	}
+	if k.cfg.Limiter != nil {
+		if retryAfter, ok := k.cfg.Limiter.AllowNewKey(c.Request.Context(), req.merchantID); !ok {
+			k.fail(c, &RateLimitedError{RetryAfter: retryAfter})
 			return
 		}
 	}
@@ -180,8 +194,17 @@ func (k *Keeper) runAtomic(c *gin.Context, req request, waitCtx context.Context)
 	case err == nil:
 		k.obs.Outcome(c.FullPath(), OutcomeExecuted)
 		cw.flush()
+		k.published(baseCtx, stored)
 		return stored
 	case errors.Is(err, errNotKept):
+		// An answer that is not kept may still be a retry's view of a
+		// finished operation: adding an item under If-Match is refused
+		// once the first attempt has moved the version. If the key holds a
+		// record, that record answers (a replay, or a 422), not the
+		// handler's second opinion.
+		if rec, gerr := k.store.Get(baseCtx, req.merchantID, req.key, k.clock.Now()); gerr == nil {
+			return k.resolve(c, req, rec, true, waitCtx)
+		}
 		k.obs.Outcome(c.FullPath(), OutcomeExecuted)
 		cw.flush()
 		return nil
@@ -217,7 +240,7 @@ func (k *Keeper) reserve(c *gin.Context, req request, waitCtx context.Context) *
 	err := k.store.Insert(ctx, rec)
 	switch {
 	case err == nil:
-		return k.execute(c, req, rec.Fence, PointStarted, OutcomeExecuted)
+		return k.execute(c, req, rec.Fence, PointStarted, rec.ExpiresAt, OutcomeExecuted)
 	case errors.Is(err, ErrKeyExists):
 		existing, err := k.store.Get(ctx, req.merchantID, req.key, k.clock.Now())
 		if errors.Is(err, ErrNotFound) {
@@ -237,7 +260,7 @@ func (k *Keeper) reserve(c *gin.Context, req request, waitCtx context.Context) *
 
 // execute runs the handler as the owner of the record (fence) and then keeps
 // or releases the answer.
-func (k *Keeper) execute(c *gin.Context, req request, fence int64, point string, outcome Outcome) *Record {
+func (k *Keeper) execute(c *gin.Context, req request, fence int64, point string, expiresAt time.Time, outcome Outcome) *Record {
 	baseCtx := c.Request.Context()
 	lease := &Lease{store: k.store, clock: k.clock, merchantID: req.merchantID, key: req.key, fence: fence, point: point}
 	cw := newCaptureWriter(c.Writer)
@@ -273,11 +296,17 @@ func (k *Keeper) execute(c *gin.Context, req request, fence int64, point string,
 	now := k.clock.Now()
 	if !Kept(resp.Status) {
 		if err := k.store.Release(ctx, req.merchantID, req.key, fence, now); err != nil && !errors.Is(err, ErrFenced) {
-			// The record stays locked until its lock times out; a retry
-			// recovers it then. The answer itself stands.
-			k.log.WarnContext(ctx, "idempotency: release failed", "error", err)
+			// Most likely the database is away (this answer may well be its
+			// 503). Keep trying in the background, so the key is free as
+			// soon as the database is back rather than when the lock
+			// times out; the write is fenced, so a late one is harmless.
+			k.log.WarnContext(ctx, "idempotency: release failed; retrying in the background", "error", err)
+			k.retryLater(func(ctx context.Context) error {
+				return k.store.Release(ctx, req.merchantID, req.key, fence, k.clock.Now())
+			})
 		}
 		cw.flush()
+		k.released(ctx, req.merchantID, req.key)
 		return nil
 	}
 	err := k.store.Complete(ctx, req.merchantID, req.key, fence, resp, now)
@@ -290,17 +319,25 @@ func (k *Keeper) execute(c *gin.Context, req request, fence int64, point string,
 		return nil
 	case err != nil:
 		// The effect happened and the answer is true, but it could not be
-		// stored. The record stays executing at its last recovery point, and
-		// a retry after the lock timeout resumes there and stores the answer.
-		k.log.WarnContext(ctx, "idempotency: storing the response failed", "error", err)
+		// stored. Keep trying in the background (fenced, so harmless if a
+		// retry took over meanwhile); failing that, the record stays at
+		// its last recovery point and a retry after the lock timeout
+		// resumes there and stores the answer.
+		k.log.WarnContext(ctx, "idempotency: storing the response failed; retrying in the background", "error", err)
+		k.retryLater(func(ctx context.Context) error {
+			return k.store.Complete(ctx, req.merchantID, req.key, fence, resp, k.clock.Now())
+		})
 		cw.flush()
 		return nil
 	}
 	cw.flush()
-	return &Record{
+	done := &Record{
 		MerchantID: req.merchantID, Key: req.key, Method: req.method, Path: req.path,
 		Fingerprint: req.fingerprint, State: StateCompleted, Fence: fence, Response: &resp,
+		ExpiresAt: expiresAt,
 	}
+	k.published(ctx, done)
+	return done
 }
 
 // resolve answers a request whose key is already held by rec: a mismatch, a
@@ -309,6 +346,14 @@ func (k *Keeper) resolve(c *gin.Context, req request, rec *Record, atomic bool, 
 	ctx := c.Request.Context()
 	backoff := 5 * time.Millisecond
 	pollStart, polled := time.Now(), false
+	var wake <-chan struct{}
+	if k.cache != nil {
+		// Woken by the original's completion on any instance; the polling
+		// below stays as the fallback when the cache cannot deliver.
+		ch, stop := k.cache.Subscribe(req.merchantID, req.key)
+		defer stop()
+		wake = ch
+	}
 	for {
 		if rec.Fingerprint != req.fingerprint {
 			k.fail(c, ErrKeyReused)
@@ -326,7 +371,7 @@ func (k *Keeper) resolve(c *gin.Context, req request, rec *Record, atomic bool, 
 		if !atomic && !rec.LockedUntil.After(now) {
 			err := k.store.TakeOver(ctx, req.merchantID, req.key, rec.Fence, now, now.Add(k.cfg.LockTimeout))
 			if err == nil {
-				return k.execute(c, req, rec.Fence+1, rec.RecoveryPoint, OutcomeRecovered)
+				return k.execute(c, req, rec.Fence+1, rec.RecoveryPoint, rec.ExpiresAt, OutcomeRecovered)
 			}
 			if !errors.Is(err, ErrFenced) {
 				k.fail(c, err)
@@ -340,6 +385,7 @@ func (k *Keeper) resolve(c *gin.Context, req request, rec *Record, atomic bool, 
 			select {
 			case <-time.After(backoff):
 				backoff = min(backoff*2, 200*time.Millisecond)
+			case <-wake:
 			case <-waitCtx.Done():
 				k.obs.Waited(c.FullPath(), time.Since(pollStart))
 				k.fail(c, &InProgressError{RetryAfter: time.Second})
@@ -410,7 +456,31 @@ func (k *Keeper) fail(c *gin.Context, err error) {
 		outcome = OutcomeInProgress
 	case errors.Is(err, ErrMalformedBody):
 		outcome = OutcomeInvalidBody
+	case errors.As(err, new(*RateLimitedError)):
+		outcome = OutcomeRateLimited
 	}
 	k.obs.Outcome(c.FullPath(), outcome)
 	k.render(c, err)
+}
+
+// retryLater runs a fenced write again with a growing pause until it
+// succeeds, is fenced out, or the lock it protects would have run out anyway.
+func (k *Keeper) retryLater(write func(ctx context.Context) error) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), k.cfg.LockTimeout)
+		defer cancel()
+		pause := 100 * time.Millisecond
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(pause):
+			}
+			err := write(ctx)
+			if err == nil || errors.Is(err, ErrFenced) {
+				return
+			}
+			pause = min(pause*2, 2*time.Second)
+		}
+	}()
 }

@@ -15,6 +15,7 @@ const (
 	OutcomeInvalidKey  Outcome = "invalid_key"  // 400: malformed key
 	OutcomeMissingKey  Outcome = "missing_key"  // 400: no key
 	OutcomeInvalidBody Outcome = "invalid_body" // 400: the body is not canonical JSON
+	OutcomeRateLimited Outcome = "rate_limited" // 429: too many new keys
 	OutcomeError       Outcome = "error"        // the store failed (503 and the like)
 )
 

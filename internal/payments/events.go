@@ -93,7 +93,24 @@ type ReconcilerConfig struct {
 	PendingAge time.Duration
 	// Batch bounds the payments (and the refunds) looked at per round.
 	Batch int
+	// OnResult, if set, is told the result of each payment or refund a
+	// round looks at (ReconcileResolved, ReconcileUnresolved or
+	// ReconcileError), and ReconcileError for a round that could not list
+	// its work (metrics). It must be cheap and safe for concurrent use.
+	OnResult func(result string)
 }
+
+// Results of reconciling one payment or refund, as OnResult hears them.
+const (
+	// ReconcileResolved: the provider gave a definitive outcome, now
+	// applied (by this round, or a moment earlier by a webhook).
+	ReconcileResolved = "resolved"
+	// ReconcileUnresolved: the provider has no call under the key yet; the
+	// outcome stays unknown until a later round, a webhook or a retry.
+	ReconcileUnresolved = "unresolved"
+	// ReconcileError: asking the provider or applying its answer failed.
+	ReconcileError = "error"
+)
 
 // Reconciler resolves payments and refunds whose provider outcome is
 // unknown by asking the provider about their keys.
@@ -132,6 +149,12 @@ func NewReconciler(svc *Service, cfg ReconcilerConfig, log *slog.Logger) *Reconc
 	return &Reconciler{svc: svc, cfg: cfg, log: log}
 }
 
+func (r *Reconciler) report(result string) {
+	if r.cfg.OnResult != nil {
+		r.cfg.OnResult(result)
+	}
+}
+
 // Run reconciles every Interval until ctx ends.
 func (r *Reconciler) Run(ctx context.Context) {
 	t := time.NewTicker(r.cfg.Interval)
@@ -157,6 +180,7 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (int, error) {
 	pendingBefore := s.now().Add(-r.cfg.PendingAge)
 	payments, err := s.pay.UnresolvedPayments(ctx, pendingBefore, r.cfg.Batch)
 	if err != nil {
+		r.report(ReconcileError)
 		return 0, err
 	}
 	resolved := 0
@@ -169,9 +193,11 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (int, error) {
 			})
 		}
 		if errors.Is(err, ErrProviderNoSuchCall) {
+			r.report(ReconcileUnresolved)
 			continue
 		}
 		if err != nil {
+			r.report(ReconcileError)
 			errs = append(errs, fmt.Errorf("payment %s: %w", p.ID, err))
 			continue
 		}
@@ -181,9 +207,11 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (int, error) {
 			return err
 		})
 		if err != nil {
+			r.report(ReconcileError)
 			errs = append(errs, fmt.Errorf("payment %s: %w", p.ID, err))
 			continue
 		}
+		r.report(ReconcileResolved)
 		if moved {
 			resolved++
 			s.tellResolved(ctx, &p, nil)
@@ -192,6 +220,7 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (int, error) {
 
 	refunds, err := s.pay.UnresolvedRefunds(ctx, pendingBefore, r.cfg.Batch)
 	if err != nil {
+		r.report(ReconcileError)
 		return resolved, errors.Join(append(errs, err)...)
 	}
 	for _, rf := range refunds {
@@ -203,9 +232,11 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (int, error) {
 			}
 		}
 		if errors.Is(err, ErrProviderNoSuchCall) {
+			r.report(ReconcileUnresolved)
 			continue
 		}
 		if err != nil {
+			r.report(ReconcileError)
 			errs = append(errs, fmt.Errorf("refund %s: %w", rf.ID, err))
 			continue
 		}
@@ -215,9 +246,11 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (int, error) {
 			return err
 		})
 		if err != nil {
+			r.report(ReconcileError)
 			errs = append(errs, fmt.Errorf("refund %s: %w", rf.ID, err))
 			continue
 		}
+		r.report(ReconcileResolved)
 		if moved {
 			resolved++
 			s.tellResolved(ctx, nil, &rf)

@@ -37,6 +37,8 @@ type orderRow struct {
 	AmountTotal int64  `gorm:"column:amount_total"`
 	Status      string `gorm:"column:status"`
 	Version     int64  `gorm:"column:version"`
+	// ShippingAddress is JSON text like Items; NULL until one is set.
+	ShippingAddress *string `gorm:"column:shipping_address"`
 	// autoCreateTime/autoUpdateTime are off: the Service's clock decides,
 	// so what the client is shown is what is stored.
 	CreatedAt time.Time `gorm:"column:created_at;autoCreateTime:false"`
@@ -129,7 +131,7 @@ func toOrderRow(o Order) (orderRow, error) {
 	if err != nil {
 		return orderRow{}, fmt.Errorf("encode metadata of order %s: %w", o.ID, err)
 	}
-	return orderRow{
+	row := orderRow{
 		MerchantID:  o.MerchantID,
 		ID:          o.ID,
 		CustomerID:  o.CustomerID,
@@ -141,7 +143,15 @@ func toOrderRow(o Order) (orderRow, error) {
 		Version:     o.Version,
 		CreatedAt:   o.CreatedAt,
 		UpdatedAt:   o.UpdatedAt,
-	}, nil
+	}
+	if o.ShippingAddress != nil {
+		text, err := encodeAddress(*o.ShippingAddress)
+		if err != nil {
+			return orderRow{}, fmt.Errorf("encode shipping address of order %s: %w", o.ID, err)
+		}
+		row.ShippingAddress = &text
+	}
+	return row, nil
 }
 
 func toDomainOrder(row orderRow) (Order, error) {
@@ -173,5 +183,95 @@ func toDomainOrder(row orderRow) (Order, error) {
 	for i, it := range items {
 		o.Items[i] = Item(it)
 	}
+	if row.ShippingAddress != nil {
+		var a addressJSON
+		if err := json.Unmarshal([]byte(*row.ShippingAddress), &a); err != nil {
+			return Order{}, fmt.Errorf("decode shipping address of order %s: %w", row.ID, err)
+		}
+		address := ShippingAddress(a)
+		o.ShippingAddress = &address
+	}
 	return o, nil
+}
+
+// addressJSON is how a shipping address is spelled inside the
+// shipping_address column. It has ShippingAddress's fields, so the two
+// convert into each other, like itemJSON and Item.
+type addressJSON struct {
+	Name       string `json:"name"`
+	Line1      string `json:"line1"`
+	Line2      string `json:"line2"`
+	City       string `json:"city"`
+	PostalCode string `json:"postal_code"`
+	Country    string `json:"country"`
+}
+
+func encodeAddress(a ShippingAddress) (string, error) {
+	text, err := json.Marshal(addressJSON(a))
+	return string(text), err
+}
+
+func encodeItems(items []Item) (string, error) {
+	out := make([]itemJSON, len(items))
+	for i, it := range items {
+		out[i] = itemJSON(it)
+	}
+	text, err := json.Marshal(out)
+	return string(text), err
+}
+
+// The Service finds OrderChangeStore by a type assertion at run time; this
+// makes losing it a build error instead.
+var _ OrderChangeStore = (*GormStore)(nil)
+
+// SetShippingAddress implements OrderChangeStore. The address is replaced
+// whole, so nothing read earlier is written back and no update can be lost;
+// the version condition is added only for a caller that asked for one.
+// RETURNING hands back the row as this UPDATE left it, the version it
+// bumped included, without a second read that could see a later write.
+func (s *GormStore) SetShippingAddress(ctx context.Context, merchantID, id string, addr ShippingAddress, version int64, now time.Time) (Order, bool, error) {
+	text, err := encodeAddress(addr)
+	if err != nil {
+		return Order{}, false, fmt.Errorf("encode shipping address of order %s: %w", id, err)
+	}
+	query := `UPDATE orders SET shipping_address = ?, version = version + 1, updated_at = ?
+WHERE merchant_id = ? AND id = ? AND status = ?`
+	args := []any{text, now, merchantID, id, string(OrderPendingPayment)}
+	if version != 0 {
+		query += ` AND version = ?`
+		args = append(args, version)
+	}
+	return s.updateOrder(ctx, query+` RETURNING *`, args...)
+}
+
+// SetItems implements OrderChangeStore. The NOT EXISTS runs on the partial
+// unique index payments_one_active_per_order, the same one that keeps an
+// order to one active payment.
+func (s *GormStore) SetItems(ctx context.Context, merchantID, id string, items []Item, amountTotal, version int64, now time.Time) (Order, bool, error) {
+	text, err := encodeItems(items)
+	if err != nil {
+		return Order{}, false, fmt.Errorf("encode items of order %s: %w", id, err)
+	}
+	return s.updateOrder(ctx, `UPDATE orders SET items = ?, amount_total = ?, version = version + 1, updated_at = ?
+WHERE merchant_id = ? AND id = ? AND version = ? AND status = ?
+  AND NOT EXISTS (SELECT 1 FROM payments p
+                  WHERE p.merchant_id = orders.merchant_id AND p.order_id = orders.id
+                    AND p.status IN ?)
+RETURNING *`,
+		text, amountTotal, now, merchantID, id, version, string(OrderPendingPayment),
+		statusStrings([]Status{StatusPending, StatusProcessing, StatusSucceeded}))
+}
+
+// updateOrder runs an UPDATE ... RETURNING * on orders and reports whether
+// it changed a row.
+func (s *GormStore) updateOrder(ctx context.Context, query string, args ...any) (Order, bool, error) {
+	var rows []orderRow
+	if err := database.Conn(ctx, s.db).Raw(query, args...).Scan(&rows).Error; err != nil {
+		return Order{}, false, database.Classify(err)
+	}
+	if len(rows) == 0 {
+		return Order{}, false, nil
+	}
+	o, err := toDomainOrder(rows[0])
+	return o, err == nil, err
 }

@@ -294,3 +294,10 @@ func toDomainRefund(r refundRow) Refund {
 		IdempotencyKey: r.IdempotencyKey, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
 }
+
+// AppendEvent implements EventStore.
+func (s *GormStore) AppendEvent(ctx context.Context, ev Event) error {
+	return database.Classify(database.Conn(ctx, s.db).Exec(`
+INSERT INTO outbox_events (merchant_id, id, type, payload, created_at) VALUES (?, ?, ?, ?, ?)`,
+		ev.MerchantID, ev.ID, ev.Type, string(ev.Payload), ev.CreatedAt).Error)
+}

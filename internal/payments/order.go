@@ -60,6 +60,9 @@ type Order struct {
 	AmountTotal int64
 	Status      OrderStatus
 	Metadata    map[string]string
+	// ShippingAddress is where the order goes; nil until a client sets it
+	// (Service.SetShippingAddress).
+	ShippingAddress *ShippingAddress
 	// Version counts the changes of the row; later state changes update it
 	// conditionally (optimistic locking).
 	Version   int64
@@ -107,15 +110,7 @@ func (in NewOrderInput) Validate() error {
 		itemsValid := true
 		for i, it := range in.Items {
 			before := len(fe)
-			path := fmt.Sprintf("items[%d]", i)
-			checkText(&fe, path+".sku", it.SKU, MaxItemTextLength, true)
-			checkText(&fe, path+".name", it.Name, MaxItemTextLength, true)
-			if it.Quantity < 1 || it.Quantity > MaxQuantity {
-				fe.add(path+".quantity", fmt.Sprintf("must be between 1 and %d", MaxQuantity))
-			}
-			if it.UnitAmount < 0 || it.UnitAmount > MaxUnitAmount {
-				fe.add(path+".unit_amount", fmt.Sprintf("must be between 0 and %d", int64(MaxUnitAmount)))
-			}
+			checkItem(&fe, fmt.Sprintf("items[%d]", i), it)
 			itemsValid = itemsValid && len(fe) == before
 		}
 		// Only bounded lines make a total that cannot overflow.
@@ -162,6 +157,27 @@ func NewOrder(merchantID, id string, in NewOrderInput, now time.Time) (Order, er
 		CreatedAt:   now,
 		UpdatedAt:   now,
 	}, nil
+}
+
+// checkItem applies the rules of one order line, naming its fields under
+// path ("items[0]" in a new order, "" for the body of an added item). The
+// rules are shared so that an item added later obeys exactly what an item
+// created with the order does.
+func checkItem(fe *fieldErrors, path string, it Item) {
+	field := func(name string) string {
+		if path == "" {
+			return name
+		}
+		return path + "." + name
+	}
+	checkText(fe, field("sku"), it.SKU, MaxItemTextLength, true)
+	checkText(fe, field("name"), it.Name, MaxItemTextLength, true)
+	if it.Quantity < 1 || it.Quantity > MaxQuantity {
+		fe.add(field("quantity"), fmt.Sprintf("must be between 1 and %d", MaxQuantity))
+	}
+	if it.UnitAmount < 0 || it.UnitAmount > MaxUnitAmount {
+		fe.add(field("unit_amount"), fmt.Sprintf("must be between 0 and %d", int64(MaxUnitAmount)))
+	}
 }
 
 func total(items []Item) int64 {

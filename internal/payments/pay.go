@@ -192,6 +192,12 @@ func (s *Service) finishPayment(ctx context.Context, p Payment, r ChargeResult, 
 // transaction, and marks the order paid on success. moved is false when p
 // was already final (nothing moves backwards); p is then re-read.
 func (s *Service) applyCharge(ctx context.Context, p Payment, r ChargeResult) (Payment, bool, error) {
+	// Lock the order before the payment, in the same order as phase 1 does
+	// (order, then the new payment): two transactions that take the same
+	// locks in opposite orders deadlock on PostgreSQL.
+	if _, err := s.pay.LockOrder(ctx, p.MerchantID, p.OrderID); err != nil {
+		return p, false, err
+	}
 	next := p
 	next.ProviderChargeID, next.UpdatedAt = r.ChargeID, s.now()
 	if r.Succeeded {
@@ -214,6 +220,17 @@ func (s *Service) applyCharge(ctx context.Context, p Payment, r ChargeResult) (P
 		if err := s.pay.MarkOrderPaid(ctx, p.MerchantID, p.OrderID, next.UpdatedAt); err != nil {
 			return p, false, err
 		}
+	}
+	eventType := EventPaymentSucceeded
+	if next.Status == StatusFailed {
+		eventType = EventPaymentFailed
+	}
+	err = s.emit(ctx, p.MerchantID, eventType, paymentEvent{
+		ID: next.ID, OrderID: next.OrderID, Amount: next.Amount, Currency: next.Currency, Status: string(next.Status),
+		ProviderChargeID: next.ProviderChargeID, DeclineCode: next.DeclineCode,
+	}, next.UpdatedAt)
+	if err != nil {
+		return p, false, err
 	}
 	return next, true, nil
 }

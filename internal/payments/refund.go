@@ -173,6 +173,12 @@ func (s *Service) applyRefund(ctx context.Context, r Refund, res RefundResult) (
 		if err := s.pay.AddRefunded(ctx, r.MerchantID, r.PaymentID, r.Amount, next.UpdatedAt); err != nil {
 			return r, false, err
 		}
+		err = s.emit(ctx, r.MerchantID, EventRefundSucceeded, refundEvent{
+			ID: next.ID, PaymentID: next.PaymentID, Amount: next.Amount, Currency: next.Currency, Status: string(next.Status),
+		}, next.UpdatedAt)
+		if err != nil {
+			return r, false, err
+		}
 	}
 	return next, true, nil
 }

@@ -24,6 +24,7 @@ type Service struct {
 	provider Provider
 	resolved Resolved
 	hook     PhaseHook
+	events   EventStore
 }
 
 // Option configures a Service.
@@ -95,7 +96,15 @@ func (s *Service) CreateOrder(ctx context.Context, merchantID string, in NewOrde
 	if err != nil {
 		return Order{}, err
 	}
-	if err := s.store.CreateOrder(ctx, o); err != nil {
+	err = s.inTx(ctx, func(ctx context.Context) error {
+		if err := s.store.CreateOrder(ctx, o); err != nil {
+			return err
+		}
+		return s.emit(ctx, merchantID, EventOrderCreated, orderEvent{
+			ID: o.ID, CustomerID: o.CustomerID, Currency: o.Currency, AmountTotal: o.AmountTotal, Status: string(o.Status),
+		}, now)
+	})
+	if err != nil {
 		return Order{}, fmt.Errorf("create order: %w", err)
 	}
 	return o, nil
@@ -169,4 +178,14 @@ func (s *Service) ListOrders(ctx context.Context, merchantID string, q ListQuery
 		orders = orders[:limit]
 	}
 	return orders, hasMore, nil
+}
+
+// inTx runs fn in a transaction when the service has one to offer (the
+// payments store), joining the caller's if ctx carries one; the order and
+// its outbox event then commit together.
+func (s *Service) inTx(ctx context.Context, fn func(ctx context.Context) error) error {
+	if s.pay == nil {
+		return fn(ctx)
+	}
+	return s.pay.InTx(ctx, fn)
 }

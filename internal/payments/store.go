@@ -89,3 +89,31 @@ type PaymentStore interface {
 	// whether it was new. Called in the transaction that applies the event.
 	RecordEvent(ctx context.Context, id, eventType string, now time.Time) (bool, error)
 }
+
+// OrderChangeStore changes orders after they are created. GormStore
+// implements it beside Store. The Service finds it on its Store, the way
+// io.Copy finds io.WriterTo on a Writer, so that a Store which only creates
+// and reads orders (a test double) still makes a Service. Errors as for
+// Store, plus those listed.
+//
+// Each change is one UPDATE that bumps the order's version and is
+// conditional: the database, not a read before it, decides whether it
+// applies, so two concurrent writers cannot both win.
+type OrderChangeStore interface {
+	// InTx runs fn in a transaction carried by the ctx it is given; when
+	// ctx already carries one, fn joins it.
+	InTx(ctx context.Context, fn func(ctx context.Context) error) error
+	// LockOrder reads the order and locks its row until the transaction
+	// ends (as PaymentStore.LockOrder). It returns ErrNotFound.
+	LockOrder(ctx context.Context, merchantID, id string) (Order, error)
+	// SetShippingAddress writes addr if the order is pending payment and,
+	// when version is not zero, still at that version. It returns the order
+	// as the UPDATE left it, or false when no order met the conditions and
+	// nothing was written.
+	SetShippingAddress(ctx context.Context, merchantID, id string, addr ShippingAddress, version int64, now time.Time) (Order, bool, error)
+	// SetItems writes items and amountTotal if the order is still at
+	// version, pending payment, and without a pending, processing or
+	// succeeded payment. It returns the order as the UPDATE left it, or
+	// false when no order met the conditions and nothing was written.
+	SetItems(ctx context.Context, merchantID, id string, items []Item, amountTotal, version int64, now time.Time) (Order, bool, error)
+}

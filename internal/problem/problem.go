@@ -40,6 +40,7 @@ const (
 	CodePaymentDeclined       = "payment_declined"
 	CodeOrderAlreadyPaid      = "order_already_paid"
 	CodeRefundExceedsPayment  = "refund_exceeds_payment"
+	CodeVersionMismatch       = "version_mismatch"
 	CodeRequestTooLarge       = "request_too_large"
 	CodeRateLimited           = "rate_limited"
 	CodeProviderUnavailable   = "provider_unavailable"

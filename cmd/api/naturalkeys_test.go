@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkeys/payments/internal/provider"
+	"github.com/idemkeys/payments/internal/testdb"
+)
+
+// TestNaturalKeys shows the uniqueness of a business identity doing what no
+// Idempotency-Key can: stopping two different requests (two keys, two tabs,
+// two devices) that mean the same thing. Both are counted in the database,
+// under concurrent load, on each dialect.
+func TestNaturalKeys(t *testing.T) {
+	const n = 20
+	for _, dialect := range testdb.Dialects {
+		t.Run(string(dialect), func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, dialect, provider.Config{DuplicateWebhookRate: -1})
+
+			t.Run("one active payment per order, whatever the keys", func(t *testing.T) {
+				order := w.createOrder(t, "sk_test_acme")
+				statuses := make([]int, n)
+				codes := make([]string, n)
+				start := make(chan struct{})
+				var wg sync.WaitGroup
+				for i := range n {
+					wg.Go(func() {
+						<-start
+						// A key of its own each: to the idempotency layer these
+						// are n unrelated operations.
+						a := w.pay(t, order, fmt.Sprintf("pay-%s-%d", order, i), "pm_card_visa")
+						statuses[i] = a.Status
+						if a.Status == 409 {
+							codes[i], _ = a.json(t)["code"].(string)
+						}
+					})
+				}
+				close(start)
+				wg.Wait()
+
+				count := map[int]int{}
+				for i, s := range statuses {
+					count[s]++
+					if s == 409 {
+						require.Equal(t, "order_already_paid", codes[i])
+					}
+				}
+				// One succeeds; every other one is refused with 409. (Payments
+				// lock the order before the payment in every phase, so
+				// concurrent payments of one order cannot deadlock.)
+				require.Equal(t, 1, count[201], "one payment succeeds: %v", count)
+				require.Equal(t, n-1, count[409], "every other one is 409: %v", count)
+				require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order),
+					"payments_one_active_per_order let one payment in")
+				require.Len(t, w.provider.Server.Charges(), 1, "and the provider charged once")
+			})
+
+			t.Run("the webhook inbox applies an event id once", func(t *testing.T) {
+				body := []byte(`{"id":"evt_storm","type":"charge.succeeded","created":1,"data":{"object":{"id":"ch_x","object":"charge","status":"succeeded","reference":"pay_x","idempotency_key":"pay_x"}}}`)
+				statuses := make([]int, n)
+				start := make(chan struct{})
+				var wg sync.WaitGroup
+				for i := range n {
+					wg.Go(func() {
+						<-start
+						req, _ := http.NewRequestWithContext(context.Background(), "POST", w.api.URL+"/v1/webhooks/provider", strings.NewReader(string(body)))
+						req.Header.Set("Provider-Signature", provider.Sign("whsec_test", time.Now(), body))
+						resp, err := http.DefaultClient.Do(req)
+						if err != nil {
+							return
+						}
+						_ = resp.Body.Close()
+						statuses[i] = resp.StatusCode
+					})
+				}
+				close(start)
+				wg.Wait()
+				for _, s := range statuses {
+					require.Equal(t, 200, s, "every delivery is acknowledged, so the provider stops sending")
+				}
+				require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM webhook_events WHERE event_id = 'evt_storm'"))
+			})
+		})
+	}
+}

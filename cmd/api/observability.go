@@ -1,0 +1,28 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/idemkeys/payments/internal/config"
+	"github.com/idemkeys/payments/internal/idempotency"
+)
+
+// responseCipher turns RESPONSE_ENCRYPTION_KEYS into the cipher that
+// encrypts stored response bodies, in the database and in the Redis cache;
+// nil when the setting is empty.
+func responseCipher(cfg config.Config, log *slog.Logger) (*idempotency.ResponseCipher, error) {
+	keys, active, err := cfg.ResponseKeys()
+	if err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	if keys == nil {
+		return nil, nil
+	}
+	c, err := idempotency.NewResponseCipher(keys, active)
+	if err != nil {
+		return nil, fmt.Errorf("configuration: RESPONSE_ENCRYPTION_KEYS: %w", err)
+	}
+	log.Info("stored responses are encrypted at rest", "active_key_id", c.ActiveKeyID(), "key_ids", c.KeyIDs())
+	return c, nil
+}

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/provider"
+	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testredis"
+)
+
+func readyz(t *testing.T, base string) (int, map[string]any) {
+	t.Helper()
+	a := call(t, "GET", base+"/readyz", "", "", "")
+	return a.Status, a.json(t)
+}
+
+// TestRedisAcceleratesButIsNeverTheTruth runs the API with a private Redis,
+// then kills, restarts, flushes and freezes that Redis under requests: every
+// answer stays exactly-once, through PostgreSQL alone when Redis is gone.
+func TestRedisAcceleratesButIsNeverTheTruth(t *testing.T) {
+	rs := testredis.Start(t)
+	dbURL, drop := testdb.NewURL(t, database.Postgres)
+	t.Cleanup(drop)
+	api := startAPI(t, dbURL, "REDIS_URL="+rs.URL(), "REDIS_TIMEOUT=100ms")
+	ctx := context.Background()
+
+	status, body := readyz(t, api.URL)
+	require.Equal(t, 200, status)
+	require.Equal(t, "ok", body["status"])
+	require.Equal(t, "up", body["checks"].(map[string]any)["redis"])
+
+	created := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-1", orderBody)
+	require.Equal(t, 201, created.Status)
+	eventually(t, 5*time.Second, "the completed record is cached", func() bool {
+		keys, err := rs.Client().Keys(ctx, "idem:{mch_acme}:*").Result()
+		return err == nil && len(keys) == 1
+	})
+	keys, _ := rs.Client().Keys(ctx, "idem:{mch_acme}:*").Result()
+	ttl, err := rs.Client().PTTL(ctx, keys[0]).Result()
+	require.NoError(t, err)
+	require.Greater(t, ttl, time.Duration(0))
+	require.LessOrEqual(t, ttl, 24*time.Hour, "the cache entry expires no later than the record")
+	require.NotContains(t, keys[0], "redis-1", "the client's key is hashed in Redis")
+
+	replayed := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-1", orderBody)
+	require.Equal(t, "true", replayed.Header.Get("Idempotent-Replayed"))
+	require.Equal(t, created.Body, replayed.Body)
+	mismatch := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-1", strings.Replace(orderBody, "cus_1", "cus_9", 1))
+	require.Equal(t, 422, mismatch.Status)
+
+	t.Run("flushed: replays come from PostgreSQL", func(t *testing.T) {
+		require.NoError(t, rs.Client().FlushAll(ctx).Err())
+		again := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-1", orderBody)
+		require.Equal(t, created.Body, again.Body)
+		require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
+	})
+
+	t.Run("killed: degraded, still exactly once", func(t *testing.T) {
+		rs.Kill()
+		status, body := readyz(t, api.URL)
+		require.Equal(t, 200, status)
+		require.Equal(t, "degraded", body["status"])
+		require.Equal(t, "down", body["checks"].(map[string]any)["redis"])
+		require.Equal(t, "up", body["checks"].(map[string]any)["database"])
+
+		var wg sync.WaitGroup
+		bodies := make([]string, 20)
+		for i := range bodies {
+			wg.Go(func() {
+				a := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-down", orderBody)
+				require.Equal(t, 201, a.Status, string(a.Body))
+				bodies[i] = string(a.Body)
+			})
+		}
+		wg.Wait()
+		for _, b := range bodies {
+			require.Equal(t, bodies[0], b)
+		}
+		again := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-1", orderBody)
+		require.Equal(t, created.Body, again.Body)
+		require.EqualValues(t, 2, countOrders(t, dbURL))
+	})
+
+	t.Run("restarted: recovers by itself", func(t *testing.T) {
+		rs.Restart()
+		eventually(t, 10*time.Second, "readyz ok again", func() bool {
+			status, body := readyz(t, api.URL)
+			return status == 200 && body["status"] == "ok"
+		})
+		a := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-back", orderBody)
+		require.Equal(t, 201, a.Status)
+		eventually(t, 5*time.Second, "cached again", func() bool {
+			n, err := rs.Client().DBSize(ctx).Result()
+			return err == nil && n >= 1
+		})
+	})
+
+	t.Run("frozen: requests fall back within the timeout", func(t *testing.T) {
+		rs.Pause()
+		defer rs.Resume()
+		a := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-frozen", orderBody)
+		require.Equal(t, 201, a.Status)
+		b := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-frozen", orderBody)
+		require.Equal(t, a.Body, b.Body)
+		require.EqualValues(t, 4, countOrders(t, dbURL))
+	})
+}
+
+// TestDuplicatesAcrossInstancesSeeTheResult runs two API instances on one
+// database and one Redis; a slow payment starts on one, duplicates arrive on
+// both, and every one of them gets the original's result.
+func TestDuplicatesAcrossInstancesSeeTheResult(t *testing.T) {
+	rs := testredis.Start(t)
+	w := newWorld(t, database.Postgres, provider.Config{SlowDelay: time.Second, DuplicateWebhookRate: -1},
+		"REDIS_URL="+rs.URL(), "IDEMPOTENCY_WAIT=10s")
+	second := startAPI(t, w.dbURL, "REDIS_URL="+rs.URL(), "IDEMPOTENCY_WAIT=10s", "PROVIDER_URL="+w.provider.URL)
+
+	order := w.createOrder(t, "sk_test_acme")
+	key := randomKey()
+	var wg sync.WaitGroup
+	answers := make([]answer, 20)
+	for i := range answers {
+		base := w.api.URL
+		if i%2 == 1 {
+			base = second.URL
+		}
+		wg.Go(func() {
+			answers[i] = call(t, "POST", base+"/v1/orders/"+order+"/payments", "sk_test_acme", key, `{"payment_method":"pm_fault_slow"}`)
+		})
+	}
+	wg.Wait()
+	for _, a := range answers {
+		require.Equal(t, 201, a.Status, string(a.Body))
+		require.Equal(t, answers[0].Body, a.Body)
+	}
+	paymentID := answers[0].json(t)["id"].(string)
+	require.Len(t, w.charges(t, paymentID), 1)
+}
+
+func TestRateLimitOnNewKeys(t *testing.T) {
+	rs := testredis.Start(t)
+	dbURL, drop := testdb.NewURL(t, database.SQLite)
+	t.Cleanup(drop)
+	api := startAPI(t, dbURL, "REDIS_URL="+rs.URL(), "RATE_LIMIT_NEW_KEYS=3", "RATE_LIMIT_WINDOW=1h")
+	for i := range 3 {
+		require.Equal(t, 201, call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "rl-"+string(rune('a'+i)), orderBody).Status)
+	}
+	limited := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "rl-d", orderBody)
+	require.Equal(t, 429, limited.Status)
+	require.Equal(t, "rate_limited", limited.json(t)["code"])
+	require.NotEmpty(t, limited.Header.Get("Retry-After"))
+	require.EqualValues(t, 3, countOrders(t, dbURL), "a limited request does nothing")
+
+	replay := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "rl-a", orderBody)
+	require.Equal(t, 201, replay.Status, "retries of existing keys are never limited")
+	require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
+	require.Equal(t, 201, call(t, "POST", api.URL+"/v1/orders", "sk_test_globex", "rl-a", orderBody).Status, "the limit is per merchant")
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testredis"
+)
+
+// BenchmarkReplay measures replays of stored answers through the whole
+// program, from PostgreSQL alone and with the Redis replay cache in front:
+//
+//	go test -run '^$' -bench BenchmarkReplay -benchtime 5s ./cmd/api
+//
+// Each sub-benchmark reports req/s; the ratio of the two is the figure that
+// matters (absolute numbers depend on the machine).
+func BenchmarkReplay(b *testing.B) {
+	results := map[string]float64{}
+	for _, withRedis := range []bool{false, true} {
+		name := "postgres"
+		if withRedis {
+			name = "postgres+redis"
+		}
+		b.Run(name, func(b *testing.B) {
+			dbURL, drop := testdb.NewURL(b, database.Postgres)
+			b.Cleanup(drop)
+			env := []string{"DATABASE_URL=" + dbURL, "DB_MAX_CONNS=20"}
+			if withRedis {
+				env = append(env, "REDIS_URL="+testredis.Start(b).URL())
+			}
+			url := startApp(b, env)
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+
+			const keys = 200
+			for i := range keys {
+				if status := post(b, client, url, fmt.Sprintf("replay-%d", i)); status != 201 {
+					b.Fatalf("seed order %d: status %d", i, status)
+				}
+			}
+			if withRedis {
+				// Let the asynchronous cache fill settle.
+				for i := range keys {
+					post(b, client, url, fmt.Sprintf("replay-%d", i))
+				}
+			}
+			var n atomic.Int64
+			b.SetParallelism(16)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := n.Add(1) % keys
+					if status := post(b, client, url, fmt.Sprintf("replay-%d", i)); status != 201 {
+						b.Errorf("replay: status %d", status)
+						return
+					}
+				}
+			})
+			rps := float64(b.N) / b.Elapsed().Seconds()
+			b.ReportMetric(rps, "req/s")
+			results[name] = rps
+		})
+	}
+	if pg, rd := results["postgres"], results["postgres+redis"]; pg > 0 && rd > 0 {
+		b.Logf("replay throughput: postgres %.0f req/s, postgres+redis %.0f req/s, ratio %.2fx", pg, rd, rd/pg)
+	}
+}
+
+func post(b *testing.B, client *http.Client, url, key string) int {
+	req, _ := http.NewRequestWithContext(context.Background(), "POST", url+"/v1/orders", strings.NewReader(orderBody))
+	req.Header.Set("Authorization", "Bearer sk_test_acme")
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}

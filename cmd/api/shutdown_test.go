@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestGracefulShutdownFinishesInFlightRequest sends SIGTERM to the API
+// process while a request is half received: the listener closes at once,
+// the request still completes with 201, the process exits 0, and the order
+// and its idempotency record are in the database for a replay after a
+// restart.
+func TestGracefulShutdownFinishesInFlightRequest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and signals a real process")
+	}
+	apiBin, _ := buildBinaries(t)
+	dbURL := "sqlite:" + filepath.Join(t.TempDir(), "api.db")
+	env := []string{"DATABASE_URL=" + dbURL, "SHUTDOWN_TIMEOUT=20s"}
+	addr := freeAddr(t)
+	api := startProcess(t, apiBin, addr, env...)
+
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	r := bufio.NewReader(conn)
+
+	// Expect: 100-continue makes the server say when the handler starts
+	// reading the body: from then on the request is surely in flight.
+	key := randomKey()
+	_, err = fmt.Fprintf(conn, "POST /v1/orders HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer sk_test_acme\r\n"+
+		"Idempotency-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n",
+		addr, key, len(orderBody))
+	require.NoError(t, err)
+	cont, err := http.ReadResponse(r, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusContinue, cont.StatusCode)
+	half := len(orderBody) / 2
+	_, err = io.WriteString(conn, orderBody[:half])
+	require.NoError(t, err)
+
+	require.NoError(t, api.Process.Signal(syscall.SIGTERM))
+	eventually(t, 5*time.Second, "new connections are refused", func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			_ = c.Close()
+			return false
+		}
+		return errors.Is(err, syscall.ECONNREFUSED)
+	})
+
+	_, err = io.WriteString(conn, orderBody[half:])
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(r, nil)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, resp.StatusCode, string(body))
+	require.True(t, resp.Close, "the server closes the connection it finished during shutdown")
+
+	exited := make(chan error, 1)
+	go func() { exited <- api.Wait() }()
+	select {
+	case err := <-exited:
+		var exitErr *exec.ExitError
+		if errors.As(err, &exitErr) {
+			t.Fatalf("api exited with code %d", exitErr.ExitCode())
+		}
+		require.NoError(t, err, "a graceful stop exits 0")
+	case <-time.After(15 * time.Second):
+		t.Fatal("api did not exit after SIGTERM")
+	}
+
+	require.EqualValues(t, 1, countOrders(t, dbURL))
+	w := &world{dbURL: dbURL}
+	require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM idempotency_records WHERE idempotency_key = ? AND state = 'completed'", key))
+
+	addr = freeAddr(t)
+	startProcess(t, apiBin, addr, env...)
+	replay := call(t, "POST", "http://"+addr+"/v1/orders", "sk_test_acme", key, orderBody)
+	require.Equal(t, http.StatusCreated, replay.Status, string(replay.Body))
+	require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
+	require.Equal(t, body, replay.Body)
+	require.EqualValues(t, 1, countOrders(t, dbURL))
+}

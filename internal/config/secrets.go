@@ -1,0 +1,102 @@
+package config
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ResponseKeySize is the size of a response encryption key (AES-256).
+const ResponseKeySize = 32
+
+// minLogKeySecret is the shortest LOG_KEY_SECRET accepted: a short secret
+// would let whoever reads the logs guess keys from their hashes.
+const minLogKeySecret = 16
+
+// ResponseKeys decodes RESPONSE_ENCRYPTION_KEYS, a comma-separated list of
+// id:base64 entries (each key 32 random bytes, standard or URL base64), and
+// returns it with the active key id, RESPONSE_ENCRYPTION_KEY_ID (which may
+// be left out when there is only one key). keys is nil when encryption is
+// off (RESPONSE_ENCRYPTION_KEYS empty). Load has already checked both
+// settings, so the error only matters for a Config built by hand.
+func (c Config) ResponseKeys() (keys map[string][]byte, activeID string, err error) {
+	raw := strings.TrimSpace(c.ResponseEncryptionKeys)
+	if raw == "" {
+		if c.ResponseEncryptionKeyID != "" {
+			return nil, "", errors.New("RESPONSE_ENCRYPTION_KEY_ID is set but RESPONSE_ENCRYPTION_KEYS is empty")
+		}
+		return nil, "", nil
+	}
+	keys = map[string][]byte{}
+	var ids []string
+	for i, entry := range strings.Split(raw, ",") {
+		id, encoded, ok := strings.Cut(strings.TrimSpace(entry), ":")
+		if !ok {
+			// The entry itself is not shown: it may be a bare key.
+			return nil, "", fmt.Errorf("RESPONSE_ENCRYPTION_KEYS: entry %d is not id:base64-key", i+1)
+		}
+		if err := validKeyID(id); err != nil {
+			return nil, "", fmt.Errorf("RESPONSE_ENCRYPTION_KEYS: entry %d: %w", i+1, err)
+		}
+		if _, dup := keys[id]; dup {
+			return nil, "", fmt.Errorf("RESPONSE_ENCRYPTION_KEYS: key id %q appears twice", id)
+		}
+		key, err := decodeKey(encoded)
+		if err != nil {
+			return nil, "", fmt.Errorf("RESPONSE_ENCRYPTION_KEYS: key %q is not base64", id)
+		}
+		if len(key) != ResponseKeySize {
+			return nil, "", fmt.Errorf("RESPONSE_ENCRYPTION_KEYS: key %q is %d bytes, want %d (AES-256; e.g. openssl rand -base64 32)", id, len(key), ResponseKeySize)
+		}
+		keys[id] = key
+		ids = append(ids, id)
+	}
+	activeID = c.ResponseEncryptionKeyID
+	switch {
+	case activeID == "" && len(ids) == 1:
+		activeID = ids[0]
+	case activeID == "":
+		return nil, "", fmt.Errorf("RESPONSE_ENCRYPTION_KEY_ID must name the active key among %v", ids)
+	}
+	if _, ok := keys[activeID]; !ok {
+		return nil, "", fmt.Errorf("RESPONSE_ENCRYPTION_KEY_ID %q is not among the keys of RESPONSE_ENCRYPTION_KEYS %v", activeID, ids)
+	}
+	return keys, activeID, nil
+}
+
+func (c Config) validateSecrets() []error {
+	var errs []error
+	if _, _, err := c.ResponseKeys(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.LogKeySecret != "" && len(c.LogKeySecret) < minLogKeySecret {
+		errs = append(errs, fmt.Errorf("LOG_KEY_SECRET must be empty (a random key per process) or at least %d characters", minLogKeySecret))
+	}
+	return errs
+}
+
+func decodeKey(s string) ([]byte, error) {
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(s); err == nil {
+			return b, nil
+		}
+	}
+	return nil, errors.New("not base64")
+}
+
+// validKeyID: ids are stored on every record and shown in errors, so they
+// are short and plain.
+func validKeyID(id string) error {
+	if id == "" || len(id) > 32 {
+		return fmt.Errorf("key id %q must be 1 to 32 characters", id)
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '.':
+		default:
+			return fmt.Errorf("key id %q may hold only letters, digits, '-', '_' and '.'", id)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,75 @@
+package config_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkeys/payments/internal/config"
+)
+
+var (
+	key1 = bytes.Repeat([]byte{1}, 32)
+	key2 = bytes.Repeat([]byte{2}, 32)
+	b64  = base64.StdEncoding.EncodeToString
+)
+
+func TestResponseEncryptionIsOffByDefault(t *testing.T) {
+	cfg, err := config.Load(nil)
+	require.NoError(t, err)
+	keys, active, err := cfg.ResponseKeys()
+	require.NoError(t, err)
+	require.Nil(t, keys)
+	require.Empty(t, active)
+	require.Empty(t, cfg.LogKeySecret)
+}
+
+func TestResponseEncryptionKeys(t *testing.T) {
+	cfg, err := config.Load([]string{
+		"RESPONSE_ENCRYPTION_KEYS=k1:" + b64(key1) + ", k2:" + base64.RawURLEncoding.EncodeToString(key2),
+		"RESPONSE_ENCRYPTION_KEY_ID=k2",
+	})
+	require.NoError(t, err)
+	keys, active, err := cfg.ResponseKeys()
+	require.NoError(t, err)
+	require.Equal(t, map[string][]byte{"k1": key1, "k2": key2}, keys)
+	require.Equal(t, "k2", active)
+
+	// One key: it is the active one without saying so.
+	cfg, err = config.Load([]string{"RESPONSE_ENCRYPTION_KEYS=only:" + b64(key1)})
+	require.NoError(t, err)
+	_, active, err = cfg.ResponseKeys()
+	require.NoError(t, err)
+	require.Equal(t, "only", active)
+}
+
+// TestBadSecretsAreNamedNotShown: the error names the setting and never
+// repeats a key.
+func TestBadSecretsAreNamedNotShown(t *testing.T) {
+	short := b64(key1[:16])
+	cases := map[string]struct {
+		env  []string
+		want string
+	}{
+		"not id:key":       {[]string{"RESPONSE_ENCRYPTION_KEYS=" + b64(key1)}, "RESPONSE_ENCRYPTION_KEYS: entry 1 is not id:base64-key"},
+		"not base64":       {[]string{"RESPONSE_ENCRYPTION_KEYS=k1:not*base64"}, `RESPONSE_ENCRYPTION_KEYS: key "k1" is not base64`},
+		"short key":        {[]string{"RESPONSE_ENCRYPTION_KEYS=k1:" + short}, `key "k1" is 16 bytes, want 32`},
+		"bad id":           {[]string{"RESPONSE_ENCRYPTION_KEYS=k/1:" + b64(key1)}, "RESPONSE_ENCRYPTION_KEYS: entry 1: key id"},
+		"duplicate id":     {[]string{"RESPONSE_ENCRYPTION_KEYS=k1:" + b64(key1) + ",k1:" + b64(key2)}, `key id "k1" appears twice`},
+		"active missing":   {[]string{"RESPONSE_ENCRYPTION_KEYS=k1:" + b64(key1) + ",k2:" + b64(key2)}, "RESPONSE_ENCRYPTION_KEY_ID must name the active key"},
+		"active unknown":   {[]string{"RESPONSE_ENCRYPTION_KEYS=k1:" + b64(key1), "RESPONSE_ENCRYPTION_KEY_ID=k9"}, `RESPONSE_ENCRYPTION_KEY_ID "k9" is not among`},
+		"id without keys":  {[]string{"RESPONSE_ENCRYPTION_KEY_ID=k1"}, "RESPONSE_ENCRYPTION_KEY_ID is set but RESPONSE_ENCRYPTION_KEYS is empty"},
+		"short log secret": {[]string{"LOG_KEY_SECRET=tooshort"}, "LOG_KEY_SECRET must be empty"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := config.Load(tc.env)
+			require.ErrorContains(t, err, tc.want)
+			for _, secret := range []string{b64(key1), b64(key2), short, "tooshort"} {
+				require.NotContains(t, err.Error(), secret)
+			}
+		})
+	}
+}

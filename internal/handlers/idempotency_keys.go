@@ -1,0 +1,167 @@
+package handlers
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/idemkeys/payments/internal/idempotency"
+)
+
+// The key introspection route. A catch-all, because a key may hold any
+// visible ASCII character, '/' included (percent-encode '/', '?', '#' and
+// '%' in the URL).
+const (
+	idempotencyKeysPrefix = "/v1/idempotency-keys/"
+	routeIdempotencyKey   = idempotencyKeysPrefix + "*key"
+)
+
+// KeyLookup reads the calling merchant's idempotency records
+// (idempotency.Keeper).
+type KeyLookup interface {
+	// Lookup returns the live record of merchantID under key. It returns an
+	// error wrapping idempotency.ErrKeyInvalid, idempotency.ErrNotFound
+	// (another merchant's key included) or database.ErrUnavailable.
+	Lookup(ctx context.Context, merchantID, key string) (*idempotency.Record, error)
+}
+
+// IdempotencyKeyResponse is what the API keeps under one of the merchant's
+// Idempotency-Keys.
+type IdempotencyKeyResponse struct {
+	Object string `json:"object" enums:"idempotency_key" example:"idempotency_key"`
+	// Key is the Idempotency-Key itself.
+	Key string `json:"key" example:"3f1c2a9e-8d47-4b1f-9a53-0c6e2d7b8a41"`
+	// State is executing from the first request until its final answer is
+	// stored (a 202 keeps it executing until the outcome is known), then
+	// completed: every repeat replays Response.
+	State string `json:"state" enums:"executing,completed" example:"completed"`
+	// RecoveryPoint is the last durable step of the operation; a retry of
+	// an interrupted one resumes from it. "started" when nothing durable
+	// happened yet.
+	RecoveryPoint string `json:"recovery_point" example:"payment_created:pay_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"`
+	// Method and Path are those of the request that first used the key.
+	Method string `json:"method" example:"POST"`
+	Path   string `json:"path" example:"/v1/orders/ord_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D/payments"`
+	// Fingerprint is the hash of the method, route, path parameters and
+	// canonical body: a repeat with another fingerprint is 422.
+	Fingerprint string `json:"fingerprint" example:"9b2d4c6f0e1a3b5d7f9e8c6a4b2d0f1e3c5a7b9d1f3e5c7a9b1d3f5e7c9a1b3d"`
+	// LockedUntil is when a request working on an executing record loses
+	// it: after that a retry may take it over and resume it. Null once
+	// completed.
+	LockedUntil *time.Time `json:"locked_until" example:"2025-06-01T12:00:30Z"`
+	// CreatedAt is when the key was first used (RFC 3339, UTC).
+	CreatedAt time.Time `json:"created_at" example:"2025-06-01T12:00:00.123456Z"`
+	// UpdatedAt is the last change: a recovery point, a takeover, the
+	// stored answer.
+	UpdatedAt time.Time `json:"updated_at" example:"2025-06-01T12:00:00.456789Z"`
+	// ExpiresAt is IDEMPOTENCY_TTL after the first use; from then on the
+	// key is new again.
+	ExpiresAt time.Time `json:"expires_at" example:"2025-06-02T12:00:00.123456Z"`
+	// Response is the stored answer that repeats replay; null until there
+	// is one.
+	Response *StoredResponse `json:"response"`
+}
+
+// StoredResponse is a stored answer as a repeat replays it.
+type StoredResponse struct {
+	Status int `json:"status" example:"201"`
+	// ContentType and Location are the headers a replay sends; Location
+	// is null when the answer had none.
+	ContentType string  `json:"content_type" example:"application/json"`
+	Location    *string `json:"location" example:"/v1/payments/pay_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"`
+	// BodyEncoding says how Body is given: json, the body itself as a
+	// JSON value (a JSON content type); base64, the body's bytes as a
+	// base64 string (anything else, or an empty body).
+	BodyEncoding string `json:"body_encoding" enums:"json,base64" example:"json"`
+	// Body is the stored body, byte for byte what a replay sends when
+	// body_encoding is base64; as a JSON value (the same value, perhaps
+	// spaced differently) when it is json.
+	Body json.RawMessage `json:"body" swaggertype:"object"`
+}
+
+// keyHandlers serves the key introspection route.
+type keyHandlers struct {
+	keys KeyLookup
+}
+
+// getIdempotencyKey godoc
+//
+//	@Summary		Inspect an idempotency key
+//	@Description	Returns what the API keeps under one of the merchant's own Idempotency-Keys: the state of the operation, its recovery point, the fingerprint of the request, and the stored answer that a repeat replays. Use it to learn what became of a request whose answer was lost. The key is validated like the header (400 idempotency_key_invalid); percent-encode '/', '?', '#' and '%'. Another merchant's key, an expired key or a key never used is 404 not_found.
+//	@Tags			idempotency
+//	@Produce		json,application/problem+json
+//	@Security		ApiKeyAuth
+//	@Param			key	path		string	true	"The Idempotency-Key, percent-encoded"	example(3f1c2a9e-8d47-4b1f-9a53-0c6e2d7b8a41)
+//	@Success		200	{object}	IdempotencyKeyResponse
+//	@Failure		400	{object}	problem.Problem	"idempotency_key_invalid"
+//	@Failure		401	{object}	problem.Problem	"unauthorized"
+//	@Failure		404	{object}	problem.Problem	"not_found"
+//	@Failure		500	{object}	problem.Problem	"internal_error"
+//	@Failure		503	{object}	problem.Problem	"service_unavailable (with Retry-After)"
+//	@Header			503	{integer}	Retry-After		"seconds to wait before retrying"
+//	@Router			/v1/idempotency-keys/{key} [get]
+func (h *keyHandlers) getIdempotencyKey(c *gin.Context) {
+	rec, err := h.keys.Lookup(c.Request.Context(), MerchantID(c), idempotencyKeyParam(c))
+	if err != nil {
+		RenderError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, toIdempotencyKeyResponse(rec))
+}
+
+// idempotencyKeyParam is the key of the introspection route: the
+// catch-all's value without its leading slash.
+func idempotencyKeyParam(c *gin.Context) string {
+	return strings.TrimPrefix(c.Param("key"), "/")
+}
+
+func toIdempotencyKeyResponse(rec *idempotency.Record) IdempotencyKeyResponse {
+	out := IdempotencyKeyResponse{
+		Object:        "idempotency_key",
+		Key:           rec.Key,
+		State:         string(rec.State),
+		RecoveryPoint: rec.RecoveryPoint,
+		Method:        rec.Method,
+		Path:          rec.Path,
+		Fingerprint:   rec.Fingerprint,
+		CreatedAt:     rec.CreatedAt.UTC(),
+		UpdatedAt:     rec.UpdatedAt.UTC(),
+		ExpiresAt:     rec.ExpiresAt.UTC(),
+	}
+	if rec.State == idempotency.StateExecuting {
+		until := rec.LockedUntil.UTC()
+		out.LockedUntil = &until
+	}
+	if rec.Response != nil {
+		out.Response = toStoredResponse(*rec.Response)
+	}
+	return out
+}
+
+func toStoredResponse(r idempotency.Response) *StoredResponse {
+	out := &StoredResponse{Status: r.Status, ContentType: r.ContentType}
+	if r.Location != "" {
+		loc := r.Location
+		out.Location = &loc
+	}
+	if isJSONContentType(r.ContentType) && json.Valid(r.Body) {
+		out.BodyEncoding, out.Body = "json", json.RawMessage(r.Body)
+	} else {
+		out.BodyEncoding = "base64"
+		out.Body, _ = json.Marshal(base64.StdEncoding.EncodeToString(r.Body))
+	}
+	return out
+}
+
+// isJSONContentType: application/json and any +json type
+// (application/problem+json).
+func isJSONContentType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+}

@@ -1,0 +1,248 @@
+package idempotency
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisCache is the Cache on Redis (one node or a cluster).
+//
+// Keys are "idem:{<merchant>}:<hash of the key>": the braces are a Redis
+// Cluster hash tag, so one merchant's keys live on one slot, and the client's
+// key is hashed because it may contain braces itself. Completions are
+// announced on one pub/sub channel that every instance listens to; a waiter
+// registers locally for its key.
+type RedisCache struct {
+	client redis.UniversalClient
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	waiters map[string]map[chan struct{}]struct{}
+	healthy bool
+	// skipUntil: after a failure, requests skip Redis for a moment instead
+	// of each paying the timeout against a Redis that is down or frozen.
+	skipUntil time.Time
+
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	// cipher, when set, encrypts cached bodies as the store encrypts them
+	// at rest: turning encryption on must not leave a clear copy in Redis.
+	cipher *ResponseCipher
+}
+
+// WithCipher makes the cache encrypt the bodies it holds with c, the cipher
+// of the store. It returns the cache for chaining.
+func (c *RedisCache) WithCipher(rc *ResponseCipher) *RedisCache {
+	c.cipher = rc
+	return c
+}
+
+// redisChannel carries "<merchant>\x00<key hash>" for every completion.
+const redisChannel = "idem:done"
+
+// NewRedisCache returns a cache over client and starts listening for
+// completions until Close.
+func NewRedisCache(client redis.UniversalClient, log *slog.Logger) *RedisCache {
+	if log == nil {
+		log = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &RedisCache{client: client, log: log, waiters: map[string]map[chan struct{}]struct{}{}, healthy: true, cancel: cancel, done: make(chan struct{})}
+	go c.listen(ctx)
+	return c
+}
+
+// Close stops listening.
+func (c *RedisCache) Close() {
+	c.cancel()
+	<-c.done
+}
+
+func keyHash(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:16])
+}
+
+func redisKey(merchantID, key string) string {
+	return "idem:{" + merchantID + "}:" + keyHash(key)
+}
+
+// cachedRecord is what Redis holds: enough to replay or refuse a mismatch.
+type cachedRecord struct {
+	Fingerprint string    `json:"fp"`
+	Status      int       `json:"st"`
+	ContentType string    `json:"ct,omitempty"`
+	Location    string    `json:"loc,omitempty"`
+	Body        []byte    `json:"body"`
+	KeyID       string    `json:"kid,omitempty"`
+	ExpiresAt   time.Time `json:"exp"`
+}
+
+// errSkipped: Redis failed a moment ago and is not asked again yet.
+var errSkipped = errors.New("redis skipped after a recent failure")
+
+// skipping reports whether Redis failed recently enough to be left alone.
+func (c *RedisCache) skipping() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Before(c.skipUntil)
+}
+
+// GetCompleted implements Cache.
+func (c *RedisCache) GetCompleted(ctx context.Context, merchantID, key string) (*Record, error) {
+	if c.skipping() {
+		return nil, errSkipped
+	}
+	b, err := c.client.Get(ctx, redisKey(merchantID, key)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		c.observe(nil)
+		return nil, ErrNotFound
+	}
+	c.observe(err)
+	if err != nil {
+		return nil, err
+	}
+	var cr cachedRecord
+	if err := json.Unmarshal(b, &cr); err != nil {
+		return nil, err
+	}
+	if !time.Now().Before(cr.ExpiresAt) {
+		return nil, ErrNotFound
+	}
+	if cr.KeyID != "" {
+		if c.cipher == nil {
+			return nil, ErrNotFound
+		}
+		if cr.Body, err = c.cipher.open(merchantID, key, cr.KeyID, cr.Body); err != nil {
+			return nil, err
+		}
+	}
+	return &Record{
+		MerchantID: merchantID, Key: key, Fingerprint: cr.Fingerprint, State: StateCompleted,
+		Response:  &Response{Status: cr.Status, ContentType: cr.ContentType, Location: cr.Location, Body: cr.Body},
+		ExpiresAt: cr.ExpiresAt,
+	}, nil
+}
+
+// PutCompleted implements Cache. The entry expires with the record (a
+// second early, to absorb clock skew), so the cache never outlives what the
+// database holds.
+func (c *RedisCache) PutCompleted(ctx context.Context, rec *Record) error {
+	if c.skipping() {
+		return errSkipped
+	}
+	ttl := time.Until(rec.ExpiresAt) - time.Second
+	if ttl <= 0 || rec.Response == nil {
+		return nil
+	}
+	cr := cachedRecord{
+		Fingerprint: rec.Fingerprint, Status: rec.Response.Status, ContentType: rec.Response.ContentType,
+		Location: rec.Response.Location, Body: rec.Response.Body, ExpiresAt: rec.ExpiresAt,
+	}
+	if c.cipher != nil {
+		kid, sealed, err := c.cipher.seal(rec.MerchantID, rec.Key, rec.Response.Body)
+		if err != nil {
+			return err
+		}
+		cr.KeyID, cr.Body = kid, sealed
+	}
+	b, err := json.Marshal(cr)
+	if err != nil {
+		return err
+	}
+	err = c.client.Set(ctx, redisKey(rec.MerchantID, rec.Key), b, ttl).Err()
+	c.observe(err)
+	return err
+}
+
+// Notify implements Cache.
+func (c *RedisCache) Notify(ctx context.Context, merchantID, key string) error {
+	if c.skipping() {
+		return errSkipped
+	}
+	err := c.client.Publish(ctx, redisChannel, merchantID+"\x00"+keyHash(key)).Err()
+	c.observe(err)
+	return err
+}
+
+// Subscribe implements Cache.
+func (c *RedisCache) Subscribe(merchantID, key string) (<-chan struct{}, func()) {
+	id := merchantID + "\x00" + keyHash(key)
+	ch := make(chan struct{}, 1)
+	c.mu.Lock()
+	if c.waiters[id] == nil {
+		c.waiters[id] = map[chan struct{}]struct{}{}
+	}
+	c.waiters[id][ch] = struct{}{}
+	c.mu.Unlock()
+	return ch, func() {
+		c.mu.Lock()
+		delete(c.waiters[id], ch)
+		if len(c.waiters[id]) == 0 {
+			delete(c.waiters, id)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// listen relays completions to local waiters. go-redis reconnects the
+// subscription by itself after Redis comes back.
+func (c *RedisCache) listen(ctx context.Context) {
+	defer close(c.done)
+	sub := c.client.Subscribe(ctx, redisChannel)
+	defer sub.Close()
+	ch := sub.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case msg, ok := <-ch:
+			if !ok {
+				return
+			}
+			c.mu.Lock()
+			for w := range c.waiters[msg.Payload] {
+				select {
+				case w <- struct{}{}:
+				default:
+				}
+			}
+			c.mu.Unlock()
+		}
+	}
+}
+
+// Ping reports whether Redis answers (for /readyz). It always asks, so it
+// is also how a recovered Redis is noticed.
+func (c *RedisCache) Ping(ctx context.Context) error {
+	err := c.client.Ping(ctx).Err()
+	c.observe(err)
+	return err
+}
+
+// observe logs the moments Redis goes away and comes back, once each, so a
+// Redis outage is visible without a log line per request.
+func (c *RedisCache) observe(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.skipUntil = time.Now().Add(time.Second)
+	}
+	switch {
+	case err != nil && c.healthy:
+		c.healthy = false
+		c.log.Warn("redis unavailable: serving from PostgreSQL alone until it returns", "error", err)
+	case err == nil && !c.healthy:
+		c.healthy = true
+		c.log.Info("redis is back: replay cache and wake-ups resumed")
+	}
+}

@@ -1,0 +1,169 @@
+package idempotency_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/redisconn"
+	"github.com/idemkeys/payments/internal/testredis"
+)
+
+func TestRedisCache(t *testing.T) {
+	rs := testredis.Start(t)
+	open := func() *idempotency.RedisCache {
+		client, err := redisconn.Open(rs.URL(), redisconn.Options{Timeout: 100 * time.Millisecond})
+		require.NoError(t, err)
+		c := idempotency.NewRedisCache(client, nil)
+		t.Cleanup(func() { c.Close(); _ = client.Close() })
+		return c
+	}
+	a, b := open(), open() // two instances
+	ctx := context.Background()
+
+	t.Run("a completed record round-trips until it expires", func(t *testing.T) {
+		_, err := a.GetCompleted(ctx, "m1", "k1")
+		require.ErrorIs(t, err, idempotency.ErrNotFound)
+		rec := &idempotency.Record{
+			MerchantID: "m1", Key: "k1", Fingerprint: "fp", State: idempotency.StateCompleted,
+			Response:  &idempotency.Response{Status: 201, ContentType: "application/json", Location: "/x", Body: []byte(`{"a":1}`)},
+			ExpiresAt: time.Now().Add(time.Hour),
+		}
+		require.NoError(t, a.PutCompleted(ctx, rec))
+		got, err := b.GetCompleted(ctx, "m1", "k1")
+		require.NoError(t, err)
+		require.Equal(t, rec.Response, got.Response)
+		require.Equal(t, "fp", got.Fingerprint)
+		_, err = b.GetCompleted(ctx, "m2", "k1")
+		require.ErrorIs(t, err, idempotency.ErrNotFound, "scoped to the merchant")
+
+		soon := *rec
+		soon.Key, soon.ExpiresAt = "k-soon", time.Now().Add(500*time.Millisecond)
+		require.NoError(t, a.PutCompleted(ctx, &soon))
+		_, err = a.GetCompleted(ctx, "m1", "k-soon")
+		require.ErrorIs(t, err, idempotency.ErrNotFound, "an entry is never kept past the record's expiry")
+	})
+
+	t.Run("a notify on one instance wakes a waiter on another", func(t *testing.T) {
+		ch, stop := b.Subscribe("m1", "k-wait")
+		defer stop()
+		other, stopOther := b.Subscribe("m1", "k-other")
+		defer stopOther()
+		// The subscription connects asynchronously: notify until heard.
+		deadline := time.After(5 * time.Second)
+		for {
+			require.NoError(t, a.Notify(ctx, "m1", "k-wait"))
+			select {
+			case <-ch:
+				select {
+				case <-other:
+					t.Fatal("another key's waiter was woken")
+				default:
+				}
+				return
+			case <-time.After(50 * time.Millisecond):
+			case <-deadline:
+				t.Fatal("the waiter was never woken")
+			}
+		}
+	})
+
+	t.Run("down: an error, never a miss", func(t *testing.T) {
+		rs.Kill()
+		_, err := a.GetCompleted(ctx, "m1", "k1")
+		require.Error(t, err)
+		require.NotErrorIs(t, err, idempotency.ErrNotFound, "a cache that cannot answer must not claim the key is new")
+		require.Error(t, a.Ping(ctx))
+	})
+}
+
+// TestRedisCacheOnACluster runs the cache, the wake-ups and the limiter on a
+// three-node Redis Cluster: one merchant's keys share a slot (hash tags),
+// and pub/sub reaches every node.
+func TestRedisCacheOnACluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node Redis Cluster")
+	}
+	cluster := testredis.StartCluster(t)
+	open := func() *idempotency.RedisCache {
+		client, err := redisconn.Open(cluster.URL(), redisconn.Options{Timeout: time.Second})
+		require.NoError(t, err)
+		c := idempotency.NewRedisCache(client, nil)
+		t.Cleanup(func() { c.Close(); _ = client.Close() })
+		return c
+	}
+	a, b := open(), open()
+	ctx := context.Background()
+	for _, m := range []string{"m1", "m2", "m3", "m4"} {
+		rec := &idempotency.Record{
+			MerchantID: m, Key: "k", Fingerprint: "fp", State: idempotency.StateCompleted,
+			Response: &idempotency.Response{Status: 201, Body: []byte(m)}, ExpiresAt: time.Now().Add(time.Hour),
+		}
+		require.NoError(t, a.PutCompleted(ctx, rec))
+		got, err := b.GetCompleted(ctx, m, "k")
+		require.NoError(t, err)
+		require.Equal(t, []byte(m), got.Response.Body)
+	}
+
+	ch, stop := b.Subscribe("m1", "k-wait")
+	defer stop()
+	deadline := time.After(10 * time.Second)
+	for woken := false; !woken; {
+		require.NoError(t, a.Notify(ctx, "m1", "k-wait"))
+		select {
+		case <-ch:
+			woken = true
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("a waiter on the cluster was never woken")
+		}
+	}
+
+	client, err := redisconn.Open(cluster.URL(), redisconn.Options{Timeout: time.Second})
+	require.NoError(t, err)
+	defer client.Close()
+	limiter := idempotency.NewRedisLimiter(client, 2, time.Hour)
+	for range 2 {
+		_, ok := limiter.AllowNewKey(ctx, "m1")
+		require.True(t, ok)
+	}
+	retry, ok := limiter.AllowNewKey(ctx, "m1")
+	require.False(t, ok)
+	require.Greater(t, retry, time.Duration(0))
+	_, ok = limiter.AllowNewKey(ctx, "m2")
+	require.True(t, ok, "per merchant")
+}
+
+func TestRedisCacheEncryptsBodiesWhenTheStoreDoes(t *testing.T) {
+	rs := testredis.Start(t)
+	client, err := redisconn.Open(rs.URL(), redisconn.Options{Timeout: time.Second})
+	require.NoError(t, err)
+	cipher, err := idempotency.NewResponseCipher(map[string][]byte{"k1": make([]byte, 32)}, "k1")
+	require.NoError(t, err)
+	c := idempotency.NewRedisCache(client, nil).WithCipher(cipher)
+	t.Cleanup(func() { c.Close(); _ = client.Close() })
+	ctx := context.Background()
+	secret := []byte(`{"card_holder":"VERY SECRET NAME"}`)
+	require.NoError(t, c.PutCompleted(ctx, &idempotency.Record{
+		MerchantID: "m1", Key: "enc", Fingerprint: "fp", State: idempotency.StateCompleted,
+		Response: &idempotency.Response{Status: 201, Body: secret}, ExpiresAt: time.Now().Add(time.Hour),
+	}))
+	keys, err := rs.Client().Keys(ctx, "idem:*").Result()
+	require.NoError(t, err)
+	require.Len(t, keys, 1)
+	raw, err := rs.Client().Get(ctx, keys[0]).Bytes()
+	require.NoError(t, err)
+	var held struct {
+		Body []byte `json:"body"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &held))
+	require.NotEmpty(t, held.Body)
+	require.NotContains(t, string(held.Body), "VERY SECRET NAME", "Redis holds ciphertext")
+	got, err := c.GetCompleted(ctx, "m1", "enc")
+	require.NoError(t, err)
+	require.Equal(t, secret, got.Response.Body)
+}

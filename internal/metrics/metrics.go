@@ -1,0 +1,208 @@
+// Package metrics is the API's Prometheus instrumentation: what an operator
+// watches to see retries, conflicts, stuck records and unknown provider
+// outcomes before customers do.
+//
+// Everything lives in one Metrics value with a registry of its own (no
+// global registry, no init): cmd/api builds it and hands its pieces to the
+// layers through the hooks they already offer, so no domain package imports
+// Prometheus:
+//
+//	idempotency.Config.Observer    IdempotencyObserver: outcomes, waits, processing time
+//	idempotency.Store              InstrumentStore: store errors
+//	idempotency.Janitor.OnPurge    Purged: records purged
+//	payments.Provider              InstrumentProvider: provider calls and latency
+//	payments.ReconcilerConfig      Reconciled: reconciliation results
+//	handlers.Deps.Middleware       HTTPMiddleware: latency by route and status
+//	scrape time                    WatchDatabase: executing records, oldest lock, unresolved payments
+//
+// Labels are bounded: route templates ("/v1/orders/:id/payments", never a
+// path), fixed outcome and status sets, the method folded to the standard
+// ones. No label ever carries an idempotency key, an API key or an id.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/payments"
+)
+
+// RouteUnmatched is the route label of a request no route matched, so that
+// probing random paths cannot grow the label set.
+const RouteUnmatched = "unmatched"
+
+// durationBuckets (seconds) reach past the provider timeout and the
+// idempotency wait, where the interesting tails are.
+var durationBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
+// Metrics holds every metric of the API and the registry they live in.
+// Its methods are safe for concurrent use.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	httpDuration     *prometheus.HistogramVec
+	idemRequests     *prometheus.CounterVec
+	idemWait         *prometheus.HistogramVec
+	idemProcessing   *prometheus.HistogramVec
+	janitorPurged    prometheus.Counter
+	storeErrors      *prometheus.CounterVec
+	providerCalls    *prometheus.CounterVec
+	providerDuration *prometheus.HistogramVec
+	reconciliations  *prometheus.CounterVec
+}
+
+// New returns the API's metrics on a fresh registry, with the Go runtime
+// and process collectors.
+func New() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "http_request_duration_seconds",
+			Help:    "Time to answer an HTTP request, by method, route template and status.",
+			Buckets: durationBuckets,
+		}, []string{"method", "route", "status"}),
+		idemRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idempotency_requests_total",
+			Help: "Keyed requests by route template and what the idempotency layer did: executed, replayed, mismatch, in_progress, invalid_key, missing_key, recovered, invalid_body, rate_limited, error.",
+		}, []string{"route", "outcome"}),
+		idemWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "idempotency_wait_seconds",
+			Help:    "How long a duplicate waited for its original, by route template.",
+			Buckets: durationBuckets,
+		}, []string{"route"}),
+		idemProcessing: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "idempotency_processing_seconds",
+			Help:    "How long the handler of an executed or recovered keyed request ran, by route template.",
+			Buckets: durationBuckets,
+		}, []string{"route"}),
+		janitorPurged: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "idempotency_janitor_purged_total",
+			Help: "Expired idempotency records the janitor deleted.",
+		}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idempotency_store_errors_total",
+			Help: "Failed idempotency store operations (not the answers ErrKeyExists, ErrNotFound, ErrFenced), by store (postgres, sqlite, redis) and operation.",
+		}, []string{"store", "op"}),
+		providerCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "payment_provider_calls_total",
+			Help: "Calls to the payment provider by operation and outcome: succeeded, declined, not_executed, unknown, no_such_call.",
+		}, []string{"op", "outcome"}),
+		providerDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "payment_provider_call_duration_seconds",
+			Help:    "Latency of calls to the payment provider, by operation.",
+			Buckets: durationBuckets,
+		}, []string{"op"}),
+		reconciliations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "payments_reconciliations_total",
+			Help: "Payments and refunds the reconciler looked at, by result: resolved, unresolved, error.",
+		}, []string{"result"}),
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.httpDuration, m.idemRequests, m.idemWait, m.idemProcessing, m.janitorPurged,
+		m.storeErrors, m.providerCalls, m.providerDuration, m.reconciliations,
+	)
+	// The bounded label sets start at zero, so rate() and absent() work
+	// from the first scrape.
+	for _, op := range providerOps {
+		m.providerDuration.WithLabelValues(op)
+		for _, o := range providerOutcomes {
+			m.providerCalls.WithLabelValues(op, o)
+		}
+	}
+	for _, r := range []string{payments.ReconcileResolved, payments.ReconcileUnresolved, payments.ReconcileError} {
+		m.reconciliations.WithLabelValues(r)
+	}
+	return m
+}
+
+// Registry is where the metrics live (tests gather from it).
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus exposition format, for
+// GET /metrics. A collector that fails (the database at scrape time) does
+// not fail the scrape: the rest is served, and db_stats_up says so.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		Registry:      m.reg,
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+}
+
+// HTTPMiddleware measures every request by method, route template and
+// status (handlers.Deps.Middleware). A request no route matched is
+// RouteUnmatched; a method outside the standard ones is "other".
+func (m *Metrics) HTTPMiddleware() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		start := time.Now()
+		defer func() {
+			status := c.Writer.Status()
+			p := recover()
+			if p != nil {
+				// The recovery middleware further out answers 500.
+				status = http.StatusInternalServerError
+			}
+			m.httpDuration.WithLabelValues(methodLabel(c.Request.Method), routeLabel(c.FullPath()), strconv.Itoa(status)).
+				Observe(time.Since(start).Seconds())
+			if p != nil {
+				panic(p)
+			}
+		}()
+		c.Next()
+	}
+}
+
+// IdempotencyObserver is the idempotency.Config.Observer that feeds the
+// idempotency_* metrics.
+func (m *Metrics) IdempotencyObserver() idempotency.Observer { return observer{m} }
+
+// Purged counts records the janitor deleted (idempotency.Janitor.OnPurge).
+func (m *Metrics) Purged(n int) { m.janitorPurged.Add(float64(n)) }
+
+// Reconciled counts one reconciliation result
+// (payments.ReconcilerConfig.OnResult).
+func (m *Metrics) Reconciled(result string) { m.reconciliations.WithLabelValues(result).Inc() }
+
+// StoreError counts a failed operation of an idempotency store that is not
+// wrapped by InstrumentStore (a Redis layer reporting its own failures).
+func (m *Metrics) StoreError(store, op string) { m.storeErrors.WithLabelValues(store, op).Inc() }
+
+type observer struct{ m *Metrics }
+
+func (o observer) Outcome(route string, out idempotency.Outcome) {
+	o.m.idemRequests.WithLabelValues(routeLabel(route), string(out)).Inc()
+}
+
+func (o observer) Waited(route string, d time.Duration) {
+	o.m.idemWait.WithLabelValues(routeLabel(route)).Observe(d.Seconds())
+}
+
+func (o observer) Processed(route string, d time.Duration) {
+	o.m.idemProcessing.WithLabelValues(routeLabel(route)).Observe(d.Seconds())
+}
+
+func routeLabel(route string) string {
+	if route == "" {
+		return RouteUnmatched
+	}
+	return route
+}
+
+// methodLabel keeps the method label bounded: net/http accepts any token
+// as a method.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "other"
+}

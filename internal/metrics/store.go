@@ -1,0 +1,73 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/idemkeys/payments/internal/idempotency"
+)
+
+// InstrumentStore returns s with its failures counted in
+// idempotency_store_errors_total under the label store (the dialect:
+// postgres or sqlite; redis for a Redis layer). The store's answers
+// (ErrKeyExists, ErrNotFound, ErrFenced) are not failures, nor is a request
+// context cancelled because the client went away.
+func (m *Metrics) InstrumentStore(s idempotency.Store, store string) idempotency.Store {
+	for _, op := range storeOps {
+		m.storeErrors.WithLabelValues(store, op)
+	}
+	return &instrumentedStore{next: s, m: m, store: store}
+}
+
+var storeOps = []string{"insert", "get", "take_over", "checkpoint", "complete", "release", "purge"}
+
+type instrumentedStore struct {
+	next  idempotency.Store
+	m     *Metrics
+	store string
+}
+
+func (s *instrumentedStore) Insert(ctx context.Context, rec *idempotency.Record) error {
+	return s.count("insert", s.next.Insert(ctx, rec))
+}
+
+func (s *instrumentedStore) Get(ctx context.Context, merchantID, key string, now time.Time) (*idempotency.Record, error) {
+	rec, err := s.next.Get(ctx, merchantID, key, now)
+	return rec, s.count("get", err)
+}
+
+func (s *instrumentedStore) TakeOver(ctx context.Context, merchantID, key string, seen int64, now, lockedUntil time.Time) error {
+	return s.count("take_over", s.next.TakeOver(ctx, merchantID, key, seen, now, lockedUntil))
+}
+
+func (s *instrumentedStore) Checkpoint(ctx context.Context, merchantID, key string, fence int64, point string, now time.Time) error {
+	return s.count("checkpoint", s.next.Checkpoint(ctx, merchantID, key, fence, point, now))
+}
+
+func (s *instrumentedStore) Complete(ctx context.Context, merchantID, key string, fence int64, resp idempotency.Response, now time.Time) error {
+	return s.count("complete", s.next.Complete(ctx, merchantID, key, fence, resp, now))
+}
+
+func (s *instrumentedStore) Release(ctx context.Context, merchantID, key string, fence int64, now time.Time) error {
+	return s.count("release", s.next.Release(ctx, merchantID, key, fence, now))
+}
+
+func (s *instrumentedStore) PurgeExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+	n, err := s.next.PurgeExpired(ctx, now, limit)
+	return n, s.count("purge", err)
+}
+
+// count records err if it is a failure, and returns it unchanged.
+func (s *instrumentedStore) count(op string, err error) error {
+	switch {
+	case err == nil,
+		errors.Is(err, idempotency.ErrKeyExists),
+		errors.Is(err, idempotency.ErrNotFound),
+		errors.Is(err, idempotency.ErrFenced),
+		errors.Is(err, context.Canceled):
+	default:
+		s.m.storeErrors.WithLabelValues(s.store, op).Inc()
+	}
+	return err
+}

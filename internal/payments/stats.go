@@ -1,0 +1,41 @@
+package payments
+
+import (
+	"context"
+
+	"github.com/idemkeys/payments/internal/database"
+)
+
+// UnresolvedCounts is how many payments and refunds wait for their
+// provider outcome, by status (pending or processing). A status with none
+// is absent.
+type UnresolvedCounts struct {
+	Payments map[Status]int
+	Refunds  map[Status]int
+}
+
+// CountUnresolved counts the payments and refunds whose outcome is not
+// known yet, for the metrics. Both queries read the reconciler's partial
+// indexes, so the cost follows the unresolved rows, not the tables. It
+// returns an error wrapping database.ErrUnavailable or another store error.
+func (s *GormStore) CountUnresolved(ctx context.Context) (UnresolvedCounts, error) {
+	out := UnresolvedCounts{Payments: map[Status]int{}, Refunds: map[Status]int{}}
+	for _, t := range []struct {
+		table string
+		into  map[Status]int
+	}{{"payments", out.Payments}, {"refunds", out.Refunds}} {
+		var rows []struct {
+			Status string
+			N      int
+		}
+		err := database.Conn(ctx, s.db).Raw(`SELECT status, count(*) AS n FROM ` + t.table +
+			` WHERE status IN ('pending', 'processing') GROUP BY status`).Scan(&rows).Error
+		if err != nil {
+			return UnresolvedCounts{}, database.Classify(err)
+		}
+		for _, r := range rows {
+			t.into[Status(r.Status)] = r.N
+		}
+	}
+	return out, nil
+}
