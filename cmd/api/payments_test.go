@@ -435,3 +435,21 @@ func startApp(t testing.TB, environ []string, opts ...payments.Option) string {
 	})
 	return srv.URL
 }
+
+// TestProviderDownFailsFastWithNoEffect points the API at a provider that is
+// not there: payments answer 502 provider_unavailable, nothing is charged,
+// and once the circuit breaker has opened the answer comes without a call.
+func TestProviderDownFailsFastWithNoEffect(t *testing.T) {
+	dbURL, drop := testdb.NewURL(t, database.SQLite)
+	t.Cleanup(drop)
+	api := startAPI(t, dbURL, "PROVIDER_URL=http://"+freeAddr(t))
+	w := &world{api: api, dbURL: dbURL}
+	for i := range 8 {
+		order := w.createOrder(t, "sk_test_acme")
+		a := w.pay(t, order, randomKey(), "pm_card_visa")
+		require.Equal(t, 502, a.Status, "attempt %d: %s", i, a.Body)
+		require.Equal(t, "provider_unavailable", a.json(t)["code"])
+	}
+	require.EqualValues(t, 0, w.count(t, "SELECT count(*) FROM payments WHERE status <> 'pending'"), "nothing was charged or settled")
+	require.EqualValues(t, 0, w.count(t, "SELECT count(*) FROM orders WHERE status = 'paid'"))
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -162,4 +163,46 @@ func TestRateLimitOnNewKeys(t *testing.T) {
 	require.Equal(t, 201, replay.Status, "retries of existing keys are never limited")
 	require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
 	require.Equal(t, 201, call(t, "POST", api.URL+"/v1/orders", "sk_test_globex", "rl-a", orderBody).Status, "the limit is per merchant")
+}
+
+// TestRedisKilledMidLoad kills Redis while duplicates of many keys are in
+// flight on two instances: every key still makes one order, and every
+// answer for a key is the same.
+func TestRedisKilledMidLoad(t *testing.T) {
+	rs := testredis.Start(t)
+	dbURL, drop := testdb.NewURL(t, database.Postgres)
+	t.Cleanup(drop)
+	a := startAPI(t, dbURL, "REDIS_URL="+rs.URL(), "REDIS_TIMEOUT=100ms", "IDEMPOTENCY_WAIT=10s")
+	b := startAPI(t, dbURL, "REDIS_URL="+rs.URL(), "REDIS_TIMEOUT=100ms", "IDEMPOTENCY_WAIT=10s")
+
+	const keys, copies = 30, 8
+	bodies := make([][]string, keys)
+	var wg sync.WaitGroup
+	for k := range keys {
+		bodies[k] = make([]string, copies)
+		for c := range copies {
+			base := a.URL
+			if c%2 == 1 {
+				base = b.URL
+			}
+			wg.Go(func() {
+				if k == keys/2 && c == 0 {
+					rs.Kill() // mid-load: half the keys are already done
+				}
+				r := call(t, "POST", base+"/v1/orders", "sk_test_acme", fmt.Sprintf("mid-%d", k), orderBody)
+				require.Equal(t, 201, r.Status, string(r.Body))
+				bodies[k][c] = string(r.Body)
+			})
+		}
+		if k < keys/2 {
+			time.Sleep(5 * time.Millisecond) // spread the load so the kill lands mid-way
+		}
+	}
+	wg.Wait()
+	for k := range keys {
+		for c := range copies {
+			require.Equal(t, bodies[k][0], bodies[k][c], "key %d", k)
+		}
+	}
+	require.EqualValues(t, keys, countOrders(t, dbURL), "one order per key")
 }
