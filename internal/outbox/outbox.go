@@ -41,12 +41,11 @@ type Publisher interface {
 
 // Dispatcher moves unpublished events to a Publisher.
 type Dispatcher struct {
-	db        *gorm.DB
-	pub       Publisher
-	interval  time.Duration
-	batch     int
-	log       *slog.Logger
-	published func(n int)
+	db       *gorm.DB
+	pub      Publisher
+	interval time.Duration
+	batch    int
+	log      *slog.Logger
 }
 
 // NewDispatcher returns a Dispatcher polling db every interval.
@@ -98,7 +97,7 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (int, error) {
 	var n int
 	err := database.Transaction(ctx, d.db, func(ctx context.Context) error {
 		q := database.Conn(ctx, d.db).Where("published_at IS NULL").Order("created_at").Limit(d.batch)
-		if d.db.Dialector.Name() == "postgres" {
+		if d.db.Name() == "postgres" {
 			q = q.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"})
 		}
 		var events []Event

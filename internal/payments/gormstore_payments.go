@@ -57,7 +57,7 @@ func (s *GormStore) InTx(ctx context.Context, fn func(ctx context.Context) error
 // its transactions take the write lock at BEGIN (database.Open), which
 // serialises them instead.
 func (s *GormStore) forUpdate(q *gorm.DB) *gorm.DB {
-	if q.Dialector.Name() == "postgres" {
+	if q.Name() == "postgres" {
 		return q.Clauses(clause.Locking{Strength: "UPDATE"})
 	}
 	return q

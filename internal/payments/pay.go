@@ -148,7 +148,7 @@ func (s *Service) markPaymentUnknown(ctx context.Context, p Payment, rec Recover
 	err := s.pay.InTx(ctx, func(ctx context.Context) error {
 		next := p
 		next.Status, next.UpdatedAt = StatusProcessing, s.now()
-		moved, err := s.pay.MovePayment(ctx, next, StatusPending)
+		moved, err := s.pay.MovePayment(ctx, next, next.Status.sources()...)
 		if err != nil {
 			return err
 		}
@@ -208,7 +208,7 @@ func (s *Service) applyCharge(ctx context.Context, p Payment, r ChargeResult) (P
 			next.DeclineCode = "declined"
 		}
 	}
-	moved, err := s.pay.MovePayment(ctx, next, StatusPending, StatusProcessing)
+	moved, err := s.pay.MovePayment(ctx, next, next.Status.sources()...)
 	if err != nil {
 		return p, false, err
 	}

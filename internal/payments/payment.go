@@ -37,7 +37,7 @@ const (
 // Final reports whether s can no longer change.
 func (s Status) Final() bool { return s == StatusSucceeded || s == StatusFailed }
 
-// canMove tells the allowed transitions. Staying put is allowed (a repeat),
+// canMove is the transition table. Staying put is allowed (a repeat),
 // going back never is.
 func (s Status) canMove(to Status) bool {
 	switch s {
@@ -48,6 +48,19 @@ func (s Status) canMove(to Status) bool {
 	default:
 		return s == to
 	}
+}
+
+// sources lists the states a payment or refund may move to s from: the
+// condition of the conditional update that moves it, so the database refuses
+// what the table refuses, whatever races.
+func (s Status) sources() []Status {
+	var from []Status
+	for _, st := range []Status{StatusPending, StatusProcessing, StatusSucceeded, StatusFailed} {
+		if st != s && st.canMove(s) {
+			from = append(from, st)
+		}
+	}
+	return from
 }
 
 // Payment is one attempt to charge an order at the provider.

@@ -117,7 +117,7 @@ func (s *Service) markRefundUnknown(ctx context.Context, r Refund, rec Recovery)
 	err := s.pay.InTx(ctx, func(ctx context.Context) error {
 		next := r
 		next.Status, next.UpdatedAt = StatusProcessing, s.now()
-		moved, err := s.pay.MoveRefund(ctx, next, StatusPending)
+		moved, err := s.pay.MoveRefund(ctx, next, next.Status.sources()...)
 		if err != nil {
 			return err
 		}
@@ -161,7 +161,7 @@ func (s *Service) applyRefund(ctx context.Context, r Refund, res RefundResult) (
 	if res.Succeeded {
 		next.Status = StatusSucceeded
 	}
-	moved, err := s.pay.MoveRefund(ctx, next, StatusPending, StatusProcessing)
+	moved, err := s.pay.MoveRefund(ctx, next, next.Status.sources()...)
 	if err != nil {
 		return r, false, err
 	}

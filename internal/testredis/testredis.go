@@ -54,7 +54,7 @@ func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
 func (s *Server) start() {
 	s.t.Helper()
-	s.cmd = exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
+	s.cmd = exec.CommandContext(context.Background(), "redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
 		"--save", "", "--appendonly", "no", "--dir", s.dir, "--loglevel", "warning")
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("start redis-server: %v", err)
@@ -124,7 +124,7 @@ func StartCluster(t testing.TB) *Cluster {
 		s := Start(t)
 		// Restart the node in cluster mode on its port.
 		s.Kill()
-		s.cmd = exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
+		s.cmd = exec.CommandContext(context.Background(), "redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
 			"--save", "", "--appendonly", "no", "--dir", s.dir, "--loglevel", "warning",
 			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
 		if err := s.cmd.Start(); err != nil {
@@ -135,7 +135,7 @@ func StartCluster(t testing.TB) *Cluster {
 		args = append(args, s.Addr())
 	}
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(context.Background(), "redis-cli", args...).CombinedOutput(); err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
 	// Every node must see the whole cluster before it serves every slot.
