@@ -34,7 +34,7 @@ func Start(t testing.TB) *Server {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		testdb.MissingService(t, "redis-server", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
