@@ -109,7 +109,7 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 func openDatabase(ctx context.Context, cfg config.Config, log *slog.Logger) (*database.DB, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.DBConnectTimeout)
 	defer cancel()
-	db, err := backoff.Retry(ctx, func() (*database.DB, error) {
+	connect := func() (*database.DB, error) {
 		db, err := database.Open(cfg.DatabaseURL, database.Options{SQLitePath: cfg.SQLitePath, MaxOpenConns: cfg.DBMaxConns})
 		if err != nil {
 			if errors.Is(err, database.ErrUnavailable) {
@@ -122,11 +122,42 @@ func openDatabase(ctx context.Context, cfg config.Config, log *slog.Logger) (*da
 			return nil, err
 		}
 		return db, nil
-	}, backoff.WithMaxElapsedTime(cfg.DBConnectTimeout), backoff.WithNotify(func(err error, next time.Duration) {
-		log.Warn("database not reachable yet; retrying", "error", err, "retry_in", next)
-	}))
-	if err != nil {
-		return nil, fmt.Errorf("database unreachable after %s: %w", cfg.DBConnectTimeout, err)
+	}
+	// Retry with exponential backoff until the whole DB_CONNECT_TIMEOUT is
+	// spent (the database may start after us), then say why we gave up.
+	b := backoff.NewExponentialBackOff()
+	b.MaxInterval = 2 * time.Second
+	var db *database.DB
+	var err, cause error
+	for {
+		if db, err = connect(); err == nil {
+			break
+		}
+		// Keep the most telling reason: the attempt cut short by the
+		// deadline only says "deadline exceeded".
+		if cause == nil || !errors.Is(err, context.DeadlineExceeded) {
+			cause = err
+		}
+		var permanent *backoff.PermanentError
+		if errors.As(err, &permanent) {
+			return nil, fmt.Errorf("database: %w", permanent.Unwrap())
+		}
+		wait := b.NextBackOff()
+		deadline, _ := ctx.Deadline()
+		if left := time.Until(deadline); left <= 0 {
+			return nil, fmt.Errorf("database unreachable after %s: %w", cfg.DBConnectTimeout, cause)
+		} else if wait > left {
+			wait = left
+		}
+		log.Warn("database not reachable yet; retrying", "error", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return nil, fmt.Errorf("database unreachable after %s: %w", cfg.DBConnectTimeout, cause)
+			}
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
 	}
 	sqlDB, err := db.DB.DB()
 	if err != nil {
