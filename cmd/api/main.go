@@ -241,7 +241,11 @@ func newApp(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Lis
 		running, err := provider.StartInProcess(ctx, provider.Config{
 			WebhookURL:    "http://" + net.JoinHostPort("127.0.0.1", port) + "/v1/webhooks/provider",
 			WebhookSecret: cfg.ProviderWebhookSecret,
-			Logger:        log.With("component", "provider"),
+			// Real providers send their events a while after the call; a
+			// webhook that always beat the API's own timeout would hide the
+			// 202-and-reconcile path that lost responses take.
+			WebhookDelay: cfg.ProviderWebhookDelay,
+			Logger:       log.With("component", "provider"),
 		})
 		if err != nil {
 			_ = a.close(ctx)

@@ -31,6 +31,7 @@ type Config struct {
 	ReconcileInterval      time.Duration `env:"RECONCILE_INTERVAL" envDefault:"5s"`
 	DemoSeed               bool          `env:"DEMO_SEED" envDefault:"true"`
 	ProviderWebhookSecret  string        `env:"PROVIDER_WEBHOOK_SECRET" envDefault:"whsec_test"`
+	ProviderWebhookDelay   time.Duration `env:"PROVIDER_WEBHOOK_DELAY" envDefault:"10s"`
 	MaxBodyBytes           int64         `env:"MAX_BODY_BYTES" envDefault:"1048576"`
 	ShutdownTimeout        time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
 	DBMaxConns             int           `env:"DB_MAX_CONNS" envDefault:"20"`
@@ -99,6 +100,9 @@ func (c Config) validate() error {
 	}
 	if c.RateLimitNewKeys > 0 && c.RedisURL == "" {
 		errs = append(errs, errors.New("RATE_LIMIT_NEW_KEYS needs REDIS_URL: the limit is shared by every instance through Redis"))
+	}
+	if c.ProviderWebhookDelay < 0 {
+		errs = append(errs, fmt.Errorf("PROVIDER_WEBHOOK_DELAY must not be negative, got %s", c.ProviderWebhookDelay))
 	}
 	if c.MaxBodyBytes <= 0 {
 		errs = append(errs, fmt.Errorf("MAX_BODY_BYTES must be positive, got %d", c.MaxBodyBytes))
