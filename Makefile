@@ -20,7 +20,7 @@ GOLANGCI_LINT := $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lin
 SWAG := $(GO) run github.com/swaggo/swag/cmd/swag@v1.16.6
 SWAG_INIT_FLAGS := -g cmd/api/main.go -o docs --parseInternal
 
-.PHONY: help run run-pg db provider merchant migrate test test-short fuzz lint fmt \
+.PHONY: help run run-pg db provider demo merchant migrate test test-short fuzz lint fmt \
 	swagger swagger-check build clean compose-up compose-down ci
 
 help: ## Show this list
@@ -44,6 +44,9 @@ db: ## Create the PostgreSQL database named in PG_URL if it is missing
 
 provider: ## Run the mock provider on :8081, sending webhooks to WEBHOOK_URL
 	WEBHOOK_URL='$(WEBHOOK_URL)' $(GO) run ./cmd/provider
+
+demo: ## Against a running API (API_URL, API_KEY): lost provider response, 202, reconcile, replay
+	$(GO) run ./cmd/demo
 
 merchant: ## Create a merchant and print its API key once: make merchant NAME=initech
 	@[[ -n "$(NAME)" ]] || { echo "usage: make merchant NAME=<name> [DATABASE_URL=...]"; exit 2; }

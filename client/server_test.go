@@ -7,12 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,6 +19,7 @@ import (
 	"github.com/idemkeys/payments/client"
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testproc"
 )
 
 // TestAgainstTheRealServer runs the client against the real programs: the
@@ -272,84 +269,14 @@ func ledger(t *testing.T, url string) []map[string]any {
 // buildBinaries compiles cmd/api and cmd/provider for this test.
 func buildBinaries(t *testing.T) (api, prov string) {
 	t.Helper()
-	dir := t.TempDir()
-	api, prov = filepath.Join(dir, "api"), filepath.Join(dir, "provider")
-	for out, pkg := range map[string]string{api: "../cmd/api", prov: "../cmd/provider"} {
-		cmd := exec.Command("go", "build", "-o", out, pkg)
-		cmd.Stderr = os.Stderr
-		require.NoError(t, cmd.Run(), "build %s", pkg)
-	}
-	return api, prov
+	bins := testproc.Build(t, "cmd/api", "cmd/provider")
+	return bins[0], bins[1]
 }
 
-// startProcess runs bin with env added to ours, waits for its /healthz, and
-// kills it when the test ends. Its output is shown only if the test fails.
+// startProcess runs bin on addr until the test ends, once it is healthy.
 func startProcess(t *testing.T, bin, addr string, env ...string) {
 	t.Helper()
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), append([]string{"HTTP_ADDR=" + addr, "LOG_LEVEL=warn"}, env...)...)
-	var out syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("%s output:\n%s", filepath.Base(bin), out.String())
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for !healthy("http://" + addr + "/healthz") {
-		select {
-		case <-exited:
-			t.Fatalf("%s exited at start:\n%s", bin, out.String())
-		default:
-		}
-		require.True(t, time.Now().Before(deadline), "%s did not become healthy", bin)
-		time.Sleep(20 * time.Millisecond)
-	}
+	testproc.Start(t, bin, addr, env...)
 }
 
-func healthy(url string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
-
-// syncBuffer collects a process's output.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+func freeAddr(t *testing.T) string { return testproc.FreeAddr(t) }

@@ -4,9 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,49 +13,20 @@ import (
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testproc"
 )
 
 // buildBinaries compiles cmd/api and cmd/provider once for this test.
 func buildBinaries(t *testing.T) (api, prov string) {
 	t.Helper()
-	dir := t.TempDir()
-	api, prov = filepath.Join(dir, "api"), filepath.Join(dir, "provider")
-	for out, pkg := range map[string]string{api: ".", prov: "../provider"} {
-		cmd := exec.Command("go", "build", "-o", out, pkg)
-		cmd.Stderr = os.Stderr
-		require.NoError(t, cmd.Run(), "build %s", pkg)
-	}
-	return api, prov
+	bins := testproc.Build(t, "cmd/api", "cmd/provider")
+	return bins[0], bins[1]
 }
 
-// startProcess runs bin with env added to ours and waits for /healthz.
-func startProcess(t *testing.T, bin, addr string, env ...string) *exec.Cmd {
+// startProcess runs bin on addr and waits until it is healthy.
+func startProcess(t *testing.T, bin, addr string, env ...string) *testproc.Process {
 	t.Helper()
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), append([]string{"HTTP_ADDR=" + addr, "LOG_LEVEL=warn"}, env...)...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	eventually(t, 60*time.Second, bin+" healthy", func() bool {
-		resp, err := httpGet("http://" + addr + "/healthz")
-		return err == nil && resp == 200
-	})
-	return cmd
-}
-
-func httpGet(url string) (int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode, nil
+	return testproc.Start(t, bin, addr, env...)
 }
 
 // TestSIGKILLDuringSlowPayment kills the API process while the provider is
@@ -102,8 +70,8 @@ func TestSIGKILLDuringSlowPayment(t *testing.T) {
 		require.NoError(t, db.Raw("SELECT id FROM payments WHERE order_id = ?", order).Scan(&paymentID).Error)
 		return len(ledger(t, "http://"+provAddr+"/v1/charges?reference="+paymentID)) == 1
 	})
-	require.NoError(t, api.Process.Signal(syscall.SIGKILL))
-	_ = api.Wait()
+	require.NoError(t, api.Cmd.Process.Signal(syscall.SIGKILL))
+	api.Wait()
 	require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM payments WHERE id = ? AND status = 'pending'", paymentID),
 		"killed before it could record the outcome")
 

@@ -21,21 +21,20 @@ import (
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/provider"
 	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testproc"
 )
 
 // observedAPI is one run() of the API whose logs the test reads.
 type observedAPI struct {
 	*apiProcess
-	logs  *syncBuffer
+	logs  *testproc.SyncBuffer
 	done  chan error
 	dbURL string
 }
 
 // text is everything the process has logged so far.
 func (a *observedAPI) text() string {
-	a.logs.mu.Lock()
-	defer a.logs.mu.Unlock()
-	return a.logs.buf.String()
+	return a.logs.String()
 }
 
 // startObservedAPI is startAPI with the logs kept (at debug level, so that
@@ -52,7 +51,7 @@ func startObservedAPI(t *testing.T, dbURL string, extra ...string) *observedAPI 
 		"DB_MAX_CONNS=10",
 	}, extra...)
 	ctx, cancel := context.WithCancel(context.Background())
-	a := &observedAPI{logs: &syncBuffer{}, done: make(chan error, 1), dbURL: dbURL}
+	a := &observedAPI{logs: &testproc.SyncBuffer{}, done: make(chan error, 1), dbURL: dbURL}
 	go func() { a.done <- run(ctx, nil, environ, a.logs) }()
 
 	var once sync.Once
@@ -75,8 +74,7 @@ func startObservedAPI(t *testing.T, dbURL string, extra ...string) *observedAPI 
 			t.Fatalf("api exited at start: %v\n%s", err, a.text())
 		default:
 		}
-		code, err := httpGet(a.URL + "/healthz")
-		return err == nil && code == http.StatusOK
+		return testproc.Healthy(a.URL + "/healthz")
 	})
 	return a
 }
@@ -335,7 +333,7 @@ func TestUnreachableDatabaseFailsStartAfterBackoff(t *testing.T) {
 	closedPort := ln.Addr().(*net.TCPAddr).Port
 	require.NoError(t, ln.Close())
 
-	logs := &syncBuffer{}
+	logs := &testproc.SyncBuffer{}
 	start := time.Now()
 	err = run(context.Background(), nil, []string{
 		"HTTP_ADDR=" + freeAddr(t),
@@ -349,9 +347,7 @@ func TestUnreachableDatabaseFailsStartAfterBackoff(t *testing.T) {
 	// It retries until the whole timeout is spent, then stops.
 	require.Less(t, elapsed, 15*time.Second, "it gave up within a bounded time")
 
-	logs.mu.Lock()
-	text := logs.buf.String()
-	logs.mu.Unlock()
+	text := logs.String()
 	require.Contains(t, text, "database not reachable yet; retrying", "it retried with backoff")
 	require.NotContains(t, text, "hunter2", "the database password is never logged")
 	require.NotContains(t, err.Error(), "hunter2")

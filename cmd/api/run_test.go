@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testproc"
 )
 
 // apiProcess is one run() of the API, serving on a loopback port.
@@ -25,26 +24,8 @@ type apiProcess struct {
 	stop func() error
 }
 
-// syncBuffer collects the process's log lines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
+// freeAddr is a loopback address that was free a moment ago.
+func freeAddr(t *testing.T) string { return testproc.FreeAddr(t) }
 
 func startAPI(t *testing.T, databaseURL string, extra ...string) *apiProcess {
 	t.Helper()
@@ -67,7 +48,7 @@ func startAPI(t *testing.T, databaseURL string, extra ...string) *apiProcess {
 	}, extra...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	logs := &syncBuffer{}
+	logs := &testproc.SyncBuffer{}
 	go func() { done <- run(ctx, nil, environ, logs) }()
 
 	p := &apiProcess{URL: "http://" + addr}
@@ -90,7 +71,7 @@ func startAPI(t *testing.T, databaseURL string, extra ...string) *apiProcess {
 	for {
 		select {
 		case err := <-done:
-			t.Fatalf("api exited at start: %v\n%s", err, logs.buf.String())
+			t.Fatalf("api exited at start: %v\n%s", err, logs.String())
 		default:
 		}
 		resp, err := http.Get(p.URL + "/healthz")
