@@ -104,6 +104,7 @@ func NewRouter(d Deps) *gin.Engine {
 	health := &healthHandlers{db: d.Database, redis: d.Redis}
 	r.GET("/healthz", health.healthz)
 	r.GET("/readyz", health.readyz)
+	r.GET("/demo", demoPage())
 
 	// Every /v1 route checks the API key before anything else, the body
 	// limit included: a request without a valid key learns nothing more.

@@ -230,7 +230,12 @@ func (k *Keeper) runAtomic(c *gin.Context, req request, waitCtx context.Context)
 
 // reserve inserts the executing record of a Guarded request and runs it.
 func (k *Keeper) reserve(c *gin.Context, req request, waitCtx context.Context) *Record {
-	ctx := c.Request.Context()
+	// A client that hangs up during the insert must not leave us unsure
+	// whether we own the key: the row may be written while the request's
+	// context reports cancelled, and nobody would release it. Writes of
+	// the record therefore finish regardless of the client.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), 10*time.Second)
+	defer cancel()
 	now := k.clock.Now()
 	rec := &Record{
 		MerchantID: req.merchantID, Key: req.key, Method: req.method, Path: req.path,
@@ -369,7 +374,9 @@ func (k *Keeper) resolve(c *gin.Context, req request, rec *Record, atomic bool, 
 		}
 		now := k.clock.Now()
 		if !atomic && !rec.LockedUntil.After(now) {
-			err := k.store.TakeOver(ctx, req.merchantID, req.key, rec.Fence, now, now.Add(k.cfg.LockTimeout))
+			// As in reserve: once we try to own the record, finish the
+			// write whatever the client does.
+			err := k.store.TakeOver(context.WithoutCancel(ctx), req.merchantID, req.key, rec.Fence, now, now.Add(k.cfg.LockTimeout))
 			if err == nil {
 				return k.execute(c, req, rec.Fence+1, rec.RecoveryPoint, rec.ExpiresAt, OutcomeRecovered)
 			}
