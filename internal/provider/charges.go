@@ -17,29 +17,40 @@ type placement[T any] struct {
 	event *pendingEvent
 }
 
-// handleCreateCharge serves POST /v1/charges. Checks run in the order a real
-// PSP uses (key, body, ledger), so a malformed request never binds a key.
+// handleCreateCharge serves POST /v1/charges.
 func (s *Server) handleCreateCharge(w http.ResponseWriter, r *http.Request) {
+	handleCreate(s, w, r, "the charge request is invalid", s.placeCharge)
+}
+
+// validatable is a request that can list its invalid fields.
+type validatable interface {
+	validate() []FieldError
+}
+
+// handleCreate is the shape both creating endpoints share. Checks run in
+// the order a real PSP uses (key, body, ledger), so a malformed request
+// never binds a key. The webhook goes out while a fault still holds the
+// answer back: that is how a real caller learns the outcome of a lost
+// response.
+func handleCreate[Req validatable, Obj any](s *Server, w http.ResponseWriter, r *http.Request, invalid string,
+	place func(key string, req Req) (placement[Obj], error)) {
 	key, ok := idempotencyKey(w, r)
 	if !ok {
 		return
 	}
-	var req ChargeRequest
+	var req Req
 	if !decodeBody(w, r, &req) {
 		return
 	}
 	if errs := req.validate(); len(errs) > 0 {
-		writeProblem(w, http.StatusBadRequest, CodeValidationFailed, "the charge request is invalid", errs...)
+		writeProblem(w, http.StatusBadRequest, CodeValidationFailed, invalid, errs...)
 		return
 	}
-
-	placed, err := s.placeCharge(key, req)
+	placed, err := place(key, req)
 	if err != nil {
 		writeLedgerError(w, err)
 		return
 	}
-	// The webhook goes out while a fault still holds the answer back: that
-	// is how a real caller learns the outcome of a lost response.
 	s.deliver(placed.event)
 	s.holdAnswer(r.Context(), placed.hold)
 	writeCreated(w, placed.replayed, placed.object)

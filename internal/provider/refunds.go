@@ -6,30 +6,9 @@ import (
 	"time"
 )
 
-// handleCreateRefund serves POST /v1/refunds, in the same order as charges:
-// key, body, ledger.
+// handleCreateRefund serves POST /v1/refunds, in the same order as charges.
 func (s *Server) handleCreateRefund(w http.ResponseWriter, r *http.Request) {
-	key, ok := idempotencyKey(w, r)
-	if !ok {
-		return
-	}
-	var req RefundRequest
-	if !decodeBody(w, r, &req) {
-		return
-	}
-	if errs := req.validate(); len(errs) > 0 {
-		writeProblem(w, http.StatusBadRequest, CodeValidationFailed, "the refund request is invalid", errs...)
-		return
-	}
-
-	placed, err := s.placeRefund(key, req)
-	if err != nil {
-		writeLedgerError(w, err)
-		return
-	}
-	s.deliver(placed.event)
-	s.holdAnswer(r.Context(), placed.hold)
-	writeCreated(w, placed.replayed, placed.object)
+	handleCreate(s, w, r, "the refund request is invalid", s.placeRefund)
 }
 
 // placeRefund takes the whole decision for one refund request under the
