@@ -158,14 +158,19 @@ func (s *Server) handleFindCharges(w http.ResponseWriter, r *http.Request) {
 
 // handleGetCharge serves GET /v1/charges/{id}.
 func (s *Server) handleGetCharge(w http.ResponseWriter, r *http.Request) {
+	serveGet(s, w, r, "charge", &s.ledger.charges)
+}
+
+// serveGet answers GET by id for charges and refunds alike.
+func serveGet[T any](s *Server, w http.ResponseWriter, r *http.Request, noun string, t *table[T]) {
 	s.mu.Lock()
-	charge, ok := s.ledger.charges.get(r.PathValue("id"))
+	row, ok := t.get(r.PathValue("id"))
 	s.mu.Unlock()
 	if !ok {
-		writeProblem(w, http.StatusNotFound, CodeNotFound, "no charge with this id")
+		writeProblem(w, http.StatusNotFound, CodeNotFound, "no "+noun+" with this id")
 		return
 	}
-	writeJSON(w, http.StatusOK, charge)
+	writeJSON(w, http.StatusOK, row)
 }
 
 // serveFind answers the two lookups that charges and refunds share.

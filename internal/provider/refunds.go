@@ -82,12 +82,5 @@ func (s *Server) handleFindRefunds(w http.ResponseWriter, r *http.Request) {
 
 // handleGetRefund serves GET /v1/refunds/{id}.
 func (s *Server) handleGetRefund(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	refund, ok := s.ledger.refunds.get(r.PathValue("id"))
-	s.mu.Unlock()
-	if !ok {
-		writeProblem(w, http.StatusNotFound, CodeNotFound, "no refund with this id")
-		return
-	}
-	writeJSON(w, http.StatusOK, refund)
+	serveGet(s, w, r, "refund", &s.ledger.refunds)
 }
