@@ -282,7 +282,21 @@ func lease(c *gin.Context) (*idempotency.Lease, error) {
 //	@Router			/v1/orders/{id}/payments [post]
 func (h *paymentHandlers) payOrder(c *gin.Context) {
 	var req PayOrderRequest
-	if err := decodeJSON(c, &req); err != nil {
+	runGuarded(c, &req, func(ctx context.Context, merchantID, id, key string, rec payments.Recovery) (idempotency.Response, error) {
+		p, err := h.payments.PayOrder(ctx, merchantID, id, key, payments.PayInput{PaymentMethod: req.PaymentMethod}, rec)
+		// A decline is an error too: the table answers a
+		// *payments.DeclinedError with declinedProblem, the very builder
+		// PaymentAnswer uses for a failed payment, so the 402 reads the same
+		// whether this request or the finisher stores it.
+		return PaymentAnswer(p), err
+	})
+}
+
+// runGuarded is the shape the Guarded routes share: decode the body into
+// req, take the idempotency lease, run the operation with the client's key,
+// and write its answer, or pass its error to the table.
+func runGuarded(c *gin.Context, req any, op func(ctx context.Context, merchantID, id, key string, rec payments.Recovery) (idempotency.Response, error)) {
+	if err := decodeJSON(c, req); err != nil {
 		RenderError(c, err)
 		return
 	}
@@ -291,17 +305,12 @@ func (h *paymentHandlers) payOrder(c *gin.Context) {
 		RenderError(c, err)
 		return
 	}
-	p, err := h.payments.PayOrder(c.Request.Context(), MerchantID(c), c.Param("id"),
-		c.GetHeader(idempotency.HeaderKey), payments.PayInput{PaymentMethod: req.PaymentMethod}, rec)
+	answer, err := op(c.Request.Context(), MerchantID(c), c.Param("id"), c.GetHeader(idempotency.HeaderKey), rec)
 	if err != nil {
-		// A decline is an error too: the table answers a
-		// *payments.DeclinedError with declinedProblem, the very builder
-		// PaymentAnswer uses for a failed payment, so the 402 reads the same
-		// whether this request or the finisher stores it.
 		RenderError(c, err)
 		return
 	}
-	writeAnswer(c, PaymentAnswer(p))
+	writeAnswer(c, answer)
 }
 
 // getPayment godoc
@@ -356,20 +365,8 @@ func (h *paymentHandlers) getPayment(c *gin.Context) {
 //	@Router			/v1/payments/{id}/refunds [post]
 func (h *paymentHandlers) refundPayment(c *gin.Context) {
 	var req RefundPaymentRequest
-	if err := decodeJSON(c, &req); err != nil {
-		RenderError(c, err)
-		return
-	}
-	rec, err := lease(c)
-	if err != nil {
-		RenderError(c, err)
-		return
-	}
-	r, err := h.payments.RefundPayment(c.Request.Context(), MerchantID(c), c.Param("id"),
-		c.GetHeader(idempotency.HeaderKey), payments.RefundInput{Amount: req.Amount}, rec)
-	if err != nil {
-		RenderError(c, err)
-		return
-	}
-	writeAnswer(c, RefundAnswer(r))
+	runGuarded(c, &req, func(ctx context.Context, merchantID, id, key string, rec payments.Recovery) (idempotency.Response, error) {
+		r, err := h.payments.RefundPayment(ctx, merchantID, id, key, payments.RefundInput{Amount: req.Amount}, rec)
+		return RefundAnswer(r), err
+	})
 }
