@@ -19,6 +19,7 @@ import (
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/testclock"
 	"github.com/idemkeys/payments/internal/testdb"
 )
 
@@ -28,7 +29,7 @@ import (
 type testEnv struct {
 	db         *database.DB
 	store      *idempotency.GormStore
-	clock      *fakeClock
+	clock      *testclock.Clock
 	engine     *gin.Engine
 	executions atomic.Int64
 	seen       sync.Map // recovery point seen by each Guarded execution, by key

@@ -16,34 +16,17 @@ import (
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/testclock"
 	"github.com/idemkeys/payments/internal/testdb"
 )
 
-// fixedClock is a clock tests move by hand.
-type fixedClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFixedClock() *fixedClock {
-	return &fixedClock{now: time.Date(2025, 6, 1, 12, 0, 0, 123456789, time.UTC)}
-}
-
-func (c *fixedClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fixedClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+func newFixedClock() *testclock.Clock {
+	return testclock.New(time.Date(2025, 6, 1, 12, 0, 0, 123456789, time.UTC))
 }
 
 // setup returns a Service on a fresh database of the dialect, with the
 // merchants mch_a and mch_b in it.
-func setup(t *testing.T, dialect database.Dialect) (*payments.Service, *database.DB, *fixedClock) {
+func setup(t *testing.T, dialect database.Dialect) (*payments.Service, *database.DB, *testclock.Clock) {
 	t.Helper()
 	db := testdb.Open(t, dialect)
 	for _, id := range []string{"mch_a", "mch_b"} {
