@@ -8,39 +8,21 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/provider"
+	"github.com/idemkeys/payments/internal/testproc"
 )
-
-// syncBuffer is an io.Writer the test can read while run writes to it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func env(vars map[string]string) func(string) string {
 	return func(name string) string { return vars[name] }
 }
 
 // listeningURL waits for run's "listening" log line and returns its URL.
-func listeningURL(t *testing.T, out *syncBuffer) string {
+func listeningURL(t *testing.T, out *testproc.SyncBuffer) string {
 	t.Helper()
 	var url string
 	require.Eventually(t, func() bool {
@@ -74,7 +56,7 @@ func TestRun_ServesChargesAndWebhooksThenShutsDown(t *testing.T) {
 
 	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
-	out := &syncBuffer{}
+	out := &testproc.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, nil, env(map[string]string{
@@ -136,7 +118,7 @@ func TestRun_RefusesBadConfiguration(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := run(t.Context(), tt.args, env(tt.vars), &syncBuffer{})
+			err := run(t.Context(), tt.args, env(tt.vars), &testproc.SyncBuffer{})
 			require.Error(t, err)
 			for _, want := range tt.want {
 				require.ErrorContains(t, err, want)
@@ -179,7 +161,7 @@ func TestLoadConfig(t *testing.T) {
 }
 
 func TestRun_Help(t *testing.T) {
-	out := &syncBuffer{}
+	out := &testproc.SyncBuffer{}
 	require.NoError(t, run(t.Context(), []string{"-h"}, env(nil), out))
 	for _, name := range []string{"HTTP_ADDR", "WEBHOOK_URL", "WEBHOOK_SECRET", "DUPLICATE_WEBHOOK_RATE",
 		"CHAOS_LOST_RESPONSE_RATE", "CHAOS_UNAVAILABLE_RATE", "CHAOS_LATENCY"} {

@@ -1,14 +1,12 @@
 package handlers_test
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,32 +19,15 @@ import (
 	"github.com/idemkeys/payments/internal/merchants"
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testproc"
 )
-
-// lockedBuffer collects log lines written from request goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // keysAPI is the router with the real Keeper (orders behind Atomic) and the
 // key introspection route, logging JSON into logs.
 type keysAPI struct {
 	router   *gin.Engine
 	store    idempotency.Store
-	logs     *lockedBuffer
+	logs     *testproc.SyncBuffer
 	hash     func(string) string
 	merchant string // acme's id
 }
@@ -58,7 +39,7 @@ func newKeysAPI(t *testing.T, dialect database.Dialect) *keysAPI {
 	require.NoError(t, ms.SeedDemo(t.Context()))
 	merchantID, err := ms.Authenticate(t.Context(), acmeKey)
 	require.NoError(t, err)
-	logs := &lockedBuffer{}
+	logs := &testproc.SyncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	store := idempotency.NewGormStore(db.DB)
 	keeper := idempotency.NewKeeper(store, db.DB, idempotency.SystemClock{}, idempotency.Config{
