@@ -13,25 +13,9 @@ import (
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/merchants"
+	"github.com/idemkeys/payments/internal/testclock"
 	"github.com/idemkeys/payments/internal/testdb"
 )
-
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 func TestCreateAndAuthenticate(t *testing.T) {
 	for _, d := range testdb.Dialects {
@@ -139,7 +123,7 @@ func TestAuthenticateCache(t *testing.T) {
 			t.Parallel()
 			db := testdb.Open(t, d)
 			ctx := context.Background()
-			c := &clock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+			c := testclock.New(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 			store := merchants.NewStore(db.DB, c.Now)
 			require.NoError(t, store.SeedDemo(ctx))
 
