@@ -1,0 +1,258 @@
+// Package harness starts the real processes that the load generator
+// (cmd/bench) and the fault harness (cmd/chaos) drive: the project's own
+// binaries, a private PostgreSQL cluster and a private redis-server, each on
+// a free loopback port, each of which may be killed and started again. It
+// also keeps latency samples and prints them as percentiles.
+//
+// Nothing here is a test double: the processes are the ones a deployment
+// runs, and killing one is a real SIGKILL.
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Module is the import path prefix of the project's commands.
+const Module = "github.com/idemkeys/payments/"
+
+// Build compiles the commands (e.g. "cmd/api") into dir with the given build
+// tags (may be empty) and returns the binaries' paths, in order.
+func Build(ctx context.Context, dir, tags string, commands ...string) ([]string, error) {
+	paths := make([]string, len(commands))
+	for i, c := range commands {
+		name := filepath.Base(c)
+		if tags != "" {
+			name += "-" + tags
+		}
+		paths[i] = filepath.Join(dir, name)
+		args := []string{"build", "-o", paths[i]}
+		if tags != "" {
+			args = append(args, "-tags", tags)
+		}
+		cmd := exec.CommandContext(ctx, "go", append(args, Module+c)...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("build %s: %w", c, err)
+		}
+	}
+	return paths, nil
+}
+
+// FreeAddr returns a loopback host:port that was free a moment ago.
+func FreeAddr() (string, error) {
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = ln.Close() }()
+	return ln.Addr().String(), nil
+}
+
+// Process is one program that can be started, killed and started again with
+// the same command line, address and environment.
+type Process struct {
+	// Name labels the process in errors and in its log file's name.
+	Name string
+	// Path and Args are the command line.
+	Path string
+	Args []string
+	// Env is added to this process's environment.
+	Env []string
+	// Addr is host:port the process serves on, if any.
+	Addr string
+	// Ready reports whether a started process serves; Start waits for it.
+	// Nil means HTTPReady on http://Addr/healthz.
+	Ready func() bool
+	// Log receives the process's output (stdout and stderr); nil discards it.
+	Log io.Writer
+	// Credential, when set, runs the process as another user (PostgreSQL
+	// refuses to run as root).
+	Credential *syscall.Credential
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	starts int
+}
+
+// Start runs the process and waits up to timeout for Ready.
+func (p *Process) Start(timeout time.Duration) error {
+	p.mu.Lock()
+	if p.cmd != nil {
+		p.mu.Unlock()
+		return fmt.Errorf("%s: already running", p.Name)
+	}
+	cmd := exec.CommandContext(context.Background(), p.Path, p.Args...)
+	cmd.Env = append(os.Environ(), p.Env...)
+	out := p.Log
+	if out == nil {
+		out = io.Discard
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	// A process group of its own, so a Ctrl-C on the harness does not
+	// reach it before the harness has decided what to do.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: p.Credential}
+	if err := cmd.Start(); err != nil {
+		p.mu.Unlock()
+		return fmt.Errorf("start %s: %w", p.Name, err)
+	}
+	exited := make(chan struct{})
+	p.cmd, p.exited = cmd, exited
+	p.starts++
+	p.mu.Unlock()
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+		p.mu.Lock()
+		if p.cmd == cmd {
+			p.cmd = nil
+		}
+		p.mu.Unlock()
+	}()
+
+	ready := p.Ready
+	if ready == nil {
+		ready = func() bool { return HTTPReady("http://" + p.Addr + "/healthz") }
+	}
+	deadline := time.Now().Add(timeout)
+	for !ready() {
+		select {
+		case <-exited:
+			return fmt.Errorf("%s exited while starting (exit %d)", p.Name, cmd.ProcessState.ExitCode())
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not become ready within %s", p.Name, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+// Running reports whether the process is running.
+func (p *Process) Running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd != nil
+}
+
+// Starts is how many times the process was started.
+func (p *Process) Starts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.starts
+}
+
+// Kill sends SIGKILL and waits for the process to be gone. A process that is
+// not running is left alone.
+func (p *Process) Kill() { p.Signal(syscall.SIGKILL, 0) }
+
+// Stop sends SIGTERM and waits up to grace for the process to exit, then
+// kills it.
+func (p *Process) Stop(grace time.Duration) { p.Signal(syscall.SIGTERM, grace) }
+
+// Signal sends sig and waits up to grace for the process to exit, then
+// kills it; a grace of zero waits as long as it takes.
+func (p *Process) Signal(sig syscall.Signal, grace time.Duration) {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(sig)
+	if grace <= 0 {
+		<-exited
+		return
+	}
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+}
+
+// Restart kills the process and starts it again.
+func (p *Process) Restart(timeout time.Duration) error {
+	p.Kill()
+	return p.Start(timeout)
+}
+
+// HTTPReady reports whether url answers 200 within a second.
+func HTTPReady(url string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// TCPReady reports whether something accepts connections on addr.
+func TCPReady(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
+}
+
+// Group stops a set of processes together.
+type Group struct {
+	mu    sync.Mutex
+	procs []*Process
+}
+
+// Add registers p and returns it.
+func (g *Group) Add(p *Process) *Process {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.procs = append(g.procs, p)
+	return p
+}
+
+// KillAll kills every registered process, the last added first.
+func (g *Group) KillAll() {
+	g.mu.Lock()
+	procs := append([]*Process(nil), g.procs...)
+	g.mu.Unlock()
+	for i := len(procs) - 1; i >= 0; i-- {
+		procs[i].Kill()
+	}
+}
+
+// ErrMissing says a program the harness needs is not installed.
+var ErrMissing = errors.New("not installed")
+
+// LookPath finds a program on PATH or in the given folders (globs allowed).
+func LookPath(name string, folders ...string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	for _, f := range folders {
+		matches, _ := filepath.Glob(filepath.Join(f, name))
+		if len(matches) > 0 {
+			return matches[len(matches)-1], nil
+		}
+	}
+	return "", fmt.Errorf("%s: %w", name, ErrMissing)
+}

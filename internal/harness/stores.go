@@ -1,0 +1,216 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// pgBinaries is where Debian and Ubuntu install PostgreSQL's server programs,
+// which are not on PATH there.
+const pgBinaries = "/usr/lib/postgresql/*/bin"
+
+// Postgres is a private PostgreSQL cluster in a folder of its own, on a free
+// loopback port, with trust authentication for the user postgres. It skips
+// fsync, as a disposable test bed may, and can be crashed
+// (Crash: SIGQUIT, the "immediate" shutdown, as after a power cut of the
+// server process) and started again.
+type Postgres struct {
+	*Process
+	port int
+	dir  string
+}
+
+// StartPostgres creates a cluster in a new temporary folder and starts it;
+// Close removes both. When this process runs as root, the cluster runs as
+// the user postgres, as PostgreSQL refuses root; the folder is made outside
+// any folder private to root for the same reason.
+func StartPostgres(log io.Writer) (*Postgres, error) {
+	dir, err := os.MkdirTemp("", "harness-pg-")
+	if err != nil {
+		return nil, err
+	}
+	pg, err := startPostgres(dir, log)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	return pg, nil
+}
+
+func startPostgres(dir string, log io.Writer) (*Postgres, error) {
+	initdb, err := LookPath("initdb", pgBinaries)
+	if err != nil {
+		return nil, err
+	}
+	server, err := LookPath("postgres", pgBinaries)
+	if err != nil {
+		return nil, err
+	}
+	addr, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	_, portText, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(portText)
+
+	data := filepath.Join(dir, "pgdata")
+	sockets := filepath.Join(dir, "pgsock")
+	if err := os.MkdirAll(sockets, 0o755); err != nil {
+		return nil, err
+	}
+	cred, err := postgresCredential()
+	if err != nil {
+		return nil, err
+	}
+	if cred != nil {
+		for _, d := range []string{dir, sockets} {
+			if err := os.Chown(d, int(cred.Uid), int(cred.Gid)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	cmd := exec.CommandContext(context.Background(), initdb, "-D", data, "-U", "postgres",
+		"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
+	}
+	pg := &Postgres{port: port, dir: dir}
+	pg.Process = &Process{
+		Name: "postgres",
+		Path: server,
+		Args: []string{"-D", data, "-p", portText, "-k", sockets, "-c", "listen_addresses=127.0.0.1",
+			// fsync off: the disk is skipped, not durability against a
+			// crash of the server process, which is all the harness
+			// injects (the operating system keeps what was written).
+			// synchronous_commit stays on: with it off a crash loses
+			// commits the clients were told about (seen in this
+			// package's test).
+			"-c", "fsync=off", "-c", "full_page_writes=off",
+			"-c", "max_connections=300", "-c", "shared_buffers=256MB"},
+		Addr:       addr,
+		Log:        log,
+		Credential: cred,
+		Ready:      func() bool { return pg.ping() == nil },
+	}
+	if err := pg.Start(60 * time.Second); err != nil {
+		return nil, err
+	}
+	return pg, nil
+}
+
+// postgresCredential is the user postgres when this process is root, nil
+// otherwise.
+func postgresCredential() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("running as root, PostgreSQL needs the user postgres: %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// Close kills the cluster and removes its folder.
+func (pg *Postgres) Close() {
+	pg.Kill()
+	_ = os.RemoveAll(pg.dir)
+}
+
+// URL is the cluster's URL for database db.
+func (pg *Postgres) URL(db string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", pg.port, db)
+}
+
+// Port is the port the cluster listens on.
+func (pg *Postgres) Port() int { return pg.port }
+
+// ping runs SELECT 1 in the database postgres.
+func (pg *Postgres) ping() error {
+	return pg.Exec("postgres", "SELECT 1")
+}
+
+// Exec runs SQL statements in database db through psql.
+func (pg *Postgres) Exec(db, sql string) error {
+	psql, err := LookPath("psql", pgBinaries)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", pg.URL(db), "-c", sql)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("psql %q: %w: %s", sql, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// CreateDatabase makes an empty database and returns its URL.
+func (pg *Postgres) CreateDatabase(name string) (string, error) {
+	if err := pg.Exec("postgres", "CREATE DATABASE "+name); err != nil {
+		return "", err
+	}
+	return pg.URL(name), nil
+}
+
+// Crash stops the cluster the hard way (SIGQUIT: every backend exits at
+// once, the next start replays the write-ahead log).
+func (pg *Postgres) Crash() { pg.Signal(syscall.SIGQUIT, 30*time.Second) }
+
+// Redis is a private redis-server that keeps nothing on disk.
+type Redis struct {
+	*Process
+}
+
+// StartRedis runs a redis-server on a free loopback port.
+func StartRedis(dir string, log io.Writer) (*Redis, error) {
+	bin, err := LookPath("redis-server")
+	if err != nil {
+		return nil, err
+	}
+	addr, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	r := &Redis{Process: &Process{
+		Name: "redis",
+		Path: bin,
+		Args: []string{"--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no",
+			"--dir", dir, "--loglevel", "warning"},
+		Addr: addr,
+		Log:  log,
+	}}
+	r.Ready = r.ping
+	if err := r.Start(30 * time.Second); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// URL is the server's redis:// URL.
+func (r *Redis) URL() string { return "redis://" + r.Addr + "/0" }
+
+func (r *Redis) ping() bool {
+	c := redis.NewClient(&redis.Options{Addr: r.Addr, DialTimeout: 500 * time.Millisecond})
+	defer func() { _ = c.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return c.Ping(ctx).Err() == nil
+}
