@@ -20,7 +20,7 @@ GOLANGCI_LINT := $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lin
 SWAG := $(GO) run github.com/swaggo/swag/cmd/swag@v1.16.6
 SWAG_INIT_FLAGS := -g cmd/api/main.go -o docs --parseInternal
 
-.PHONY: help run run-pg db provider demo merchant migrate test test-short fuzz lint fmt \
+.PHONY: help run run-pg db provider demo merchant migrate test test-short fuzz bench lint fmt \
 	swagger swagger-check build clean compose-up compose-down ci
 
 help: ## Show this list
@@ -65,6 +65,9 @@ test-short: ## Run all tests with -race, without fuzzing
 
 fuzz: ## Run each fuzz target for FUZZTIME (make fuzz FUZZTIME=5m)
 	FUZZTIME='$(FUZZTIME)' scripts/test.sh fuzz
+
+bench: ## Measure idempotency's cost beside the database's own limit; writes docs/benchmarks.md (~8 min)
+	timeout 20m $(GO) run ./cmd/bench
 
 lint: ## Check gofmt, go vet and golangci-lint v2.15.0 (.golangci.yml)
 	@out=$$(gofmt -l .); if [[ -n "$$out" ]]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -17,9 +17,21 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// pgBinaries is where Debian and Ubuntu install PostgreSQL's server programs,
+// PostgresBinaries is where Debian and Ubuntu install PostgreSQL's server programs,
 // which are not on PATH there.
-const pgBinaries = "/usr/lib/postgresql/*/bin"
+const PostgresBinaries = "/usr/lib/postgresql/*/bin"
+
+// Available reports whether the programs StartPostgres and StartRedis run
+// are installed.
+func Available() error {
+	for _, name := range []string{"initdb", "postgres", "psql"} {
+		if _, err := LookPath(name, PostgresBinaries); err != nil {
+			return err
+		}
+	}
+	_, err := LookPath("redis-server")
+	return err
+}
 
 // Postgres is a private PostgreSQL cluster in a folder of its own, on a free
 // loopback port, with trust authentication for the user postgres. It skips
@@ -50,11 +62,11 @@ func StartPostgres(log io.Writer) (*Postgres, error) {
 }
 
 func startPostgres(dir string, log io.Writer) (*Postgres, error) {
-	initdb, err := LookPath("initdb", pgBinaries)
+	initdb, err := LookPath("initdb", PostgresBinaries)
 	if err != nil {
 		return nil, err
 	}
-	server, err := LookPath("postgres", pgBinaries)
+	server, err := LookPath("postgres", PostgresBinaries)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +159,7 @@ func (pg *Postgres) ping() error {
 
 // Exec runs SQL statements in database db through psql.
 func (pg *Postgres) Exec(db, sql string) error {
-	psql, err := LookPath("psql", pgBinaries)
+	psql, err := LookPath("psql", PostgresBinaries)
 	if err != nil {
 		return err
 	}

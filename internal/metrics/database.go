@@ -2,9 +2,11 @@ package metrics
 
 import (
 	"context"
+	"database/sql"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/payments"
@@ -33,6 +35,15 @@ type UnresolvedStats interface {
 // db_stats_up is 0). Call it once.
 func (m *Metrics) WatchDatabase(records RecordStats, unresolved UnresolvedStats, timeout time.Duration) {
 	m.reg.MustRegister(&dbCollector{records: records, unresolved: unresolved, timeout: timeout, now: time.Now})
+}
+
+// WatchPool exports the connection pool's own statistics as the standard
+// go_sql_* metrics with db_name="main": connections open, in use and idle,
+// the pool's limit, and go_sql_wait_count_total, the number of times a
+// request had to wait for a connection because all were in use. A wait
+// count that grows is an exhausted pool. Call it once.
+func (m *Metrics) WatchPool(db *sql.DB) {
+	m.reg.MustRegister(collectors.NewDBStatsCollector(db, "main"))
 }
 
 var (

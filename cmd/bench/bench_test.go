@@ -1,0 +1,37 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/idemkeys/payments/internal/harness"
+	"github.com/idemkeys/payments/internal/testdb"
+)
+
+// TestQuickRun runs the whole load generator on its smallest settings: it
+// builds both API builds, starts the private stores and three instances,
+// and goes through every phase. run fails when a request fails or a retry
+// storm's key makes other than exactly one order with one answer; the test
+// also checks that the report names every target.
+func TestQuickRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the API twice and runs load for about a minute")
+	}
+	if err := harness.Available(); err != nil {
+		testdb.MissingService(t, "PostgreSQL server programs or redis-server", err)
+	}
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"-quick", "-out", "", "-storm", "300"}, &out)
+	t.Log(out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"(a) raw SQL", "(b) create without idempotency", "(c) idempotent create",
+		"(d) replay from PostgreSQL", "(e) replay from Redis", "retry storm without Redis", "retry storm with Redis",
+		"| 1001 |", "janitor purging"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}

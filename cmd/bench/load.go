@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemkeys/payments/internal/harness"
+)
+
+// orderBody is the order every request creates or replays: one line, the
+// size of a typical checkout.
+const orderBody = `{"customer_id":"cus_1","currency":"BRL","items":[{"sku":"SKU-1","name":"Coffee","quantity":2,"unit_amount":1250}],"metadata":{"cart":"c_1"}}`
+
+// apiKey is a demo merchant's key, seeded by the API at start.
+const apiKey = "sk_test_acme"
+
+// result is what one measured phase produced.
+type result struct {
+	Name     string
+	Requests int
+	Failed   int
+	Elapsed  time.Duration
+	Lat      *harness.Latencies
+	// Note is shown beside the figures (what was checked, or why a row is
+	// missing).
+	Note string
+}
+
+// Rate is requests per second.
+func (r result) Rate() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Requests) / r.Elapsed.Seconds()
+}
+
+// op is one unit of work of a closed-loop client: worker is the client's
+// number, i its own count of operations so far.
+type op func(ctx context.Context, worker, i int) error
+
+// closedLoop runs clients goroutines, each doing op back to back, and
+// measures them while window runs, after a warm-up of warm. A failed op
+// counts as a request and as a failure.
+func closedLoop(ctx context.Context, name string, clients int, warm time.Duration, window func(context.Context), do op) result {
+	var (
+		measuring atomic.Bool
+		requests  atomic.Int64
+		failed    atomic.Int64
+		firstErr  atomic.Value
+		lat       = &harness.Latencies{}
+		wg        sync.WaitGroup
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for w := range clients {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				start := time.Now()
+				err := do(ctx, w, i)
+				if !measuring.Load() || ctx.Err() != nil {
+					continue
+				}
+				lat.Add(time.Since(start))
+				requests.Add(1)
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				}
+			}
+		})
+	}
+	sleep(ctx, warm)
+	measuring.Store(true)
+	start := time.Now()
+	window(ctx)
+	measuring.Store(false)
+	elapsed := time.Since(start)
+	cancel()
+	wg.Wait()
+	r := result{Name: name, Requests: int(requests.Load()), Failed: int(failed.Load()), Elapsed: elapsed, Lat: lat}
+	if err, ok := firstErr.Load().(error); ok {
+		r.Note = "first failure: " + err.Error()
+	}
+	return r
+}
+
+// forDuration is a measuring window of d.
+func forDuration(d time.Duration) func(context.Context) {
+	return func(ctx context.Context) { sleep(ctx, d) }
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// api sends requests to one running API.
+type api struct {
+	base   string
+	client *http.Client
+}
+
+func newAPI(base string, conns int) *api {
+	return &api{base: base, client: &http.Client{
+		Transport: &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, IdleConnTimeout: time.Minute},
+		Timeout:   30 * time.Second,
+	}}
+}
+
+// answer is one HTTP answer, read whole.
+type answer struct {
+	status   int
+	replayed bool
+	body     string
+}
+
+// createOrder posts orderBody under key (no header when key is empty).
+func (a *api) createOrder(ctx context.Context, key string) (answer, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+"/v1/orders", strings.NewReader(orderBody))
+	if err != nil {
+		return answer{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return answer{}, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return answer{}, err
+	}
+	return answer{status: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", body: string(body)}, nil
+}
+
+// expect turns an answer that is not want (or whose replay flag is not
+// replayed) into an error.
+func expect(a answer, err error, want int, replayed bool) error {
+	if err != nil {
+		return err
+	}
+	if a.status != want || a.replayed != replayed {
+		return fmt.Errorf("got %d (replayed %v), want %d (replayed %v): %.200s", a.status, a.replayed, want, replayed, a.body)
+	}
+	return nil
+}
+
+// created posts a new order under a fresh key and expects 201.
+func (a *api) created(run string) op {
+	return func(ctx context.Context, w, i int) error {
+		ans, err := a.createOrder(ctx, fmt.Sprintf("%s-%d-%d", run, w, i))
+		return expect(ans, err, http.StatusCreated, false)
+	}
+}
+
+// replayed posts orderBody under one of keys, in turn, and expects the
+// stored 201 with Idempotent-Replayed: true.
+func (a *api) replayed(keys []string) op {
+	return func(ctx context.Context, w, i int) error {
+		k := keys[(w*7919+i)%len(keys)]
+		ans, err := a.createOrder(ctx, k)
+		return expect(ans, err, http.StatusCreated, true)
+	}
+}

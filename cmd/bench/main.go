@@ -1,0 +1,120 @@
+// Command bench measures what idempotency costs, side by side with what the
+// database can do at most, in one run on one machine, and writes the
+// figures and their ratios to docs/benchmarks.md.
+//
+// It builds the API twice (as served, and a baseline build whose POST
+// /v1/orders runs without the idempotency middleware), starts a private
+// PostgreSQL cluster and a private redis-server, and three API instances on
+// one database: the baseline, the API without Redis, and the API with
+// Redis. Then it drives them over HTTP with closed-loop clients:
+//
+//	(a) the SQL of an idempotent order creation, straight through pgx
+//	(b) POST /v1/orders without the middleware (baseline build)
+//	(c) POST /v1/orders with a fresh key each time
+//	(d) replays answered from PostgreSQL
+//	(e) replays answered from Redis
+//	(f) a retry storm: 1,000 concurrent requests on one key
+//
+// and then how create and replay change as the table holds 1 thousand to
+// 1 million records, and what the janitor purging a million expired
+// records does to latency under load.
+//
+//	go run ./cmd/bench                 the full run (make bench), ~6 minutes
+//	go run ./cmd/bench -quick -out ''  a smoke run, ~1 minute, nothing written
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command line.
+type options struct {
+	out      string
+	clients  int
+	duration time.Duration
+	warm     time.Duration
+	storm    int
+	sizes    []int
+	purge    int
+	quick    bool
+	logs     io.Writer
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	o := options{sizes: []int{1_000, 10_000, 100_000, 1_000_000}}
+	fs.StringVar(&o.out, "out", "docs/benchmarks.md", "write the report here as markdown; empty: print only")
+	fs.IntVar(&o.clients, "clients", 32, "concurrent closed-loop clients in each throughput phase")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured time of each throughput phase")
+	fs.DurationVar(&o.warm, "warm", 2*time.Second, "unmeasured warm-up before each phase")
+	fs.IntVar(&o.storm, "storm", 1000, "concurrent requests on one key in the retry storm")
+	fs.IntVar(&o.purge, "purge", 1_000_000, "expired records the janitor purges under load")
+	fs.BoolVar(&o.quick, "quick", false, "a smoke run: short phases, 1k and 10k records, a 20k purge")
+	verbose := fs.Bool("v", false, "show the servers' logs")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if o.quick {
+		o.duration, o.warm, o.sizes, o.purge = 2*time.Second, 500*time.Millisecond, []int{1_000, 10_000}, 20_000
+	}
+	o.logs = io.Discard
+	if *verbose {
+		o.logs = os.Stderr
+	}
+
+	b, err := setUp(ctx, o, stdout)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+
+	rep := &report{started: time.Now(), opts: o, machine: describeMachine(ctx, b.pg)}
+	rep.main, err = b.sideBySide(ctx)
+	if err != nil {
+		return err
+	}
+	rep.storm, err = b.retryStorm(ctx)
+	if err != nil {
+		return err
+	}
+	rep.growth, err = b.growth(ctx)
+	if err != nil {
+		return err
+	}
+	rep.purge, err = b.purgeUnderLoad(ctx)
+	if err != nil {
+		return err
+	}
+	rep.finished = time.Now()
+
+	text := rep.markdown()
+	fmt.Fprintln(stdout)
+	fmt.Fprint(stdout, text)
+	if o.out != "" {
+		if err := os.WriteFile(o.out, []byte(text), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\nwritten to %s\n", o.out)
+	}
+	if failed := rep.failures(); len(failed) > 0 {
+		return errors.New("requests failed during the run: " + fmt.Sprint(failed))
+	}
+	return nil
+}

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/idemkeys/payments/internal/harness"
+)
+
+// report gathers a run's results and writes them as markdown.
+type report struct {
+	started, finished time.Time
+	opts              options
+	machine           []string
+	main              sideBySide
+	storm             storms
+	growth            []growthRow
+	purge             purgeResult
+}
+
+// describeMachine names what the figures depend on.
+func describeMachine(ctx context.Context, pg *harness.Postgres) []string {
+	cpu := "unknown CPU"
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if name, ok := strings.CutPrefix(sc.Text(), "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(name), ":"))
+				break
+			}
+		}
+		_ = f.Close()
+	}
+	version := func(name string, args ...string) string {
+		out, err := exec.CommandContext(ctx, name, args...).Output()
+		if err != nil {
+			return name + ": unknown"
+		}
+		return strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+	}
+	server, _ := harness.LookPath("postgres", harness.PostgresBinaries)
+	return []string{
+		fmt.Sprintf("%d logical CPUs (%s), GOMAXPROCS=%d, %s/%s", runtime.NumCPU(), cpu, runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH),
+		runtime.Version(),
+		version(server, "--version") + " (private cluster, fsync off, synchronous_commit on)",
+		version("redis-server", "--version"),
+		"load generator, PostgreSQL, Redis and the three API instances all share these CPUs",
+	}
+}
+
+// failures lists the phases in which requests failed, and storms whose
+// key made other than one order or got other than one answer. Targets
+// missed are reported, not failures: they depend on the machine.
+func (r *report) failures() []string {
+	var out []string
+	for _, s := range []struct {
+		r      stormResult
+		orders int
+	}{{r.storm.Plain, r.storm.PlainOrders}, {r.storm.Cached, r.storm.CachedOrders}} {
+		if s.orders != 1 || s.r.Bodies != 1 || s.r.Failed > 0 {
+			out = append(out, fmt.Sprintf("%s: %d orders, %d distinct 201 bodies, %d not 201 (%s)",
+				s.r.Name, s.orders, s.r.Bodies, s.r.Failed, s.r.Note))
+		}
+	}
+	all := []result{r.main.Raw, r.main.Without, r.main.Create, r.main.CreateRedis, r.main.ReplayPG, r.main.ReplayRedis,
+		r.purge.Quiet, r.purge.Purging}
+	for _, g := range r.growth {
+		all = append(all, g.Create, g.Replay)
+	}
+	for _, x := range all {
+		if x.Failed > 0 {
+			out = append(out, fmt.Sprintf("%s: %d of %d (%s)", x.Name, x.Failed, x.Requests, x.Note))
+		}
+	}
+	return out
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f", harness.Millis(d)) }
+
+func row(r result) string {
+	return fmt.Sprintf("| %s | %d | %.0f | %s | %s | %d |", r.Name, r.Requests, r.Rate(), ms(r.Lat.Percentile(50)), ms(r.Lat.Percentile(99)), r.Failed)
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "**not met**"
+}
+
+func (r *report) markdown() string {
+	var w strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&w, format+"\n", args...) }
+	m := r.main
+	p("# Benchmarks")
+	p("")
+	p("Written by `make bench` (`go run ./cmd/bench`) on %s, in %s. Absolute figures depend on the", r.started.UTC().Format("2006-01-02"), r.finished.Sub(r.started).Round(time.Second))
+	p("machine; the ratios are the point, and all of them come from this one run.")
+	p("")
+	p("Machine:")
+	p("")
+	for _, l := range r.machine {
+		p("- %s", l)
+	}
+	p("")
+	p("Every phase is a closed loop of %d clients over keep-alive HTTP (or pgx for (a)) for %s after a %s warm-up; each", r.opts.clients, r.opts.duration, r.opts.warm)
+	p("API instance and the raw loop have a pool of %d connections. (a), (b) and (c) ran in turn for %d rounds; the", dbMaxConns, m.Rounds)
+	p("median round of each is shown. Latency is per request, in milliseconds.")
+	p("")
+	p("## Side by side")
+	p("")
+	p("| phase | requests | req/s | p50 ms | p99 ms | failed |")
+	p("| --- | ---: | ---: | ---: | ---: | ---: |")
+	for _, x := range []result{m.Raw, m.Without, m.Create, m.CreateRedis, m.ReplayPG, m.ReplayRedis} {
+		p("%s", row(x))
+	}
+	p("")
+	p("- (a) runs the statements of (c) straight through pgx: BEGIN, the order, its outbox event, the idempotency")
+	p("  record (the store's insert-if-absent), COMMIT. It is what the database gives this workload at most.")
+	p("- (b) is the same program built with `-tags benchbaseline`, whose POST /v1/orders skips the middleware and")
+	p("  so writes the order and its outbox event without the record.")
+	p("- (d) replays keys written in (c) on the instance without Redis; (e) replays keys written in (c') on the")
+	p("  instance with Redis, whose answers were cached after their commit.")
+	p("")
+	create := m.Create.Rate()
+	ratio := func(x, y float64) float64 {
+		if y == 0 {
+			return 0
+		}
+		return x / y
+	}
+	s := r.storm
+	wait := 2 * time.Second // IDEMPOTENCY_WAIT, the default the instances run with
+	stormOK := func(x stormResult, orders int) bool {
+		return x.Lat.Percentile(99) <= wait+100*time.Millisecond && x.PoolWaits == 0 && orders == 1 && x.Bodies == 1 && x.Failed == 0
+	}
+	p("## Targets")
+	p("")
+	p("| target | measured | |")
+	p("| --- | --- | --- |")
+	p("| idempotent create ≥ 0.85 × create without idempotency | (c)/(b) = %.2f | %s |", ratio(create, m.Without.Rate()), verdict(ratio(create, m.Without.Rate()) >= 0.85))
+	p("| idempotent create ≥ 0.5 × the raw-SQL limit | (c)/(a) = %.2f | %s |", ratio(create, m.Raw.Rate()), verdict(ratio(create, m.Raw.Rate()) >= 0.5))
+	p("| replay from Redis ≥ 3 × idempotent create | (e)/(c) = %.2f | %s |", ratio(m.ReplayRedis.Rate(), create), verdict(ratio(m.ReplayRedis.Rate(), create) >= 3))
+	for _, x := range []struct {
+		name   string
+		r      stormResult
+		orders int
+	}{{"without Redis", s.Plain, s.PlainOrders}, {"with Redis", s.Cached, s.CachedOrders}} {
+		p("| retry storm %s: p99 ≤ IDEMPOTENCY_WAIT + 100 ms, pool never exhausted, one effect | p99 %s ms of %s ms; %d pool waits; %d order, %d distinct answer(s), %d failed | %s |",
+			x.name, ms(x.r.Lat.Percentile(99)), ms(wait+100*time.Millisecond), x.r.PoolWaits, x.orders, x.r.Bodies, x.r.Failed, verdict(stormOK(x.r, x.orders)))
+	}
+	p("")
+	p("Other ratios: replay from PostgreSQL / idempotent create = %.2f; idempotent create with Redis / without = %.2f.",
+		ratio(m.ReplayPG.Rate(), create), ratio(m.CreateRedis.Rate(), create))
+	p("")
+	p("## Retry storm (f)")
+	p("")
+	p("%d requests with the same key and body, released at once, each on a connection of its own that was opened", r.opts.storm)
+	p("beforehand. Latency is counted from the release.")
+	p("")
+	p("| API | p50 ms | p99 ms | max ms | answers | orders made | distinct 201 bodies | pool waits |")
+	p("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |")
+	for _, x := range []struct {
+		name   string
+		r      stormResult
+		orders int
+	}{{"without Redis", s.Plain, s.PlainOrders}, {"with Redis", s.Cached, s.CachedOrders}} {
+		p("| %s | %s | %s | %s | %s | %d | %d | %d |", x.name, ms(x.r.Lat.Percentile(50)), ms(x.r.Lat.Percentile(99)),
+			ms(x.r.Lat.Percentile(100)), statusList(x.r.Statuses), x.orders, x.r.Bodies, x.r.PoolWaits)
+	}
+	p("")
+	p("## How the cost grows with the records stored")
+	p("")
+	p("The records table is emptied, then filled with copies of a real record (same fingerprint and answer) up to")
+	p("each size; replays pick keys spread over the whole table, so the index is walked at its full size. Each step")
+	p("measures replays, then creates, for %s each; the records a create step adds are deleted after it.", r.opts.duration/2)
+	p("")
+	p("| records stored | create req/s | create p99 ms | replay req/s | replay p99 ms |")
+	p("| ---: | ---: | ---: | ---: | ---: |")
+	for _, g := range r.growth {
+		p("| %d | %.0f | %s | %.0f | %s |", g.Records, g.Create.Rate(), ms(g.Create.Lat.Percentile(99)), g.Replay.Rate(), ms(g.Replay.Lat.Percentile(99)))
+	}
+	if len(r.growth) > 1 {
+		first, last := r.growth[0], r.growth[len(r.growth)-1]
+		p("")
+		p("From the smallest to the largest table: create × %.2f, replay × %.2f.", ratio(last.Create.Rate(), first.Create.Rate()), ratio(last.Replay.Rate(), first.Replay.Rate()))
+	}
+	p("")
+	pu := r.purge
+	p("## The janitor purging %d expired records under load", pu.Expired)
+	p("")
+	p("Idempotent creates at full load, first with nothing to purge (%s), then from the moment the expired records", r.opts.duration)
+	p("were committed until the janitor (every second, 500 records a statement, 10 ms between statements) had")
+	p("deleted them all.")
+	p("")
+	p("| window | seconds | req/s | p50 ms | p99 ms |")
+	p("| --- | ---: | ---: | ---: | ---: |")
+	p("| nothing to purge | %.0f | %.0f | %s | %s |", pu.Quiet.Elapsed.Seconds(), pu.Quiet.Rate(), ms(pu.Quiet.Lat.Percentile(50)), ms(pu.Quiet.Lat.Percentile(99)))
+	p("| janitor purging | %.0f | %.0f | %s | %s |", pu.Purging.Elapsed.Seconds(), pu.Purging.Rate(), ms(pu.Purging.Lat.Percentile(50)), ms(pu.Purging.Lat.Percentile(99)))
+	p("")
+	purgeRatio := ratio(float64(pu.Purging.Lat.Percentile(99)), float64(pu.Quiet.Lat.Percentile(99)))
+	p("p99 while purging / p99 without: %.2f (target ≤ 2: %s). Purged at %.0f records/s; %d expired records were left when the window closed.",
+		purgeRatio, verdict(purgeRatio <= 2 && pu.Left == 0), ratio(float64(pu.Expired-pu.Left), pu.Purging.Elapsed.Seconds()), pu.Left)
+	p("")
+	p("Repeat with `make bench`; `go run ./cmd/bench -h` lists the knobs (clients, phase length, storm size, sizes).")
+	return w.String()
+}
+
+// statusList spells answer counts as "201×1000".
+func statusList(m map[int]int) string {
+	var parts []string
+	for _, code := range []int{201, 409, 429, 500, 502, 503} {
+		if n := m[code]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d×%d", code, n))
+		}
+	}
+	for code, n := range m {
+		switch code {
+		case 201, 409, 429, 500, 502, 503:
+		default:
+			parts = append(parts, fmt.Sprintf("%d×%d", code, n))
+		}
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemkeys/payments/internal/harness"
+)
+
+// dbMaxConns is the pool size of every API instance and of the raw loop,
+// so that all sides get the same share of the database.
+const dbMaxConns = 20
+
+// bench is the running test bed.
+type bench struct {
+	opts   options
+	stdout io.Writer
+	pg     *harness.Postgres
+	redis  *harness.Redis
+	procs  harness.Group
+	dir    string
+	dbURL  string
+	pool   *pgxpool.Pool // for the raw loop, seeding and counting
+
+	baseline *api // baseline build: no idempotency middleware
+	plain    *api // the API without Redis; its janitor runs every second
+	cached   *api // the API with Redis
+}
+
+func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
+	dir, err := os.MkdirTemp("", "bench-")
+	if err != nil {
+		return nil, err
+	}
+	b := &bench{opts: o, stdout: stdout, dir: dir}
+	ok := false
+	defer func() {
+		if !ok {
+			b.close()
+		}
+	}()
+
+	b.say("building cmd/api, and its baseline build (-tags benchbaseline)")
+	served, err := harness.Build(ctx, dir, "", "cmd/api")
+	if err != nil {
+		return nil, err
+	}
+	baseline, err := harness.Build(ctx, dir, "benchbaseline", "cmd/api")
+	if err != nil {
+		return nil, err
+	}
+
+	b.say("starting a private PostgreSQL cluster and redis-server")
+	if b.pg, err = harness.StartPostgres(o.logs); err != nil {
+		return nil, err
+	}
+	if b.redis, err = harness.StartRedis(dir, o.logs); err != nil {
+		return nil, err
+	}
+	if b.dbURL, err = b.pg.CreateDatabase("bench"); err != nil {
+		return nil, err
+	}
+
+	common := []string{
+		"DATABASE_URL=" + b.dbURL, "LOG_LEVEL=error", "DB_MAX_CONNS=" + strconv.Itoa(dbMaxConns),
+		// The in-process provider is idle here; keep its webhooks out of
+		// the way.
+		"PROVIDER_WEBHOOK_DELAY=1h",
+	}
+	start := func(name, bin string, env ...string) (*api, error) {
+		addr, err := harness.FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		p := b.procs.Add(&harness.Process{
+			Name: name, Path: bin, Addr: addr, Log: o.logs,
+			Env: append(append([]string{"HTTP_ADDR=" + addr}, common...), env...),
+		})
+		if err := p.Start(2 * time.Minute); err != nil {
+			return nil, err
+		}
+		return newAPI("http://"+addr, 2*o.clients), nil
+	}
+	// The first start applies the migrations; the others find them done.
+	if b.plain, err = start("api", served[0], "JANITOR_INTERVAL=1s"); err != nil {
+		return nil, err
+	}
+	if b.cached, err = start("api-redis", served[0], "REDIS_URL="+b.redis.URL(), "JANITOR_INTERVAL=1h"); err != nil {
+		return nil, err
+	}
+	if b.baseline, err = start("api-baseline", baseline[0], "JANITOR_INTERVAL=1h"); err != nil {
+		return nil, err
+	}
+
+	cfg, err := pgxpool.ParseConfig(b.dbURL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = dbMaxConns
+	if b.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return nil, err
+	}
+	ok = true
+	return b, nil
+}
+
+func (b *bench) close() {
+	if b.pool != nil {
+		b.pool.Close()
+	}
+	b.procs.KillAll()
+	if b.redis != nil {
+		b.redis.Kill()
+	}
+	if b.pg != nil {
+		b.pg.Close()
+	}
+	_ = os.RemoveAll(b.dir)
+}
+
+// say prints one progress line.
+func (b *bench) say(format string, args ...any) {
+	fmt.Fprintf(b.stdout, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// count runs a SELECT count(*) … query.
+func (b *bench) count(ctx context.Context, query string, args ...any) (int, error) {
+	var n int
+	err := b.pool.QueryRow(ctx, query, args...).Scan(&n)
+	return n, err
+}
