@@ -2,7 +2,18 @@
 
 package main
 
-// withoutIdempotency is true only in the benchmark's baseline binary (built
-// with -tags benchbaseline by cmd/bench). A binary built without that tag,
-// every binary that serves traffic, cannot turn idempotency off.
-const withoutIdempotency = false
+import (
+	"log/slog"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/idemkeys/payments/internal/idempotency"
+)
+
+// ordersGuard is the middleware of the order routes: the Atomic one, whose
+// record commits with the order. Only cmd/bench's baseline build (-tags
+// benchbaseline, baseline_on.go) can swap it; a binary built without that
+// tag, every binary that serves traffic, cannot.
+func ordersGuard(keeper *idempotency.Keeper, _ *slog.Logger) gin.HandlerFunc {
+	return keeper.Atomic()
+}

@@ -317,18 +317,13 @@ func newApp(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Lis
 		m.WatchPool(sqlDB)
 	}
 
-	atomic := keeper.Atomic()
-	if withoutIdempotency {
-		log.Warn("benchmark baseline build: POST /v1/orders runs WITHOUT idempotency")
-		atomic = func(c *gin.Context) { c.Next() }
-	}
 	secret := cfg.ProviderWebhookSecret
 	router := handlers.NewRouter(handlers.Deps{
 		Log:               log,
 		Orders:            service,
 		Payments:          service,
 		Auth:              merchantStore,
-		IdempotentAtomic:  atomic,
+		IdempotentAtomic:  ordersGuard(keeper, log),
 		IdempotentGuarded: keeper.Guarded(),
 		VerifyWebhook: func(header string, body []byte) error {
 			return provider.VerifySignature(secret, header, body, time.Now(), 5*time.Minute)

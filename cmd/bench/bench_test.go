@@ -28,7 +28,7 @@ func TestQuickRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"(a) raw SQL", "(b) create without idempotency", "(c) idempotent create",
-		"(d) replay from PostgreSQL", "(e) replay from Redis", "retry storm without Redis", "retry storm with Redis",
+		"(g) create, key reserved", "(d) replay from PostgreSQL", "(e) replay from Redis", "retry storm without Redis", "retry storm with Redis",
 		"| 1001 |", "janitor purging"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q", want)

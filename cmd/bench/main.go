@@ -14,6 +14,8 @@
 //	(d) replays answered from PostgreSQL
 //	(e) replays answered from Redis
 //	(f) a retry storm: 1,000 concurrent requests on one key
+//	(g) the common design beside ours: reserve the key, run the order, store
+//	    the answer, in three writes (a fourth instance of the baseline build)
 //
 // and then how create and replay change as the table holds 1 thousand to
 // 1 million records, and what the janitor purging a million expired

@@ -29,6 +29,7 @@ type bench struct {
 	pool   *pgxpool.Pool // for the raw loop, seeding and counting
 
 	baseline *api // baseline build: no idempotency middleware
+	guarded  *api // baseline build: reserve, order, complete
 	plain    *api // the API without Redis; its janitor runs every second
 	cached   *api // the API with Redis
 }
@@ -95,6 +96,9 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 		return nil, err
 	}
 	if b.baseline, err = start("api-baseline", baseline[0], "JANITOR_INTERVAL=1h"); err != nil {
+		return nil, err
+	}
+	if b.guarded, err = start("api-guarded", baseline[0], "JANITOR_INTERVAL=1h", "BENCH_ORDERS_MODE=guarded"); err != nil {
 		return nil, err
 	}
 
