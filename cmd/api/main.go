@@ -346,6 +346,7 @@ func newApp(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Lis
 		Interval:   cfg.ReconcileInterval,
 		PendingAge: cfg.IdempotencyLockTimeout,
 		OnResult:   m.Reconciled,
+		Open:       handlers.NewOpenRecords(idemStore),
 	}, log)
 	dispatcher := outbox.NewDispatcher(db.DB, publisher, cfg.OutboxInterval, log.With("component", "outbox"))
 	a.workers = []func(context.Context){janitor.Run, reconciler.Run, dispatcher.Run}

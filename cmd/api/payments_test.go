@@ -414,8 +414,55 @@ func TestCrashAtEveryRecoveryPoint(t *testing.T) {
 	}
 }
 
-// startApp serves newApp in-process with extra service options, for tests
-// that need a hook inside the payment flow.
+// TestSettledPaymentWhoseAnswerWasNotStored finishes a payment and then
+// loses the request before its answer is stored, as when the database goes
+// away right after the last phase (found by cmd/chaos): the client has an
+// answer and never retries. The reconciler must store the settled answer
+// anyway, so the record does not stay executing until it expires, and a
+// late retry must replay it without a second charge.
+func TestSettledPaymentWhoseAnswerWasNotStored(t *testing.T) {
+	for _, dialect := range testdb.Dialects {
+		t.Run(string(dialect), func(t *testing.T) {
+			t.Parallel()
+			dbURL, drop := testdb.NewURL(t, dialect)
+			t.Cleanup(drop)
+			prov, err := provider.StartInProcess(context.Background(), provider.Config{})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
+
+			var crashed atomic.Bool
+			hook := func(_ context.Context, p string) error {
+				if p == payments.PhaseFinished && crashed.CompareAndSwap(false, true) {
+					return errors.New("simulated loss of the request after the last phase")
+				}
+				return nil
+			}
+			url := startApp(t, []string{"DATABASE_URL=" + dbURL, "PROVIDER_URL=" + prov.URL, "RECONCILE_INTERVAL=100ms"},
+				payments.WithPhaseHook(hook))
+			w := &world{api: &apiProcess{URL: url}, provider: prov, dbURL: dbURL}
+
+			order := w.createOrder(t, "sk_test_acme")
+			key := randomKey()
+			first := w.pay(t, order, key, "pm_card_visa")
+			require.Equal(t, 500, first.Status, string(first.Body))
+			paymentID := ""
+			eventually(t, 10*time.Second, "the reconciler stored the settled answer", func() bool {
+				return w.count(t, "SELECT count(*) FROM idempotency_records WHERE idempotency_key = ? AND state = 'completed' AND response_status = 201", key) == 1
+			})
+			require.EqualValues(t, 0, w.count(t, "SELECT count(*) FROM idempotency_records WHERE state = 'executing'"))
+
+			retry := w.pay(t, order, key, "pm_card_visa")
+			require.Equal(t, 201, retry.Status, string(retry.Body))
+			require.Equal(t, "true", retry.Header.Get("Idempotent-Replayed"))
+			paymentID = retry.json(t)["id"].(string)
+			require.Len(t, w.charges(t, paymentID), 1)
+			require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
+		})
+	}
+}
+
+// startApp serves newApp in-process, its workers running, with extra
+// service options, for tests that need a hook inside the payment flow.
 func startApp(t testing.TB, environ []string, opts ...payments.Option) string {
 	t.Helper()
 	gin.SetMode(gin.ReleaseMode)
@@ -429,8 +476,17 @@ func startApp(t testing.TB, environ []string, opts ...payments.Option) string {
 	srv := httptest.NewUnstartedServer(a.handler)
 	srv.Listener = ln
 	srv.Start()
+	// The background workers (janitor, reconciler, outbox) run as in the
+	// program, and stop before the app closes.
+	workerCtx, stopWorkers := context.WithCancel(context.Background())
+	var workers sync.WaitGroup
+	for _, w := range a.workers {
+		workers.Go(func() { w(workerCtx) })
+	}
 	t.Cleanup(func() {
 		srv.Close()
+		stopWorkers()
+		workers.Wait()
 		_ = a.close(context.Background())
 	})
 	return srv.URL

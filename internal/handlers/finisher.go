@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/payments"
@@ -96,4 +97,40 @@ func (f *RecordFinisher) finish(ctx context.Context, merchantID, key, resourceID
 		f.log.WarnContext(ctx, "idempotency: finishing the record failed; the client's retry will settle it",
 			"merchant_id", merchantID, "resource_id", resourceID, "error", err)
 	}
+}
+
+// unlockedRecords is the part of *idempotency.GormStore OpenRecords uses.
+type unlockedRecords interface {
+	// Unlocked lists open records whose lock ran out; it returns a store
+	// error.
+	Unlocked(ctx context.Context, now time.Time, limit int) ([]idempotency.OpenRecord, error)
+}
+
+// OpenRecords shows the reconciler the idempotency records that were left
+// open with something durable behind them (payments.OpenOperations), so
+// that an operation which settled but whose answer was never stored gets
+// it stored, through the RecordFinisher, even if its client never retries.
+type OpenRecords struct {
+	records unlockedRecords
+	now     func() time.Time
+}
+
+var _ payments.OpenOperations = (*OpenRecords)(nil)
+
+// NewOpenRecords lists open records from store.
+func NewOpenRecords(store *idempotency.GormStore) *OpenRecords {
+	return &OpenRecords{records: store, now: time.Now}
+}
+
+// Abandoned implements payments.OpenOperations.
+func (o *OpenRecords) Abandoned(ctx context.Context, limit int) ([]payments.OpenOperation, error) {
+	recs, err := o.records.Unlocked(ctx, o.now(), limit)
+	if err != nil {
+		return nil, err
+	}
+	ops := make([]payments.OpenOperation, len(recs))
+	for i, r := range recs {
+		ops[i] = payments.OpenOperation{MerchantID: r.MerchantID, RecoveryPoint: r.RecoveryPoint}
+	}
+	return ops, nil
 }

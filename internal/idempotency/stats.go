@@ -58,3 +58,32 @@ WHERE state = 'executing' AND expires_at > ?`, now, now).Scan(&counts).Error
 	}
 	return stats, nil
 }
+
+// OpenRecord is a live executing record whose lock has run out: the
+// request that held it ended (it crashed, or lost the database) without
+// storing an answer.
+type OpenRecord struct {
+	MerchantID    string
+	Key           string
+	RecoveryPoint string
+}
+
+// Unlocked lists up to limit live executing records whose lock ran out at
+// or before now and that recorded a recovery point past PointStarted (so
+// something durable stands behind them), the longest unlocked first. Like
+// ExecutingStats it reads the partial index on executing records. It
+// returns a store error.
+func (s *GormStore) Unlocked(ctx context.Context, now time.Time, limit int) ([]OpenRecord, error) {
+	var rows []recordRow
+	err := database.Conn(ctx, s.db).Select("merchant_id", "idempotency_key", "recovery_point").
+		Where("state = 'executing' AND locked_until <= ? AND expires_at > ? AND recovery_point <> ?", now, now, PointStarted).
+		Order("locked_until").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, database.Classify(err)
+	}
+	out := make([]OpenRecord, len(rows))
+	for i, r := range rows {
+		out[i] = OpenRecord{MerchantID: r.MerchantID, Key: r.IdempotencyKey, RecoveryPoint: r.RecoveryPoint}
+	}
+	return out, nil
+}

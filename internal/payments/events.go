@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 )
 
@@ -98,6 +99,11 @@ type ReconcilerConfig struct {
 	// ReconcileError), and ReconcileError for a round that could not list
 	// its work (metrics). It must be cheap and safe for concurrent use.
 	OnResult func(result string)
+	// Open, if set, lists the operations whose client record was left
+	// open; each round stores the answer of those already settled
+	// (through Resolved), which nothing else would do when the client got
+	// its answer but the record did not.
+	Open OpenOperations
 }
 
 // Results of reconciling one payment or refund, as OnResult hears them.
@@ -256,5 +262,59 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (int, error) {
 			s.tellResolved(ctx, nil, &rf)
 		}
 	}
+	if r.cfg.Open != nil {
+		n, err := r.finishOpen(ctx)
+		resolved += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return resolved, errors.Join(errs...)
+}
+
+// finishOpen tells Resolved again about each settled payment or refund
+// whose client record is still open. That happens when the request
+// finished the operation, sent its answer, and then could not store it (the
+// database went away for longer than the background retries last): the
+// client has what it needs and may never retry, so without this the record
+// would stay executing until it expires. An operation not settled yet is
+// left to the rounds above, which tell Resolved when it settles.
+func (r *Reconciler) finishOpen(ctx context.Context) (int, error) {
+	s := r.svc
+	ops, err := r.cfg.Open.Abandoned(ctx, r.cfg.Batch)
+	if err != nil {
+		r.report(ReconcileError)
+		return 0, fmt.Errorf("list open operations: %w", err)
+	}
+	finished := 0
+	var errs []error
+	for _, op := range ops {
+		id := resumedID(op.RecoveryPoint)
+		switch {
+		case strings.HasPrefix(id, paymentIDPrefix):
+			p, err := s.pay.GetPayment(ctx, op.MerchantID, id)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("payment %s: %w", id, err))
+				continue
+			}
+			if p.Status.Final() {
+				s.tellResolved(ctx, &p, nil)
+				finished++
+			}
+		case strings.HasPrefix(id, refundIDPrefix):
+			rf, err := s.pay.GetRefund(ctx, op.MerchantID, id)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("refund %s: %w", id, err))
+				continue
+			}
+			if rf.Status.Final() {
+				s.tellResolved(ctx, nil, &rf)
+				finished++
+			}
+		}
+	}
+	if len(errs) > 0 {
+		r.report(ReconcileError)
+	}
+	return finished, errors.Join(errs...)
 }

@@ -95,3 +95,21 @@ type Resolved interface {
 	PaymentResolved(ctx context.Context, p Payment)
 	RefundResolved(ctx context.Context, r Refund)
 }
+
+// OpenOperation is an operation whose client record is still open although
+// no request works on it any more: the request ended (it crashed, or lost
+// the database) before its answer was stored. RecoveryPoint is the last
+// point it recorded, "<step>:<payment or refund id>".
+type OpenOperation struct {
+	MerchantID    string
+	RecoveryPoint string
+}
+
+// OpenOperations lists open operations for the reconciler, so that one
+// which settled before its request ended gets its answer stored even if
+// the client never retries.
+type OpenOperations interface {
+	// Abandoned returns up to limit open operations, the longest
+	// abandoned first, or a store error.
+	Abandoned(ctx context.Context, limit int) ([]OpenOperation, error)
+}
