@@ -330,8 +330,11 @@ func (c *Client) send(ctx context.Context, r *request) (*answer, error) {
 	}, nil
 }
 
+// maxRetryAfter caps the wait a server can ask for, however it spells it.
+const maxRetryAfter = 24 * time.Hour
+
 // parseRetryAfter reads Retry-After as delay-seconds or as an HTTP date;
-// zero when absent or unreadable.
+// zero when absent or unreadable, at most maxRetryAfter.
 func parseRetryAfter(v string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
 	if v == "" {
@@ -341,10 +344,10 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 		if secs <= 0 {
 			return 0
 		}
-		return time.Duration(min(secs, int64(24*time.Hour/time.Second))) * time.Second
+		return time.Duration(min(secs, int64(maxRetryAfter/time.Second))) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
+		return min(t.Sub(now), maxRetryAfter)
 	}
 	return 0
 }

@@ -20,13 +20,26 @@ import (
 // decodeJSON reads the request body into dst, a pointer to a request DTO.
 // It returns the *http.MaxBytesError of an oversized body as it is, and a
 // *requestError for everything the client got wrong.
+//
+// A body declared as anything but JSON (a form, text/plain) is refused even
+// when its bytes happen to be JSON: the client meant something else, or a
+// browser form on another site is posting to the API. A body without a
+// Content-Type is read as JSON, as most HTTP clients send it that way.
 func decodeJSON(c *gin.Context, dst any) error {
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
 		return fmt.Errorf("read body: %w", err)
 	}
+	if ct := c.GetHeader("Content-Type"); ct != "" && len(bytes.TrimSpace(body)) > 0 && !isJSONContentType(ct) {
+		return errNotJSON
+	}
 	return decodeStrict(body, dst)
 }
+
+// errNotJSON refuses a body whose Content-Type is not JSON.
+var errNotJSON = &requestError{fields: []problem.FieldError{{
+	Field: "Content-Type", Message: "must be application/json",
+}}}
 
 // decodeStrict decodes body into dst in two steps: first into a JSON tree,
 // then the tree into dst by its json tags. encoding/json alone would stop at

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/merchants"
+	"github.com/idemkeys/payments/internal/payments"
 )
 
 // Authenticator resolves an API key to its merchant (merchants.Store).
@@ -134,10 +135,17 @@ func recovery() gin.HandlerFunc {
 // authenticate resolves Authorization: Bearer <key> to a merchant, whose id
 // MerchantID then returns. It runs before anything else on /v1, so a request
 // without a valid key learns nothing else (not even that its body is too
-// large or invalid).
+// large or invalid). A repeated Authorization header is refused: which of
+// two credentials counts would otherwise depend on who reads the request (a
+// proxy may take the last, Gin takes the first).
 func authenticate(auth Authenticator) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		key, ok := bearerToken(c.GetHeader("Authorization"))
+		values := c.Request.Header.Values("Authorization")
+		if len(values) != 1 {
+			RenderError(c, merchants.ErrUnauthorized)
+			return
+		}
+		key, ok := bearerToken(values[0])
 		if !ok {
 			RenderError(c, merchants.ErrUnauthorized)
 			return
@@ -184,6 +192,32 @@ func limitBody(maxBytes int64) gin.HandlerFunc {
 		}
 		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxBytes)
 	}
+}
+
+// maxIDLength bounds the resource ids (ord_…, pay_…) a path may carry.
+const maxIDLength = 255
+
+// knownIDs answers 404 for a path whose :id cannot be one the API made: ids
+// are 1 to maxIDLength visible ASCII characters. It runs before the
+// idempotency middleware and the handlers, so such an id reaches neither a
+// query nor an idempotency record: PostgreSQL refuses NUL and invalid UTF-8
+// in text, which would otherwise be a 500 instead of a 404.
+func knownIDs() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if id, ok := c.Params.Get("id"); ok && (len(id) > maxIDLength || !visibleASCII(id)) {
+			RenderError(c, payments.ErrNotFound)
+		}
+	}
+}
+
+// visibleASCII reports whether s is made of 0x21-0x7E only (empty or not).
+func visibleASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // notFound answers a path no route matches. Under /v1 the API key is

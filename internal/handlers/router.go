@@ -110,7 +110,7 @@ func NewRouter(d Deps) *gin.Engine {
 	// limit included: a request without a valid key learns nothing more.
 	// The provider webhook (signed, not keyed) is registered on r itself,
 	// with limitBody but without auth.
-	v1 := r.Group("/v1", auth, limitBody(maxBody))
+	v1 := r.Group("/v1", auth, limitBody(maxBody), knownIDs())
 
 	orders := &orderHandlers{orders: d.Orders}
 	v1.POST("/orders", d.IdempotentAtomic, orders.createOrder)

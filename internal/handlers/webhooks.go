@@ -165,6 +165,8 @@ func toProviderEvent(body []byte) (ev payments.ProviderEvent, ok bool, err error
 			want = "declined"
 		}
 		b.equal("data.object.status", ch.Status, want)
+		b.optional("data.object.decline_code", ch.DeclineCode)
+		b.optional("data.object.idempotency_key", ch.IdempotencyKey)
 		ev.Charge = &payments.ChargeResult{
 			ChargeID:    ch.ID,
 			Succeeded:   ch.Status == "succeeded",
@@ -182,6 +184,7 @@ func toProviderEvent(body []byte) (ev payments.ProviderEvent, ok bool, err error
 		b.required("data.object.reference", rf.Reference)
 		b.equal("data.object.object", rf.Object, "refund")
 		b.equal("data.object.status", rf.Status, "succeeded")
+		b.optional("data.object.idempotency_key", rf.IdempotencyKey)
 		ev.Refund = &payments.RefundResult{
 			RefundID:  rf.ID,
 			Succeeded: rf.Status == "succeeded",
@@ -204,9 +207,22 @@ type eventBinder struct {
 	fields []problem.FieldError
 }
 
+// required refuses an empty value, and one that is not visible ASCII: the
+// provider's ids, types and references all are, and NUL or invalid UTF-8
+// would make PostgreSQL fail the event with a 500 on every delivery.
 func (b *eventBinder) required(field, value string) {
-	if value == "" {
+	switch {
+	case value == "":
 		b.fields = append(b.fields, problem.FieldError{Field: field, Message: "is required"})
+	case !visibleASCII(value):
+		b.fields = append(b.fields, problem.FieldError{Field: field, Message: "must be visible ASCII"})
+	}
+}
+
+// optional is required for a value that may be empty.
+func (b *eventBinder) optional(field, value string) {
+	if value != "" {
+		b.required(field, value)
 	}
 }
 

@@ -146,6 +146,14 @@ func (s *Service) ListOrders(ctx context.Context, merchantID string, q ListQuery
 	case limit < 1 || limit > MaxListLimit:
 		fe.add("limit", fmt.Sprintf("must be between 1 and %d", MaxListLimit))
 	}
+	// Ids and customer ids are visible ASCII. Anything else (NUL, invalid
+	// UTF-8) matches no order, and PostgreSQL would refuse to compare it.
+	if !visibleASCII(q.StartingAfter) {
+		fe.add("starting_after", "must be the id of one of your orders")
+	}
+	if len(q.CustomerID) > MaxCustomerIDLength || !visibleASCII(q.CustomerID) {
+		fe.add("customer_id", fmt.Sprintf("must be at most %d visible ASCII characters", MaxCustomerIDLength))
+	}
 	if err := fe.err(); err != nil {
 		return nil, false, err
 	}

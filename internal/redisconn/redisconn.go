@@ -10,6 +10,7 @@
 package redisconn
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"time"
@@ -32,12 +33,21 @@ func Open(rawURL string, opts Options) (redis.UniversalClient, error) {
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
+		// A *url.Error repeats the whole URL, password included, and this
+		// error is printed at start: keep only the reason.
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			err = urlErr.Err
+		}
 		return nil, fmt.Errorf("REDIS_URL: %w", err)
 	}
 	if u.Query().Has("addr") {
 		copts, err := redis.ParseClusterURL(rawURL)
 		if err != nil {
 			return nil, fmt.Errorf("REDIS_URL (cluster): %w", err)
+		}
+		if err := checkPool(copts.PoolSize, copts.MinIdleConns, copts.MaxIdleConns, copts.MaxActiveConns); err != nil {
+			return nil, err
 		}
 		copts.DialTimeout, copts.ReadTimeout, copts.WriteTimeout = timeout, timeout, timeout
 		copts.MaxRetries = 1
@@ -47,7 +57,21 @@ func Open(rawURL string, opts Options) (redis.UniversalClient, error) {
 	if err != nil {
 		return nil, fmt.Errorf("REDIS_URL: %w", err)
 	}
+	if err := checkPool(o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns); err != nil {
+		return nil, err
+	}
 	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = timeout, timeout, timeout
 	o.MaxRetries = 1
 	return redis.NewClient(o), nil
+}
+
+// checkPool refuses negative pool sizes in the URL's query, which go-redis
+// accepts and then panics on when it makes the pool.
+func checkPool(sizes ...int) error {
+	for _, n := range sizes {
+		if n < 0 {
+			return errors.New("REDIS_URL: pool_size, min_idle_conns, max_idle_conns and max_active_conns must not be negative")
+		}
+	}
+	return nil
 }

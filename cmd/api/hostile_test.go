@@ -1,0 +1,531 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/problem"
+	"github.com/idemkeys/payments/internal/provider"
+	"github.com/idemkeys/payments/internal/testdb"
+)
+
+// TestHostileInput sends the real program, on each dialect, what a careless
+// or malicious client sends: other merchants' ids and keys, oversized and
+// malformed bodies, keys with control characters and header injection. Every
+// case must be refused with the contract's problem+json and leave no trace:
+// the rows of every table that holds an effect, the idempotency records and
+// the provider's ledger are compared before and after each request.
+//
+// Run with: go test ./cmd/api -run Hostile -count=1 -v
+func TestHostileInput(t *testing.T) {
+	for _, dialect := range testdb.Dialects {
+		t.Run(string(dialect), func(t *testing.T) {
+			t.Parallel()
+			h := newHostileWorld(t, dialect)
+
+			t.Run("refused with problem+json and no effect", func(t *testing.T) {
+				for _, tc := range h.cases(t) {
+					t.Run(tc.name, func(t *testing.T) {
+						before := h.effects(t)
+						a := h.send(t, tc.req)
+						requireProblem(t, a, tc.status, tc.code)
+						require.Equal(t, before, h.effects(t), "the refused request changed something")
+					})
+				}
+			})
+
+			t.Run("raw bytes below net/http", func(t *testing.T) {
+				for _, tc := range rawHeaderCases() {
+					t.Run(tc.name, func(t *testing.T) {
+						before := h.effects(t)
+						a := h.sendRaw(t, rawOrderRequest(tc.header))
+						if tc.code != "" {
+							// net/http parsed the bytes into headers that
+							// reach the API, which refuses them itself.
+							requireProblem(t, a, tc.status, tc.code)
+						} else {
+							// net/http refuses the request line or a header
+							// value with its own plain-text answer before any
+							// handler runs, so the API cannot make it
+							// problem+json. What matters is that nothing ran.
+							require.Equal(t, tc.status, a.Status, string(a.Body))
+							require.NotEqual(t, problem.ContentType, a.Header.Get("Content-Type"))
+						}
+						require.Equal(t, before, h.effects(t), "the refused request changed something")
+					})
+				}
+			})
+
+			t.Run("another merchant's key is another operation", func(t *testing.T) {
+				// The same key and body from globex run afresh for globex:
+				// never a replay of acme's answer, never acme's record.
+				theirs := call(t, "POST", h.api.URL+"/v1/orders", "sk_test_globex", h.acmeOrderKey, orderBody)
+				require.Equal(t, 201, theirs.Status, string(theirs.Body))
+				require.Empty(t, theirs.Header.Get("Idempotent-Replayed"))
+				require.NotEqual(t, h.acmeOrder, theirs.json(t)["id"])
+
+				for _, who := range []struct{ apiKey, orderID string }{
+					{"sk_test_acme", h.acmeOrder},
+					{"sk_test_globex", theirs.json(t)["id"].(string)},
+				} {
+					rec := call(t, "GET", h.api.URL+"/v1/idempotency-keys/"+h.acmeOrderKey, who.apiKey, "", "")
+					require.Equal(t, 200, rec.Status, string(rec.Body))
+					stored := rec.json(t)["response"].(map[string]any)["body"].(map[string]any)
+					require.Equal(t, who.orderID, stored["id"], "each merchant sees its own answer under the shared key")
+				}
+
+				// A payment key of acme's, used by globex for its own order:
+				// a charge of globex's, not a replay of acme's payment.
+				charges := len(h.prov.Server.Charges())
+				paid := call(t, "POST", h.api.URL+"/v1/orders/"+h.globexOrder+"/payments", "sk_test_globex", h.acmePayKey, `{"payment_method":"pm_card_visa"}`)
+				require.Equal(t, 201, paid.Status, string(paid.Body))
+				require.Empty(t, paid.Header.Get("Idempotent-Replayed"))
+				require.NotEqual(t, h.acmePayment, paid.json(t)["id"])
+				require.Equal(t, h.globexOrder, paid.json(t)["order_id"])
+				require.Len(t, h.prov.Server.Charges(), charges+1)
+			})
+		})
+	}
+}
+
+// hostileWorld is one API with a provider that sends no webhooks (so that
+// nothing changes the database behind the test's back), and a few
+// resources of each merchant to aim at.
+type hostileWorld struct {
+	api  *apiProcess
+	prov *provider.Running
+	db   *database.DB
+
+	acmeOrder    string // pending payment, created under acmeOrderKey
+	acmeOrderKey string
+	acmePaidOrd  string // paid by acmePayment under acmePayKey
+	acmePayment  string
+	acmePayKey   string
+	globexOrder  string // pending payment
+}
+
+func newHostileWorld(t *testing.T, dialect database.Dialect) *hostileWorld {
+	t.Helper()
+	dbURL, drop := testdb.NewURL(t, dialect)
+	t.Cleanup(drop)
+	prov, err := provider.StartInProcess(context.Background(), provider.Config{DuplicateWebhookRate: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
+	h := &hostileWorld{api: startAPI(t, dbURL, "PROVIDER_URL="+prov.URL), prov: prov}
+	h.db, err = database.Open(dbURL, database.Options{MaxOpenConns: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.db.Close() })
+
+	create := func(apiKey, key string) string {
+		a := call(t, "POST", h.api.URL+"/v1/orders", apiKey, key, orderBody)
+		require.Equal(t, 201, a.Status, string(a.Body))
+		return a.json(t)["id"].(string)
+	}
+	h.acmeOrderKey = "hostile-acme-order"
+	h.acmeOrder = create("sk_test_acme", h.acmeOrderKey)
+	h.acmePaidOrd = create("sk_test_acme", randomKey())
+	h.acmePayKey = "hostile-acme-payment"
+	paid := call(t, "POST", h.api.URL+"/v1/orders/"+h.acmePaidOrd+"/payments", "sk_test_acme", h.acmePayKey, `{"payment_method":"pm_card_visa"}`)
+	require.Equal(t, 201, paid.Status, string(paid.Body))
+	h.acmePayment = paid.json(t)["id"].(string)
+	refund := call(t, "POST", h.api.URL+"/v1/payments/"+h.acmePayment+"/refunds", "sk_test_acme", randomKey(), `{"amount":100}`)
+	require.Equal(t, 201, refund.Status, string(refund.Body))
+	h.globexOrder = create("sk_test_globex", randomKey())
+	return h
+}
+
+// effects is everything a request could have changed: rows and the sums
+// that move when a row is updated, the idempotency records (whose fences
+// move on a takeover), and the provider's ledger.
+type effects struct {
+	Orders, OrderVersions         int64
+	Payments, AmountRefunded      int64
+	Refunds                       int64
+	Records, Fences               int64
+	WebhookEvents, Outbox         int64
+	Charges, ProviderRefunds      int
+	ShippingAddresses, PaidOrders int64
+}
+
+func (h *hostileWorld) effects(t *testing.T) effects {
+	t.Helper()
+	var e effects
+	scan := func(query string, dst ...any) {
+		t.Helper()
+		row := h.db.Raw(query).Row()
+		require.NoError(t, row.Scan(dst...), query)
+	}
+	scan("SELECT count(*), COALESCE(SUM(version), 0) FROM orders", &e.Orders, &e.OrderVersions)
+	scan("SELECT count(*) FROM orders WHERE shipping_address IS NOT NULL", &e.ShippingAddresses)
+	scan("SELECT count(*) FROM orders WHERE status = 'paid'", &e.PaidOrders)
+	scan("SELECT count(*), COALESCE(SUM(amount_refunded), 0) FROM payments", &e.Payments, &e.AmountRefunded)
+	scan("SELECT count(*) FROM refunds", &e.Refunds)
+	scan("SELECT count(*), COALESCE(SUM(fence), 0) FROM idempotency_records", &e.Records, &e.Fences)
+	scan("SELECT count(*) FROM webhook_events", &e.WebhookEvents)
+	scan("SELECT count(*) FROM outbox_events", &e.Outbox)
+	e.Charges, e.ProviderRefunds = len(h.prov.Server.Charges()), len(h.prov.Server.Refunds())
+	return e
+}
+
+// hostileRequest is one request as a client sends it. Authorization is
+// "Bearer apiKey" unless apiKey is empty; Content-Type is application/json
+// when there is a body, unless header sets it. header holds name, value
+// pairs: the first of a name replaces the default, the next ones repeat the
+// header.
+type hostileRequest struct {
+	method, path string
+	apiKey       string
+	body         string
+	header       []string
+	// chunked sends the body without a Content-Length, so only reading it
+	// finds out how large it is.
+	chunked bool
+}
+
+type hostileCase struct {
+	name   string
+	req    hostileRequest
+	status int
+	code   string
+}
+
+func (h *hostileWorld) send(t *testing.T, r hostileRequest) answer {
+	t.Helper()
+	var body io.Reader = strings.NewReader(r.body)
+	if r.chunked {
+		body = io.MultiReader(body) // hides the length from net/http
+	}
+	req, err := http.NewRequestWithContext(context.Background(), r.method, h.api.URL+r.path, body)
+	require.NoError(t, err)
+	if r.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+r.apiKey)
+	}
+	if r.body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(r.header); i += 2 {
+		name, value := r.header[i], r.header[i+1]
+		if seen[name] {
+			req.Header.Add(name, value)
+		} else {
+			req.Header.Set(name, value)
+		}
+		seen[name] = true
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return answer{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// sendRaw writes raw to the API as it is, for what an http.Client refuses to
+// send (control characters in header values), and reads the answer.
+func (h *hostileWorld) sendRaw(t *testing.T, raw string) answer {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.api.URL, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	// The server may answer and close before it has read everything (a
+	// header over its limit): write on the side and read the answer.
+	go func() { _, _ = io.WriteString(conn, raw) }()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return answer{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// requireProblem checks an answer is the contract's problem+json for code.
+func requireProblem(t *testing.T, a answer, status int, code string) {
+	t.Helper()
+	require.Equal(t, status, a.Status, string(a.Body))
+	require.Equal(t, problem.ContentType, a.Header.Get("Content-Type"), string(a.Body))
+	p := a.json(t)
+	require.Equal(t, code, p["code"], string(a.Body))
+	require.EqualValues(t, status, p["status"])
+	require.True(t, strings.HasSuffix(p["type"].(string), code), "type %q ends with the code", p["type"])
+	require.NotEmpty(t, p["title"])
+	require.NotEmpty(t, p["detail"])
+	require.Empty(t, a.Header.Get("Idempotent-Replayed"), "a refusal is never a replay")
+}
+
+// Bodies of every route, valid unless a case changes them.
+const (
+	payBody     = `{"payment_method":"pm_card_visa"}`
+	refundBody  = `{"amount":100}`
+	itemBody    = `{"sku":"SKU-2","name":"Tea","quantity":1,"unit_amount":500}`
+	addressBody = `{"name":"Ada","line1":"Rua Augusta, 1500","city":"São Paulo","postal_code":"01304-001","country":"BR"}`
+)
+
+// withMetadata is orderBody with metadata set to the JSON text value.
+func withMetadata(value string) string {
+	return strings.Replace(orderBody, `"metadata":{}`, `"metadata":{"x":`+value+`}`, 1)
+}
+
+func (h *hostileWorld) cases(t *testing.T) []hostileCase {
+	t.Helper()
+	const (
+		acme, globex = "sk_test_acme", "sk_test_globex"
+		maxBody      = 1 << 20 // MAX_BODY_BYTES by default
+	)
+	key := func() []string { return []string{"Idempotency-Key", randomKey()} }
+	order := func(body string, header ...string) hostileRequest {
+		return hostileRequest{method: "POST", path: "/v1/orders", apiKey: acme, body: body, header: append(key(), header...)}
+	}
+	pay := func(body string, header ...string) hostileRequest {
+		return hostileRequest{method: "POST", path: "/v1/orders/" + h.acmeOrder + "/payments", apiKey: acme, body: body, header: append(key(), header...)}
+	}
+	refund := func(body string, header ...string) hostileRequest {
+		return hostileRequest{method: "POST", path: "/v1/payments/" + h.acmePayment + "/refunds", apiKey: acme, body: body, header: append(key(), header...)}
+	}
+	orderKey := func(k ...string) hostileRequest {
+		header := []string{}
+		for _, v := range k {
+			header = append(header, "Idempotency-Key", v)
+		}
+		return hostileRequest{method: "POST", path: "/v1/orders", apiKey: acme, body: orderBody, header: header}
+	}
+	get := func(apiKey, path string) hostileRequest {
+		return hostileRequest{method: "GET", path: path, apiKey: apiKey}
+	}
+	auth := func(value string) hostileRequest {
+		return hostileRequest{method: "POST", path: "/v1/orders", body: orderBody, header: append(key(), "Authorization", value)}
+	}
+	address := func(body string, header ...string) hostileRequest {
+		return hostileRequest{method: "PUT", path: "/v1/orders/" + h.acmeOrder + "/shipping-address", apiKey: acme, body: body, header: header}
+	}
+	webhook := func(body string, header ...string) hostileRequest {
+		return hostileRequest{method: "POST", path: "/v1/webhooks/provider", body: body, header: header}
+	}
+	signed := func(body string) hostileRequest {
+		return webhook(body, "Provider-Signature", provider.Sign("whsec_test", time.Now(), []byte(body)))
+	}
+	event := `{"id":"evt_hostile","type":"charge.succeeded","created":1,"data":{"object":{"id":"ch_x","object":"charge","status":"succeeded","reference":"` + h.acmePayment + `","idempotency_key":"x"}}}`
+
+	huge := strings.Repeat("a", maxBody+1)
+	oversized := `{"customer_id":"cus_1","currency":"BRL","items":[],"metadata":{"x":"` + huge + `"}}`
+	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+
+	const (
+		badRequest = http.StatusBadRequest
+		validation = problem.CodeValidationFailed
+		keyInvalid = problem.CodeIdempotencyKeyInvalid
+	)
+	return []hostileCase{
+		// Another merchant's data: globex aims at acme's resources.
+		{"other merchant: get order", get(globex, "/v1/orders/"+h.acmeOrder), 404, problem.CodeNotFound},
+		{"other merchant: get payment", get(globex, "/v1/payments/"+h.acmePayment), 404, problem.CodeNotFound},
+		{"other merchant: pay order", hostileRequest{method: "POST", path: "/v1/orders/" + h.acmeOrder + "/payments", apiKey: globex, body: payBody, header: key()}, 404, problem.CodeNotFound},
+		{"other merchant: refund payment", hostileRequest{method: "POST", path: "/v1/payments/" + h.acmePayment + "/refunds", apiKey: globex, body: refundBody, header: key()}, 404, problem.CodeNotFound},
+		{"other merchant: add item", hostileRequest{method: "POST", path: "/v1/orders/" + h.acmeOrder + "/items", apiKey: globex, body: itemBody, header: key()}, 404, problem.CodeNotFound},
+		{"other merchant: set address", hostileRequest{method: "PUT", path: "/v1/orders/" + h.acmeOrder + "/shipping-address", apiKey: globex, body: addressBody}, 404, problem.CodeNotFound},
+		{"other merchant: list after their order", get(globex, "/v1/orders?starting_after="+h.acmeOrder), badRequest, validation},
+		{"other merchant: look up their key", get(globex, "/v1/idempotency-keys/"+h.acmePayKey), 404, problem.CodeNotFound},
+		// acme's key and acme's exact request, from globex: a fresh
+		// operation for globex (here a 404), never acme's stored 201.
+		{"other merchant: replay their payment key", hostileRequest{method: "POST", path: "/v1/orders/" + h.acmePaidOrd + "/payments", apiKey: globex, body: payBody, header: []string{"Idempotency-Key", h.acmePayKey}}, 404, problem.CodeNotFound},
+		{"other merchant: replay their order key on their order", hostileRequest{method: "POST", path: "/v1/orders/" + h.acmeOrder + "/items", apiKey: globex, body: itemBody, header: []string{"Idempotency-Key", h.acmeOrderKey}}, 404, problem.CodeNotFound},
+		{"id: SQL in the path", get(acme, "/v1/orders/x'%20OR%20'1'='1"), 404, problem.CodeNotFound},
+		{"id: NUL in the path", get(acme, "/v1/orders/"+h.acmeOrder+"%00"), 404, problem.CodeNotFound},
+		{"id: invalid UTF-8 in the path", get(acme, "/v1/orders/"+h.acmeOrder+"%FF"), 404, problem.CodeNotFound},
+		{"id: NUL in a payment's path", get(acme, "/v1/payments/%00"), 404, problem.CodeNotFound},
+		{"id: NUL in the path of a payment", hostileRequest{method: "POST", path: "/v1/orders/%00/payments", apiKey: acme, body: payBody, header: key()}, 404, problem.CodeNotFound},
+		{"id: invalid UTF-8 in the path of a refund", hostileRequest{method: "POST", path: "/v1/payments/%FF/refunds", apiKey: acme, body: refundBody, header: key()}, 404, problem.CodeNotFound},
+		{"id: NUL in the path of an added item", hostileRequest{method: "POST", path: "/v1/orders/%00/items", apiKey: acme, body: itemBody, header: key()}, 404, problem.CodeNotFound},
+		{"id: NUL in the path of an address", hostileRequest{method: "PUT", path: "/v1/orders/%00/shipping-address", apiKey: acme, body: addressBody}, 404, problem.CodeNotFound},
+		{"id: very long", get(acme, "/v1/orders/ord_"+strings.Repeat("0", 64<<10)), 404, problem.CodeNotFound},
+		{"id: traversal", get(acme, "/v1/orders/..%2Fpayments%2F"+h.acmePayment), 404, problem.CodeNotFound},
+		{"id: other resource kind", get(acme, "/v1/payments/"+h.acmeOrder), 404, problem.CodeNotFound},
+		{"method: not routed", hostileRequest{method: "DELETE", path: "/v1/orders/" + h.acmeOrder, apiKey: acme}, 404, problem.CodeNotFound},
+
+		// Authentication, before anything else.
+		{"auth: none", hostileRequest{method: "POST", path: "/v1/orders", body: orderBody, header: key()}, 401, problem.CodeUnauthorized},
+		{"auth: scheme only", auth("Bearer"), 401, problem.CodeUnauthorized},
+		{"auth: basic", auth("Basic c2tfdGVzdF9hY21lOg=="), 401, problem.CodeUnauthorized},
+		{"auth: wrong case", auth("Bearer SK_TEST_ACME"), 401, problem.CodeUnauthorized},
+		{"auth: tab inside", auth("Bearer sk_test_acme\tx"), 401, problem.CodeUnauthorized},
+		{"auth: non-ASCII", auth("Bearer sk_test_acmé"), 401, problem.CodeUnauthorized},
+		{"auth: SQL", auth("Bearer ' OR '1'='1"), 401, problem.CodeUnauthorized},
+		{"auth: very long", auth("Bearer " + strings.Repeat("k", 64<<10)), 401, problem.CodeUnauthorized},
+		{"auth: repeated header, two merchants", hostileRequest{method: "POST", path: "/v1/orders", apiKey: acme, body: orderBody, header: append(key(), "Authorization", "Bearer sk_test_acme", "Authorization", "Bearer sk_test_globex")}, 401, problem.CodeUnauthorized},
+		{"auth: unknown key on an oversized body", hostileRequest{method: "POST", path: "/v1/orders", apiKey: "sk_test_nobody", body: oversized, header: key()}, 401, problem.CodeUnauthorized},
+
+		// Idempotency keys.
+		{"key: missing", orderKey(), badRequest, problem.CodeIdempotencyKeyMissing},
+		{"key: missing on a payment", hostileRequest{method: "POST", path: "/v1/orders/" + h.acmeOrder + "/payments", apiKey: acme, body: payBody}, badRequest, problem.CodeIdempotencyKeyMissing},
+		{"key: empty", orderKey(""), badRequest, keyInvalid},
+		{"key: 256 characters", orderKey(strings.Repeat("k", 256)), badRequest, keyInvalid},
+		{"key: 64 KiB", orderKey(strings.Repeat("k", 64<<10)), badRequest, keyInvalid},
+		{"key: tab inside", orderKey("a\tb"), badRequest, keyInvalid},
+		{"key: space inside", orderKey("a b"), badRequest, keyInvalid},
+		{"key: non-ASCII", orderKey("clé"), badRequest, keyInvalid},
+		{"key: invalid UTF-8", orderKey("a\xffb"), badRequest, keyInvalid},
+		{"key: repeated", orderKey("a", "b"), badRequest, keyInvalid},
+		{"key: repeated, same value", orderKey("a", "a"), badRequest, keyInvalid},
+		{"key: tab inside, on a payment", hostileRequest{method: "POST", path: "/v1/orders/" + h.acmeOrder + "/payments", apiKey: acme, body: payBody, header: []string{"Idempotency-Key", "pay\tkey"}}, badRequest, keyInvalid},
+		{"key: non-ASCII, on a refund", hostileRequest{method: "POST", path: "/v1/payments/" + h.acmePayment + "/refunds", apiKey: acme, body: refundBody, header: []string{"Idempotency-Key", "réfund"}}, badRequest, keyInvalid},
+		{"key lookup: NUL", get(acme, "/v1/idempotency-keys/a%00b"), badRequest, keyInvalid},
+		{"key lookup: CR LF", get(acme, "/v1/idempotency-keys/a%0D%0AX-Injected:%201"), badRequest, keyInvalid},
+		{"key lookup: tab", get(acme, "/v1/idempotency-keys/a%09b"), badRequest, keyInvalid},
+		{"key lookup: DEL", get(acme, "/v1/idempotency-keys/a%7Fb"), badRequest, keyInvalid},
+		{"key lookup: non-ASCII", get(acme, "/v1/idempotency-keys/cl%C3%A9"), badRequest, keyInvalid},
+		{"key lookup: invalid UTF-8", get(acme, "/v1/idempotency-keys/a%FFb"), badRequest, keyInvalid},
+		{"key lookup: 256 characters", get(acme, "/v1/idempotency-keys/"+strings.Repeat("k", 256)), badRequest, keyInvalid},
+		{"key lookup: empty", get(acme, "/v1/idempotency-keys/"), badRequest, keyInvalid},
+		{"key lookup: never used", get(acme, "/v1/idempotency-keys/never-used"), 404, problem.CodeNotFound},
+
+		// Sizes.
+		{"size: body over the limit", order(oversized), http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge},
+		{"size: chunked body over the limit", hostileRequest{method: "POST", path: "/v1/orders", apiKey: acme, body: oversized, header: key(), chunked: true}, http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge},
+		{"size: payment body over the limit", pay(`{"payment_method":"` + huge + `"}`), http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge},
+		{"size: chunked refund body over the limit", hostileRequest{method: "POST", path: "/v1/payments/" + h.acmePayment + "/refunds", apiKey: acme, body: `{"amount":1` + strings.Repeat("0", maxBody) + `}`, header: key(), chunked: true}, http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge},
+		{"size: webhook over the limit", webhook(`{"id":"` + huge + `"}`), http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge},
+
+		// Malformed JSON.
+		{"json: truncated", order(orderBody[:len(orderBody)/2]), badRequest, validation},
+		{"json: empty body", order(""), badRequest, validation},
+		{"json: array", order(`[` + orderBody + `]`), badRequest, validation},
+		{"json: null", order(`null`), badRequest, validation},
+		{"json: string", order(`"order"`), badRequest, validation},
+		{"json: wrong type, string for integer", order(strings.Replace(orderBody, `"quantity":2`, `"quantity":"2"`, 1)), badRequest, validation},
+		{"json: wrong type, number for string", order(strings.Replace(orderBody, `"cus_1"`, `1`, 1)), badRequest, validation},
+		{"json: wrong type, object for array", order(`{"customer_id":"cus_1","currency":"BRL","items":{}}`), badRequest, validation},
+		{"json: fraction", order(strings.Replace(orderBody, `"quantity":2`, `"quantity":2.5`, 1)), badRequest, validation},
+		{"json: unknown field", order(strings.Replace(orderBody, `"metadata":{}`, `"metadata":{},"amount_total":1`, 1)), badRequest, validation},
+		{"json: duplicate member", order(strings.Replace(orderBody, `"currency":"BRL"`, `"currency":"BRL","currency":"USD"`, 1)), badRequest, validation},
+		{"json: duplicate member, nested", order(strings.Replace(orderBody, `"quantity":2`, `"quantity":2,"quantity":2`, 1)), badRequest, validation},
+		{"json: duplicate member, payment", pay(`{"payment_method":"pm_card_visa","payment_method":"pm_card_declined"}`), badRequest, validation},
+		{"json: nesting over the parser's limit", order(withMetadata(deep(20000))), badRequest, validation},
+		{"json: deep nesting within the limit", order(withMetadata(deep(5000))), badRequest, validation},
+		{"json: huge integer", order(strings.Replace(orderBody, `"quantity":2`, `"quantity":123456789012345678901234567890`, 1)), badRequest, validation},
+		{"json: number beyond float64", order(strings.Replace(orderBody, `"quantity":2`, `"quantity":1e400`, 1)), badRequest, validation},
+		{"json: astronomic exponent", order(strings.Replace(orderBody, `"unit_amount":1250`, `"unit_amount":1e999999999`, 1)), badRequest, validation},
+		{"json: 100k digits", order(strings.Replace(orderBody, `"unit_amount":1250`, `"unit_amount":1`+strings.Repeat("0", 100000), 1)), badRequest, validation},
+		{"json: int64 overflow in a refund", refund(`{"amount":9223372036854775808}`), badRequest, validation},
+		{"json: negative refund", refund(`{"amount":-100}`), badRequest, validation},
+		{"json: invalid UTF-8", order(strings.Replace(orderBody, `"cus_1"`, "\"cus_\xff\"", 1)), badRequest, validation},
+		{"json: overlong UTF-8", order(strings.Replace(orderBody, `"cus_1"`, "\"cus_\xc0\xaf\"", 1)), badRequest, validation},
+		{"json: lone surrogate", order(strings.Replace(orderBody, `"cus_1"`, `"cus_\ud800"`, 1)), badRequest, validation},
+		{"json: NUL escaped in a string", order(strings.Replace(orderBody, `"cus_1"`, `"cus_\u0000"`, 1)), badRequest, validation},
+		{"json: byte order mark", order("\xef\xbb\xbf" + orderBody), badRequest, validation},
+		{"json: trailing garbage", order(orderBody + "garbage"), badRequest, validation},
+		{"json: second value", order(orderBody + orderBody), badRequest, validation},
+		{"json: trailing NUL", order(orderBody + "\x00"), badRequest, validation},
+		{"json: truncated payment", pay(`{"payment_method":"pm_card_vi`), badRequest, validation},
+		{"json: wrong type, payment", pay(`{"payment_method":1}`), badRequest, validation},
+		{"json: control character in payment method", pay(`{"payment_method":"pm_card_visa\r\nX: y"}`), badRequest, validation},
+		{"json: wrong type, refund", refund(`{"amount":"100"}`), badRequest, validation},
+		{"json: wrong type, item", hostileRequest{method: "POST", path: "/v1/orders/" + h.acmeOrder + "/items", apiKey: acme, body: `{"sku":"S","name":"N","quantity":true,"unit_amount":1}`, header: key()}, badRequest, validation},
+		{"json: wrong type, address", address(`{"name":["Ada"],"line1":"l","city":"c","country":"BR"}`), badRequest, validation},
+
+		// Content types: the body must be declared as JSON.
+		{"content type: text/plain", order(orderBody, "Content-Type", "text/plain"), badRequest, validation},
+		{"content type: form", order(orderBody, "Content-Type", "application/x-www-form-urlencoded"), badRequest, validation},
+		{"content type: multipart", order(orderBody, "Content-Type", "multipart/form-data; boundary=x"), badRequest, validation},
+		{"content type: xml", order(orderBody, "Content-Type", "application/xml"), badRequest, validation},
+		{"content type: look-alike", order(orderBody, "Content-Type", "application/jsonp"), badRequest, validation},
+		{"content type: malformed", order(orderBody, "Content-Type", "application/json; ;;=="), badRequest, validation},
+		{"content type: payment as text", pay(payBody, "Content-Type", "text/plain"), badRequest, validation},
+		{"content type: refund as form", refund(refundBody, "Content-Type", "application/x-www-form-urlencoded"), badRequest, validation},
+		{"content type: address as text", address(addressBody, "Content-Type", "text/plain"), badRequest, validation},
+
+		// Query parameters.
+		{"query: limit not a number", get(acme, "/v1/orders?limit=abc"), badRequest, validation},
+		{"query: limit zero", get(acme, "/v1/orders?limit=0"), badRequest, validation},
+		{"query: limit negative", get(acme, "/v1/orders?limit=-1"), badRequest, validation},
+		{"query: limit too large", get(acme, "/v1/orders?limit=101"), badRequest, validation},
+		{"query: limit overflows", get(acme, "/v1/orders?limit=99999999999999999999"), badRequest, validation},
+		{"query: limit in exponent form", get(acme, "/v1/orders?limit=1e1"), badRequest, validation},
+		{"query: limit with NUL", get(acme, "/v1/orders?limit=1%00"), badRequest, validation},
+		{"query: unknown cursor", get(acme, "/v1/orders?starting_after=ord_nope"), badRequest, validation},
+		{"query: cursor with invalid UTF-8", get(acme, "/v1/orders?starting_after=%FF"), badRequest, validation},
+		{"query: customer with NUL", get(acme, "/v1/orders?customer_id=cus_1%00"), badRequest, validation},
+		{"query: customer with invalid UTF-8", get(acme, "/v1/orders?customer_id=%FF"), badRequest, validation},
+		{"query: cursor with NUL", get(acme, "/v1/orders?starting_after=%00"), badRequest, validation},
+
+		// If-Match on the one write without a key.
+		{"if-match: not quoted", address(addressBody, "If-Match", "1"), badRequest, validation},
+		{"if-match: unterminated", address(addressBody, "If-Match", `"1`), badRequest, validation},
+		{"if-match: garbage after the tag", address(addressBody, "If-Match", `"1"x`), badRequest, validation},
+		{"if-match: tab inside the tag", address(addressBody, "If-Match", "\"1\t\""), badRequest, validation},
+		{"if-match: version that overflows", address(addressBody, "If-Match", `"99999999999999999999"`), http.StatusPreconditionFailed, problem.CodeVersionMismatch},
+		{"if-match: weak tag", address(addressBody, "If-Match", `W/"1"`), http.StatusPreconditionFailed, problem.CodeVersionMismatch},
+		{"if-match: on an added item", hostileRequest{method: "POST", path: "/v1/orders/" + h.acmeOrder + "/items", apiKey: acme, body: itemBody, header: append(key(), "If-Match", "1")}, badRequest, validation},
+
+		// The provider's webhook: signed, or nothing.
+		{"webhook: unsigned", webhook(event), 401, problem.CodeInvalidSignature},
+		{"webhook: garbage signature", webhook(event, "Provider-Signature", "t=1,v1=zz"), 401, problem.CodeInvalidSignature},
+		{"webhook: wrong secret", webhook(event, "Provider-Signature", provider.Sign("whsec_guess", time.Now(), []byte(event))), 401, problem.CodeInvalidSignature},
+		{"webhook: stale", webhook(event, "Provider-Signature", provider.Sign("whsec_test", time.Now().Add(-10*time.Minute), []byte(event))), 401, problem.CodeInvalidSignature},
+		{"webhook: from the future", webhook(event, "Provider-Signature", provider.Sign("whsec_test", time.Now().Add(10*time.Minute), []byte(event))), 401, problem.CodeInvalidSignature},
+		{"webhook: signature of another body", webhook(event, "Provider-Signature", provider.Sign("whsec_test", time.Now(), []byte(event+" "))), 401, problem.CodeInvalidSignature},
+		{"webhook: huge timestamp", webhook(event, "Provider-Signature", "t=99999999999999999999,v1="+strings.Repeat("0", 64)), 401, problem.CodeInvalidSignature},
+		{"webhook: signed garbage", signed(`not json`), badRequest, validation},
+		{"webhook: signed truncated event", signed(event[:len(event)/2]), badRequest, validation},
+		{"webhook: signed event with trailing garbage", signed(event + "x"), badRequest, validation},
+		{"webhook: signed event without an object", signed(`{"id":"evt_1","type":"charge.succeeded","created":1,"data":{"object":"ch_1"}}`), badRequest, validation},
+		{"webhook: signed event that contradicts itself", signed(strings.Replace(event, `"status":"succeeded"`, `"status":"declined"`, 1)), badRequest, validation},
+		{"webhook: signed event with NUL in its id", signed(strings.Replace(event, `"evt_hostile"`, `"evt_\u0000"`, 1)), badRequest, validation},
+		{"webhook: signed event with NUL in the reference", signed(strings.Replace(event, `"reference":"`, `"reference":"\u0000`, 1)), badRequest, validation},
+		{"webhook: signed event with invalid UTF-8", signed(strings.Replace(event, `"evt_hostile"`, "\"evt_\xff\"", 1)), badRequest, validation},
+		{"webhook: signed event without an id", signed(strings.Replace(event, `"id":"evt_hostile",`, "", 1)), badRequest, validation},
+	}
+}
+
+// rawHeaderCase puts header, as raw bytes, in the header section of a
+// valid order creation.
+type rawHeaderCase struct {
+	name   string
+	header string
+	status int
+	code   string // "" when net/http answers, not the API
+}
+
+// rawHeaderCases are header values an http.Client refuses to send. net/http
+// refuses control characters in a header value (NUL, a bare CR, DEL, and all
+// of 0x00-0x1F but tab) with its own "400 Bad Request" in text/plain before
+// any handler runs, and a header section over 1 MiB with 431. A CR LF or a
+// bare LF inside a value is not a character of the value but the end of the
+// line: what follows is a header of its own. Injecting a second
+// Idempotency-Key that way reaches the API as a repeated header, which it
+// refuses; an obsolete line folding (CR LF and a space) reaches it as a
+// space inside the key.
+func rawHeaderCases() []rawHeaderCase {
+	const plain = ""
+	return []rawHeaderCase{
+		{"NUL in the key", "Idempotency-Key: a\x00b", http.StatusBadRequest, plain},
+		{"bare CR in the key", "Idempotency-Key: a\rb", http.StatusBadRequest, plain},
+		{"DEL in the key", "Idempotency-Key: a\x7fb", http.StatusBadRequest, plain},
+		{"escape in the key", "Idempotency-Key: a\x1b[2Jb", http.StatusBadRequest, plain},
+		{"vertical tab in the key", "Idempotency-Key: a\vb", http.StatusBadRequest, plain},
+		{"NUL in the API key", "Idempotency-Key: raw-nul-auth\r\nAuthorization: Bearer sk_test_acme\x00", http.StatusBadRequest, plain},
+		{"key over the header limit", "Idempotency-Key: " + strings.Repeat("k", 2<<20), http.StatusRequestHeaderFieldsTooLarge, plain},
+		{"CR LF injects a second key", "Idempotency-Key: raw-crlf\r\nIdempotency-Key: injected", http.StatusBadRequest, problem.CodeIdempotencyKeyInvalid},
+		{"bare LF injects a second key", "Idempotency-Key: raw-lf\nIdempotency-Key: injected", http.StatusBadRequest, problem.CodeIdempotencyKeyInvalid},
+		{"obsolete line folding", "Idempotency-Key: raw-fold\r\n injected", http.StatusBadRequest, problem.CodeIdempotencyKeyInvalid},
+		{"CR LF injects a second API key", "Idempotency-Key: raw-crlf-auth\r\nAuthorization: Bearer sk_test_globex", http.StatusUnauthorized, problem.CodeUnauthorized},
+	}
+}
+
+// rawOrderRequest is POST /v1/orders as acme with a valid body, with header
+// added to its header section as it is.
+func rawOrderRequest(header string) string {
+	return fmt.Sprintf("POST /v1/orders HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer sk_test_acme\r\n"+
+		"Content-Type: application/json\r\n%s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+		header, len(orderBody), orderBody)
+}
