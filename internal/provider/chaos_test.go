@@ -96,7 +96,13 @@ func TestChaos_LostResponse(t *testing.T) {
 	// Lost or not, every request charged once; a retry answers at once.
 	client := provider.NewClient(running.URL, provider.ClientOptions{Timeout: timeout})
 	for i := range kinds {
-		charges := running.Server.ChargesByReference(fmt.Sprintf("pay_%d", i))
+		// A request the client gave up on may still be in the server's
+		// hands on a busy machine: wait for it to land, then count.
+		var charges []provider.Charge
+		require.Eventually(t, func() bool {
+			charges = running.Server.ChargesByReference(fmt.Sprintf("pay_%d", i))
+			return len(charges) > 0
+		}, 10*time.Second, 10*time.Millisecond, "request %d never charged", i)
 		require.Len(t, charges, 1)
 		retried, err := client.CreateCharge(t.Context(), fmt.Sprintf("key-%d", i), visa(fmt.Sprintf("pay_%d", i)))
 		require.NoError(t, err)
