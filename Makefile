@@ -69,6 +69,9 @@ fuzz: ## Run each fuzz target for FUZZTIME (make fuzz FUZZTIME=5m)
 bench: ## Measure idempotency's cost beside the database's own limit; writes docs/benchmarks.md (~8 min)
 	timeout 20m $(GO) run ./cmd/bench
 
+chaos: ## Fault runs (kills, outages, retry storms) with an exactly-once audit; writes docs/reliability.md
+	timeout 10m $(GO) run ./cmd/chaos -profile full
+
 lint: ## Check gofmt, go vet and golangci-lint v2.15.0 (.golangci.yml)
 	@out=$$(gofmt -l .); if [[ -n "$$out" ]]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...

@@ -1,6 +1,6 @@
 package provider
 
-import "slices"
+import "net/http"
 
 // ledger is the provider's memory: every charge and refund ever made, and
 // what each idempotency key did. It has no lock of its own; Server.mu guards
@@ -113,7 +113,8 @@ func (t *table[T]) withReference(ref string) []T {
 	return out
 }
 
-func (t *table[T]) all() []T { return slices.Clone(t.rows) }
+// all returns every row, never nil, so it encodes as a JSON list.
+func (t *table[T]) all() []T { return append(make([]T, 0, len(t.rows)), t.rows...) }
 
 // Accessors for tests that want to look at the ledger directly. Tests should
 // prefer the HTTP API, which is what the payments service sees.
@@ -138,6 +139,14 @@ func (s *Server) Charges() []Charge {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ledger.charges.all()
+}
+
+// handleLedger serves GET /v1/ledger: the whole ledger at one moment.
+func (s *Server) handleLedger(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	l := Ledger{Object: "ledger", Charges: s.ledger.charges.all(), Refunds: s.ledger.refunds.all()}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, l)
 }
 
 // RefundsByReference returns every refund made with reference ref, oldest

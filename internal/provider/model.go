@@ -151,6 +151,16 @@ type List[T any] struct {
 	Data   []T    `json:"data"`
 }
 
+// Ledger is the body of GET /v1/ledger: every charge and refund the provider
+// has made, oldest first. A real PSP offers reports rather than this; the mock
+// has it so that a fault harness (cmd/chaos) can compare the whole ledger with
+// the API's database, and find a charge that no payment knows of.
+type Ledger struct {
+	Object  string   `json:"object"` // always "ledger"
+	Charges []Charge `json:"charges"`
+	Refunds []Refund `json:"refunds"`
+}
+
 // Event is a webhook event. Data.Object holds the charge or refund exactly as
 // the API returns it; decode it with Charge or Refund.
 type Event struct {

@@ -198,6 +198,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/refunds", s.handleCreateRefund)
 	mux.HandleFunc("GET /v1/refunds", s.handleFindRefunds)
 	mux.HandleFunc("GET /v1/refunds/{id}", s.handleGetRefund)
+	mux.HandleFunc("GET /v1/ledger", s.handleLedger)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -208,6 +209,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/v1/refunds", methodNotAllowed("GET, POST"))
 	mux.Handle("/v1/charges/{id}", methodNotAllowed("GET"))
 	mux.Handle("/v1/refunds/{id}", methodNotAllowed("GET"))
+	mux.Handle("/v1/ledger", methodNotAllowed("GET"))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusNotFound, CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
 	})

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/idemkeys/payments/internal/harness"
+	"github.com/idemkeys/payments/internal/testdb"
+)
+
+// TestShortProfile runs every scenario at about a tenth of the full size and
+// fails if any audit finds a duplicate, a stuck record or another violation.
+func TestShortProfile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL, Redis and five processes per scenario")
+	}
+	for _, need := range []struct{ name, folder string }{
+		{"initdb", "/usr/lib/postgresql/*/bin"}, {"postgres", "/usr/lib/postgresql/*/bin"},
+		{"psql", "/usr/lib/postgresql/*/bin"}, {"redis-server", ""},
+	} {
+		if _, err := harness.LookPath(need.name, need.folder); err != nil {
+			testdb.MissingService(t, need.name, err)
+		}
+	}
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"-profile", "short", "-out", ""}, &out)
+	t.Log(out.String())
+	if err != nil {
+		var exitErr *exec.ExitError
+		if errors.As(err, &exitErr) {
+			t.Fatalf("a process failed: %v", err)
+		}
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "storm") {
+		t.Fatal("the report has no storm row")
+	}
+}
