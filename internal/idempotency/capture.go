@@ -64,12 +64,14 @@ func (w *captureWriter) Written() bool { return w.status != 0 }
 // Flush is a no-op until the answer is decided.
 func (w *captureWriter) Flush() {}
 
+// response is the held answer. Its body shares the writer's buffer, which
+// is not written again: the handler has returned, and flush only reads it.
 func (w *captureWriter) response() Response {
 	return Response{
 		Status:      w.Status(),
 		ContentType: w.header.Get("Content-Type"),
 		Location:    w.header.Get("Location"),
-		Body:        bytes.Clone(w.body.Bytes()),
+		Body:        w.body.Bytes(),
 	}
 }
 

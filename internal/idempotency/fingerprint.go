@@ -6,18 +6,53 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
 )
 
+// MaxBodyDepth bounds how deeply a body's arrays and objects may nest. No
+// request of the API comes near it (an order is three levels deep); it is
+// there because canonicalizing takes time that grows with the square of the
+// depth: a 1 MB body nested 9,000 levels deep held a core for 20 seconds.
+const MaxBodyDepth = 32
+
+// nesting returns the deepest level of arrays and objects in valid JSON.
+func nesting(body []byte) int {
+	depth, deepest := 0, 0
+	inString, escaped := false, false
+	for _, b := range body {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			switch b {
+			case '\\':
+				escaped = true
+			case '"':
+				inString = false
+			}
+		case b == '"':
+			inString = true
+		case b == '[' || b == '{':
+			depth++
+			deepest = max(deepest, depth)
+		case b == ']' || b == '}':
+			depth--
+		}
+	}
+	return deepest
+}
+
 // Canonicalize returns body as canonical JSON (RFC 8785, JCS): members sorted,
 // no insignificant whitespace, numbers and strings in one spelling. An empty
 // body canonicalizes to "{}" so that "no body" and "empty object" are one
-// request. It returns an error wrapping ErrMalformedBody for invalid JSON and
-// for an object that repeats a member name.
+// request. It returns an error wrapping ErrMalformedBody for invalid JSON,
+// for an object that repeats a member name, and for a body nested deeper
+// than MaxBodyDepth.
 func Canonicalize(body []byte) ([]byte, error) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
@@ -30,6 +65,9 @@ func Canonicalize(body []byte) ([]byte, error) {
 	}
 	if !json.Valid(trimmed) {
 		return nil, fmt.Errorf("%w: the body is not valid JSON", ErrMalformedBody)
+	}
+	if depth := nesting(trimmed); depth > MaxBodyDepth {
+		return nil, fmt.Errorf("%w: the body nests %d levels deep, more than %d", ErrMalformedBody, depth, MaxBodyDepth)
 	}
 	out, err := jcs.Transform(trimmed)
 	if err != nil {
@@ -53,15 +91,16 @@ type Param struct {
 // parameters (sorted by name) and the canonical body. Two requests with the
 // same fingerprint are the same logical request.
 func Fingerprint(method, route string, params []Param, canonicalBody []byte) string {
-	sorted := make([]Param, len(params))
-	copy(sorted, params)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	sorted := slices.Clone(params)
+	slices.SortStableFunc(sorted, func(a, b Param) int { return strings.Compare(a.Name, b.Name) })
 
 	h := sha256.New()
 	// Each part is length-prefixed, so no two different requests can be
 	// concatenated into the same byte stream.
+	var prefix [24]byte
 	write := func(s string) {
-		fmt.Fprintf(h, "%d:", len(s))
+		h.Write(strconv.AppendInt(prefix[:0], int64(len(s)), 10))
+		h.Write([]byte{':'})
 		h.Write([]byte(s))
 	}
 	write(method)
@@ -71,5 +110,8 @@ func Fingerprint(method, route string, params []Param, canonicalBody []byte) str
 		write(p.Value)
 	}
 	h.Write(canonicalBody)
-	return hex.EncodeToString(h.Sum(nil))
+	var sum [sha256.Size]byte
+	var out [2 * sha256.Size]byte
+	hex.Encode(out[:], h.Sum(sum[:0]))
+	return string(out[:])
 }

@@ -122,3 +122,29 @@ func FuzzCanonicalize(f *testing.F) {
 		}
 	})
 }
+
+// TestCanonicalizeRefusesDeepNesting: bodies may nest MaxBodyDepth levels
+// and no more; brackets inside strings do not count.
+func TestCanonicalizeRefusesDeepNesting(t *testing.T) {
+	nest := func(n int) string { return strings.Repeat(`{"a":`, n-1) + `[]` + strings.Repeat(`}`, n-1) }
+	for _, c := range []struct {
+		name string
+		body string
+		ok   bool
+	}{
+		{"at the limit", nest(idempotency.MaxBodyDepth), true},
+		{"one over", nest(idempotency.MaxBodyDepth + 1), false},
+		{"far over", strings.Repeat("[", 5000) + strings.Repeat("]", 5000), false},
+		{"brackets in strings", `{"a":"` + strings.Repeat(`[{`, 100) + `\"[["}`, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := idempotency.Canonicalize([]byte(c.body))
+			if c.ok {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, idempotency.ErrMalformedBody)
+				require.ErrorContains(t, err, "nests")
+			}
+		})
+	}
+}

@@ -57,17 +57,18 @@ func (k *Keeper) serve(c *gin.Context, atomic bool) {
 		k.fail(c, err)
 		return
 	}
+	// A completed record in the cache answers without the database: a
+	// replay, or the 422 of a different request. Neither waits, so this
+	// path needs no wait deadline.
+	if rec := k.cacheGet(c.Request.Context(), req); rec != nil {
+		k.resolve(c, req, rec, atomic, c.Request.Context())
+		return
+	}
+
 	// The whole wait for an original, in this process and in the database,
 	// is bounded by one deadline.
 	waitCtx, cancel := context.WithTimeout(c.Request.Context(), k.cfg.Wait)
 	defer cancel()
-
-	// A completed record in the cache answers without the database: a
-	// replay, or the 422 of a different request.
-	if rec := k.cacheGet(c.Request.Context(), req); rec != nil {
-		k.resolve(c, req, rec, atomic, waitCtx)
-		return
-	}
 
 	// Only identical requests share a flight: a different request under
 	// the same key goes straight to the database and its 422.
@@ -352,13 +353,7 @@ func (k *Keeper) resolve(c *gin.Context, req request, rec *Record, atomic bool, 
 	backoff := 5 * time.Millisecond
 	pollStart, polled := time.Now(), false
 	var wake <-chan struct{}
-	if k.cache != nil {
-		// Woken by the original's completion on any instance; the polling
-		// below stays as the fallback when the cache cannot deliver.
-		ch, stop := k.cache.Subscribe(req.merchantID, req.key)
-		defer stop()
-		wake = ch
-	}
+	subscribed := false
 	for {
 		if rec.Fingerprint != req.fingerprint {
 			k.fail(c, ErrKeyReused)
@@ -388,6 +383,15 @@ func (k *Keeper) resolve(c *gin.Context, req request, rec *Record, atomic bool, 
 			// The original still runs, here or on another instance. Poll
 			// the record with a growing pause, holding no connection
 			// between reads.
+			if k.cache != nil && !subscribed {
+				// Woken by the original's completion on any instance; the
+				// polling stays as the fallback when the cache cannot
+				// deliver. Only a request that waits subscribes: a replay
+				// has nothing to wait for.
+				ch, stop := k.cache.Subscribe(req.merchantID, req.key)
+				defer stop()
+				wake, subscribed = ch, true
+			}
 			polled = true
 			select {
 			case <-time.After(backoff):
