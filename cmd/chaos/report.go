@@ -28,12 +28,20 @@ type row struct {
 // effects says what the scenario left behind.
 func (r row) effects() string {
 	a := r.audit
-	s := fmt.Sprintf("%s orders, %s charges (%s ok, %s declined)",
-		thousands(a.orders), thousands(a.charges), thousands(a.succeeded), thousands(a.declined))
+	s := fmt.Sprintf("%s, %s (%s ok, %s declined)",
+		count(a.orders, "order"), count(a.charges, "charge"), thousands(a.succeeded), thousands(a.declined))
 	if a.refunds > 0 {
-		s += fmt.Sprintf(", %s refunds", thousands(a.refunds))
+		s += ", " + count(a.refunds, "refund")
 	}
 	return s
+}
+
+// count spells n things, "1 order" or "2,000 orders".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return thousands(n) + " " + thing + "s"
 }
 
 func (r row) passed() bool { return len(r.audit.violations) == 0 }
