@@ -18,13 +18,8 @@ func TestShortProfile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL, Redis and five processes per scenario")
 	}
-	for _, need := range []struct{ name, folder string }{
-		{"initdb", "/usr/lib/postgresql/*/bin"}, {"postgres", "/usr/lib/postgresql/*/bin"},
-		{"psql", "/usr/lib/postgresql/*/bin"}, {"redis-server", ""},
-	} {
-		if _, err := harness.LookPath(need.name, need.folder); err != nil {
-			testdb.MissingService(t, need.name, err)
-		}
+	if err := harness.Available(); err != nil {
+		testdb.MissingService(t, "PostgreSQL server programs or redis-server", err)
 	}
 	var out bytes.Buffer
 	err := run(context.Background(), []string{"-profile", "short", "-out", ""}, &out)

@@ -228,7 +228,7 @@ func cpuModel() string {
 }
 
 func programVersion(name string, args ...string) string {
-	path, err := harness.LookPath(name, "/usr/lib/postgresql/*/bin")
+	path, err := harness.LookPath(name, harness.PostgresBinaries)
 	if err != nil {
 		return name + " (unknown version)"
 	}
