@@ -32,8 +32,9 @@ func (b *bench) sideBySide(ctx context.Context) (sideBySide, error) {
 	// One real record lends the raw loop its fingerprint and answer, so
 	// both write rows of the same size.
 	template := run + "-template"
-	if ans, err := b.plain.createOrder(ctx, template); err != nil || ans.status != http.StatusCreated {
-		return sideBySide{}, fmt.Errorf("first order: %d %v", ans.status, err)
+	ans, err := b.plain.createOrder(ctx, template)
+	if err := expect(ans, err, http.StatusCreated, false); err != nil {
+		return sideBySide{}, fmt.Errorf("first order: %w", err)
 	}
 	var fingerprint string
 	var body []byte

@@ -96,7 +96,10 @@ func (s *stage) waitExpired(ctx context.Context, c *caller, n int, limit time.Du
 					break
 				}
 				if time.Now().After(deadline) {
-					return fmt.Errorf("key %s still there %s after the first phase (status %d, %v)", key, limit, status, err)
+					if err != nil {
+						return fmt.Errorf("key %s: no answer %s after the first phase: %w", key, limit, err)
+					}
+					return fmt.Errorf("key %s still there %s after the first phase (status %d)", key, limit, status)
 				}
 				if !sleepCtx(ctx, 100*time.Millisecond) {
 					return ctx.Err()

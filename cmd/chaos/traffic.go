@@ -168,11 +168,6 @@ func (s *stage) violations() []string {
 	return slices.Clone(s.problems)
 }
 
-// logf prints a progress line.
-func (s *stage) logf(format string, args ...any) {
-	fmt.Fprintf(s.log, "%s: %s\n", s.name, fmt.Sprintf(format, args...))
-}
-
 // expectedStatus is the set of answers a keyed POST may get in any
 // scenario: the final ones, 202 while the provider's outcome is unknown, the
 // idempotency layer's 409 while the original runs, and the "retry later"

@@ -206,16 +206,6 @@ func HTTPReady(url string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// TCPReady reports whether something accepts connections on addr.
-func TCPReady(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
-	if err != nil {
-		return false
-	}
-	_ = c.Close()
-	return true
-}
-
 // Group stops a set of processes together.
 type Group struct {
 	mu    sync.Mutex
