@@ -68,7 +68,7 @@ test-short: ## Run all tests with -race, without fuzzing
 fuzz: ## Run each fuzz target for FUZZTIME (make fuzz FUZZTIME=5m)
 	FUZZTIME='$(FUZZTIME)' scripts/test.sh fuzz
 
-bench: ## Measure idempotency's cost beside the database's own limit; writes docs/benchmarks.md (~8 min)
+bench: ## Measure idempotency's cost beside the database's own limit; writes docs/benchmarks.md (~10 min)
 	timeout 20m $(GO) run ./cmd/bench
 
 chaos: ## Fault runs (kills, outages, retry storms) with an exactly-once audit; writes docs/reliability.md

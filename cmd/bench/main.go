@@ -2,26 +2,28 @@
 // database can do at most, in one run on one machine, and writes the
 // figures and their ratios to docs/benchmarks.md.
 //
-// It builds the API twice (as served, and a baseline build whose POST
-// /v1/orders runs without the idempotency middleware), starts a private
-// PostgreSQL cluster and a private redis-server, and three API instances on
-// one database: the baseline, the API without Redis, and the API with
-// Redis. Then it drives them over HTTP with closed-loop clients:
+// It builds the API twice (as served, and a baseline build whose order
+// routes run without the idempotency middleware, or with another design),
+// starts a private PostgreSQL cluster and a private redis-server, and four
+// API instances on one database: the baseline, the other design, the API
+// without Redis and the API with Redis. Then it drives them over HTTP with
+// closed-loop clients:
 //
 //	(a) the SQL of an idempotent order creation, straight through pgx
+//	(a') the same SQL without the idempotency record
 //	(b) POST /v1/orders without the middleware (baseline build)
 //	(c) POST /v1/orders with a fresh key each time
 //	(d) replays answered from PostgreSQL
 //	(e) replays answered from Redis
 //	(f) a retry storm: 1,000 concurrent requests on one key
 //	(g) the common design beside ours: reserve the key, run the order, store
-//	    the answer, in three writes (a fourth instance of the baseline build)
+//	    the answer, in three writes (the baseline build, BENCH_ORDERS_MODE)
 //
 // and then how create and replay change as the table holds 1 thousand to
 // 1 million records, and what the janitor purging a million expired
 // records does to latency under load.
 //
-//	go run ./cmd/bench                 the full run (make bench), ~6 minutes
+//	go run ./cmd/bench                 the full run (make bench), ~10 minutes
 //	go run ./cmd/bench -quick -out ''  a smoke run, ~1 minute, nothing written
 package main
 

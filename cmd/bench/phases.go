@@ -11,6 +11,8 @@ import (
 // sideBySide holds the medians of phases (a) to (e), by letter.
 type sideBySide struct {
 	Raw, Without, Create, CreateRedis, ReplayPG, ReplayRedis result
+	// RawNoRecord is (a) without the record's statement.
+	RawNoRecord result
 	// Guarded is the common design beside ours: the key reserved, then
 	// the order's transaction, then the answer stored.
 	Guarded result
@@ -43,11 +45,14 @@ func (b *bench) sideBySide(ctx context.Context) (sideBySide, error) {
 		return sideBySide{}, err
 	}
 
-	var raw, without, create, guarded []result
+	var raw, rawNoRecord, without, create, guarded []result
 	for r := range rounds {
 		b.say("round %d/%d: (a) raw SQL through pgx", r+1, rounds)
 		raw = append(raw, closedLoop(ctx, "(a) raw SQL of an idempotent create", o.clients, o.warm, window,
-			rawCreate(b.pool, fmt.Sprintf("%sa%d", run, r), fingerprint, body)))
+			rawCreate(b.pool, fmt.Sprintf("%sa%d", run, r), fingerprint, body, true)))
+		b.say("round %d/%d: (a') the same SQL without the record", r+1, rounds)
+		rawNoRecord = append(rawNoRecord, closedLoop(ctx, "(a') raw SQL, the record left out", o.clients, o.warm, window,
+			rawCreate(b.pool, fmt.Sprintf("%sn%d", run, r), fingerprint, body, false)))
 		b.say("round %d/%d: (b) POST /v1/orders without the middleware", r+1, rounds)
 		without = append(without, closedLoop(ctx, "(b) create without idempotency", o.clients, o.warm, window,
 			b.baseline.created(fmt.Sprintf("%sb%d", run, r))))
@@ -58,7 +63,7 @@ func (b *bench) sideBySide(ctx context.Context) (sideBySide, error) {
 		guarded = append(guarded, closedLoop(ctx, "(g) create, key reserved and completed in writes of their own", o.clients, o.warm, window,
 			b.guarded.created(fmt.Sprintf("%sg%d", run, r))))
 	}
-	res := sideBySide{Raw: medianRound(raw), Without: medianRound(without), Create: medianRound(create),
+	res := sideBySide{Raw: medianRound(raw), RawNoRecord: medianRound(rawNoRecord), Without: medianRound(without), Create: medianRound(create),
 		Guarded: medianRound(guarded), Rounds: rounds}
 
 	b.say("(c') idempotent POST /v1/orders with Redis (stores the answers that (e) replays)")
