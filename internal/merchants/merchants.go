@@ -26,6 +26,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/oklog/ulid/v2"
+	"golang.org/x/sync/singleflight"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -68,6 +69,12 @@ type Store struct {
 	db    *gorm.DB
 	clock func() time.Time
 	cache *keyCache
+	// lookups lets one database read serve every request that missed the
+	// cache for the same key at the same moment: when a key's entry
+	// expires under a retry storm, a thousand requests would otherwise
+	// each take a connection for the same row (seen in cmd/bench as an
+	// exhausted pool).
+	lookups singleflight.Group
 }
 
 // NewStore returns a Store over db. clock tells the time of new merchants and
@@ -147,17 +154,30 @@ func (s *Store) Authenticate(ctx context.Context, apiKey string) (string, error)
 	if merchantID, ok := s.cache.get(hash, s.clock()); ok {
 		return merchantID, nil
 	}
-	var row apiKeyRow
-	err := database.Conn(ctx, s.db).Select("merchant_id").Where("key_hash = ?", hash).Take(&row).Error
+	// The shared read must not fail for everyone because the first caller
+	// hung up, so it runs on its own deadline.
+	id, err, _ := s.lookups.Do(hash, func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
+		defer cancel()
+		var row apiKeyRow
+		err := database.Conn(ctx, s.db).Select("merchant_id").Where("key_hash = ?", hash).Take(&row).Error
+		if err != nil {
+			return "", err
+		}
+		s.cache.put(hash, row.MerchantID, s.clock())
+		return row.MerchantID, nil
+	})
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return "", ErrUnauthorized
 	}
 	if err != nil {
 		return "", fmt.Errorf("authenticate: %w", database.Classify(err))
 	}
-	s.cache.put(hash, row.MerchantID, s.clock())
-	return row.MerchantID, nil
+	return id.(string), nil
 }
+
+// lookupTimeout bounds the one database read behind a cache miss.
+const lookupTimeout = 5 * time.Second
 
 // demoMerchants are the merchants SeedDemo makes; their keys are public.
 var demoMerchants = []struct{ id, name, apiKey string }{

@@ -6,10 +6,12 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/merchants"
@@ -157,6 +159,53 @@ func TestAuthenticateDatabaseDown(t *testing.T) {
 			_, err := store.Authenticate(ctx, "sk_test_globex")
 			require.ErrorIs(t, err, database.ErrUnavailable)
 			require.NotErrorIs(t, err, merchants.ErrUnauthorized, "a database outage is no verdict on the key")
+		})
+	}
+}
+
+// TestAuthenticateStormReadsOnce: when a key's cache entry is missing (or
+// just expired) and a burst of requests arrives with it, one database read
+// serves them all, instead of one connection each for the same row.
+func TestAuthenticateStormReadsOnce(t *testing.T) {
+	for _, d := range testdb.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			db := testdb.Open(t, d)
+			ctx := context.Background()
+			store := merchants.NewStore(db.DB, nil)
+			require.NoError(t, store.SeedDemo(ctx))
+
+			var reads atomic.Int64
+			require.NoError(t, db.DB.Callback().Query().Before("gorm:query").Register("test:count_key_reads", func(tx *gorm.DB) {
+				if tx.Statement.Table == "api_keys" {
+					reads.Add(1)
+					time.Sleep(50 * time.Millisecond) // a slow read, so the burst overlaps it
+				}
+			}))
+
+			const burst = 200
+			var wg sync.WaitGroup
+			errs := make(chan error, burst)
+			start := make(chan struct{})
+			for range burst {
+				wg.Go(func() {
+					<-start
+					got, err := store.Authenticate(ctx, "sk_test_acme")
+					if err == nil && got != "mch_acme" {
+						err = errors.New("wrong merchant " + got)
+					}
+					errs <- err
+				})
+			}
+			close(start)
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+			// One read, or very few if a goroutine was descheduled between
+			// its cache miss and joining the read; never one per request.
+			require.LessOrEqual(t, reads.Load(), int64(3), "database reads for %d concurrent requests", burst)
 		})
 	}
 }
