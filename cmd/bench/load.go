@@ -27,6 +27,9 @@ type result struct {
 	Failed   int
 	Elapsed  time.Duration
 	Lat      *harness.Latencies
+	// PoolWaits is how many times a request had to wait for a database
+	// connection during the phase, warm-up included (-1: unknown).
+	PoolWaits int
 	// Note is shown beside the figures (what was checked, or why a row is
 	// missing).
 	Note string

@@ -58,6 +58,7 @@ type options struct {
 	sizes    []int
 	purge    int
 	quick    bool
+	sideOnly bool
 	logs     io.Writer
 }
 
@@ -71,6 +72,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.IntVar(&o.storm, "storm", 1000, "concurrent requests on one key in the retry storm")
 	fs.IntVar(&o.purge, "purge", 1_000_000, "expired records the janitor purges under load")
 	fs.BoolVar(&o.quick, "quick", false, "a smoke run: short phases, 1k and 10k records, a 20k purge")
+	fs.BoolVar(&o.sideOnly, "side-only", false, "run only the side-by-side phases (a) to (g), no storm, growth or purge")
 	verbose := fs.Bool("v", false, "show the servers' logs")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -94,17 +96,16 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep.storm, err = b.retryStorm(ctx)
-	if err != nil {
-		return err
-	}
-	rep.growth, err = b.growth(ctx)
-	if err != nil {
-		return err
-	}
-	rep.purge, err = b.purgeUnderLoad(ctx)
-	if err != nil {
-		return err
+	if !o.sideOnly {
+		if rep.storm, err = b.retryStorm(ctx); err != nil {
+			return err
+		}
+		if rep.growth, err = b.growth(ctx); err != nil {
+			return err
+		}
+		if rep.purge, err = b.purgeUnderLoad(ctx); err != nil {
+			return err
+		}
 	}
 	rep.finished = time.Now()
 

@@ -48,41 +48,62 @@ func (b *bench) sideBySide(ctx context.Context) (sideBySide, error) {
 	var raw, rawNoRecord, without, create, guarded []result
 	for r := range rounds {
 		b.say("round %d/%d: (a) raw SQL through pgx", r+1, rounds)
-		raw = append(raw, closedLoop(ctx, "(a) raw SQL of an idempotent create", o.clients, o.warm, window,
+		raw = append(raw, b.measureRaw(ctx, "(a) raw SQL of an idempotent create", window,
 			rawCreate(b.pool, fmt.Sprintf("%sa%d", run, r), fingerprint, body, true)))
 		b.say("round %d/%d: (a') the same SQL without the record", r+1, rounds)
-		rawNoRecord = append(rawNoRecord, closedLoop(ctx, "(a') raw SQL, the record left out", o.clients, o.warm, window,
+		rawNoRecord = append(rawNoRecord, b.measureRaw(ctx, "(a') raw SQL, the record left out", window,
 			rawCreate(b.pool, fmt.Sprintf("%sn%d", run, r), fingerprint, body, false)))
 		b.say("round %d/%d: (b) POST /v1/orders without the middleware", r+1, rounds)
-		without = append(without, closedLoop(ctx, "(b) create without idempotency", o.clients, o.warm, window,
+		without = append(without, b.measure(ctx, b.baseline, "(b) create without idempotency", window,
 			b.baseline.created(fmt.Sprintf("%sb%d", run, r))))
 		b.say("round %d/%d: (c) idempotent POST /v1/orders", r+1, rounds)
-		create = append(create, closedLoop(ctx, "(c) idempotent create", o.clients, o.warm, window,
+		create = append(create, b.measure(ctx, b.plain, "(c) idempotent create", window,
 			b.plain.created(fmt.Sprintf("%sc%d", run, r))))
 		b.say("round %d/%d: (g) POST /v1/orders with reserve and complete around it", r+1, rounds)
-		guarded = append(guarded, closedLoop(ctx, "(g) create, key reserved and completed in writes of their own", o.clients, o.warm, window,
+		guarded = append(guarded, b.measure(ctx, b.guarded, "(g) create, key reserved and completed in writes of their own", window,
 			b.guarded.created(fmt.Sprintf("%sg%d", run, r))))
 	}
 	res := sideBySide{Raw: medianRound(raw), RawNoRecord: medianRound(rawNoRecord), Without: medianRound(without), Create: medianRound(create),
 		Guarded: medianRound(guarded), Rounds: rounds}
 
 	b.say("(c') idempotent POST /v1/orders with Redis (stores the answers that (e) replays)")
-	res.CreateRedis = closedLoop(ctx, "(c') idempotent create, with Redis", o.clients, o.warm, window, b.cached.created(run+"e"))
+	res.CreateRedis = b.measure(ctx, b.cached, "(c') idempotent create, with Redis", window, b.cached.created(run+"e"))
 
 	pgKeys, err := b.keys(ctx, run+"c0-%")
 	if err != nil {
 		return res, err
 	}
 	b.say("(d) replays from PostgreSQL over %d keys", len(pgKeys))
-	res.ReplayPG = closedLoop(ctx, "(d) replay from PostgreSQL", o.clients, o.warm, window, b.plain.replayed(pgKeys))
+	res.ReplayPG = b.measure(ctx, b.plain, "(d) replay from PostgreSQL", window, b.plain.replayed(pgKeys))
 
 	redisKeys, err := b.keys(ctx, run+"e-%")
 	if err != nil {
 		return res, err
 	}
 	b.say("(e) replays from Redis over %d keys", len(redisKeys))
-	res.ReplayRedis = closedLoop(ctx, "(e) replay from Redis", o.clients, o.warm, window, b.cached.replayed(redisKeys))
+	res.ReplayRedis = b.measure(ctx, b.cached, "(e) replay from Redis", window, b.cached.replayed(redisKeys))
 	return res, nil
+}
+
+// measure runs a closed loop against target and counts the times, during
+// it, that a request of target's waited for a database connection.
+func (b *bench) measure(ctx context.Context, target *api, name string, window func(context.Context), do op) result {
+	before, errBefore := poolWaits(ctx, target.base)
+	r := closedLoop(ctx, name, b.opts.clients, b.opts.warm, window, do)
+	after, errAfter := poolWaits(ctx, target.base)
+	r.PoolWaits = after - before
+	if errBefore != nil || errAfter != nil {
+		r.PoolWaits = -1
+	}
+	return r
+}
+
+// measureRaw is measure for the raw loop, whose pool is the bench's own.
+func (b *bench) measureRaw(ctx context.Context, name string, window func(context.Context), do op) result {
+	before := b.pool.Stat().EmptyAcquireCount()
+	r := closedLoop(ctx, name, b.opts.clients, b.opts.warm, window, do)
+	r.PoolWaits = int(b.pool.Stat().EmptyAcquireCount() - before)
+	return r
 }
 
 // medianRound is the round with the median rate.

@@ -60,10 +60,14 @@ func describeMachine(ctx context.Context, pg *harness.Postgres) []string {
 // missed are reported, not failures: they depend on the machine.
 func (r *report) failures() []string {
 	var out []string
-	for _, s := range []struct {
+	storms := []struct {
 		r      stormResult
 		orders int
-	}{{r.storm.Plain, r.storm.PlainOrders}, {r.storm.Cached, r.storm.CachedOrders}} {
+	}{{r.storm.Plain, r.storm.PlainOrders}, {r.storm.Cached, r.storm.CachedOrders}}
+	if r.opts.sideOnly {
+		storms = nil
+	}
+	for _, s := range storms {
 		// A 409 is the contract's answer to a duplicate that waited
 		// IDEMPOTENCY_WAIT in vain (a slow machine); anything else that is
 		// not the one 201 is a fault.
@@ -88,7 +92,7 @@ func (r *report) failures() []string {
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f", harness.Millis(d)) }
 
 func row(r result) string {
-	return fmt.Sprintf("| %s | %d | %.0f | %s | %s | %d |", r.Name, r.Requests, r.Rate(), ms(r.Lat.Percentile(50)), ms(r.Lat.Percentile(99)), r.Failed)
+	return fmt.Sprintf("| %s | %d | %.0f | %s | %s | %d | %d |", r.Name, r.Requests, r.Rate(), ms(r.Lat.Percentile(50)), ms(r.Lat.Percentile(99)), r.PoolWaits, r.Failed)
 }
 
 func verdict(ok bool) string {
@@ -115,12 +119,13 @@ func (r *report) markdown() string {
 	p("")
 	p("Every phase is a closed loop of %d clients over keep-alive HTTP (or pgx for (a)) for %s after a %s warm-up; each", r.opts.clients, r.opts.duration, r.opts.warm)
 	p("API instance and the raw loop have a pool of %d connections. (a), (a'), (b), (c) and (g) ran in turn for %d rounds; the", dbMaxConns, m.Rounds)
-	p("median round of each is shown. Latency is per request, in milliseconds.")
+	p("median round of each is shown. Latency is per request, in milliseconds. Pool waits count the times a request")
+	p("found all %d connections of its pool in use and waited for one (the API's go_sql_wait_count_total).", dbMaxConns)
 	p("")
 	p("## Side by side")
 	p("")
-	p("| phase | requests | req/s | p50 ms | p99 ms | failed |")
-	p("| --- | ---: | ---: | ---: | ---: | ---: |")
+	p("| phase | requests | req/s | p50 ms | p99 ms | pool waits | failed |")
+	p("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, x := range []result{m.Raw, m.RawNoRecord, m.Without, m.Create, m.Guarded, m.CreateRedis, m.ReplayPG, m.ReplayRedis} {
 		p("%s", row(x))
 	}
@@ -155,11 +160,15 @@ func (r *report) markdown() string {
 	p("| idempotent create ≥ 0.85 × create without idempotency | (c)/(b) = %.2f | %s |", ratio(create, m.Without.Rate()), verdict(ratio(create, m.Without.Rate()) >= 0.85))
 	p("| idempotent create ≥ 0.5 × the raw-SQL limit | (c)/(a) = %.2f | %s |", ratio(create, m.Raw.Rate()), verdict(ratio(create, m.Raw.Rate()) >= 0.5))
 	p("| replay from Redis ≥ 3 × idempotent create | (e)/(c) = %.2f | %s |", ratio(m.ReplayRedis.Rate(), create), verdict(ratio(m.ReplayRedis.Rate(), create) >= 3))
-	for _, x := range []struct {
+	stormRows := []struct {
 		name   string
 		r      stormResult
 		orders int
-	}{{"without Redis", s.Plain, s.PlainOrders}, {"with Redis", s.Cached, s.CachedOrders}} {
+	}{{"without Redis", s.Plain, s.PlainOrders}, {"with Redis", s.Cached, s.CachedOrders}}
+	if r.opts.sideOnly {
+		stormRows = nil
+	}
+	for _, x := range stormRows {
 		p("| retry storm %s: p99 ≤ IDEMPOTENCY_WAIT + 100 ms, pool never exhausted, one effect | p99 %s ms of %s ms; %d pool waits; %d order, %d distinct answer(s), %d failed | %s |",
 			x.name, ms(x.r.Lat.Percentile(99)), ms(wait+100*time.Millisecond), x.r.PoolWaits, x.orders, x.r.Bodies, x.r.Failed, verdict(stormOK(x.r, x.orders)))
 	}
@@ -171,6 +180,10 @@ func (r *report) markdown() string {
 		ratio(create, m.Guarded.Rate()))
 	p("create = %.2f; idempotent create with Redis / without = %.2f.", ratio(m.ReplayPG.Rate(), create), ratio(m.CreateRedis.Rate(), create))
 	p("")
+	if r.opts.sideOnly {
+		p("Run with -side-only: no storm, growth or purge.")
+		return w.String()
+	}
 	p("## Retry storm (f)")
 	p("")
 	p("%d requests with the same key and body, released at once, each on a connection of its own that was opened", r.opts.storm)
