@@ -110,13 +110,17 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (int, error) {
 		if err := d.pub.Publish(ctx, events); err != nil {
 			return fmt.Errorf("publish: %w", err)
 		}
-		ids := make([]string, len(events))
+		// By the whole primary key: an event id alone is unique too, but
+		// no index leads with it, and matching on it alone scanned the
+		// whole table on every batch (a second each at a million events,
+		// seen under cmd/bench).
+		keys := make([][]any, len(events))
 		for i, e := range events {
-			ids[i] = e.ID
+			keys[i] = []any{e.MerchantID, e.ID}
 		}
 		n = len(events)
 		return database.Conn(ctx, d.db).Exec(
-			"UPDATE outbox_events SET published_at = ? WHERE id IN ?", time.Now().UTC(), ids).Error
+			"UPDATE outbox_events SET published_at = ? WHERE (merchant_id, id) IN ?", time.Now().UTC(), keys).Error
 	})
 	return n, database.Classify(err)
 }
