@@ -8,28 +8,26 @@ package testproc
 import (
 	"bytes"
 	"context"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemkeys/payments/internal/harness"
 )
 
 // Module is the import path prefix of the project's commands.
-const Module = "github.com/idemkeys/payments/"
+const Module = harness.Module
 
 // FreeAddr returns a loopback host:port that was free a moment ago.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	addr, err := harness.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
 	return addr
 }
 
@@ -37,15 +35,9 @@ func FreeAddr(t testing.TB) string {
 // test's temporary folder and returns their paths, in order.
 func Build(t testing.TB, commands ...string) []string {
 	t.Helper()
-	dir := t.TempDir()
-	paths := make([]string, len(commands))
-	for i, c := range commands {
-		paths[i] = filepath.Join(dir, filepath.Base(c))
-		cmd := exec.CommandContext(context.Background(), "go", "build", "-o", paths[i], Module+c)
-		cmd.Stderr = os.Stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("build %s: %v", c, err)
-		}
+	paths, err := harness.Build(context.Background(), t.TempDir(), "", commands...)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return paths
 }
@@ -103,17 +95,7 @@ func (p *Process) Wait() int {
 }
 
 // Healthy reports whether url answers 200 within a second.
-func Healthy(url string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
-}
+func Healthy(url string) bool { return harness.HTTPReady(url) }
 
 // SyncBuffer collects output written from several goroutines.
 type SyncBuffer struct {
