@@ -3,36 +3,44 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemkeys/payments/internal/idempotency"
 )
 
 // The statements of one idempotent order creation, as the API sends them
 // (read off PostgreSQL's statement log with log_statement = 'all'): BEGIN,
 // the order, its outbox event, the idempotency record, COMMIT. The record's
-// statement is the store's insert-if-absent, conflict clause and all.
+// statement is the store's insert-if-absent itself, conflict clause and all.
 const (
 	rawInsertOrder = `INSERT INTO "orders" ("merchant_id","id","customer_id","currency","items","metadata","amount_total","status","version","shipping_address","created_at","updated_at") VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12)`
 	rawInsertEvent = `
 INSERT INTO outbox_events (merchant_id, id, type, payload, created_at) VALUES ($1, $2, $3, $4, $5)`
-	rawInsertRecord = `
-INSERT INTO idempotency_records AS r (
-    merchant_id, idempotency_key, method, path, fingerprint, state, recovery_point,
-    fence, locked_until, response_status, response_headers, response_body, response_key_id,
-    created_at, updated_at, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $9, $10, $11, $12, $13, $14, $15)
-ON CONFLICT (merchant_id, idempotency_key) DO UPDATE SET
-    method = excluded.method, path = excluded.path, fingerprint = excluded.fingerprint,
-    state = excluded.state, recovery_point = excluded.recovery_point,
-    fence = r.fence + 1, locked_until = excluded.locked_until,
-    response_status = excluded.response_status, response_headers = excluded.response_headers,
-    response_body = excluded.response_body, response_key_id = excluded.response_key_id,
-    created_at = excluded.created_at,
-    updated_at = excluded.updated_at, expires_at = excluded.expires_at
-WHERE r.expires_at <= excluded.created_at
-RETURNING fence`
 )
+
+// rawInsertRecord is the store's own statement, with pgx's numbered
+// placeholders in place of GORM's question marks.
+var rawInsertRecord = numberParams(idempotency.InsertSQL)
+
+// numberParams turns each ? of query into $1, $2, … in order. The queries
+// it is given have no ? inside a string.
+func numberParams(query string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
 
 // rawCreate returns an op that runs the SQL of one idempotent order
 // creation straight through a pgx pool, with no HTTP, no Gin and no GORM in
