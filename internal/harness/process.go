@@ -184,6 +184,17 @@ func (p *Process) Signal(sig syscall.Signal, grace time.Duration) {
 	}
 }
 
+// Send sends sig to the running process and returns at once: SIGSTOP and
+// SIGCONT freeze and thaw it. A process that is not running is left alone.
+func (p *Process) Send(sig syscall.Signal) {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd != nil {
+		_ = cmd.Process.Signal(sig)
+	}
+}
+
 // Restart kills the process and starts it again.
 func (p *Process) Restart(timeout time.Duration) error {
 	p.Kill()

@@ -6,10 +6,8 @@ package testredis
 
 import (
 	"context"
-	"fmt"
-	"net"
+	"errors"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,87 +15,54 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemkeys/payments/internal/harness"
 	"github.com/idemkeys/payments/internal/testdb"
 )
 
-// Server is one private redis-server.
+// Server is one private redis-server (a harness.Redis tied to a test).
 type Server struct {
-	t    testing.TB
-	port int
-	dir  string
-	cmd  *exec.Cmd
+	t testing.TB
+	r *harness.Redis
 }
 
 // Start runs a redis-server that lives as long as the test.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
+	r, err := harness.StartRedis(t.TempDir(), nil)
+	if errors.Is(err, harness.ErrMissing) {
 		testdb.MissingService(t, "redis-server", err)
 	}
-	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	s := &Server{t: t, port: port, dir: t.TempDir()}
-	s.start()
-	t.Cleanup(func() { s.Kill() })
-	return s
+	t.Cleanup(r.Kill)
+	return &Server{t: t, r: r}
 }
 
 // URL is the server's redis:// URL.
-func (s *Server) URL() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", s.port) }
+func (s *Server) URL() string { return s.r.URL() }
 
 // Addr is host:port.
-func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+func (s *Server) Addr() string { return s.r.Addr }
 
-func (s *Server) start() {
-	s.t.Helper()
-	s.cmd = exec.CommandContext(context.Background(), "redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--loglevel", "warning")
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatalf("start redis-server: %v", err)
-	}
-	s.waitReady()
-}
-
-func (s *Server) waitReady() {
-	s.t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) {
-			s.t.Fatalf("redis-server on %s did not answer", s.Addr())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// Kill stops the server at once (SIGKILL); Restart brings it back empty.
-func (s *Server) Kill() {
-	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Signal(syscall.SIGCONT)
-		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
-		s.cmd = nil
-	}
-}
+// Kill stops the server at once (SIGKILL, which also ends a paused one);
+// Restart brings it back empty.
+func (s *Server) Kill() { s.r.Kill() }
 
 // Restart starts the server again on the same port, with no data.
 func (s *Server) Restart() {
 	s.t.Helper()
-	s.Kill()
-	s.start()
+	if err := s.r.Restart(10 * time.Second); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 // Pause freezes the server (SIGSTOP): connections stay open, nothing
 // answers. Resume thaws it.
-func (s *Server) Pause() { _ = s.cmd.Process.Signal(syscall.SIGSTOP) }
+func (s *Server) Pause() { s.r.Send(syscall.SIGSTOP) }
 
 // Resume thaws a paused server.
-func (s *Server) Resume() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
+func (s *Server) Resume() { s.r.Send(syscall.SIGCONT) }
 
 // Client returns a client of the server, closed with the test.
 func (s *Server) Client() *redis.Client {
@@ -122,15 +87,10 @@ func StartCluster(t testing.TB) *Cluster {
 	args := []string{"--cluster", "create"}
 	for range 3 {
 		s := Start(t)
-		// Restart the node in cluster mode on its port.
+		// Start the node again in cluster mode, on its port.
 		s.Kill()
-		s.cmd = exec.CommandContext(context.Background(), "redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
-			"--save", "", "--appendonly", "no", "--dir", s.dir, "--loglevel", "warning",
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
-		if err := s.cmd.Start(); err != nil {
-			t.Fatalf("start cluster node: %v", err)
-		}
-		s.waitReady()
+		s.r.Args = append(s.r.Args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
+		s.Restart()
 		c.nodes = append(c.nodes, s)
 		args = append(args, s.Addr())
 	}
