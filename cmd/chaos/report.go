@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -86,15 +87,7 @@ func (r report) text() string {
 			row.audit.duplicates, row.audit.stuck, harness.Millis(row.p50), harness.Millis(row.p99))
 	}
 	_ = tw.Flush()
-	for _, row := range r.rows {
-		for i, v := range row.audit.violations {
-			if i == 20 {
-				fmt.Fprintf(&b, "  %s: … %d more\n", row.scenario, len(row.audit.violations)-i)
-				break
-			}
-			fmt.Fprintf(&b, "  %s: %s\n", row.scenario, v)
-		}
-	}
+	r.writeFindings(&b, "  ")
 	fmt.Fprintf(&b, "profile %s, seed %d, %s\n", r.profile.name, r.seed, r.elapsed.Round(time.Second))
 	return b.String()
 }
@@ -154,15 +147,7 @@ audit's settle period (the reconciler's time) is over.
 	}
 	if n := r.failures(); n > 0 {
 		fmt.Fprintf(&b, "\n## Findings: %d scenario(s) FAILED\n\n", n)
-		for _, row := range r.rows {
-			for i, v := range row.audit.violations {
-				if i == 20 {
-					fmt.Fprintf(&b, "- %s: … %d more\n", row.scenario, len(row.audit.violations)-i)
-					break
-				}
-				fmt.Fprintf(&b, "- %s: %s\n", row.scenario, v)
-			}
-		}
+		r.writeFindings(&b, "- ")
 	} else {
 		b.WriteString("\nEvery audit passed: no duplicate, no stuck record, no other finding.\n")
 	}
@@ -259,4 +244,18 @@ func commit() string {
 		c += " plus uncommitted changes"
 	}
 	return c
+}
+
+// writeFindings lists each scenario's audit violations, at most 20 a
+// scenario, each line starting with lead.
+func (r report) writeFindings(w io.Writer, lead string) {
+	for _, row := range r.rows {
+		for i, v := range row.audit.violations {
+			if i == 20 {
+				fmt.Fprintf(w, "%s%s: … %d more\n", lead, row.scenario, len(row.audit.violations)-i)
+				break
+			}
+			fmt.Fprintf(w, "%s%s: %s\n", lead, row.scenario, v)
+		}
+	}
 }
