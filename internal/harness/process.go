@@ -113,12 +113,14 @@ func (p *Process) Start(timeout time.Duration) error {
 	p.mu.Unlock()
 	go func() {
 		_ = cmd.Wait()
-		close(exited)
+		// Forget the process before telling anyone it exited, so that a
+		// Kill followed at once by Start finds nothing running.
 		p.mu.Lock()
 		if p.cmd == cmd {
 			p.cmd = nil
 		}
 		p.mu.Unlock()
+		close(exited)
 	}()
 
 	ready := p.Ready
