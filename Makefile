@@ -48,7 +48,7 @@ provider: ## Run the mock provider on :8081, sending webhooks to WEBHOOK_URL
 	WEBHOOK_URL='$(WEBHOOK_URL)' $(GO) run ./cmd/provider
 
 demo: ## Against a running API (API_URL, API_KEY): lost provider response, 202, reconcile, replay
-	$(GO) run ./cmd/demo
+	$(GO) run ./tools/demo
 
 merchant: ## Create a merchant and print its API key once: make merchant NAME=initech
 	@[[ -n "$(NAME)" ]] || { echo "usage: make merchant NAME=<name> [DATABASE_URL=...]"; exit 2; }
@@ -69,10 +69,10 @@ fuzz: ## Run each fuzz target for FUZZTIME (make fuzz FUZZTIME=5m)
 	FUZZTIME='$(FUZZTIME)' scripts/test.sh fuzz
 
 bench: ## Measure idempotency's cost beside the database's own limit; writes docs/benchmarks.md (~10 min)
-	timeout 20m $(GO) run ./cmd/bench
+	timeout 20m $(GO) run ./tools/bench
 
 chaos: ## Fault runs (kills, outages, retry storms) with an exactly-once audit; writes docs/reliability.md
-	timeout 10m $(GO) run ./cmd/chaos -profile full
+	timeout 10m $(GO) run ./tools/chaos -profile full
 
 lint: ## Check gofmt, go vet and golangci-lint v2.15.0 (.golangci.yml)
 	@out=$$(gofmt -l .); if [[ -n "$$out" ]]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -11,7 +11,7 @@ import (
 )
 
 // ordersGuard is the middleware of the order routes: the Atomic one, whose
-// record commits with the order. Only cmd/bench's baseline build (-tags
+// record commits with the order. Only tools/bench's baseline build (-tags
 // benchbaseline, baseline_on.go) can swap it; a binary built without that
 // tag, every binary that serves traffic, cannot.
 func ordersGuard(keeper *idempotency.Keeper, _ *slog.Logger) gin.HandlerFunc {

@@ -11,7 +11,7 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency"
 )
 
-// ordersGuard, in cmd/bench's baseline build only, swaps the order routes'
+// ordersGuard, in tools/bench's baseline build only, swaps the order routes'
 // middleware so that the very same program can be measured with other
 // designs, chosen by BENCH_ORDERS_MODE:
 //

@@ -416,7 +416,7 @@ func TestCrashAtEveryRecoveryPoint(t *testing.T) {
 
 // TestSettledPaymentWhoseAnswerWasNotStored finishes a payment and then
 // loses the request before its answer is stored, as when the database goes
-// away right after the last phase (found by cmd/chaos): the client has an
+// away right after the last phase (found by tools/chaos): the client has an
 // answer and never retries. The reconciler must store the settled answer
 // anyway, so the record does not stay executing until it expires, and a
 // late retry must replay it without a second charge.

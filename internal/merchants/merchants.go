@@ -72,7 +72,7 @@ type Store struct {
 	// lookups lets one database read serve every request that missed the
 	// cache for the same key at the same moment: when a key's entry
 	// expires under a retry storm, a thousand requests would otherwise
-	// each take a connection for the same row (seen in cmd/bench as an
+	// each take a connection for the same row (seen in tools/bench as an
 	// exhausted pool).
 	lookups singleflight.Group
 }

@@ -35,7 +35,7 @@
 //   - a slow answer: the charge is visible at once, the answer comes late.
 //
 // GET /v1/ledger lists every charge and refund made, for a fault harness
-// (cmd/chaos) that compares the whole ledger with the API's database.
+// (tools/chaos) that compares the whole ledger with the API's database.
 //
 // Config.Chaos applies the same faults at random rates to ordinary requests,
 // for load tests; its random source is injectable so a test sees the same

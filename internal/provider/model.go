@@ -153,7 +153,7 @@ type List[T any] struct {
 
 // Ledger is the body of GET /v1/ledger: every charge and refund the provider
 // has made, oldest first. A real PSP offers reports rather than this; the mock
-// has it so that a fault harness (cmd/chaos) can compare the whole ledger with
+// has it so that a fault harness (tools/chaos) can compare the whole ledger with
 // the API's database, and find a charge that no payment knows of.
 type Ledger struct {
 	Object  string   `json:"object"` // always "ledger"

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkeys/payments/internal/harness"
+	"github.com/idemkeys/payments/tools/harness"
 )
 
 // Module is the import path prefix of the project's commands.

@@ -15,8 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemkeys/payments/internal/harness"
 	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/tools/harness"
 )
 
 // Server is one private redis-server (a harness.Redis tied to a test).

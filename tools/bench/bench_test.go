@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemkeys/payments/internal/harness"
 	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/tools/harness"
 )
 
 // TestQuickRun runs the whole load generator on its smallest settings: it

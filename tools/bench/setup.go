@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemkeys/payments/internal/harness"
+	"github.com/idemkeys/payments/tools/harness"
 )
 
 // dbMaxConns is the pool size of every API instance and of the raw loop,

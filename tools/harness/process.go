@@ -1,5 +1,5 @@
 // Package harness starts the real processes that the load generator
-// (cmd/bench) and the fault harness (cmd/chaos) drive: the project's own
+// (tools/bench) and the fault harness (tools/chaos) drive: the project's own
 // binaries, a private PostgreSQL cluster and a private redis-server, each on
 // a free loopback port, each of which may be killed and started again. It
 // also keeps latency samples and prints them as percentiles.

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemkeys/payments/internal/harness"
+	"github.com/idemkeys/payments/tools/harness"
 )
 
 // stormResult is what a retry storm on one key produced.

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkeys/payments/internal/harness"
+	"github.com/idemkeys/payments/tools/harness"
 )
 
 // report gathers a run's results and writes them as markdown.
@@ -108,7 +108,7 @@ func (r *report) markdown() string {
 	m := r.main
 	p("# Benchmarks")
 	p("")
-	p("Written by `make bench` (`go run ./cmd/bench`) on %s, in %s. Absolute figures depend on the", r.started.UTC().Format("2006-01-02"), r.finished.Sub(r.started).Round(time.Second))
+	p("Written by `make bench` (`go run ./tools/bench`) on %s, in %s. Absolute figures depend on the", r.started.UTC().Format("2006-01-02"), r.finished.Sub(r.started).Round(time.Second))
 	p("machine; the ratios are the point, and all of them come from this one run.")
 	p("")
 	p("Machine:")
@@ -233,7 +233,7 @@ func (r *report) markdown() string {
 	p("p99 while purging / p99 without: %.2f (target ≤ 2: %s). Purged at %.0f records/s; %d expired records were left when the window closed.",
 		purgeRatio, verdict(purgeRatio <= 2 && pu.Left == 0), ratio(float64(pu.Expired-pu.Left), pu.Purging.Elapsed.Seconds()), pu.Left)
 	p("")
-	p("Repeat with `make bench`; `go run ./cmd/bench -h` lists the knobs (clients, phase length, storm size, sizes).")
+	p("Repeat with `make bench`; `go run ./tools/bench -h` lists the knobs (clients, phase length, storm size, sizes).")
 	return w.String()
 }
 

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/idemkeys/payments/internal/harness"
+	"github.com/idemkeys/payments/tools/harness"
 )
 
 // orderBody is the order every request creates or replays: one line, the

@@ -6,8 +6,8 @@
 //
 // Start the API first (make run), then:
 //
-//	make demo                     # or: go run ./cmd/demo
-//	API_URL=http://127.0.0.1:8080 API_KEY=sk_test_acme go run ./cmd/demo
+//	make demo                     # or: go run ./tools/demo
+//	API_URL=http://127.0.0.1:8080 API_KEY=sk_test_acme go run ./tools/demo
 //
 // It uses plain net/http rather than the client package, so that what goes
 // over the wire is exactly what is printed. It exits non-zero when the server

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemkeys/payments/internal/harness"
+	"github.com/idemkeys/payments/tools/harness"
 )
 
 // instances is how many API processes share each scenario's database.

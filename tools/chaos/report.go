@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/idemkeys/payments/internal/harness"
+	"github.com/idemkeys/payments/tools/harness"
 )
 
 // row is one scenario's line in the summary, with its details.
@@ -97,11 +97,11 @@ func (r report) markdown() string {
 	var b strings.Builder
 	cmd := "make chaos"
 	if r.profile.name != "full" || r.seed != 1 {
-		cmd = fmt.Sprintf("go run ./cmd/chaos -profile %s -seed %d", r.profile.name, r.seed)
+		cmd = fmt.Sprintf("go run ./tools/chaos -profile %s -seed %d", r.profile.name, r.seed)
 	}
 	fmt.Fprintf(&b, `# Reliability under faults
 
-This file is written by `+"`%s`"+` (`+"`cmd/chaos`"+`); do not edit it by hand.
+This file is written by `+"`%s`"+` (`+"`tools/chaos`"+`); do not edit it by hand.
 Run the same command to repeat it: every random choice (faults, kill times,
 payment methods) comes from the seed, so a run meets the same kind and number
 of faults, though not at the same instants.

@@ -1,7 +1,7 @@
 // Command chaos proves the API's exactly-once promise under faults. It builds
 // cmd/api and cmd/provider, starts real processes on loopback ports (three
 // API instances, the mock provider, a private PostgreSQL cluster and a
-// private redis-server, all through internal/harness), and runs scenarios
+// private redis-server, all through tools/harness), and runs scenarios
 // that break things while clients retry: a retry storm on one key, provider
 // chaos (lost answers, outages, latency), SIGKILLs of API instances, Redis
 // and PostgreSQL killed under load, keys expiring, and clients that retry
@@ -15,8 +15,8 @@
 // and written to docs/reliability.md. The command exits non-zero when an
 // audit finds anything.
 //
-//	go run ./cmd/chaos                  # the full profile (make chaos)
-//	go run ./cmd/chaos -profile short   # about a tenth of it (CI)
+//	go run ./tools/chaos                  # the full profile (make chaos)
+//	go run ./tools/chaos -profile short   # about a tenth of it (CI)
 package main
 
 import (

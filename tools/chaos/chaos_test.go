@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemkeys/payments/internal/harness"
 	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/tools/harness"
 )
 
 // TestShortProfile runs every scenario at about a tenth of the full size and
