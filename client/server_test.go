@@ -18,7 +18,7 @@ import (
 
 	"github.com/idemkeys/payments/client"
 	"github.com/idemkeys/payments/internal/database"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 	"github.com/idemkeys/payments/internal/testproc"
 )
 
@@ -37,7 +37,7 @@ func TestAgainstTheRealServer(t *testing.T) {
 		t.Skip("builds and runs the API and the provider")
 	}
 	apiBin, provBin := buildBinaries(t)
-	for _, dialect := range testdb.Dialects {
+	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			runAgainstTheRealServer(t, dialect, apiBin, provBin)
@@ -55,8 +55,7 @@ type operation struct {
 }
 
 func runAgainstTheRealServer(t *testing.T, dialect database.Dialect, apiBin, provBin string) {
-	dbURL, drop := testdb.NewURL(t, dialect)
-	t.Cleanup(drop)
+	dbURL := testkit.DatabaseURL(t, dialect)
 
 	provAddr, apiAddr := freeAddr(t), freeAddr(t)
 	provURL, apiURL := "http://"+provAddr, "http://"+apiAddr

@@ -22,7 +22,7 @@ import (
 	"github.com/idemkeys/payments/internal/handlers"
 	"github.com/idemkeys/payments/internal/merchants"
 	"github.com/idemkeys/payments/internal/payments"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 // benchClients is how many requests are in flight at once.
@@ -44,7 +44,7 @@ const benchClients = 32
 func BenchmarkCreateOrder(b *testing.B) {
 	type row struct{ with, without runs }
 	rates := map[database.Dialect]*row{}
-	for _, dialect := range testdb.Dialects {
+	for _, dialect := range testkit.Dialects {
 		withURL, withoutURL := benchStacks(b, dialect)
 		r := &row{}
 		rates[dialect] = r
@@ -59,7 +59,7 @@ func BenchmarkCreateOrder(b *testing.B) {
 	fmt.Fprintf(&t, "POST /v1/orders, %d concurrent clients, GOMAXPROCS=%d, median of the measured runs\n",
 		clients(), runtime.GOMAXPROCS(0))
 	fmt.Fprintf(&t, "%-9s %6s %12s %12s %8s\n", "dialect", "runs", "with", "without", "ratio")
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		r := rates[d]
 		with, without := r.with.final(), r.without.final()
 		if len(with) == 0 || len(without) == 0 {
@@ -78,8 +78,7 @@ func BenchmarkCreateOrder(b *testing.B) {
 func benchStacks(b *testing.B, dialect database.Dialect) (with, without string) {
 	b.Helper()
 	gin.SetMode(gin.ReleaseMode)
-	dbURL, drop := testdb.NewURL(b, dialect)
-	b.Cleanup(drop)
+	dbURL := testkit.DatabaseURL(b, dialect)
 	cfg, err := config.Load([]string{"DATABASE_URL=" + dbURL, "LOG_LEVEL=error", "DB_MAX_CONNS=20"})
 	if err != nil {
 		b.Fatal(err)

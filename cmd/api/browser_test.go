@@ -15,7 +15,7 @@ import (
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/provider"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 // chromiumPath is where Debian's chromium package puts the browser; .ci/run
@@ -28,7 +28,7 @@ const chromiumPath = "/usr/bin/chromium"
 func newBrowser(t *testing.T, within time.Duration) context.Context {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
-		testdb.MissingService(t, "chromium", fmt.Errorf("chromium not installed: %w", err))
+		testkit.MissingService(t, "chromium", fmt.Errorf("chromium not installed: %w", err))
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath),
@@ -94,8 +94,7 @@ const findCreateOrder = `[...document.querySelectorAll('.opblock-post')].find(b 
 func TestSwaggerUIInBrowser(t *testing.T) {
 	t.Parallel()
 	ctx := newBrowser(t, 45*time.Second)
-	dbURL, drop := testdb.NewURL(t, database.SQLite)
-	t.Cleanup(drop)
+	dbURL := testkit.DatabaseURL(t, database.SQLite)
 	api := startAPI(t, dbURL)
 
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(api.URL+"/swagger/index.html")))
@@ -207,8 +206,7 @@ func TestDemoCheckoutInBrowser(t *testing.T) {
 // and carries its script inline.
 func TestDemoPageServed(t *testing.T) {
 	t.Parallel()
-	dbURL, drop := testdb.NewURL(t, database.SQLite)
-	t.Cleanup(drop)
+	dbURL := testkit.DatabaseURL(t, database.SQLite)
 	api := startAPI(t, dbURL)
 
 	a := call(t, "GET", api.URL+"/demo", "", "", "")

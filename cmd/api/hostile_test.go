@@ -16,7 +16,7 @@ import (
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/problem"
 	"github.com/idemkeys/payments/internal/provider"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 // TestHostileInput sends the real program, on each dialect, what a careless
@@ -28,7 +28,7 @@ import (
 //
 // Run with: go test ./cmd/api -run Hostile -count=1 -v
 func TestHostileInput(t *testing.T) {
-	for _, dialect := range testdb.Dialects {
+	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			h := newHostileWorld(t, dialect)
@@ -116,8 +116,7 @@ type hostileWorld struct {
 
 func newHostileWorld(t *testing.T, dialect database.Dialect) *hostileWorld {
 	t.Helper()
-	dbURL, drop := testdb.NewURL(t, dialect)
-	t.Cleanup(drop)
+	dbURL := testkit.DatabaseURL(t, dialect)
 	prov, err := provider.StartInProcess(context.Background(), provider.Config{DuplicateWebhookRate: -1})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/database"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 	"github.com/idemkeys/payments/internal/testproc"
 )
 
@@ -39,8 +39,7 @@ func TestSIGKILLDuringSlowPayment(t *testing.T) {
 		t.Skip("builds and kills real processes")
 	}
 	apiBin, provBin := buildBinaries(t)
-	dbURL, drop := testdb.NewURL(t, database.Postgres)
-	t.Cleanup(drop)
+	dbURL := testkit.DatabaseURL(t, database.Postgres)
 
 	provAddr := freeAddr(t)
 	startProcess(t, provBin, provAddr) // no WEBHOOK_URL: only the retry may resolve

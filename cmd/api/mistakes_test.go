@@ -23,7 +23,7 @@ import (
 	"github.com/idemkeys/payments/internal/handlers"
 	"github.com/idemkeys/payments/internal/merchants"
 	"github.com/idemkeys/payments/internal/payments"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 // The two common mistakes of idempotency, kept here to be measured rather
@@ -46,11 +46,10 @@ const (
 )
 
 func TestCommonMistakes(t *testing.T) {
-	for _, dialect := range testdb.Dialects {
+	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
-			dbURL, drop := testdb.NewURL(t, dialect)
-			t.Cleanup(drop)
+			dbURL := testkit.DatabaseURL(t, dialect)
 			api := startAPI(t, dbURL)
 			t.Run("get-then-set middleware", func(t *testing.T) { measureGetThenSet(t, dialect, dbURL, api.URL) })
 			t.Run("new key on every retry", func(t *testing.T) { measureNewKeyPerRetry(t, dialect, dbURL, api.URL) })

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/provider"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 // TestNaturalKeys shows the uniqueness of a business identity doing what no
@@ -21,7 +21,7 @@ import (
 // under concurrent load, on each dialect.
 func TestNaturalKeys(t *testing.T) {
 	const n = 20
-	for _, dialect := range testdb.Dialects {
+	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t, dialect, provider.Config{DuplicateWebhookRate: -1})

@@ -20,7 +20,7 @@ import (
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/provider"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 	"github.com/idemkeys/payments/internal/testproc"
 )
 
@@ -130,11 +130,10 @@ const secretMarker = "body-secret-7f3a9c"
 // about, then checks the counts on /metrics and searches the logs for keys
 // and secrets.
 func TestMetricsAndLogsAfterScenarios(t *testing.T) {
-	for _, dialect := range testdb.Dialects {
+	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
-			dbURL, drop := testdb.NewURL(t, dialect)
-			t.Cleanup(drop)
+			dbURL := testkit.DatabaseURL(t, dialect)
 			// No webhooks: the reconciler is what resolves the lost response.
 			prov, err := provider.StartInProcess(context.Background(), provider.Config{})
 			require.NoError(t, err)
@@ -274,12 +273,11 @@ func accessLines(t *testing.T, logs string) []map[string]any {
 // unresolved and executing gauges (the reconciler is off), and expired
 // records show as janitor purges.
 func TestMetricsSeeStuckAndPurgedRecords(t *testing.T) {
-	for _, dialect := range testdb.Dialects {
+	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			t.Run("stuck", func(t *testing.T) {
-				dbURL, drop := testdb.NewURL(t, dialect)
-				t.Cleanup(drop)
+				dbURL := testkit.DatabaseURL(t, dialect)
 				prov, err := provider.StartInProcess(context.Background(), provider.Config{})
 				require.NoError(t, err)
 				t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
@@ -301,8 +299,7 @@ func TestMetricsSeeStuckAndPurgedRecords(t *testing.T) {
 				require.Equal(t, 0.0, m[`payments_reconciliations_total{result="resolved"}`])
 			})
 			t.Run("purged", func(t *testing.T) {
-				dbURL, drop := testdb.NewURL(t, dialect)
-				t.Cleanup(drop)
+				dbURL := testkit.DatabaseURL(t, dialect)
 				api := startObservedAPI(t, dbURL, "IDEMPOTENCY_TTL=1s", "JANITOR_INTERVAL=100ms")
 				keys := []string{randomKey(), randomKey(), randomKey()}
 				for _, k := range keys {
@@ -357,8 +354,7 @@ func TestUnreachableDatabaseFailsStartAfterBackoff(t *testing.T) {
 // flight: the payment still completes, the logs show each step of the stop
 // in order, and no record is left executing.
 func TestShutdownDrainsAndLogsEachStep(t *testing.T) {
-	dbURL, drop := testdb.NewURL(t, database.SQLite)
-	t.Cleanup(drop)
+	dbURL := testkit.DatabaseURL(t, database.SQLite)
 	api := startObservedAPI(t, dbURL, "PROVIDER_TIMEOUT=5s", "SHUTDOWN_TIMEOUT=20s")
 
 	order := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", randomKey(), orderBody)
@@ -402,11 +398,10 @@ func TestShutdownDrainsAndLogsEachStep(t *testing.T) {
 func TestResponseEncryptionEndToEnd(t *testing.T) {
 	k1 := "k1:" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
 	k2 := "k2:" + base64.StdEncoding.EncodeToString([]byte("fedcba9876543210fedcba9876543210"))
-	for _, dialect := range testdb.Dialects {
+	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
-			dbURL, drop := testdb.NewURL(t, dialect)
-			t.Cleanup(drop)
+			dbURL := testkit.DatabaseURL(t, dialect)
 			body := strings.Replace(orderBody, `"metadata":{}`, `"metadata":{"note":"`+secretMarker+`"}`, 1)
 			column := func(key string) (string, string) {
 				t.Helper()

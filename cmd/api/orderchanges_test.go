@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/database"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 // sendWithHeaders is call with any headers (If-Match): header is pairs of
@@ -74,11 +74,10 @@ const (
 // program on each dialect: a PUT of desired state needs no key and repeats
 // harmlessly, an added item needs one, and If-Match guards both.
 func TestOrderChangesOverHTTP(t *testing.T) {
-	for _, dialect := range testdb.Dialects {
+	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
-			dbURL, drop := testdb.NewURL(t, dialect)
-			t.Cleanup(drop)
+			dbURL := testkit.DatabaseURL(t, dialect)
 			api := startAPI(t, dbURL)
 
 			created := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "order-1", orderBody)
@@ -162,11 +161,10 @@ func TestOrderChangesOverHTTP(t *testing.T) {
 // kept: one change, one version more, and n-1 answers of 412.
 func TestConcurrentWritersOverHTTP(t *testing.T) {
 	const n = 20
-	for _, dialect := range testdb.Dialects {
+	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
-			dbURL, drop := testdb.NewURL(t, dialect)
-			t.Cleanup(drop)
+			dbURL := testkit.DatabaseURL(t, dialect)
 			api := startAPI(t, dbURL)
 
 			for _, route := range []string{"shipping-address", "items"} {
@@ -225,11 +223,10 @@ func TestConcurrentWritersOverHTTP(t *testing.T) {
 // sent the first time. The retry must replay the 201, not answer for the
 // order as it is now (412: the first attempt moved the version).
 func TestRetryOfAnAddedItemReplays(t *testing.T) {
-	for _, dialect := range testdb.Dialects {
+	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
-			dbURL, drop := testdb.NewURL(t, dialect)
-			t.Cleanup(drop)
+			dbURL := testkit.DatabaseURL(t, dialect)
 			api := startAPI(t, dbURL)
 			created := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "order-1", orderBody)
 			require.Equal(t, 201, created.Status)

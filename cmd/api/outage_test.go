@@ -16,7 +16,7 @@ import (
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/provider"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 // tcpProxy forwards a loopback port to a TCP server and can be cut (the
@@ -202,8 +202,7 @@ func readiness(t *testing.T, apiURL string) (int, string) {
 // it: writes answer 503 service_unavailable, readiness fails while liveness
 // holds, and once the database is back the same key does the work once.
 func TestDatabaseOutage(t *testing.T) {
-	realURL, drop := testdb.NewURL(t, database.Postgres)
-	t.Cleanup(drop)
+	realURL := testkit.DatabaseURL(t, database.Postgres)
 	pg, err := url.Parse(realURL)
 	require.NoError(t, err)
 	proxy := startProxy(t, pg.Host)

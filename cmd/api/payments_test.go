@@ -23,7 +23,7 @@ import (
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/provider"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 // world is one API and one mock provider talking over real HTTP, on one
@@ -36,8 +36,7 @@ type world struct {
 
 func newWorld(t *testing.T, dialect database.Dialect, provCfg provider.Config, env ...string) *world {
 	t.Helper()
-	dbURL, drop := testdb.NewURL(t, dialect)
-	t.Cleanup(drop)
+	dbURL := testkit.DatabaseURL(t, dialect)
 	addr := freeAddr(t)
 	provCfg.WebhookURL = "http://" + addr + "/v1/webhooks/provider"
 	if provCfg.WebhookSecret == "" {
@@ -109,7 +108,7 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 }
 
 func TestPaymentMethodsEndToEnd(t *testing.T) {
-	for _, dialect := range testdb.Dialects {
+	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			// Webhooks arrive late here, so that an unknown outcome is seen
@@ -262,7 +261,7 @@ func TestWebhookResolvesFirst(t *testing.T) {
 }
 
 func TestRefunds(t *testing.T) {
-	for _, dialect := range testdb.Dialects {
+	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t, dialect, provider.Config{})
@@ -343,7 +342,7 @@ func TestWebhookSignature(t *testing.T) {
 }
 
 func TestConcurrentIdenticalPaymentsChargeOnce(t *testing.T) {
-	for _, dialect := range testdb.Dialects {
+	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t, dialect, provider.Config{SlowDelay: 300 * time.Millisecond}, "IDEMPOTENCY_WAIT=10s")
@@ -376,12 +375,11 @@ func TestConcurrentIdenticalPaymentsChargeOnce(t *testing.T) {
 // would, then retries it with the same key: the retry resumes, and the
 // provider's ledger shows exactly one charge.
 func TestCrashAtEveryRecoveryPoint(t *testing.T) {
-	for _, dialect := range testdb.Dialects {
+	for _, dialect := range testkit.Dialects {
 		for _, phase := range []string{payments.PhaseCreated, payments.PhaseCalled, payments.PhaseFinished} {
 			t.Run(string(dialect)+"/"+phase, func(t *testing.T) {
 				t.Parallel()
-				dbURL, drop := testdb.NewURL(t, dialect)
-				t.Cleanup(drop)
+				dbURL := testkit.DatabaseURL(t, dialect)
 				prov, err := provider.StartInProcess(context.Background(), provider.Config{})
 				require.NoError(t, err)
 				t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
@@ -421,11 +419,10 @@ func TestCrashAtEveryRecoveryPoint(t *testing.T) {
 // anyway, so the record does not stay executing until it expires, and a
 // late retry must replay it without a second charge.
 func TestSettledPaymentWhoseAnswerWasNotStored(t *testing.T) {
-	for _, dialect := range testdb.Dialects {
+	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
-			dbURL, drop := testdb.NewURL(t, dialect)
-			t.Cleanup(drop)
+			dbURL := testkit.DatabaseURL(t, dialect)
 			prov, err := provider.StartInProcess(context.Background(), provider.Config{})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
@@ -496,8 +493,7 @@ func startApp(t testing.TB, environ []string, opts ...payments.Option) string {
 // not there: payments answer 502 provider_unavailable, nothing is charged,
 // and once the circuit breaker has opened the answer comes without a call.
 func TestProviderDownFailsFastWithNoEffect(t *testing.T) {
-	dbURL, drop := testdb.NewURL(t, database.SQLite)
-	t.Cleanup(drop)
+	dbURL := testkit.DatabaseURL(t, database.SQLite)
 	api := startAPI(t, dbURL, "PROVIDER_URL=http://"+freeAddr(t))
 	w := &world{api: api, dbURL: dbURL}
 	for i := range 8 {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/provider"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 	"github.com/idemkeys/payments/internal/testredis"
 )
 
@@ -27,8 +27,7 @@ func readyz(t *testing.T, base string) (int, map[string]any) {
 // answer stays exactly-once, through PostgreSQL alone when Redis is gone.
 func TestRedisAcceleratesButIsNeverTheTruth(t *testing.T) {
 	rs := testredis.Start(t)
-	dbURL, drop := testdb.NewURL(t, database.Postgres)
-	t.Cleanup(drop)
+	dbURL := testkit.DatabaseURL(t, database.Postgres)
 	api := startAPI(t, dbURL, "REDIS_URL="+rs.URL(), "REDIS_TIMEOUT=100ms")
 	ctx := context.Background()
 
@@ -147,8 +146,7 @@ func TestDuplicatesAcrossInstancesSeeTheResult(t *testing.T) {
 
 func TestRateLimitOnNewKeys(t *testing.T) {
 	rs := testredis.Start(t)
-	dbURL, drop := testdb.NewURL(t, database.SQLite)
-	t.Cleanup(drop)
+	dbURL := testkit.DatabaseURL(t, database.SQLite)
 	api := startAPI(t, dbURL, "REDIS_URL="+rs.URL(), "RATE_LIMIT_NEW_KEYS=3", "RATE_LIMIT_WINDOW=1h")
 	for i := range 3 {
 		require.Equal(t, 201, call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "rl-"+string(rune('a'+i)), orderBody).Status)
@@ -170,8 +168,7 @@ func TestRateLimitOnNewKeys(t *testing.T) {
 // answer for a key is the same.
 func TestRedisKilledMidLoad(t *testing.T) {
 	rs := testredis.Start(t)
-	dbURL, drop := testdb.NewURL(t, database.Postgres)
-	t.Cleanup(drop)
+	dbURL := testkit.DatabaseURL(t, database.Postgres)
 	a := startAPI(t, dbURL, "REDIS_URL="+rs.URL(), "REDIS_TIMEOUT=100ms", "IDEMPOTENCY_WAIT=10s")
 	b := startAPI(t, dbURL, "REDIS_URL="+rs.URL(), "REDIS_TIMEOUT=100ms", "IDEMPOTENCY_WAIT=10s")
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/idemkeys/payments/internal/database"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 	"github.com/idemkeys/payments/internal/testredis"
 )
 
@@ -29,8 +29,7 @@ func BenchmarkReplay(b *testing.B) {
 			name = "postgres+redis"
 		}
 		b.Run(name, func(b *testing.B) {
-			dbURL, drop := testdb.NewURL(b, database.Postgres)
-			b.Cleanup(drop)
+			dbURL := testkit.DatabaseURL(b, database.Postgres)
 			env := []string{"DATABASE_URL=" + dbURL, "DB_MAX_CONNS=20"}
 			if withRedis {
 				env = append(env, "REDIS_URL="+testredis.Start(b).URL())

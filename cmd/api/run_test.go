@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/database"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 	"github.com/idemkeys/payments/internal/testproc"
 )
 
@@ -136,11 +136,10 @@ const orderBody = `{"customer_id":"cus_1","currency":"BRL","items":[{"sku":"SKU-
 // idempotency rules through the real program on each dialect, across a
 // restart and with two processes sharing one database.
 func TestOrdersContractOverHTTP(t *testing.T) {
-	for _, dialect := range testdb.Dialects {
+	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
-			dbURL, drop := testdb.NewURL(t, dialect)
-			t.Cleanup(drop)
+			dbURL := testkit.DatabaseURL(t, dialect)
 			api := startAPI(t, dbURL)
 
 			created := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "order-1", orderBody)

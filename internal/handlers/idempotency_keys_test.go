@@ -18,7 +18,7 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/merchants"
 	"github.com/idemkeys/payments/internal/payments"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 	"github.com/idemkeys/payments/internal/testproc"
 )
 
@@ -34,7 +34,7 @@ type keysAPI struct {
 
 func newKeysAPI(t *testing.T, dialect database.Dialect) *keysAPI {
 	t.Helper()
-	db := testdb.Open(t, dialect)
+	db := testkit.OpenDB(t, dialect)
 	ms := merchants.NewStore(db.DB, nil)
 	require.NoError(t, ms.SeedDemo(t.Context()))
 	merchantID, err := ms.Authenticate(t.Context(), acmeKey)
@@ -74,7 +74,7 @@ func (a *keysAPI) do(method, path, apiKey, idemKey, body string) *httptest.Respo
 }
 
 func TestIdempotencyKeyIntrospection(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			a := newKeysAPI(t, d)

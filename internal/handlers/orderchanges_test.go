@@ -11,7 +11,7 @@ import (
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/handlers"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 const addressBody = `{"name":"Ada Lovelace","line1":"Rua Augusta, 1500","line2":"Apto 42","city":"São Paulo","postal_code":"01304-001","country":"BR"}`
@@ -40,7 +40,7 @@ func (a *api) newOrder() string {
 }
 
 func TestShippingAddressRoute(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			a := newAPI(t, d, nil)
@@ -141,7 +141,7 @@ func TestShippingAddressRoute(t *testing.T) {
 }
 
 func TestAddItemRoute(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			a := newAPI(t, d, nil)

@@ -22,7 +22,7 @@ import (
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/problem"
 	"github.com/idemkeys/payments/internal/provider"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 // fakePayments stands in for payments.Service: each use case is a function
@@ -337,10 +337,10 @@ func TestRouterRequiresThePaymentDeps(t *testing.T) {
 // stored, what is replayed byte for byte, and how the RecordFinisher closes
 // a record that a 202 left open.
 func TestPaymentsBehindTheKeeper(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
-			db := testdb.Open(t, d)
+			db := testkit.OpenDB(t, d)
 			ms := merchants.NewStore(db.DB, nil)
 			require.NoError(t, ms.SeedDemo(t.Context()))
 			merchantID, err := ms.Authenticate(t.Context(), acmeKey)

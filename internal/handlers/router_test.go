@@ -22,7 +22,7 @@ import (
 	"github.com/idemkeys/payments/internal/merchants"
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/problem"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -51,7 +51,7 @@ type api struct {
 // (passThrough when nil).
 func newAPI(t *testing.T, dialect database.Dialect, idempotent gin.HandlerFunc) *api {
 	t.Helper()
-	db := testdb.Open(t, dialect)
+	db := testkit.OpenDB(t, dialect)
 	ms := merchants.NewStore(db.DB, nil)
 	require.NoError(t, ms.SeedDemo(context.Background()))
 	if idempotent == nil {
@@ -114,7 +114,7 @@ func requireProblem(t *testing.T, w *httptest.ResponseRecorder, status int, code
 }
 
 func TestCreateAndGetOrder(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			a := newAPI(t, d, nil)
@@ -167,7 +167,7 @@ func TestCreateAndGetOrder(t *testing.T) {
 }
 
 func TestCreateOrderPassesTheRequestContext(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			// Like the idempotency Keeper: a transaction in the request's
@@ -192,7 +192,7 @@ func TestCreateOrderPassesTheRequestContext(t *testing.T) {
 }
 
 func TestAuthComesFirst(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			a := newAPI(t, d, func(c *gin.Context) {
@@ -230,7 +230,7 @@ func TestAuthComesFirst(t *testing.T) {
 }
 
 func TestBodyLimit(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			a := newAPI(t, d, nil)
@@ -261,7 +261,7 @@ func TestBodyLimit(t *testing.T) {
 }
 
 func TestCreateOrderValidation(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			a := newAPI(t, d, nil)
@@ -300,7 +300,7 @@ func TestCreateOrderValidation(t *testing.T) {
 }
 
 func TestListOrders(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			a := newAPI(t, d, nil)
@@ -376,7 +376,7 @@ func TestListOrders(t *testing.T) {
 }
 
 func TestDatabaseDown(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			a := newAPI(t, d, nil)

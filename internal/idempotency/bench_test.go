@@ -27,7 +27,7 @@ import (
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/redisconn"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 	"github.com/idemkeys/payments/internal/testredis"
 )
 
@@ -125,7 +125,7 @@ func newBenchEngine(b *testing.B, dialect database.Dialect, cache idempotency.Ca
 		r.POST("/v1/orders", benchCreateOrder)
 		return r
 	}
-	db := testdb.Open(b, dialect)
+	db := testkit.OpenDB(b, dialect)
 	if err := db.Exec("INSERT INTO merchants (id, name, created_at) VALUES ('m1', 'm1', ?)", time.Now().UTC()).Error; err != nil {
 		b.Fatal(err)
 	}

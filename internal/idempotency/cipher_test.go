@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/idempotency"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 func testKey(b byte) []byte { return bytes.Repeat([]byte{b}, idempotency.ResponseKeySize) }
@@ -29,10 +29,10 @@ func newCipher(t *testing.T, active string, ids ...string) *idempotency.Response
 // TestStoreContractEncrypted: with encryption on, the store keeps every
 // promise it keeps without.
 func TestStoreContractEncrypted(t *testing.T) {
-	for _, dialect := range testdb.Dialects {
+	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
-			db := testdb.Open(t, dialect)
+			db := testkit.OpenDB(t, dialect)
 			c := newCipher(t, "k1", "k1")
 			storeContract(t, idempotency.NewGormStore(db.DB, idempotency.WithCipher(c)), db.DB)
 		})
@@ -52,10 +52,10 @@ func TestResponseEncryptionAtRest(t *testing.T) {
 		rec.State, rec.Response = idempotency.StateCompleted, &resp
 		return rec
 	}
-	for _, dialect := range testdb.Dialects {
+	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
-			db := testdb.Open(t, dialect)
+			db := testkit.OpenDB(t, dialect)
 			column := func(merchant, key string) (body []byte, keyID *string) {
 				t.Helper()
 				var row struct {
@@ -169,11 +169,11 @@ func TestNewResponseCipherRefusesBadKeys(t *testing.T) {
 }
 
 func TestKeeperLookup(t *testing.T) {
-	for _, dialect := range testdb.Dialects {
+	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			db := testdb.Open(t, dialect)
+			db := testkit.OpenDB(t, dialect)
 			store := idempotency.NewGormStore(db.DB)
 			clock := idempotency.SystemClock{}
 			k := idempotency.NewKeeper(store, db.DB, clock, idempotency.Config{TTL: time.Hour, LockTimeout: time.Minute, Wait: time.Second},
@@ -201,11 +201,11 @@ func TestKeeperLookup(t *testing.T) {
 }
 
 func TestExecutingStats(t *testing.T) {
-	for _, dialect := range testdb.Dialects {
+	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			db := testdb.Open(t, dialect)
+			db := testkit.OpenDB(t, dialect)
 			s := idempotency.NewGormStore(db.DB)
 			t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 

@@ -3,9 +3,9 @@ package idempotency_test
 import (
 	"time"
 
-	"github.com/idemkeys/payments/internal/testclock"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
-func newFakeClock() *testclock.Clock {
-	return testclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+func newFakeClock() *testkit.Clock {
+	return testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 }

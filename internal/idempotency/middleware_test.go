@@ -19,8 +19,7 @@ import (
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/idempotency"
-	"github.com/idemkeys/payments/internal/testclock"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 // testEnv is a Gin engine with one Atomic and one Guarded route over a real
@@ -29,7 +28,7 @@ import (
 type testEnv struct {
 	db         *database.DB
 	store      *idempotency.GormStore
-	clock      *testclock.Clock
+	clock      *testkit.Clock
 	engine     *gin.Engine
 	executions atomic.Int64
 	seen       sync.Map // recovery point seen by each Guarded execution, by key
@@ -47,7 +46,7 @@ type thingIn struct {
 func newTestEnv(t *testing.T, dialect database.Dialect, cfg idempotency.Config) *testEnv {
 	t.Helper()
 	gin.SetMode(gin.TestMode)
-	e := &testEnv{db: testdb.Open(t, dialect), clock: newFakeClock(), block: make(chan struct{}), started: make(chan struct{}, 100)}
+	e := &testEnv{db: testkit.OpenDB(t, dialect), clock: newFakeClock(), block: make(chan struct{}), started: make(chan struct{}, 100)}
 	e.store = idempotency.NewGormStore(e.db.DB)
 	for _, m := range []string{"m1", "m2"} {
 		require.NoError(t, e.db.Exec("INSERT INTO merchants (id, name, created_at) VALUES (?, ?, ?)", m, m, time.Now().UTC()).Error)
@@ -168,7 +167,7 @@ func code(t *testing.T, w *httptest.ResponseRecorder) string {
 }
 
 func eachDialect(t *testing.T, fn func(t *testing.T, d database.Dialect)) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			fn(t, d)

@@ -12,16 +12,16 @@ import (
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/idempotency"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 // TestStoreContract runs one suite against every Store implementation and
 // dialect: what the middleware relies on must hold on each.
 func TestStoreContract(t *testing.T) {
-	for _, dialect := range testdb.Dialects {
+	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
-			db := testdb.Open(t, dialect)
+			db := testkit.OpenDB(t, dialect)
 			storeContract(t, idempotency.NewGormStore(db.DB), db.DB)
 		})
 	}

@@ -15,15 +15,14 @@ import (
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/merchants"
-	"github.com/idemkeys/payments/internal/testclock"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 func TestCreateAndAuthenticate(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
-			db := testdb.Open(t, d)
+			db := testkit.OpenDB(t, d)
 			store := merchants.NewStore(db.DB, nil)
 			ctx := context.Background()
 
@@ -83,10 +82,10 @@ func TestCreateAndAuthenticate(t *testing.T) {
 }
 
 func TestSeedDemo(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
-			db := testdb.Open(t, d)
+			db := testkit.OpenDB(t, d)
 			ctx := context.Background()
 
 			// Two "processes" (two stores, each with its own pool) start at
@@ -120,12 +119,12 @@ func TestSeedDemo(t *testing.T) {
 }
 
 func TestAuthenticateCache(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
-			db := testdb.Open(t, d)
+			db := testkit.OpenDB(t, d)
 			ctx := context.Background()
-			c := testclock.New(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+			c := testkit.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 			store := merchants.NewStore(db.DB, c.Now)
 			require.NoError(t, store.SeedDemo(ctx))
 
@@ -147,10 +146,10 @@ func TestAuthenticateCache(t *testing.T) {
 }
 
 func TestAuthenticateDatabaseDown(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
-			db := testdb.Open(t, d)
+			db := testkit.OpenDB(t, d)
 			ctx := context.Background()
 			store := merchants.NewStore(db.DB, nil)
 			require.NoError(t, store.SeedDemo(ctx))
@@ -167,10 +166,10 @@ func TestAuthenticateDatabaseDown(t *testing.T) {
 // just expired) and a burst of requests arrives with it, one database read
 // serves them all, instead of one connection each for the same row.
 func TestAuthenticateStormReadsOnce(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
-			db := testdb.Open(t, d)
+			db := testkit.OpenDB(t, d)
 			ctx := context.Background()
 			store := merchants.NewStore(db.DB, nil)
 			require.NoError(t, store.SeedDemo(ctx))

@@ -14,7 +14,7 @@ import (
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/payments"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 func validAddress() payments.ShippingAddress {
@@ -115,7 +115,7 @@ func startPayment(t *testing.T, db *database.DB, o payments.Order) error {
 }
 
 func TestSetShippingAddress(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			svc, db, clock := setup(t, d)
@@ -185,7 +185,7 @@ func TestSetShippingAddress(t *testing.T) {
 }
 
 func TestShippingAddressAndPayments(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			svc, db, _ := setup(t, d)
@@ -215,7 +215,7 @@ func TestShippingAddressAndPayments(t *testing.T) {
 }
 
 func TestAddOrderItem(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			svc, db, clock := setup(t, d)
@@ -298,7 +298,7 @@ func TestAddOrderItemRefusedOncePaymentTookTheTotal(t *testing.T) {
 		{name: "payment succeeded, order paid", status: payments.StatusSucceeded},
 		{name: "payment failed: the order is payable again", status: payments.StatusFailed},
 	}
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			svc, db, _ := setup(t, d)
@@ -336,7 +336,7 @@ func TestAddOrderItemRefusedOncePaymentTookTheTotal(t *testing.T) {
 // conditional UPDATE (without the row lock first) would check for payments
 // with a snapshot from before the payment committed, and let the item in.
 func TestAddOrderItemWaitsForAPaymentsFirstPhase(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			svc, db, _ := setup(t, d)
@@ -444,7 +444,7 @@ func TestConcurrentWritersOfOneVersion(t *testing.T) {
 		{name: "shipping address, no If-Match", change: address, wantWinners: n, wantVersion: 1 + n, wantItems: 1},
 		{name: "item, no If-Match", change: item, wantWinners: n, wantVersion: 1 + n, wantItems: 1 + n},
 	}
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			svc, db, _ := setup(t, d)

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/payments"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 // methodProvider answers by the payment method a charge was made with:
@@ -59,7 +59,7 @@ func (freshRecovery) Checkpoint(context.Context, string) error { return nil }
 // outcome the provider knows, unresolved for a pending payment the provider
 // has no call for, and error when the provider cannot be asked.
 func TestReconcilerReportsEachResult(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			_, db, clock := setup(t, d)

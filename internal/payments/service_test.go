@@ -16,19 +16,18 @@ import (
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/payments"
-	"github.com/idemkeys/payments/internal/testclock"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
-func newFixedClock() *testclock.Clock {
-	return testclock.New(time.Date(2025, 6, 1, 12, 0, 0, 123456789, time.UTC))
+func newFixedClock() *testkit.Clock {
+	return testkit.NewClock(time.Date(2025, 6, 1, 12, 0, 0, 123456789, time.UTC))
 }
 
 // setup returns a Service on a fresh database of the dialect, with the
 // merchants mch_a and mch_b in it.
-func setup(t *testing.T, dialect database.Dialect) (*payments.Service, *database.DB, *testclock.Clock) {
+func setup(t *testing.T, dialect database.Dialect) (*payments.Service, *database.DB, *testkit.Clock) {
 	t.Helper()
-	db := testdb.Open(t, dialect)
+	db := testkit.OpenDB(t, dialect)
 	for _, id := range []string{"mch_a", "mch_b"} {
 		require.NoError(t, db.Exec("INSERT INTO merchants (id, name, created_at) VALUES (?, ?, ?)", id, id, time.Now().UTC()).Error)
 	}
@@ -44,7 +43,7 @@ func countOrders(t *testing.T, db *database.DB) int64 {
 }
 
 func TestCreateAndGetOrder(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			svc, db, clock := setup(t, d)
@@ -106,10 +105,10 @@ func (s *statementCounter) Trace(_ context.Context, _ time.Time, fc func() (stri
 }
 
 func TestCreateOrderIsOneInsert(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
-			db := testdb.Open(t, d)
+			db := testkit.OpenDB(t, d)
 			require.NoError(t, db.Exec("INSERT INTO merchants (id, name, created_at) VALUES ('mch_a', 'a', ?)", time.Now().UTC()).Error)
 			counter := &statementCounter{Interface: logger.Discard}
 			svc := payments.NewService(payments.NewGormStore(db.Session(&gorm.Session{Logger: counter})), nil)
@@ -124,7 +123,7 @@ func TestCreateOrderIsOneInsert(t *testing.T) {
 }
 
 func TestCreateOrderJoinsTheTransactionInContext(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			svc, db, _ := setup(t, d)
@@ -151,7 +150,7 @@ func TestCreateOrderJoinsTheTransactionInContext(t *testing.T) {
 }
 
 func TestListOrders(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			svc, _, clock := setup(t, d)

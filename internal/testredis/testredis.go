@@ -15,7 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 	"github.com/idemkeys/payments/tools/harness"
 )
 
@@ -30,7 +30,7 @@ func Start(t testing.TB) *Server {
 	t.Helper()
 	r, err := harness.StartRedis(t.TempDir(), nil)
 	if errors.Is(err, harness.ErrMissing) {
-		testdb.MissingService(t, "redis-server", err)
+		testkit.MissingService(t, "redis-server", err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ type Cluster struct {
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
 	if _, err := exec.LookPath("redis-cli"); err != nil {
-		testdb.MissingService(t, "redis-cli", err)
+		testkit.MissingService(t, "redis-cli", err)
 	}
 	c := &Cluster{}
 	args := []string{"--cluster", "create"}

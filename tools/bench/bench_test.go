@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 	"github.com/idemkeys/payments/tools/harness"
 )
 
@@ -19,7 +19,7 @@ func TestQuickRun(t *testing.T) {
 		t.Skip("builds the API twice and runs load for about a minute")
 	}
 	if err := harness.Available(); err != nil {
-		testdb.MissingService(t, "PostgreSQL server programs or redis-server", err)
+		testkit.MissingService(t, "PostgreSQL server programs or redis-server", err)
 	}
 	var out bytes.Buffer
 	err := run(t.Context(), []string{"-quick", "-out", "", "-storm", "300"}, &out)

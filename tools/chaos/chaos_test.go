@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 	"github.com/idemkeys/payments/tools/harness"
 )
 
@@ -19,7 +19,7 @@ func TestShortProfile(t *testing.T) {
 		t.Skip("starts PostgreSQL, Redis and five processes per scenario")
 	}
 	if err := harness.Available(); err != nil {
-		testdb.MissingService(t, "PostgreSQL server programs or redis-server", err)
+		testkit.MissingService(t, "PostgreSQL server programs or redis-server", err)
 	}
 	var out bytes.Buffer
 	err := run(context.Background(), []string{"-profile", "short", "-out", ""}, &out)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 // TestPostgresAndRedisSurviveACrash starts the private stores, crashes each
@@ -16,7 +16,7 @@ func TestPostgresAndRedisSurviveACrash(t *testing.T) {
 	}
 	pg, err := StartPostgres(io.Discard)
 	if err != nil {
-		testdb.MissingService(t, "postgres (server binaries)", err)
+		testkit.MissingService(t, "postgres (server binaries)", err)
 	}
 	t.Cleanup(pg.Close)
 	if _, err := pg.CreateDatabase("h"); err != nil {
@@ -38,7 +38,7 @@ func TestPostgresAndRedisSurviveACrash(t *testing.T) {
 
 	r, err := StartRedis(t.TempDir(), io.Discard)
 	if err != nil {
-		testdb.MissingService(t, "redis-server", err)
+		testkit.MissingService(t, "redis-server", err)
 	}
 	t.Cleanup(r.Kill)
 	r.Kill()

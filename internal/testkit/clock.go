@@ -1,20 +1,20 @@
-// Package testclock is a clock that tests move by hand, so that TTLs, lock
-// timeouts and creation times are exercised without sleeping.
-package testclock
+package testkit
 
 import (
 	"sync"
 	"time"
 )
 
-// Clock tells the time it was set to; safe for concurrent use.
+// Clock is a clock that tests move by hand, so that TTLs, lock timeouts and
+// creation times are exercised without sleeping. It tells the time it was
+// set to; safe for concurrent use.
 type Clock struct {
 	mu  sync.Mutex
 	now time.Time
 }
 
-// New returns a clock standing at start.
-func New(start time.Time) *Clock { return &Clock{now: start} }
+// NewClock returns a clock standing at start.
+func NewClock(start time.Time) *Clock { return &Clock{now: start} }
 
 // Now returns the clock's time.
 func (c *Clock) Now() time.Time {

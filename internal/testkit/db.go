@@ -1,10 +1,4 @@
-// Package testdb gives each test a database of its own: a fresh PostgreSQL
-// schema, or a fresh SQLite file, migrated and dropped when the test ends.
-//
-// PostgreSQL is found at TEST_DATABASE_URL (default: the local server, database
-// "test"). When it cannot be reached the test is skipped with a message that
-// says so, except under CI=true, where a missing service fails the test.
-package testdb
+package testkit
 
 import (
 	"context"
@@ -20,7 +14,8 @@ import (
 	"github.com/idemkeys/payments/migrations"
 )
 
-// DefaultPostgresURL is used when TEST_DATABASE_URL is not set.
+// DefaultPostgresURL is where the tests find PostgreSQL when
+// TEST_DATABASE_URL is not set; each test gets a schema of its own there.
 const DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
 // Dialects lists the dialects a contract test should run on.
@@ -34,22 +29,11 @@ func PostgresURL() string {
 	return DefaultPostgresURL
 }
 
-// MissingService skips the test, or fails it under CI=true, saying which
-// service is missing and why.
-func MissingService(t testing.TB, service string, err error) {
+// OpenDB returns a migrated, empty database of the given dialect that lives
+// as long as the test.
+func OpenDB(t testing.TB, dialect database.Dialect) *database.DB {
 	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is required under CI=true but is not reachable: %v", service, err)
-	}
-	t.Skipf("SKIPPED: %s is not reachable (%v); start it or set CI=true to make this a failure", service, err)
-}
-
-// Open returns a migrated, empty database of the given dialect that lives as
-// long as the test.
-func Open(t testing.TB, dialect database.Dialect) *database.DB {
-	t.Helper()
-	url, cleanup := NewURL(t, dialect)
-	t.Cleanup(cleanup)
+	url := DatabaseURL(t, dialect)
 	db, err := database.Open(url, database.Options{MaxOpenConns: 10})
 	if err != nil {
 		t.Fatalf("open %s: %v", dialect, err)
@@ -58,10 +42,18 @@ func Open(t testing.TB, dialect database.Dialect) *database.DB {
 	return db
 }
 
-// NewURL prepares a migrated, empty database and returns how to reach it:
-// a postgres:// URL whose search_path is a fresh schema, or "sqlite:<path>"
-// for a file in the test's temporary folder. The returned func drops it.
-func NewURL(t testing.TB, dialect database.Dialect) (string, func()) {
+// DatabaseURL prepares a migrated, empty database that lives as long as the
+// test and returns how to reach it: a postgres:// URL whose search_path is a
+// fresh schema, or "sqlite:<path>" for a file in the test's temporary
+// folder. The schema is dropped when the test ends.
+func DatabaseURL(t testing.TB, dialect database.Dialect) string {
+	t.Helper()
+	url, drop := newDatabase(t, dialect)
+	t.Cleanup(drop)
+	return url
+}
+
+func newDatabase(t testing.TB, dialect database.Dialect) (string, func()) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
