@@ -19,7 +19,6 @@ import (
 	"github.com/idemkeys/payments/client"
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/testkit"
-	"github.com/idemkeys/payments/internal/testproc"
 )
 
 // TestAgainstTheRealServer runs the client against the real programs: the
@@ -268,14 +267,14 @@ func ledger(t *testing.T, url string) []map[string]any {
 // buildBinaries compiles cmd/api and cmd/provider for this test.
 func buildBinaries(t *testing.T) (api, prov string) {
 	t.Helper()
-	bins := testproc.Build(t, "cmd/api", "cmd/provider")
+	bins := testkit.Binaries(t, "cmd/api", "cmd/provider")
 	return bins[0], bins[1]
 }
 
 // startProcess runs bin on addr until the test ends, once it is healthy.
 func startProcess(t *testing.T, bin, addr string, env ...string) {
 	t.Helper()
-	testproc.Start(t, bin, addr, env...)
+	testkit.StartProcess(t, bin, addr, env...)
 }
 
-func freeAddr(t *testing.T) string { return testproc.FreeAddr(t) }
+func freeAddr(t *testing.T) string { return testkit.FreeAddr(t) }

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -13,20 +12,19 @@ import (
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/testkit"
-	"github.com/idemkeys/payments/internal/testproc"
 )
 
 // buildBinaries compiles cmd/api and cmd/provider once for this test.
 func buildBinaries(t *testing.T) (api, prov string) {
 	t.Helper()
-	bins := testproc.Build(t, "cmd/api", "cmd/provider")
+	bins := testkit.Binaries(t, "cmd/api", "cmd/provider")
 	return bins[0], bins[1]
 }
 
 // startProcess runs bin on addr and waits until it is healthy.
-func startProcess(t *testing.T, bin, addr string, env ...string) *testproc.Process {
+func startProcess(t *testing.T, bin, addr string, env ...string) *testkit.Process {
 	t.Helper()
-	return testproc.Start(t, bin, addr, env...)
+	return testkit.StartProcess(t, bin, addr, env...)
 }
 
 // TestSIGKILLDuringSlowPayment kills the API process while the provider is
@@ -69,8 +67,8 @@ func TestSIGKILLDuringSlowPayment(t *testing.T) {
 		require.NoError(t, db.Raw("SELECT id FROM payments WHERE order_id = ?", order).Scan(&paymentID).Error)
 		return len(ledger(t, "http://"+provAddr+"/v1/charges?reference="+paymentID)) == 1
 	})
-	require.NoError(t, api.Cmd.Process.Signal(syscall.SIGKILL))
-	api.Wait()
+	require.True(t, api.Running(), "the API runs until it is killed")
+	api.Kill() // SIGKILL, and wait until it is gone
 	require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM payments WHERE id = ? AND status = 'pending'", paymentID),
 		"killed before it could record the outcome")
 

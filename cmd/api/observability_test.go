@@ -21,13 +21,12 @@ import (
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/provider"
 	"github.com/idemkeys/payments/internal/testkit"
-	"github.com/idemkeys/payments/internal/testproc"
 )
 
 // observedAPI is one run() of the API whose logs the test reads.
 type observedAPI struct {
 	*apiProcess
-	logs  *testproc.SyncBuffer
+	logs  *testkit.SyncBuffer
 	done  chan error
 	dbURL string
 }
@@ -51,7 +50,7 @@ func startObservedAPI(t *testing.T, dbURL string, extra ...string) *observedAPI 
 		"DB_MAX_CONNS=10",
 	}, extra...)
 	ctx, cancel := context.WithCancel(context.Background())
-	a := &observedAPI{logs: &testproc.SyncBuffer{}, done: make(chan error, 1), dbURL: dbURL}
+	a := &observedAPI{logs: &testkit.SyncBuffer{}, done: make(chan error, 1), dbURL: dbURL}
 	go func() { a.done <- run(ctx, nil, environ, a.logs) }()
 
 	var once sync.Once
@@ -74,7 +73,7 @@ func startObservedAPI(t *testing.T, dbURL string, extra ...string) *observedAPI 
 			t.Fatalf("api exited at start: %v\n%s", err, a.text())
 		default:
 		}
-		return testproc.Healthy(a.URL + "/healthz")
+		return testkit.HTTPReady(a.URL + "/healthz")
 	})
 	return a
 }
@@ -330,7 +329,7 @@ func TestUnreachableDatabaseFailsStartAfterBackoff(t *testing.T) {
 	closedPort := ln.Addr().(*net.TCPAddr).Port
 	require.NoError(t, ln.Close())
 
-	logs := &testproc.SyncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	start := time.Now()
 	err = run(context.Background(), nil, []string{
 		"HTTP_ADDR=" + freeAddr(t),

@@ -11,7 +11,7 @@ import (
 	"github.com/idemkeys/payments/internal/outbox"
 	"github.com/idemkeys/payments/internal/provider"
 	"github.com/idemkeys/payments/internal/redisconn"
-	"github.com/idemkeys/payments/internal/testredis"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 // TestOutboxDeliversAtLeastOnceAndTheConsumerAppliesOnce writes events in the
@@ -20,7 +20,7 @@ import (
 // and mark): the stream holds duplicates, the consumer applies each event
 // once.
 func TestOutboxDeliversAtLeastOnceAndTheConsumerAppliesOnce(t *testing.T) {
-	rs := testredis.Start(t)
+	rs := testkit.StartRedis(t)
 	w := newWorld(t, database.Postgres, provider.Config{DuplicateWebhookRate: -1}, "REDIS_URL="+rs.URL(), "OUTBOX_INTERVAL=50ms")
 	ctx := context.Background()
 
@@ -34,7 +34,7 @@ func TestOutboxDeliversAtLeastOnceAndTheConsumerAppliesOnce(t *testing.T) {
 	eventually(t, 10*time.Second, "all events published", func() bool {
 		return w.count(t, "SELECT count(*) FROM outbox_events WHERE published_at IS NULL") == 0
 	})
-	require.EqualValues(t, events, rs.Client().XLen(ctx, outbox.StreamKey).Val())
+	require.EqualValues(t, events, rs.Client(t).XLen(ctx, outbox.StreamKey).Val())
 
 	// As if the dispatcher died after publishing and before marking.
 	db, err := database.Open(w.dbURL, database.Options{MaxOpenConns: 1})
@@ -42,7 +42,7 @@ func TestOutboxDeliversAtLeastOnceAndTheConsumerAppliesOnce(t *testing.T) {
 	require.NoError(t, db.Exec("UPDATE outbox_events SET published_at = NULL").Error)
 	_ = db.Close()
 	eventually(t, 10*time.Second, "published again", func() bool {
-		return rs.Client().XLen(ctx, outbox.StreamKey).Val() == 2*events
+		return rs.Client(t).XLen(ctx, outbox.StreamKey).Val() == 2*events
 	})
 
 	client, err := redisconn.Open(rs.URL(), redisconn.Options{Timeout: time.Second})

@@ -13,7 +13,6 @@ import (
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/provider"
 	"github.com/idemkeys/payments/internal/testkit"
-	"github.com/idemkeys/payments/internal/testredis"
 )
 
 func readyz(t *testing.T, base string) (int, map[string]any) {
@@ -26,7 +25,7 @@ func readyz(t *testing.T, base string) (int, map[string]any) {
 // then kills, restarts, flushes and freezes that Redis under requests: every
 // answer stays exactly-once, through PostgreSQL alone when Redis is gone.
 func TestRedisAcceleratesButIsNeverTheTruth(t *testing.T) {
-	rs := testredis.Start(t)
+	rs := testkit.StartRedis(t)
 	dbURL := testkit.DatabaseURL(t, database.Postgres)
 	api := startAPI(t, dbURL, "REDIS_URL="+rs.URL(), "REDIS_TIMEOUT=100ms")
 	ctx := context.Background()
@@ -39,11 +38,11 @@ func TestRedisAcceleratesButIsNeverTheTruth(t *testing.T) {
 	created := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-1", orderBody)
 	require.Equal(t, 201, created.Status)
 	eventually(t, 5*time.Second, "the completed record is cached", func() bool {
-		keys, err := rs.Client().Keys(ctx, "idem:{mch_acme}:*").Result()
+		keys, err := rs.Client(t).Keys(ctx, "idem:{mch_acme}:*").Result()
 		return err == nil && len(keys) == 1
 	})
-	keys, _ := rs.Client().Keys(ctx, "idem:{mch_acme}:*").Result()
-	ttl, err := rs.Client().PTTL(ctx, keys[0]).Result()
+	keys, _ := rs.Client(t).Keys(ctx, "idem:{mch_acme}:*").Result()
+	ttl, err := rs.Client(t).PTTL(ctx, keys[0]).Result()
 	require.NoError(t, err)
 	require.Greater(t, ttl, time.Duration(0))
 	require.LessOrEqual(t, ttl, 24*time.Hour, "the cache entry expires no later than the record")
@@ -56,7 +55,7 @@ func TestRedisAcceleratesButIsNeverTheTruth(t *testing.T) {
 	require.Equal(t, 422, mismatch.Status)
 
 	t.Run("flushed: replays come from PostgreSQL", func(t *testing.T) {
-		require.NoError(t, rs.Client().FlushAll(ctx).Err())
+		require.NoError(t, rs.Client(t).FlushAll(ctx).Err())
 		again := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-1", orderBody)
 		require.Equal(t, created.Body, again.Body)
 		require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
@@ -89,7 +88,7 @@ func TestRedisAcceleratesButIsNeverTheTruth(t *testing.T) {
 	})
 
 	t.Run("restarted: recovers by itself", func(t *testing.T) {
-		rs.Restart()
+		require.NoError(t, rs.Restart(10*time.Second))
 		eventually(t, 10*time.Second, "readyz ok again", func() bool {
 			status, body := readyz(t, api.URL)
 			return status == 200 && body["status"] == "ok"
@@ -97,7 +96,7 @@ func TestRedisAcceleratesButIsNeverTheTruth(t *testing.T) {
 		a := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-back", orderBody)
 		require.Equal(t, 201, a.Status)
 		eventually(t, 5*time.Second, "cached again", func() bool {
-			n, err := rs.Client().DBSize(ctx).Result()
+			n, err := rs.Client(t).DBSize(ctx).Result()
 			return err == nil && n >= 1
 		})
 	})
@@ -117,7 +116,7 @@ func TestRedisAcceleratesButIsNeverTheTruth(t *testing.T) {
 // database and one Redis; a slow payment starts on one, duplicates arrive on
 // both, and every one of them gets the original's result.
 func TestDuplicatesAcrossInstancesSeeTheResult(t *testing.T) {
-	rs := testredis.Start(t)
+	rs := testkit.StartRedis(t)
 	w := newWorld(t, database.Postgres, provider.Config{SlowDelay: time.Second, DuplicateWebhookRate: -1},
 		"REDIS_URL="+rs.URL(), "IDEMPOTENCY_WAIT=10s")
 	second := startAPI(t, w.dbURL, "REDIS_URL="+rs.URL(), "IDEMPOTENCY_WAIT=10s", "PROVIDER_URL="+w.provider.URL)
@@ -145,7 +144,7 @@ func TestDuplicatesAcrossInstancesSeeTheResult(t *testing.T) {
 }
 
 func TestRateLimitOnNewKeys(t *testing.T) {
-	rs := testredis.Start(t)
+	rs := testkit.StartRedis(t)
 	dbURL := testkit.DatabaseURL(t, database.SQLite)
 	api := startAPI(t, dbURL, "REDIS_URL="+rs.URL(), "RATE_LIMIT_NEW_KEYS=3", "RATE_LIMIT_WINDOW=1h")
 	for i := range 3 {
@@ -167,7 +166,7 @@ func TestRateLimitOnNewKeys(t *testing.T) {
 // flight on two instances: every key still makes one order, and every
 // answer for a key is the same.
 func TestRedisKilledMidLoad(t *testing.T) {
-	rs := testredis.Start(t)
+	rs := testkit.StartRedis(t)
 	dbURL := testkit.DatabaseURL(t, database.Postgres)
 	a := startAPI(t, dbURL, "REDIS_URL="+rs.URL(), "REDIS_TIMEOUT=100ms", "IDEMPOTENCY_WAIT=10s")
 	b := startAPI(t, dbURL, "REDIS_URL="+rs.URL(), "REDIS_TIMEOUT=100ms", "IDEMPOTENCY_WAIT=10s")

@@ -11,7 +11,6 @@ import (
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/testkit"
-	"github.com/idemkeys/payments/internal/testredis"
 )
 
 // BenchmarkReplay measures replays of stored answers through the whole
@@ -32,7 +31,7 @@ func BenchmarkReplay(b *testing.B) {
 			dbURL := testkit.DatabaseURL(b, database.Postgres)
 			env := []string{"DATABASE_URL=" + dbURL, "DB_MAX_CONNS=20"}
 			if withRedis {
-				env = append(env, "REDIS_URL="+testredis.Start(b).URL())
+				env = append(env, "REDIS_URL="+testkit.StartRedis(b).URL())
 			}
 			url := startApp(b, env)
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/testkit"
-	"github.com/idemkeys/payments/internal/testproc"
 )
 
 // apiProcess is one run() of the API, serving on a loopback port.
@@ -25,7 +24,7 @@ type apiProcess struct {
 }
 
 // freeAddr is a loopback address that was free a moment ago.
-func freeAddr(t *testing.T) string { return testproc.FreeAddr(t) }
+func freeAddr(t *testing.T) string { return testkit.FreeAddr(t) }
 
 func startAPI(t *testing.T, databaseURL string, extra ...string) *apiProcess {
 	t.Helper()
@@ -48,7 +47,7 @@ func startAPI(t *testing.T, databaseURL string, extra ...string) *apiProcess {
 	}, extra...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	logs := &testproc.SyncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	go func() { done <- run(ctx, nil, environ, logs) }()
 
 	p := &apiProcess{URL: "http://" + addr}

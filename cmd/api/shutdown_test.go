@@ -50,7 +50,8 @@ func TestGracefulShutdownFinishesInFlightRequest(t *testing.T) {
 	_, err = io.WriteString(conn, orderBody[:half])
 	require.NoError(t, err)
 
-	require.NoError(t, api.Cmd.Process.Signal(syscall.SIGTERM))
+	require.True(t, api.Running())
+	api.Send(syscall.SIGTERM)
 	eventually(t, 5*time.Second, "new connections are refused", func() bool {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/provider"
-	"github.com/idemkeys/payments/internal/testproc"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 func env(vars map[string]string) func(string) string {
@@ -22,7 +22,7 @@ func env(vars map[string]string) func(string) string {
 }
 
 // listeningURL waits for run's "listening" log line and returns its URL.
-func listeningURL(t *testing.T, out *testproc.SyncBuffer) string {
+func listeningURL(t *testing.T, out *testkit.SyncBuffer) string {
 	t.Helper()
 	var url string
 	require.Eventually(t, func() bool {
@@ -56,7 +56,7 @@ func TestRun_ServesChargesAndWebhooksThenShutsDown(t *testing.T) {
 
 	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
-	out := &testproc.SyncBuffer{}
+	out := &testkit.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, nil, env(map[string]string{
@@ -118,7 +118,7 @@ func TestRun_RefusesBadConfiguration(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := run(t.Context(), tt.args, env(tt.vars), &testproc.SyncBuffer{})
+			err := run(t.Context(), tt.args, env(tt.vars), &testkit.SyncBuffer{})
 			require.Error(t, err)
 			for _, want := range tt.want {
 				require.ErrorContains(t, err, want)
@@ -161,7 +161,7 @@ func TestLoadConfig(t *testing.T) {
 }
 
 func TestRun_Help(t *testing.T) {
-	out := &testproc.SyncBuffer{}
+	out := &testkit.SyncBuffer{}
 	require.NoError(t, run(t.Context(), []string{"-h"}, env(nil), out))
 	for _, name := range []string{"HTTP_ADDR", "WEBHOOK_URL", "WEBHOOK_SECRET", "DUPLICATE_WEBHOOK_RATE",
 		"CHAOS_LOST_RESPONSE_RATE", "CHAOS_UNAVAILABLE_RATE", "CHAOS_LATENCY"} {

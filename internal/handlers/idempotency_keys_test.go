@@ -19,7 +19,6 @@ import (
 	"github.com/idemkeys/payments/internal/merchants"
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/testkit"
-	"github.com/idemkeys/payments/internal/testproc"
 )
 
 // keysAPI is the router with the real Keeper (orders behind Atomic) and the
@@ -27,7 +26,7 @@ import (
 type keysAPI struct {
 	router   *gin.Engine
 	store    idempotency.Store
-	logs     *testproc.SyncBuffer
+	logs     *testkit.SyncBuffer
 	hash     func(string) string
 	merchant string // acme's id
 }
@@ -39,7 +38,7 @@ func newKeysAPI(t *testing.T, dialect database.Dialect) *keysAPI {
 	require.NoError(t, ms.SeedDemo(t.Context()))
 	merchantID, err := ms.Authenticate(t.Context(), acmeKey)
 	require.NoError(t, err)
-	logs := &testproc.SyncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	store := idempotency.NewGormStore(db.DB)
 	keeper := idempotency.NewKeeper(store, db.DB, idempotency.SystemClock{}, idempotency.Config{

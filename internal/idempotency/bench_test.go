@@ -28,7 +28,6 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/redisconn"
 	"github.com/idemkeys/payments/internal/testkit"
-	"github.com/idemkeys/payments/internal/testredis"
 )
 
 func BenchmarkValidateKey(b *testing.B) {
@@ -234,7 +233,7 @@ func BenchmarkMiddlewareReplay(b *testing.B) {
 		})
 	}
 	b.Run("cache=redis", func(b *testing.B) {
-		rs := testredis.Start(b)
+		rs := testkit.StartRedis(b)
 		client, err := redisconn.Open(rs.URL(), redisconn.Options{Timeout: time.Second})
 		if err != nil {
 			b.Fatal(err)

@@ -10,11 +10,11 @@ import (
 
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/redisconn"
-	"github.com/idemkeys/payments/internal/testredis"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 func TestRedisCache(t *testing.T) {
-	rs := testredis.Start(t)
+	rs := testkit.StartRedis(t)
 	open := func() *idempotency.RedisCache {
 		client, err := redisconn.Open(rs.URL(), redisconn.Options{Timeout: 100 * time.Millisecond})
 		require.NoError(t, err)
@@ -88,7 +88,7 @@ func TestRedisCacheOnACluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-node Redis Cluster")
 	}
-	cluster := testredis.StartCluster(t)
+	cluster := testkit.StartRedisCluster(t)
 	open := func() *idempotency.RedisCache {
 		client, err := redisconn.Open(cluster.URL(), redisconn.Options{Timeout: time.Second})
 		require.NoError(t, err)
@@ -139,7 +139,7 @@ func TestRedisCacheOnACluster(t *testing.T) {
 }
 
 func TestRedisCacheEncryptsBodiesWhenTheStoreDoes(t *testing.T) {
-	rs := testredis.Start(t)
+	rs := testkit.StartRedis(t)
 	client, err := redisconn.Open(rs.URL(), redisconn.Options{Timeout: time.Second})
 	require.NoError(t, err)
 	cipher, err := idempotency.NewResponseCipher(map[string][]byte{"k1": make([]byte, 32)}, "k1")
@@ -152,10 +152,10 @@ func TestRedisCacheEncryptsBodiesWhenTheStoreDoes(t *testing.T) {
 		MerchantID: "m1", Key: "enc", Fingerprint: "fp", State: idempotency.StateCompleted,
 		Response: &idempotency.Response{Status: 201, Body: secret}, ExpiresAt: time.Now().Add(time.Hour),
 	}))
-	keys, err := rs.Client().Keys(ctx, "idem:*").Result()
+	keys, err := rs.Client(t).Keys(ctx, "idem:*").Result()
 	require.NoError(t, err)
 	require.Len(t, keys, 1)
-	raw, err := rs.Client().Get(ctx, keys[0]).Bytes()
+	raw, err := rs.Client(t).Get(ctx, keys[0]).Bytes()
 	require.NoError(t, err)
 	var held struct {
 		Body []byte `json:"body"`

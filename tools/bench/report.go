@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemkeys/payments/internal/testkit"
 	"github.com/idemkeys/payments/tools/harness"
 )
 
@@ -45,7 +46,7 @@ func describeMachine(ctx context.Context, pg *harness.Postgres) []string {
 		}
 		return strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
 	}
-	server, _ := harness.LookPath("postgres", harness.PostgresBinaries)
+	server, _ := testkit.LookPath("postgres", harness.PostgresBinaries)
 	return []string{
 		fmt.Sprintf("%d logical CPUs (%s), GOMAXPROCS=%d, %s/%s", runtime.NumCPU(), cpu, runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH),
 		runtime.Version(),

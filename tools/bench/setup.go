@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemkeys/payments/internal/testkit"
 	"github.com/idemkeys/payments/tools/harness"
 )
 
@@ -22,8 +23,8 @@ type bench struct {
 	opts   options
 	stdout io.Writer
 	pg     *harness.Postgres
-	redis  *harness.Redis
-	procs  harness.Group
+	redis  *testkit.Redis
+	procs  testkit.Group
 	dir    string
 	dbURL  string
 	pool   *pgxpool.Pool // for the raw loop, seeding and counting
@@ -48,11 +49,11 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 	}()
 
 	b.say("building cmd/api, and its baseline build (-tags benchbaseline)")
-	served, err := harness.Build(ctx, dir, "", "cmd/api")
+	served, err := testkit.Build(ctx, dir, "", "cmd/api")
 	if err != nil {
 		return nil, err
 	}
-	baseline, err := harness.Build(ctx, dir, "benchbaseline", "cmd/api")
+	baseline, err := testkit.Build(ctx, dir, "benchbaseline", "cmd/api")
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +62,7 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 	if b.pg, err = harness.StartPostgres(o.logs); err != nil {
 		return nil, err
 	}
-	if b.redis, err = harness.StartRedis(dir, o.logs); err != nil {
+	if b.redis, err = testkit.RunRedis(dir, o.logs); err != nil {
 		return nil, err
 	}
 	if b.dbURL, err = b.pg.CreateDatabase("bench"); err != nil {
@@ -75,11 +76,11 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 		"PROVIDER_WEBHOOK_DELAY=1h",
 	}
 	start := func(name, bin string, env ...string) (*api, error) {
-		addr, err := harness.FreeAddr()
+		addr, err := testkit.FindFreeAddr()
 		if err != nil {
 			return nil, err
 		}
-		p := b.procs.Add(&harness.Process{
+		p := b.procs.Add(&testkit.Process{
 			Name: name, Path: bin, Addr: addr, Log: o.logs,
 			Env: append(append([]string{"HTTP_ADDR=" + addr}, common...), env...),
 		})

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemkeys/payments/internal/testkit"
 	"github.com/idemkeys/payments/tools/harness"
 )
 
@@ -43,7 +44,7 @@ type system struct {
 	api      string // binary paths
 	provider string
 	pg       *harness.Postgres
-	redis    *harness.Redis
+	redis    *testkit.Redis
 	keepLogs bool
 }
 
@@ -58,7 +59,7 @@ func startSystem(ctx context.Context, seed uint64, out io.Writer) (*system, erro
 		return nil, err
 	}
 	fmt.Fprintln(out, "building cmd/api and cmd/provider")
-	bins, err := harness.Build(ctx, dir, "", "cmd/api", "cmd/provider")
+	bins, err := testkit.Build(ctx, dir, "", "cmd/api", "cmd/provider")
 	if err != nil {
 		s.close(false)
 		return nil, err
@@ -84,7 +85,7 @@ func startSystem(ctx context.Context, seed uint64, out io.Writer) (*system, erro
 		s.close(false)
 		return nil, err
 	}
-	if s.redis, err = harness.StartRedis(redisDir, redisLog); err != nil {
+	if s.redis, err = testkit.RunRedis(redisDir, redisLog); err != nil {
 		s.close(false)
 		return nil, fmt.Errorf("redis: %w", err)
 	}
@@ -134,10 +135,10 @@ type cluster struct {
 	name     string
 	dbName   string
 	dbURL    string
-	provider *harness.Process
-	apis     []*harness.Process
+	provider *testkit.Process
+	apis     []*testkit.Process
 	webhooks *balancer
-	group    harness.Group
+	group    testkit.Group
 }
 
 // startCluster creates the scenario's database and starts its provider and
@@ -150,7 +151,7 @@ func (s *system) startCluster(ctx context.Context, name string, cfg clusterConfi
 	}
 	addrs := make([]string, instances)
 	for i := range addrs {
-		if addrs[i], err = harness.FreeAddr(); err != nil {
+		if addrs[i], err = testkit.FindFreeAddr(); err != nil {
 			return nil, err
 		}
 	}
@@ -161,7 +162,7 @@ func (s *system) startCluster(ctx context.Context, name string, cfg clusterConfi
 		return nil, err
 	}
 
-	provAddr, err := harness.FreeAddr()
+	provAddr, err := testkit.FindFreeAddr()
 	if err != nil {
 		c.close()
 		return nil, err
@@ -171,7 +172,7 @@ func (s *system) startCluster(ctx context.Context, name string, cfg clusterConfi
 		c.close()
 		return nil, err
 	}
-	c.provider = c.group.Add(&harness.Process{
+	c.provider = c.group.Add(&testkit.Process{
 		Name: name + "-provider", Path: s.provider, Addr: provAddr, Log: provLog,
 		Env: []string{
 			"HTTP_ADDR=" + provAddr,
@@ -216,7 +217,7 @@ func (s *system) startCluster(ctx context.Context, name string, cfg clusterConfi
 			c.close()
 			return nil, err
 		}
-		p := c.group.Add(&harness.Process{
+		p := c.group.Add(&testkit.Process{
 			Name: fmt.Sprintf("%s-api%d", name, i+1), Path: s.api, Addr: addr, Log: log,
 			Env: append([]string{"HTTP_ADDR=" + addr}, env...),
 		})

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/idemkeys/payments/internal/testkit"
 	"github.com/idemkeys/payments/tools/harness"
 )
 
@@ -213,7 +214,7 @@ func cpuModel() string {
 }
 
 func programVersion(name string, args ...string) string {
-	path, err := harness.LookPath(name, harness.PostgresBinaries)
+	path, err := testkit.LookPath(name, harness.PostgresBinaries)
 	if err != nil {
 		return name + " (unknown version)"
 	}

@@ -12,16 +12,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkeys/payments/internal/testproc"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 // startAPI builds cmd/api and runs it on SQLite in a temporary folder with
 // short timeouts, returning its base URL once /healthz answers.
 func startAPI(t *testing.T) string {
 	t.Helper()
-	bin := testproc.Build(t, "cmd/api")[0]
-	addr := testproc.FreeAddr(t)
-	testproc.Start(t, bin, addr,
+	bin := testkit.Binaries(t, "cmd/api")[0]
+	addr := testkit.FreeAddr(t)
+	testkit.StartProcess(t, bin, addr,
 		"DATABASE_URL=sqlite:"+filepath.Join(t.TempDir(), "payments.db"),
 		"PROVIDER_URL=", "REDIS_URL=", "DEMO_SEED=true",
 		"PROVIDER_TIMEOUT=500ms",

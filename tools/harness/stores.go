@@ -1,3 +1,11 @@
+// Package harness is what the load generator (tools/bench) and the fault
+// harness (tools/chaos) add to internal/testkit: a private PostgreSQL
+// cluster, on a free loopback port, that may be crashed and started again,
+// and latency samples printed as percentiles. The project's binaries and
+// the private redis-server come from testkit, as in the tests.
+//
+// Nothing here is a test double: the processes are the ones a deployment
+// runs, and killing one is a real SIGKILL.
 package harness
 
 import (
@@ -14,22 +22,22 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 // PostgresBinaries is where Debian and Ubuntu install PostgreSQL's server programs,
 // which are not on PATH there.
 const PostgresBinaries = "/usr/lib/postgresql/*/bin"
 
-// Available reports whether the programs StartPostgres and StartRedis run
-// are installed.
+// Available reports whether the programs StartPostgres and
+// testkit.RunRedis run are installed.
 func Available() error {
 	for _, name := range []string{"initdb", "postgres", "psql"} {
-		if _, err := LookPath(name, PostgresBinaries); err != nil {
+		if _, err := testkit.LookPath(name, PostgresBinaries); err != nil {
 			return err
 		}
 	}
-	_, err := LookPath("redis-server")
+	_, err := testkit.LookPath("redis-server")
 	return err
 }
 
@@ -39,7 +47,7 @@ func Available() error {
 // (Crash: SIGQUIT, the "immediate" shutdown, as after a power cut of the
 // server process) and started again.
 type Postgres struct {
-	*Process
+	*testkit.Process
 	port int
 	dir  string
 }
@@ -62,15 +70,15 @@ func StartPostgres(log io.Writer) (*Postgres, error) {
 }
 
 func startPostgres(dir string, log io.Writer) (*Postgres, error) {
-	initdb, err := LookPath("initdb", PostgresBinaries)
+	initdb, err := testkit.LookPath("initdb", PostgresBinaries)
 	if err != nil {
 		return nil, err
 	}
-	server, err := LookPath("postgres", PostgresBinaries)
+	server, err := testkit.LookPath("postgres", PostgresBinaries)
 	if err != nil {
 		return nil, err
 	}
-	addr, err := FreeAddr()
+	addr, err := testkit.FindFreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +108,7 @@ func startPostgres(dir string, log io.Writer) (*Postgres, error) {
 		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
 	}
 	pg := &Postgres{port: port, dir: dir}
-	pg.Process = &Process{
+	pg.Process = &testkit.Process{
 		Name: "postgres",
 		Path: server,
 		Args: []string{"-D", data, "-p", portText, "-k", sockets, "-c", "listen_addresses=127.0.0.1",
@@ -159,7 +167,7 @@ func (pg *Postgres) ping() error {
 
 // Exec runs SQL statements in database db through psql.
 func (pg *Postgres) Exec(db, sql string) error {
-	psql, err := LookPath("psql", PostgresBinaries)
+	psql, err := testkit.LookPath("psql", PostgresBinaries)
 	if err != nil {
 		return err
 	}
@@ -184,45 +192,3 @@ func (pg *Postgres) CreateDatabase(name string) (string, error) {
 // Crash stops the cluster the hard way (SIGQUIT: every backend exits at
 // once, the next start replays the write-ahead log).
 func (pg *Postgres) Crash() { pg.Signal(syscall.SIGQUIT, 30*time.Second) }
-
-// Redis is a private redis-server that keeps nothing on disk.
-type Redis struct {
-	*Process
-}
-
-// StartRedis runs a redis-server on a free loopback port.
-func StartRedis(dir string, log io.Writer) (*Redis, error) {
-	bin, err := LookPath("redis-server")
-	if err != nil {
-		return nil, err
-	}
-	addr, err := FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	_, port, _ := net.SplitHostPort(addr)
-	r := &Redis{Process: &Process{
-		Name: "redis",
-		Path: bin,
-		Args: []string{"--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no",
-			"--dir", dir, "--loglevel", "warning"},
-		Addr: addr,
-		Log:  log,
-	}}
-	r.Ready = r.ping
-	if err := r.Start(30 * time.Second); err != nil {
-		return nil, err
-	}
-	return r, nil
-}
-
-// URL is the server's redis:// URL.
-func (r *Redis) URL() string { return "redis://" + r.Addr + "/0" }
-
-func (r *Redis) ping() bool {
-	c := redis.NewClient(&redis.Options{Addr: r.Addr, DialTimeout: 500 * time.Millisecond})
-	defer func() { _ = c.Close() }()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	return c.Ping(ctx).Err() == nil
-}

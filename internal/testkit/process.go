@@ -1,14 +1,7 @@
-// Package harness starts the real processes that the load generator
-// (tools/bench) and the fault harness (tools/chaos) drive: the project's own
-// binaries, a private PostgreSQL cluster and a private redis-server, each on
-// a free loopback port, each of which may be killed and started again. It
-// also keeps latency samples and prints them as percentiles.
-//
-// Nothing here is a test double: the processes are the ones a deployment
-// runs, and killing one is a real SIGKILL.
-package harness
+package testkit
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +13,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -49,8 +43,8 @@ func Build(ctx context.Context, dir, tags string, commands ...string) ([]string,
 	return paths, nil
 }
 
-// FreeAddr returns a loopback host:port that was free a moment ago.
-func FreeAddr() (string, error) {
+// FindFreeAddr returns a loopback host:port that was free a moment ago.
+func FindFreeAddr() (string, error) {
 	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -81,7 +75,8 @@ type Process struct {
 	Credential *syscall.Credential
 
 	mu     sync.Mutex
-	cmd    *exec.Cmd
+	cmd    *exec.Cmd // the running process; nil once it exited
+	last   *exec.Cmd // the process last started, running or not
 	exited chan struct{}
 	starts int
 }
@@ -108,7 +103,7 @@ func (p *Process) Start(timeout time.Duration) error {
 		return fmt.Errorf("start %s: %w", p.Name, err)
 	}
 	exited := make(chan struct{})
-	p.cmd, p.exited = cmd, exited
+	p.cmd, p.last, p.exited = cmd, cmd, exited
 	p.starts++
 	p.mu.Unlock()
 	go func() {
@@ -197,6 +192,19 @@ func (p *Process) Send(sig syscall.Signal) {
 	}
 }
 
+// Wait waits until the process last started has exited and returns its
+// exit code: -1 when it was never started or a signal ended it.
+func (p *Process) Wait() int {
+	p.mu.Lock()
+	cmd, exited := p.last, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
+		return -1
+	}
+	<-exited
+	return cmd.ProcessState.ExitCode()
+}
+
 // Restart kills the process and starts it again.
 func (p *Process) Restart(timeout time.Duration) error {
 	p.Kill()
@@ -258,4 +266,71 @@ func LookPath(name string, folders ...string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s: %w", name, ErrMissing)
+}
+
+// FreeAddr returns a loopback host:port that was free a moment ago.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	addr, err := FindFreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// Binaries compiles the commands (e.g. "cmd/api", "cmd/provider") into the
+// test's temporary folder and returns their paths, in order.
+func Binaries(t testing.TB, commands ...string) []string {
+	t.Helper()
+	paths, err := Build(context.Background(), t.TempDir(), "", commands...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return paths
+}
+
+// StartProcess runs bin with HTTP_ADDR=addr, LOG_LEVEL=warn and env added to
+// this process's environment, waits for GET /healthz to answer 200, and
+// kills it when the test ends. Its output is logged if the test failed; the
+// Process's Log is a *SyncBuffer holding it.
+func StartProcess(t testing.TB, bin, addr string, env ...string) *Process {
+	t.Helper()
+	out := &SyncBuffer{}
+	p := &Process{
+		Name: filepath.Base(bin),
+		Path: bin,
+		Env:  append([]string{"HTTP_ADDR=" + addr, "LOG_LEVEL=warn"}, env...),
+		Addr: addr,
+		Log:  out,
+	}
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			t.Logf("%s output:\n%s", p.Name, out.String())
+		}
+	})
+	if err := p.Start(60 * time.Second); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	return p
+}
+
+// SyncBuffer collects output written from several goroutines.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p.
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was written so far.
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
