@@ -1,13 +1,9 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"slices"
 	"strings"
@@ -17,11 +13,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/idemkeys/payments/internal/config"
+	"github.com/idemkeys/payments/internal/app"
 	"github.com/idemkeys/payments/internal/database"
-	"github.com/idemkeys/payments/internal/handlers"
-	"github.com/idemkeys/payments/internal/merchants"
-	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/testkit"
 )
 
@@ -29,16 +23,15 @@ import (
 const benchClients = 32
 
 // BenchmarkCreateOrder measures POST /v1/orders throughput over real HTTP,
-// on each dialect, through the program's own wiring (newApp: with the
-// idempotency middleware) and through the same router, stores and service
-// over the same database pool with the middleware replaced by a pass-through.
+// on each dialect, through the program's own wiring (app.New: with the
+// idempotency middleware) and through the same program with the middleware
+// replaced by a pass-through (app.WithOrdersMiddleware).
 // Every request carries a fresh key, so the "with" side always executes and
 // writes a record; it never replays. It ends by printing a table of the two
 // rates and their ratio (medians when -count repeats the runs).
 //
-// The "without" side is wired here by hand: whatever newApp adds to the
-// order path besides the idempotency middleware must be added to it too, or
-// the ratio measures more than the middleware.
+// Both sides are the same wiring, so the ratio measures the middleware and
+// nothing else the program adds to the order path.
 //
 //	go test -run '^$' -bench BenchmarkCreateOrder -benchtime 5s -count 3 ./cmd/api
 func BenchmarkCreateOrder(b *testing.B) {
@@ -73,49 +66,20 @@ func BenchmarkCreateOrder(b *testing.B) {
 }
 
 // benchStacks serves the API twice over one fresh database of the dialect
-// and returns both base URLs: newApp as the program wires it, and the same
-// routes without the idempotency middleware.
+// and returns both base URLs: the program as app.New wires it, and the same
+// program whose order routes run without the idempotency middleware.
 func benchStacks(b *testing.B, dialect database.Dialect) (with, without string) {
 	b.Helper()
-	gin.SetMode(gin.ReleaseMode)
 	dbURL := testkit.DatabaseURL(b, dialect)
-	cfg, err := config.Load([]string{"DATABASE_URL=" + dbURL, "LOG_LEVEL=error", "DB_MAX_CONNS=20"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	log := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelError}))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	a, err := newApp(context.Background(), cfg, log, ln)
-	if err != nil {
-		b.Fatal(err)
-	}
-	withSrv := httptest.NewUnstartedServer(a.handler)
-	withSrv.Listener = ln
-	withSrv.Start()
-
-	ms := merchants.NewStore(a.db.DB, time.Now)
+	env := []string{"DATABASE_URL=" + dbURL, "LOG_LEVEL=error", "DB_MAX_CONNS=20"}
+	with = startApp(b, env)
 	// The order's outbox event is part of the business write, so the
 	// "without" side writes it too: the order and its event in one
 	// transaction, exactly as the "with" side minus the record.
-	store := payments.NewGormStore(a.db.DB)
-	router := handlers.NewRouter(handlers.Deps{
-		Log:              log,
-		Auth:             ms,
-		Orders:           payments.NewService(store, time.Now, payments.WithEvents(store)),
-		IdempotentAtomic: func(c *gin.Context) { c.Next() },
-		Database:         a.db,
-		MaxBodyBytes:     cfg.MaxBodyBytes,
-	})
-	withoutSrv := httptest.NewServer(router)
-	b.Cleanup(func() {
-		withoutSrv.Close()
-		withSrv.Close()
-		_ = a.close(context.Background())
-	})
-	return withSrv.URL, withoutSrv.URL
+	without = startApp(b, env, app.WithOrdersMiddleware(func(*idempotency.Keeper) gin.HandlerFunc {
+		return func(c *gin.Context) { c.Next() }
+	}))
+	return with, without
 }
 
 // runs keeps the rate of each measured run. The framework calls a

@@ -9,16 +9,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkeys/payments/internal/app"
 	"github.com/idemkeys/payments/internal/config"
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/payments"
@@ -391,7 +390,7 @@ func TestCrashAtEveryRecoveryPoint(t *testing.T) {
 					}
 					return nil
 				}
-				url := startApp(t, []string{"DATABASE_URL=" + dbURL, "PROVIDER_URL=" + prov.URL}, payments.WithPhaseHook(hook))
+				url := startApp(t, []string{"DATABASE_URL=" + dbURL, "PROVIDER_URL=" + prov.URL}, app.WithServiceOptions(payments.WithPhaseHook(hook)))
 				w := &world{api: &apiProcess{URL: url}, provider: prov, dbURL: dbURL}
 
 				order := w.createOrder(t, "sk_test_acme")
@@ -435,7 +434,7 @@ func TestSettledPaymentWhoseAnswerWasNotStored(t *testing.T) {
 				return nil
 			}
 			url := startApp(t, []string{"DATABASE_URL=" + dbURL, "PROVIDER_URL=" + prov.URL, "RECONCILE_INTERVAL=100ms"},
-				payments.WithPhaseHook(hook))
+				app.WithServiceOptions(payments.WithPhaseHook(hook)))
 			w := &world{api: &apiProcess{URL: url}, provider: prov, dbURL: dbURL}
 
 			order := w.createOrder(t, "sk_test_acme")
@@ -458,35 +457,27 @@ func TestSettledPaymentWhoseAnswerWasNotStored(t *testing.T) {
 	}
 }
 
-// startApp serves newApp in-process, its workers running, with extra
-// service options, for tests that need a hook inside the payment flow.
-func startApp(t testing.TB, environ []string, opts ...payments.Option) string {
+// startApp serves app.New in-process, its workers running, with options,
+// for tests that need a hook inside the payment flow.
+func startApp(t testing.TB, environ []string, opts ...app.Option) string {
 	t.Helper()
-	gin.SetMode(gin.ReleaseMode)
 	cfg, err := config.Load(append([]string{"LOG_LEVEL=error"}, environ...))
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	a, err := newApp(context.Background(), cfg, log, ln, opts...)
+	a, err := app.New(context.Background(), cfg, log, ln, opts...)
 	require.NoError(t, err)
-	srv := httptest.NewUnstartedServer(a.handler)
-	srv.Listener = ln
-	srv.Start()
-	// The background workers (janitor, reconciler, outbox) run as in the
-	// program, and stop before the app closes.
-	workerCtx, stopWorkers := context.WithCancel(context.Background())
-	var workers sync.WaitGroup
-	for _, w := range a.workers {
-		workers.Go(func() { w(workerCtx) })
-	}
+	// Serve runs the background workers (janitor, reconciler, outbox) as
+	// in the program, and stops them before it closes the app.
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- a.Serve(ctx, ln) }()
 	t.Cleanup(func() {
-		srv.Close()
-		stopWorkers()
-		workers.Wait()
-		_ = a.close(context.Background())
+		stop()
+		<-served
 	})
-	return srv.URL
+	return "http://" + ln.Addr().String()
 }
 
 // TestProviderDownFailsFastWithNoEffect points the API at a provider that is

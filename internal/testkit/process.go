@@ -20,21 +20,13 @@ import (
 // Module is the import path prefix of the project's commands.
 const Module = "github.com/idemkeys/payments/"
 
-// Build compiles the commands (e.g. "cmd/api") into dir with the given build
-// tags (may be empty) and returns the binaries' paths, in order.
-func Build(ctx context.Context, dir, tags string, commands ...string) ([]string, error) {
+// Build compiles the commands (e.g. "cmd/api") into dir and returns the
+// binaries' paths, in order.
+func Build(ctx context.Context, dir string, commands ...string) ([]string, error) {
 	paths := make([]string, len(commands))
 	for i, c := range commands {
-		name := filepath.Base(c)
-		if tags != "" {
-			name += "-" + tags
-		}
-		paths[i] = filepath.Join(dir, name)
-		args := []string{"build", "-o", paths[i]}
-		if tags != "" {
-			args = append(args, "-tags", tags)
-		}
-		cmd := exec.CommandContext(ctx, "go", append(args, Module+c)...)
+		paths[i] = filepath.Join(dir, filepath.Base(c))
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", paths[i], Module+c)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
 			return nil, fmt.Errorf("build %s: %w", c, err)
@@ -282,7 +274,7 @@ func FreeAddr(t testing.TB) string {
 // test's temporary folder and returns their paths, in order.
 func Binaries(t testing.TB, commands ...string) []string {
 	t.Helper()
-	paths, err := Build(context.Background(), t.TempDir(), "", commands...)
+	paths, err := Build(context.Background(), t.TempDir(), commands...)
 	if err != nil {
 		t.Fatal(err)
 	}

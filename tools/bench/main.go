@@ -2,8 +2,9 @@
 // database can do at most, in one run on one machine, and writes the
 // figures and their ratios to docs/benchmarks.md.
 //
-// It builds the API twice (as served, and a baseline build whose order
-// routes run without the idempotency middleware, or with another design),
+// It builds the API twice (as served, and the baseline in baselineapi, the
+// same program whose order routes run without the idempotency middleware,
+// or with another design),
 // starts a private PostgreSQL cluster and a private redis-server, and four
 // API instances on one database: the baseline, the other design, the API
 // without Redis and the API with Redis. Then it drives them over HTTP with

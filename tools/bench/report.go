@@ -134,7 +134,7 @@ func (r *report) markdown() string {
 	p("- (a) runs the statements of (c) straight through pgx: BEGIN, the order, its outbox event, the idempotency")
 	p("  record (the store's insert-if-absent), COMMIT. It is what the database gives this workload at most.")
 	p("- (a') is (a) without the record's INSERT: what the database alone charges for the record.")
-	p("- (b) is the same program built with `-tags benchbaseline`, whose POST /v1/orders skips the middleware and")
+	p("- (b) is the same program built as `tools/bench/baselineapi`, whose POST /v1/orders skips the middleware and")
 	p("  so writes the order and its outbox event without the record.")
 	p("- (g) is the same baseline build with `BENCH_ORDERS_MODE=guarded`: the design where the key is reserved in a")
 	p("  write of its own, the order's transaction runs, and the answer is stored in a third write (what the payment")

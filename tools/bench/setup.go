@@ -48,15 +48,12 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 		}
 	}()
 
-	b.say("building cmd/api, and its baseline build (-tags benchbaseline)")
-	served, err := testkit.Build(ctx, dir, "", "cmd/api")
+	b.say("building cmd/api, and its baseline (tools/bench/baselineapi)")
+	bins, err := testkit.Build(ctx, dir, "cmd/api", "tools/bench/baselineapi")
 	if err != nil {
 		return nil, err
 	}
-	baseline, err := testkit.Build(ctx, dir, "benchbaseline", "cmd/api")
-	if err != nil {
-		return nil, err
-	}
+	served, baseline := bins[0], bins[1]
 
 	b.say("starting a private PostgreSQL cluster and redis-server")
 	if b.pg, err = harness.StartPostgres(o.logs); err != nil {
@@ -90,16 +87,16 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 		return newAPI("http://"+addr, 2*o.clients), nil
 	}
 	// The first start applies the migrations; the others find them done.
-	if b.plain, err = start("api", served[0], "JANITOR_INTERVAL=1s"); err != nil {
+	if b.plain, err = start("api", served, "JANITOR_INTERVAL=1s"); err != nil {
 		return nil, err
 	}
-	if b.cached, err = start("api-redis", served[0], "REDIS_URL="+b.redis.URL(), "JANITOR_INTERVAL=1h"); err != nil {
+	if b.cached, err = start("api-redis", served, "REDIS_URL="+b.redis.URL(), "JANITOR_INTERVAL=1h"); err != nil {
 		return nil, err
 	}
-	if b.baseline, err = start("api-baseline", baseline[0], "JANITOR_INTERVAL=1h"); err != nil {
+	if b.baseline, err = start("api-baseline", baseline, "JANITOR_INTERVAL=1h"); err != nil {
 		return nil, err
 	}
-	if b.guarded, err = start("api-guarded", baseline[0], "JANITOR_INTERVAL=1h", "BENCH_ORDERS_MODE=guarded"); err != nil {
+	if b.guarded, err = start("api-guarded", baseline, "JANITOR_INTERVAL=1h", "BENCH_ORDERS_MODE=guarded"); err != nil {
 		return nil, err
 	}
 

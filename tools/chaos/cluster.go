@@ -59,7 +59,7 @@ func startSystem(ctx context.Context, seed uint64, out io.Writer) (*system, erro
 		return nil, err
 	}
 	fmt.Fprintln(out, "building cmd/api and cmd/provider")
-	bins, err := testkit.Build(ctx, dir, "", "cmd/api", "cmd/provider")
+	bins, err := testkit.Build(ctx, dir, "cmd/api", "cmd/provider")
 	if err != nil {
 		s.close(false)
 		return nil, err

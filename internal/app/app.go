@@ -1,0 +1,281 @@
+// Package app wires the payments API: it opens the database and applies the
+// migrations, starts the in-process provider when none is configured,
+// builds the idempotency keeper, the payments service, the router and the
+// metrics, and serves them with the background workers (janitor,
+// reconciler, outbox dispatcher) until its context ends. It is the one
+// package that knows every other; cmd/api only reads the configuration and
+// calls Run.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/idemkeys/payments/internal/config"
+	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/handlers"
+	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/merchants"
+	"github.com/idemkeys/payments/internal/metrics"
+	"github.com/idemkeys/payments/internal/outbox"
+	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/provider"
+	"github.com/idemkeys/payments/internal/provider/paymentsport"
+	"github.com/idemkeys/payments/internal/redisconn"
+)
+
+// Run serves the program on cfg.HTTPAddr until ctx ends, then stops it
+// gracefully: the API's whole life, as cmd/api runs it.
+func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Option) error {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	a, err := New(ctx, cfg, log, ln, opts...)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	return a.Serve(ctx, ln)
+}
+
+// App is the wired program: the HTTP handler, the background workers and
+// what must be closed on the way out. New builds it; Serve runs it.
+type App struct {
+	cfg      config.Config
+	log      *slog.Logger
+	handler  http.Handler
+	db       *database.DB
+	workers  []func(ctx context.Context)
+	provider *provider.Running // the in-process provider, if any
+	closers  []func() error
+}
+
+// New wires the program for cfg. ln is the API's listener: the in-process
+// provider sends its webhooks there. The database is open and migrated when
+// New returns; Serve runs the program and closes it.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listener, opts ...Option) (*App, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	// Gin's debug mode prints every route at start and warns on each run;
+	// our own structured logs say what matters.
+	gin.SetMode(gin.ReleaseMode)
+	db, err := openDatabase(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, log: log, db: db}
+	merchantStore := merchants.NewStore(db.DB, time.Now)
+	if cfg.DemoSeed {
+		if err := merchantStore.SeedDemo(ctx); err != nil {
+			_ = a.close(ctx)
+			return nil, fmt.Errorf("seed demo merchants: %w", err)
+		}
+	}
+
+	providerURL := cfg.ProviderURL
+	if providerURL == "" {
+		// No provider configured: run the mock in-process on a loopback
+		// port, sending its webhooks to this very API.
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		running, err := provider.StartInProcess(ctx, provider.Config{
+			WebhookURL:    "http://" + net.JoinHostPort("127.0.0.1", port) + "/v1/webhooks/provider",
+			WebhookSecret: cfg.ProviderWebhookSecret,
+			// Real providers send their events a while after the call; a
+			// webhook that always beat the API's own timeout would hide the
+			// 202-and-reconcile path that lost responses take.
+			WebhookDelay: cfg.ProviderWebhookDelay,
+			Logger:       log.With("component", "provider"),
+		})
+		if err != nil {
+			_ = a.close(ctx)
+			return nil, fmt.Errorf("start in-process provider: %w", err)
+		}
+		a.provider = running
+		providerURL = running.URL
+		log.Info("in-process payment provider started", "url", providerURL)
+	}
+	providerClient := provider.NewClient(providerURL, provider.ClientOptions{Timeout: cfg.ProviderTimeout})
+
+	clock := idempotency.SystemClock{}
+	cipher, err := responseCipher(cfg, log)
+	if err != nil {
+		_ = a.close(ctx)
+		return nil, err
+	}
+	var storeOpts []idempotency.StoreOption
+	if cipher != nil {
+		storeOpts = append(storeOpts, idempotency.WithCipher(cipher))
+	}
+	idemStore := idempotency.NewGormStore(db.DB, storeOpts...)
+	// Every layer reports to one registry through the hooks it offers;
+	// records is the store as the keeper and the janitor use it, its
+	// failures counted.
+	m := metrics.New()
+	records := m.InstrumentStore(idemStore, string(db.Dialect))
+	idemCfg := idempotency.Config{
+		TTL:          cfg.IdempotencyTTL,
+		LockTimeout:  cfg.IdempotencyLockTimeout,
+		Wait:         cfg.IdempotencyWait,
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		Observer:     m.IdempotencyObserver(),
+	}
+	var redisPinger handlers.Pinger
+	var publisher outbox.Publisher = outbox.LogPublisher{Log: log.With("component", "outbox")}
+	if cfg.RedisURL != "" {
+		// Redis accelerates (replays, wake-ups, the shared rate limit);
+		// PostgreSQL stays the truth, so Redis being down at start is no
+		// reason to refuse to start.
+		client, err := redisconn.Open(cfg.RedisURL, redisconn.Options{Timeout: cfg.RedisTimeout})
+		if err != nil {
+			_ = a.close(ctx)
+			return nil, err
+		}
+		cache := idempotency.NewRedisCache(client, log.With("component", "redis"))
+		if cipher != nil {
+			cache.WithCipher(cipher)
+		}
+		a.closers = append(a.closers, func() error { cache.Close(); return client.Close() })
+		idemCfg.Cache = cache
+		redisPinger = cache
+		publisher = outbox.RedisStreamPublisher{Client: client}
+		if cfg.RateLimitNewKeys > 0 {
+			idemCfg.Limiter = idempotency.NewRedisLimiter(client, cfg.RateLimitNewKeys, cfg.RateLimitWindow)
+		}
+	}
+	keeper := idempotency.NewKeeper(records, db.DB, clock, idemCfg, handlers.MerchantID, handlers.RenderError, log)
+
+	store := payments.NewGormStore(db.DB)
+	serviceOpts := append([]payments.Option{
+		payments.WithPayments(store, m.InstrumentProvider(paymentsport.New(providerClient))),
+		payments.WithResolved(handlers.NewRecordFinisher(keeper, log)),
+		payments.WithEvents(store),
+	}, o.service...)
+	service := payments.NewService(store, time.Now, serviceOpts...)
+	m.WatchDatabase(idemStore, store, 2*time.Second)
+	if sqlDB, err := db.DB.DB(); err == nil {
+		m.WatchPool(sqlDB)
+	}
+
+	secret := cfg.ProviderWebhookSecret
+	router := handlers.NewRouter(handlers.Deps{
+		Log:               log,
+		Orders:            service,
+		Payments:          service,
+		Auth:              merchantStore,
+		IdempotentAtomic:  o.ordersMiddleware(keeper),
+		IdempotentGuarded: keeper.Guarded(),
+		VerifyWebhook: func(header string, body []byte) error {
+			return provider.VerifySignature(secret, header, body, time.Now(), 5*time.Minute)
+		},
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		Database:     db,
+		Redis:        redisPinger,
+
+		IdempotencyKeys: keeper,
+		HashKey:         handlers.NewKeyHasher([]byte(cfg.LogKeySecret)),
+		Middleware:      []gin.HandlerFunc{m.HTTPMiddleware()},
+	})
+	handlers.RegisterSwagger(router)
+	router.GET("/metrics", gin.WrapH(m.Handler()))
+	a.handler = router
+
+	janitor := idempotency.NewJanitor(records, clock, idempotency.JanitorConfig{Interval: cfg.JanitorInterval}, log)
+	janitor.OnPurge = m.Purged
+	reconciler := payments.NewReconciler(service, payments.ReconcilerConfig{
+		Interval:   cfg.ReconcileInterval,
+		PendingAge: cfg.IdempotencyLockTimeout,
+		OnResult:   m.Reconciled,
+		Open:       handlers.NewOpenRecords(idemStore),
+	}, log)
+	dispatcher := outbox.NewDispatcher(db.DB, publisher, cfg.OutboxInterval, log.With("component", "outbox"))
+	a.workers = []func(context.Context){janitor.Run, reconciler.Run, dispatcher.Run}
+	return a, nil
+}
+
+// Handler is the program's HTTP handler: every route, /metrics and
+// /swagger included.
+func (a *App) Handler() http.Handler { return a.handler }
+
+// Serve serves the program on ln, with its background workers, until ctx
+// ends. Then it stops taking requests, waits up to SHUTDOWN_TIMEOUT for the
+// ones in flight, stops the workers and closes what New opened. It returns
+// nil after a graceful stop.
+func (a *App) Serve(ctx context.Context, ln net.Listener) error {
+	cfg, log := a.cfg, a.log
+	srv := &http.Server{
+		Handler:           a.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+
+	// Background workers stop after the server has finished its in-flight
+	// requests; the database closes after them.
+	workerCtx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
+	var workers sync.WaitGroup
+	for _, w := range a.workers {
+		workers.Go(func() { w(workerCtx) })
+	}
+	defer func() {
+		stopWorkers()
+		workers.Wait()
+		log.Info("workers stopped")
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := a.close(closeCtx); err != nil {
+			log.Warn("closing", "error", err)
+		}
+	}()
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String(), "dialect", string(a.db.Dialect))
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: no new requests; waiting for in-flight ones", "timeout", cfg.ShutdownTimeout)
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("graceful shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// close releases what New opened.
+func (a *App) close(ctx context.Context) error {
+	var errs []error
+	if a.provider != nil {
+		errs = append(errs, a.provider.Shutdown(ctx))
+	}
+	for _, c := range a.closers {
+		errs = append(errs, c())
+	}
+	errs = append(errs, a.db.Close())
+	return errors.Join(errs...)
+}
+
+// NewLogger is the program's logger: JSON lines on w at level (debug, info,
+// warn or error, as config.Config.LogLevel holds it).
+func NewLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(strings.ToUpper(level)))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}

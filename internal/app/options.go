@@ -1,0 +1,42 @@
+package app
+
+import (
+	"github.com/gin-gonic/gin"
+
+	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/payments"
+)
+
+// An Option changes how New wires the program. The program as deployed
+// (cmd/api) uses none.
+type Option func(*options)
+
+type options struct {
+	service []payments.Option
+	orders  func(*idempotency.Keeper) gin.HandlerFunc
+}
+
+// WithServiceOptions passes opts to the payments service after the
+// program's own (tests install a phase hook with them).
+func WithServiceOptions(opts ...payments.Option) Option {
+	return func(o *options) { o.service = append(o.service, opts...) }
+}
+
+// WithOrdersMiddleware replaces the middleware of the order routes, the
+// Atomic one whose record commits with the order, by what orders returns
+// for the program's keeper. Only the benchmark's baseline API
+// (tools/bench/baselineapi) uses it, to measure the very same program
+// without idempotency or with another design; a program built with it must
+// never serve traffic.
+func WithOrdersMiddleware(orders func(*idempotency.Keeper) gin.HandlerFunc) Option {
+	return func(o *options) { o.orders = orders }
+}
+
+// ordersMiddleware is the middleware of the order routes: the Atomic one,
+// unless WithOrdersMiddleware replaced it.
+func (o options) ordersMiddleware(keeper *idempotency.Keeper) gin.HandlerFunc {
+	if o.orders != nil {
+		return o.orders(keeper)
+	}
+	return keeper.Atomic()
+}
