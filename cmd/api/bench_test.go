@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"runtime"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/idemkeys/payments/internal/app"
+	"github.com/idemkeys/payments/internal/app/apptest"
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/testkit"
@@ -136,18 +136,9 @@ func driveCreateOrder(b *testing.B, baseURL string) float64 {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			req, _ := http.NewRequest("POST", baseURL+"/v1/orders", strings.NewReader(orderBody))
-			req.Header.Set("Authorization", "Bearer sk_test_acme")
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Idempotency-Key", fmt.Sprintf("%s-%d", run, benchKeys.Add(1)))
-			resp, err := client.Do(req)
-			if err != nil {
-				failed.Add(1)
-				continue
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode != http.StatusCreated {
+			a, err := apptest.Do(apptest.Request{Method: "POST", URL: baseURL + "/v1/orders", APIKey: "sk_test_acme",
+				Key: fmt.Sprintf("%s-%d", run, benchKeys.Add(1)), Body: apptest.OrderBody, Client: client})
+			if err != nil || a.Status != http.StatusCreated {
 				failed.Add(1)
 			}
 		}

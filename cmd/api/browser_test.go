@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkeys/payments/internal/app/apptest"
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/provider"
 	"github.com/idemkeys/payments/internal/testkit"
@@ -209,7 +210,7 @@ func TestDemoPageServed(t *testing.T) {
 	dbURL := testkit.DatabaseURL(t, database.SQLite)
 	api := startAPI(t, dbURL)
 
-	a := call(t, "GET", api.URL+"/demo", "", "", "")
+	a := apptest.Call(t, "GET", api.URL+"/demo", "", "", "")
 	require.Equal(t, 200, a.Status, string(a.Body))
 	require.Equal(t, "text/html; charset=utf-8", a.Header.Get("Content-Type"))
 	require.Contains(t, string(a.Body), "Create order and pay")

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkeys/payments/internal/app/apptest"
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/problem"
 	"github.com/idemkeys/payments/internal/provider"
@@ -37,7 +35,7 @@ func TestHostileInput(t *testing.T) {
 				for _, tc := range h.cases(t) {
 					t.Run(tc.name, func(t *testing.T) {
 						before := h.effects(t)
-						a := h.send(t, tc.req)
+						a := apptest.Send(t, tc.req)
 						requireProblem(t, a, tc.status, tc.code)
 						require.Equal(t, before, h.effects(t), "the refused request changed something")
 					})
@@ -48,7 +46,7 @@ func TestHostileInput(t *testing.T) {
 				for _, tc := range rawHeaderCases() {
 					t.Run(tc.name, func(t *testing.T) {
 						before := h.effects(t)
-						a := h.sendRaw(t, rawOrderRequest(tc.header))
+						a := apptest.SendRaw(t, strings.TrimPrefix(h.api.URL, "http://"), rawOrderRequest(tc.header))
 						if tc.code != "" {
 							// net/http parsed the bytes into headers that
 							// reach the API, which refuses them itself.
@@ -69,29 +67,29 @@ func TestHostileInput(t *testing.T) {
 			t.Run("another merchant's key is another operation", func(t *testing.T) {
 				// The same key and body from globex run afresh for globex:
 				// never a replay of acme's answer, never acme's record.
-				theirs := call(t, "POST", h.api.URL+"/v1/orders", "sk_test_globex", h.acmeOrderKey, orderBody)
+				theirs := apptest.Call(t, "POST", h.api.URL+"/v1/orders", "sk_test_globex", h.acmeOrderKey, apptest.OrderBody)
 				require.Equal(t, 201, theirs.Status, string(theirs.Body))
 				require.Empty(t, theirs.Header.Get("Idempotent-Replayed"))
-				require.NotEqual(t, h.acmeOrder, theirs.json(t)["id"])
+				require.NotEqual(t, h.acmeOrder, theirs.JSON(t)["id"])
 
 				for _, who := range []struct{ apiKey, orderID string }{
 					{"sk_test_acme", h.acmeOrder},
-					{"sk_test_globex", theirs.json(t)["id"].(string)},
+					{"sk_test_globex", theirs.JSON(t)["id"].(string)},
 				} {
-					rec := call(t, "GET", h.api.URL+"/v1/idempotency-keys/"+h.acmeOrderKey, who.apiKey, "", "")
+					rec := apptest.Call(t, "GET", h.api.URL+"/v1/idempotency-keys/"+h.acmeOrderKey, who.apiKey, "", "")
 					require.Equal(t, 200, rec.Status, string(rec.Body))
-					stored := rec.json(t)["response"].(map[string]any)["body"].(map[string]any)
+					stored := rec.JSON(t)["response"].(map[string]any)["body"].(map[string]any)
 					require.Equal(t, who.orderID, stored["id"], "each merchant sees its own answer under the shared key")
 				}
 
 				// A payment key of acme's, used by globex for its own order:
 				// a charge of globex's, not a replay of acme's payment.
 				charges := len(h.prov.Server.Charges())
-				paid := call(t, "POST", h.api.URL+"/v1/orders/"+h.globexOrder+"/payments", "sk_test_globex", h.acmePayKey, `{"payment_method":"pm_card_visa"}`)
+				paid := apptest.Call(t, "POST", h.api.URL+"/v1/orders/"+h.globexOrder+"/payments", "sk_test_globex", h.acmePayKey, `{"payment_method":"pm_card_visa"}`)
 				require.Equal(t, 201, paid.Status, string(paid.Body))
 				require.Empty(t, paid.Header.Get("Idempotent-Replayed"))
-				require.NotEqual(t, h.acmePayment, paid.json(t)["id"])
-				require.Equal(t, h.globexOrder, paid.json(t)["order_id"])
+				require.NotEqual(t, h.acmePayment, paid.JSON(t)["id"])
+				require.Equal(t, h.globexOrder, paid.JSON(t)["order_id"])
 				require.Len(t, h.prov.Server.Charges(), charges+1)
 			})
 		})
@@ -126,20 +124,20 @@ func newHostileWorld(t *testing.T, dialect database.Dialect) *hostileWorld {
 	t.Cleanup(func() { _ = h.db.Close() })
 
 	create := func(apiKey, key string) string {
-		a := call(t, "POST", h.api.URL+"/v1/orders", apiKey, key, orderBody)
+		a := apptest.Call(t, "POST", h.api.URL+"/v1/orders", apiKey, key, apptest.OrderBody)
 		require.Equal(t, 201, a.Status, string(a.Body))
-		return a.json(t)["id"].(string)
+		return a.JSON(t)["id"].(string)
 	}
 	h.acmeOrderKey = "hostile-acme-order"
 	h.acmeOrder = create("sk_test_acme", h.acmeOrderKey)
-	h.acmePaidOrd = create("sk_test_acme", randomKey())
+	h.acmePaidOrd = create("sk_test_acme", apptest.NewKey())
 	h.acmePayKey = "hostile-acme-payment"
-	paid := call(t, "POST", h.api.URL+"/v1/orders/"+h.acmePaidOrd+"/payments", "sk_test_acme", h.acmePayKey, `{"payment_method":"pm_card_visa"}`)
+	paid := apptest.Call(t, "POST", h.api.URL+"/v1/orders/"+h.acmePaidOrd+"/payments", "sk_test_acme", h.acmePayKey, `{"payment_method":"pm_card_visa"}`)
 	require.Equal(t, 201, paid.Status, string(paid.Body))
-	h.acmePayment = paid.json(t)["id"].(string)
-	refund := call(t, "POST", h.api.URL+"/v1/payments/"+h.acmePayment+"/refunds", "sk_test_acme", randomKey(), `{"amount":100}`)
+	h.acmePayment = paid.JSON(t)["id"].(string)
+	refund := apptest.Call(t, "POST", h.api.URL+"/v1/payments/"+h.acmePayment+"/refunds", "sk_test_acme", apptest.NewKey(), `{"amount":100}`)
 	require.Equal(t, 201, refund.Status, string(refund.Body))
-	h.globexOrder = create("sk_test_globex", randomKey())
+	h.globexOrder = create("sk_test_globex", apptest.NewKey())
 	return h
 }
 
@@ -176,85 +174,19 @@ func (h *hostileWorld) effects(t *testing.T) effects {
 	return e
 }
 
-// hostileRequest is one request as a client sends it. Authorization is
-// "Bearer apiKey" unless apiKey is empty; Content-Type is application/json
-// when there is a body, unless header sets it. header holds name, value
-// pairs: the first of a name replaces the default, the next ones repeat the
-// header.
-type hostileRequest struct {
-	method, path string
-	apiKey       string
-	body         string
-	header       []string
-	// chunked sends the body without a Content-Length, so only reading it
-	// finds out how large it is.
-	chunked bool
-}
-
 type hostileCase struct {
 	name   string
-	req    hostileRequest
+	req    apptest.Request
 	status int
 	code   string
 }
 
-func (h *hostileWorld) send(t *testing.T, r hostileRequest) answer {
-	t.Helper()
-	var body io.Reader = strings.NewReader(r.body)
-	if r.chunked {
-		body = io.MultiReader(body) // hides the length from net/http
-	}
-	req, err := http.NewRequestWithContext(context.Background(), r.method, h.api.URL+r.path, body)
-	require.NoError(t, err)
-	if r.apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+r.apiKey)
-	}
-	if r.body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	seen := map[string]bool{}
-	for i := 0; i+1 < len(r.header); i += 2 {
-		name, value := r.header[i], r.header[i+1]
-		if seen[name] {
-			req.Header.Add(name, value)
-		} else {
-			req.Header.Set(name, value)
-		}
-		seen[name] = true
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return answer{Status: resp.StatusCode, Header: resp.Header, Body: b}
-}
-
-// sendRaw writes raw to the API as it is, for what an http.Client refuses to
-// send (control characters in header values), and reads the answer.
-func (h *hostileWorld) sendRaw(t *testing.T, raw string) answer {
-	t.Helper()
-	conn, err := net.Dial("tcp", strings.TrimPrefix(h.api.URL, "http://"))
-	require.NoError(t, err)
-	defer conn.Close()
-	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
-	// The server may answer and close before it has read everything (a
-	// header over its limit): write on the side and read the answer.
-	go func() { _, _ = io.WriteString(conn, raw) }()
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return answer{Status: resp.StatusCode, Header: resp.Header, Body: b}
-}
-
 // requireProblem checks an answer is the contract's problem+json for code.
-func requireProblem(t *testing.T, a answer, status int, code string) {
+func requireProblem(t *testing.T, a apptest.Answer, status int, code string) {
 	t.Helper()
 	require.Equal(t, status, a.Status, string(a.Body))
 	require.Equal(t, problem.ContentType, a.Header.Get("Content-Type"), string(a.Body))
-	p := a.json(t)
+	p := a.JSON(t)
 	require.Equal(t, code, p["code"], string(a.Body))
 	require.EqualValues(t, status, p["status"])
 	require.True(t, strings.HasSuffix(p["type"].(string), code), "type %q ends with the code", p["type"])
@@ -271,9 +203,9 @@ const (
 	addressBody = `{"name":"Ada","line1":"Rua Augusta, 1500","city":"São Paulo","postal_code":"01304-001","country":"BR"}`
 )
 
-// withMetadata is orderBody with metadata set to the JSON text value.
+// withMetadata is apptest.OrderBody with metadata set to the JSON text value.
 func withMetadata(value string) string {
-	return strings.Replace(orderBody, `"metadata":{}`, `"metadata":{"x":`+value+`}`, 1)
+	return strings.Replace(apptest.OrderBody, `"metadata":{}`, `"metadata":{"x":`+value+`}`, 1)
 }
 
 func (h *hostileWorld) cases(t *testing.T) []hostileCase {
@@ -282,36 +214,36 @@ func (h *hostileWorld) cases(t *testing.T) []hostileCase {
 		acme, globex = "sk_test_acme", "sk_test_globex"
 		maxBody      = 1 << 20 // MAX_BODY_BYTES by default
 	)
-	key := func() []string { return []string{"Idempotency-Key", randomKey()} }
-	order := func(body string, header ...string) hostileRequest {
-		return hostileRequest{method: "POST", path: "/v1/orders", apiKey: acme, body: body, header: append(key(), header...)}
+	key := func() []string { return []string{"Idempotency-Key", apptest.NewKey()} }
+	order := func(body string, header ...string) apptest.Request {
+		return apptest.Request{Method: "POST", URL: h.api.URL + "/v1/orders", APIKey: acme, Body: body, Header: append(key(), header...)}
 	}
-	pay := func(body string, header ...string) hostileRequest {
-		return hostileRequest{method: "POST", path: "/v1/orders/" + h.acmeOrder + "/payments", apiKey: acme, body: body, header: append(key(), header...)}
+	pay := func(body string, header ...string) apptest.Request {
+		return apptest.Request{Method: "POST", URL: h.api.URL + "/v1/orders/" + h.acmeOrder + "/payments", APIKey: acme, Body: body, Header: append(key(), header...)}
 	}
-	refund := func(body string, header ...string) hostileRequest {
-		return hostileRequest{method: "POST", path: "/v1/payments/" + h.acmePayment + "/refunds", apiKey: acme, body: body, header: append(key(), header...)}
+	refund := func(body string, header ...string) apptest.Request {
+		return apptest.Request{Method: "POST", URL: h.api.URL + "/v1/payments/" + h.acmePayment + "/refunds", APIKey: acme, Body: body, Header: append(key(), header...)}
 	}
-	orderKey := func(k ...string) hostileRequest {
+	orderKey := func(k ...string) apptest.Request {
 		header := []string{}
 		for _, v := range k {
 			header = append(header, "Idempotency-Key", v)
 		}
-		return hostileRequest{method: "POST", path: "/v1/orders", apiKey: acme, body: orderBody, header: header}
+		return apptest.Request{Method: "POST", URL: h.api.URL + "/v1/orders", APIKey: acme, Body: apptest.OrderBody, Header: header}
 	}
-	get := func(apiKey, path string) hostileRequest {
-		return hostileRequest{method: "GET", path: path, apiKey: apiKey}
+	get := func(apiKey, path string) apptest.Request {
+		return apptest.Request{Method: "GET", URL: h.api.URL + path, APIKey: apiKey}
 	}
-	auth := func(value string) hostileRequest {
-		return hostileRequest{method: "POST", path: "/v1/orders", body: orderBody, header: append(key(), "Authorization", value)}
+	auth := func(value string) apptest.Request {
+		return apptest.Request{Method: "POST", URL: h.api.URL + "/v1/orders", Body: apptest.OrderBody, Header: append(key(), "Authorization", value)}
 	}
-	address := func(body string, header ...string) hostileRequest {
-		return hostileRequest{method: "PUT", path: "/v1/orders/" + h.acmeOrder + "/shipping-address", apiKey: acme, body: body, header: header}
+	address := func(body string, header ...string) apptest.Request {
+		return apptest.Request{Method: "PUT", URL: h.api.URL + "/v1/orders/" + h.acmeOrder + "/shipping-address", APIKey: acme, Body: body, Header: header}
 	}
-	webhook := func(body string, header ...string) hostileRequest {
-		return hostileRequest{method: "POST", path: "/v1/webhooks/provider", body: body, header: header}
+	webhook := func(body string, header ...string) apptest.Request {
+		return apptest.Request{Method: "POST", URL: h.api.URL + "/v1/webhooks/provider", Body: body, Header: header}
 	}
-	signed := func(body string) hostileRequest {
+	signed := func(body string) apptest.Request {
 		return webhook(body, "Provider-Signature", provider.Sign("whsec_test", time.Now(), []byte(body)))
 	}
 	event := `{"id":"evt_hostile","type":"charge.succeeded","created":1,"data":{"object":{"id":"ch_x","object":"charge","status":"succeeded","reference":"` + h.acmePayment + `","idempotency_key":"x"}}}`
@@ -329,31 +261,31 @@ func (h *hostileWorld) cases(t *testing.T) []hostileCase {
 		// Another merchant's data: globex aims at acme's resources.
 		{"other merchant: get order", get(globex, "/v1/orders/"+h.acmeOrder), 404, problem.CodeNotFound},
 		{"other merchant: get payment", get(globex, "/v1/payments/"+h.acmePayment), 404, problem.CodeNotFound},
-		{"other merchant: pay order", hostileRequest{method: "POST", path: "/v1/orders/" + h.acmeOrder + "/payments", apiKey: globex, body: payBody, header: key()}, 404, problem.CodeNotFound},
-		{"other merchant: refund payment", hostileRequest{method: "POST", path: "/v1/payments/" + h.acmePayment + "/refunds", apiKey: globex, body: refundBody, header: key()}, 404, problem.CodeNotFound},
-		{"other merchant: add item", hostileRequest{method: "POST", path: "/v1/orders/" + h.acmeOrder + "/items", apiKey: globex, body: itemBody, header: key()}, 404, problem.CodeNotFound},
-		{"other merchant: set address", hostileRequest{method: "PUT", path: "/v1/orders/" + h.acmeOrder + "/shipping-address", apiKey: globex, body: addressBody}, 404, problem.CodeNotFound},
+		{"other merchant: pay order", apptest.Request{Method: "POST", URL: h.api.URL + "/v1/orders/" + h.acmeOrder + "/payments", APIKey: globex, Body: payBody, Header: key()}, 404, problem.CodeNotFound},
+		{"other merchant: refund payment", apptest.Request{Method: "POST", URL: h.api.URL + "/v1/payments/" + h.acmePayment + "/refunds", APIKey: globex, Body: refundBody, Header: key()}, 404, problem.CodeNotFound},
+		{"other merchant: add item", apptest.Request{Method: "POST", URL: h.api.URL + "/v1/orders/" + h.acmeOrder + "/items", APIKey: globex, Body: itemBody, Header: key()}, 404, problem.CodeNotFound},
+		{"other merchant: set address", apptest.Request{Method: "PUT", URL: h.api.URL + "/v1/orders/" + h.acmeOrder + "/shipping-address", APIKey: globex, Body: addressBody}, 404, problem.CodeNotFound},
 		{"other merchant: list after their order", get(globex, "/v1/orders?starting_after="+h.acmeOrder), badRequest, validation},
 		{"other merchant: look up their key", get(globex, "/v1/idempotency-keys/"+h.acmePayKey), 404, problem.CodeNotFound},
 		// acme's key and acme's exact request, from globex: a fresh
 		// operation for globex (here a 404), never acme's stored 201.
-		{"other merchant: replay their payment key", hostileRequest{method: "POST", path: "/v1/orders/" + h.acmePaidOrd + "/payments", apiKey: globex, body: payBody, header: []string{"Idempotency-Key", h.acmePayKey}}, 404, problem.CodeNotFound},
-		{"other merchant: replay their order key on their order", hostileRequest{method: "POST", path: "/v1/orders/" + h.acmeOrder + "/items", apiKey: globex, body: itemBody, header: []string{"Idempotency-Key", h.acmeOrderKey}}, 404, problem.CodeNotFound},
+		{"other merchant: replay their payment key", apptest.Request{Method: "POST", URL: h.api.URL + "/v1/orders/" + h.acmePaidOrd + "/payments", APIKey: globex, Body: payBody, Header: []string{"Idempotency-Key", h.acmePayKey}}, 404, problem.CodeNotFound},
+		{"other merchant: replay their order key on their order", apptest.Request{Method: "POST", URL: h.api.URL + "/v1/orders/" + h.acmeOrder + "/items", APIKey: globex, Body: itemBody, Header: []string{"Idempotency-Key", h.acmeOrderKey}}, 404, problem.CodeNotFound},
 		{"id: SQL in the path", get(acme, "/v1/orders/x'%20OR%20'1'='1"), 404, problem.CodeNotFound},
 		{"id: NUL in the path", get(acme, "/v1/orders/"+h.acmeOrder+"%00"), 404, problem.CodeNotFound},
 		{"id: invalid UTF-8 in the path", get(acme, "/v1/orders/"+h.acmeOrder+"%FF"), 404, problem.CodeNotFound},
 		{"id: NUL in a payment's path", get(acme, "/v1/payments/%00"), 404, problem.CodeNotFound},
-		{"id: NUL in the path of a payment", hostileRequest{method: "POST", path: "/v1/orders/%00/payments", apiKey: acme, body: payBody, header: key()}, 404, problem.CodeNotFound},
-		{"id: invalid UTF-8 in the path of a refund", hostileRequest{method: "POST", path: "/v1/payments/%FF/refunds", apiKey: acme, body: refundBody, header: key()}, 404, problem.CodeNotFound},
-		{"id: NUL in the path of an added item", hostileRequest{method: "POST", path: "/v1/orders/%00/items", apiKey: acme, body: itemBody, header: key()}, 404, problem.CodeNotFound},
-		{"id: NUL in the path of an address", hostileRequest{method: "PUT", path: "/v1/orders/%00/shipping-address", apiKey: acme, body: addressBody}, 404, problem.CodeNotFound},
+		{"id: NUL in the path of a payment", apptest.Request{Method: "POST", URL: h.api.URL + "/v1/orders/%00/payments", APIKey: acme, Body: payBody, Header: key()}, 404, problem.CodeNotFound},
+		{"id: invalid UTF-8 in the path of a refund", apptest.Request{Method: "POST", URL: h.api.URL + "/v1/payments/%FF/refunds", APIKey: acme, Body: refundBody, Header: key()}, 404, problem.CodeNotFound},
+		{"id: NUL in the path of an added item", apptest.Request{Method: "POST", URL: h.api.URL + "/v1/orders/%00/items", APIKey: acme, Body: itemBody, Header: key()}, 404, problem.CodeNotFound},
+		{"id: NUL in the path of an address", apptest.Request{Method: "PUT", URL: h.api.URL + "/v1/orders/%00/shipping-address", APIKey: acme, Body: addressBody}, 404, problem.CodeNotFound},
 		{"id: very long", get(acme, "/v1/orders/ord_"+strings.Repeat("0", 64<<10)), 404, problem.CodeNotFound},
 		{"id: traversal", get(acme, "/v1/orders/..%2Fpayments%2F"+h.acmePayment), 404, problem.CodeNotFound},
 		{"id: other resource kind", get(acme, "/v1/payments/"+h.acmeOrder), 404, problem.CodeNotFound},
-		{"method: not routed", hostileRequest{method: "DELETE", path: "/v1/orders/" + h.acmeOrder, apiKey: acme}, 404, problem.CodeNotFound},
+		{"Method: not routed", apptest.Request{Method: "DELETE", URL: h.api.URL + "/v1/orders/" + h.acmeOrder, APIKey: acme}, 404, problem.CodeNotFound},
 
 		// Authentication, before anything else.
-		{"auth: none", hostileRequest{method: "POST", path: "/v1/orders", body: orderBody, header: key()}, 401, problem.CodeUnauthorized},
+		{"auth: none", apptest.Request{Method: "POST", URL: h.api.URL + "/v1/orders", Body: apptest.OrderBody, Header: key()}, 401, problem.CodeUnauthorized},
 		{"auth: scheme only", auth("Bearer"), 401, problem.CodeUnauthorized},
 		{"auth: basic", auth("Basic c2tfdGVzdF9hY21lOg=="), 401, problem.CodeUnauthorized},
 		{"auth: wrong case", auth("Bearer SK_TEST_ACME"), 401, problem.CodeUnauthorized},
@@ -361,12 +293,12 @@ func (h *hostileWorld) cases(t *testing.T) []hostileCase {
 		{"auth: non-ASCII", auth("Bearer sk_test_acmé"), 401, problem.CodeUnauthorized},
 		{"auth: SQL", auth("Bearer ' OR '1'='1"), 401, problem.CodeUnauthorized},
 		{"auth: very long", auth("Bearer " + strings.Repeat("k", 64<<10)), 401, problem.CodeUnauthorized},
-		{"auth: repeated header, two merchants", hostileRequest{method: "POST", path: "/v1/orders", apiKey: acme, body: orderBody, header: append(key(), "Authorization", "Bearer sk_test_acme", "Authorization", "Bearer sk_test_globex")}, 401, problem.CodeUnauthorized},
-		{"auth: unknown key on an oversized body", hostileRequest{method: "POST", path: "/v1/orders", apiKey: "sk_test_nobody", body: oversized, header: key()}, 401, problem.CodeUnauthorized},
+		{"auth: repeated header, two merchants", apptest.Request{Method: "POST", URL: h.api.URL + "/v1/orders", APIKey: acme, Body: apptest.OrderBody, Header: append(key(), "Authorization", "Bearer sk_test_acme", "Authorization", "Bearer sk_test_globex")}, 401, problem.CodeUnauthorized},
+		{"auth: unknown key on an oversized body", apptest.Request{Method: "POST", URL: h.api.URL + "/v1/orders", APIKey: "sk_test_nobody", Body: oversized, Header: key()}, 401, problem.CodeUnauthorized},
 
 		// Idempotency keys.
 		{"key: missing", orderKey(), badRequest, problem.CodeIdempotencyKeyMissing},
-		{"key: missing on a payment", hostileRequest{method: "POST", path: "/v1/orders/" + h.acmeOrder + "/payments", apiKey: acme, body: payBody}, badRequest, problem.CodeIdempotencyKeyMissing},
+		{"key: missing on a payment", apptest.Request{Method: "POST", URL: h.api.URL + "/v1/orders/" + h.acmeOrder + "/payments", APIKey: acme, Body: payBody}, badRequest, problem.CodeIdempotencyKeyMissing},
 		{"key: empty", orderKey(""), badRequest, keyInvalid},
 		{"key: 256 characters", orderKey(strings.Repeat("k", 256)), badRequest, keyInvalid},
 		{"key: 64 KiB", orderKey(strings.Repeat("k", 64<<10)), badRequest, keyInvalid},
@@ -376,8 +308,8 @@ func (h *hostileWorld) cases(t *testing.T) []hostileCase {
 		{"key: invalid UTF-8", orderKey("a\xffb"), badRequest, keyInvalid},
 		{"key: repeated", orderKey("a", "b"), badRequest, keyInvalid},
 		{"key: repeated, same value", orderKey("a", "a"), badRequest, keyInvalid},
-		{"key: tab inside, on a payment", hostileRequest{method: "POST", path: "/v1/orders/" + h.acmeOrder + "/payments", apiKey: acme, body: payBody, header: []string{"Idempotency-Key", "pay\tkey"}}, badRequest, keyInvalid},
-		{"key: non-ASCII, on a refund", hostileRequest{method: "POST", path: "/v1/payments/" + h.acmePayment + "/refunds", apiKey: acme, body: refundBody, header: []string{"Idempotency-Key", "réfund"}}, badRequest, keyInvalid},
+		{"key: tab inside, on a payment", apptest.Request{Method: "POST", URL: h.api.URL + "/v1/orders/" + h.acmeOrder + "/payments", APIKey: acme, Body: payBody, Header: []string{"Idempotency-Key", "pay\tkey"}}, badRequest, keyInvalid},
+		{"key: non-ASCII, on a refund", apptest.Request{Method: "POST", URL: h.api.URL + "/v1/payments/" + h.acmePayment + "/refunds", APIKey: acme, Body: refundBody, Header: []string{"Idempotency-Key", "réfund"}}, badRequest, keyInvalid},
 		{"key lookup: NUL", get(acme, "/v1/idempotency-keys/a%00b"), badRequest, keyInvalid},
 		{"key lookup: CR LF", get(acme, "/v1/idempotency-keys/a%0D%0AX-Injected:%201"), badRequest, keyInvalid},
 		{"key lookup: tab", get(acme, "/v1/idempotency-keys/a%09b"), badRequest, keyInvalid},
@@ -390,55 +322,55 @@ func (h *hostileWorld) cases(t *testing.T) []hostileCase {
 
 		// Sizes.
 		{"size: body over the limit", order(oversized), http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge},
-		{"size: chunked body over the limit", hostileRequest{method: "POST", path: "/v1/orders", apiKey: acme, body: oversized, header: key(), chunked: true}, http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge},
+		{"size: chunked body over the limit", apptest.Request{Method: "POST", URL: h.api.URL + "/v1/orders", APIKey: acme, Body: oversized, Header: key(), Chunked: true}, http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge},
 		{"size: payment body over the limit", pay(`{"payment_method":"` + huge + `"}`), http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge},
-		{"size: chunked refund body over the limit", hostileRequest{method: "POST", path: "/v1/payments/" + h.acmePayment + "/refunds", apiKey: acme, body: `{"amount":1` + strings.Repeat("0", maxBody) + `}`, header: key(), chunked: true}, http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge},
+		{"size: chunked refund body over the limit", apptest.Request{Method: "POST", URL: h.api.URL + "/v1/payments/" + h.acmePayment + "/refunds", APIKey: acme, Body: `{"amount":1` + strings.Repeat("0", maxBody) + `}`, Header: key(), Chunked: true}, http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge},
 		{"size: webhook over the limit", webhook(`{"id":"` + huge + `"}`), http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge},
 
 		// Malformed JSON.
-		{"json: truncated", order(orderBody[:len(orderBody)/2]), badRequest, validation},
+		{"json: truncated", order(apptest.OrderBody[:len(apptest.OrderBody)/2]), badRequest, validation},
 		{"json: empty body", order(""), badRequest, validation},
-		{"json: array", order(`[` + orderBody + `]`), badRequest, validation},
+		{"json: array", order(`[` + apptest.OrderBody + `]`), badRequest, validation},
 		{"json: null", order(`null`), badRequest, validation},
 		{"json: string", order(`"order"`), badRequest, validation},
-		{"json: wrong type, string for integer", order(strings.Replace(orderBody, `"quantity":2`, `"quantity":"2"`, 1)), badRequest, validation},
-		{"json: wrong type, number for string", order(strings.Replace(orderBody, `"cus_1"`, `1`, 1)), badRequest, validation},
+		{"json: wrong type, string for integer", order(strings.Replace(apptest.OrderBody, `"quantity":2`, `"quantity":"2"`, 1)), badRequest, validation},
+		{"json: wrong type, number for string", order(strings.Replace(apptest.OrderBody, `"cus_1"`, `1`, 1)), badRequest, validation},
 		{"json: wrong type, object for array", order(`{"customer_id":"cus_1","currency":"BRL","items":{}}`), badRequest, validation},
-		{"json: fraction", order(strings.Replace(orderBody, `"quantity":2`, `"quantity":2.5`, 1)), badRequest, validation},
-		{"json: unknown field", order(strings.Replace(orderBody, `"metadata":{}`, `"metadata":{},"amount_total":1`, 1)), badRequest, validation},
-		{"json: duplicate member", order(strings.Replace(orderBody, `"currency":"BRL"`, `"currency":"BRL","currency":"USD"`, 1)), badRequest, validation},
-		{"json: duplicate member, nested", order(strings.Replace(orderBody, `"quantity":2`, `"quantity":2,"quantity":2`, 1)), badRequest, validation},
+		{"json: fraction", order(strings.Replace(apptest.OrderBody, `"quantity":2`, `"quantity":2.5`, 1)), badRequest, validation},
+		{"json: unknown field", order(strings.Replace(apptest.OrderBody, `"metadata":{}`, `"metadata":{},"amount_total":1`, 1)), badRequest, validation},
+		{"json: duplicate member", order(strings.Replace(apptest.OrderBody, `"currency":"BRL"`, `"currency":"BRL","currency":"USD"`, 1)), badRequest, validation},
+		{"json: duplicate member, nested", order(strings.Replace(apptest.OrderBody, `"quantity":2`, `"quantity":2,"quantity":2`, 1)), badRequest, validation},
 		{"json: duplicate member, payment", pay(`{"payment_method":"pm_card_visa","payment_method":"pm_card_declined"}`), badRequest, validation},
 		{"json: nesting over the parser's limit", order(withMetadata(deep(20000))), badRequest, validation},
 		{"json: deep nesting within the limit", order(withMetadata(deep(5000))), badRequest, validation},
-		{"json: huge integer", order(strings.Replace(orderBody, `"quantity":2`, `"quantity":123456789012345678901234567890`, 1)), badRequest, validation},
-		{"json: number beyond float64", order(strings.Replace(orderBody, `"quantity":2`, `"quantity":1e400`, 1)), badRequest, validation},
-		{"json: astronomic exponent", order(strings.Replace(orderBody, `"unit_amount":1250`, `"unit_amount":1e999999999`, 1)), badRequest, validation},
-		{"json: 100k digits", order(strings.Replace(orderBody, `"unit_amount":1250`, `"unit_amount":1`+strings.Repeat("0", 100000), 1)), badRequest, validation},
+		{"json: huge integer", order(strings.Replace(apptest.OrderBody, `"quantity":2`, `"quantity":123456789012345678901234567890`, 1)), badRequest, validation},
+		{"json: number beyond float64", order(strings.Replace(apptest.OrderBody, `"quantity":2`, `"quantity":1e400`, 1)), badRequest, validation},
+		{"json: astronomic exponent", order(strings.Replace(apptest.OrderBody, `"unit_amount":1250`, `"unit_amount":1e999999999`, 1)), badRequest, validation},
+		{"json: 100k digits", order(strings.Replace(apptest.OrderBody, `"unit_amount":1250`, `"unit_amount":1`+strings.Repeat("0", 100000), 1)), badRequest, validation},
 		{"json: int64 overflow in a refund", refund(`{"amount":9223372036854775808}`), badRequest, validation},
 		{"json: negative refund", refund(`{"amount":-100}`), badRequest, validation},
-		{"json: invalid UTF-8", order(strings.Replace(orderBody, `"cus_1"`, "\"cus_\xff\"", 1)), badRequest, validation},
-		{"json: overlong UTF-8", order(strings.Replace(orderBody, `"cus_1"`, "\"cus_\xc0\xaf\"", 1)), badRequest, validation},
-		{"json: lone surrogate", order(strings.Replace(orderBody, `"cus_1"`, `"cus_\ud800"`, 1)), badRequest, validation},
-		{"json: NUL escaped in a string", order(strings.Replace(orderBody, `"cus_1"`, `"cus_\u0000"`, 1)), badRequest, validation},
-		{"json: byte order mark", order("\xef\xbb\xbf" + orderBody), badRequest, validation},
-		{"json: trailing garbage", order(orderBody + "garbage"), badRequest, validation},
-		{"json: second value", order(orderBody + orderBody), badRequest, validation},
-		{"json: trailing NUL", order(orderBody + "\x00"), badRequest, validation},
+		{"json: invalid UTF-8", order(strings.Replace(apptest.OrderBody, `"cus_1"`, "\"cus_\xff\"", 1)), badRequest, validation},
+		{"json: overlong UTF-8", order(strings.Replace(apptest.OrderBody, `"cus_1"`, "\"cus_\xc0\xaf\"", 1)), badRequest, validation},
+		{"json: lone surrogate", order(strings.Replace(apptest.OrderBody, `"cus_1"`, `"cus_\ud800"`, 1)), badRequest, validation},
+		{"json: NUL escaped in a string", order(strings.Replace(apptest.OrderBody, `"cus_1"`, `"cus_\u0000"`, 1)), badRequest, validation},
+		{"json: byte order mark", order("\xef\xbb\xbf" + apptest.OrderBody), badRequest, validation},
+		{"json: trailing garbage", order(apptest.OrderBody + "garbage"), badRequest, validation},
+		{"json: second value", order(apptest.OrderBody + apptest.OrderBody), badRequest, validation},
+		{"json: trailing NUL", order(apptest.OrderBody + "\x00"), badRequest, validation},
 		{"json: truncated payment", pay(`{"payment_method":"pm_card_vi`), badRequest, validation},
 		{"json: wrong type, payment", pay(`{"payment_method":1}`), badRequest, validation},
 		{"json: control character in payment method", pay(`{"payment_method":"pm_card_visa\r\nX: y"}`), badRequest, validation},
 		{"json: wrong type, refund", refund(`{"amount":"100"}`), badRequest, validation},
-		{"json: wrong type, item", hostileRequest{method: "POST", path: "/v1/orders/" + h.acmeOrder + "/items", apiKey: acme, body: `{"sku":"S","name":"N","quantity":true,"unit_amount":1}`, header: key()}, badRequest, validation},
+		{"json: wrong type, item", apptest.Request{Method: "POST", URL: h.api.URL + "/v1/orders/" + h.acmeOrder + "/items", APIKey: acme, Body: `{"sku":"S","name":"N","quantity":true,"unit_amount":1}`, Header: key()}, badRequest, validation},
 		{"json: wrong type, address", address(`{"name":["Ada"],"line1":"l","city":"c","country":"BR"}`), badRequest, validation},
 
 		// Content types: the body must be declared as JSON.
-		{"content type: text/plain", order(orderBody, "Content-Type", "text/plain"), badRequest, validation},
-		{"content type: form", order(orderBody, "Content-Type", "application/x-www-form-urlencoded"), badRequest, validation},
-		{"content type: multipart", order(orderBody, "Content-Type", "multipart/form-data; boundary=x"), badRequest, validation},
-		{"content type: xml", order(orderBody, "Content-Type", "application/xml"), badRequest, validation},
-		{"content type: look-alike", order(orderBody, "Content-Type", "application/jsonp"), badRequest, validation},
-		{"content type: malformed", order(orderBody, "Content-Type", "application/json; ;;=="), badRequest, validation},
+		{"content type: text/plain", order(apptest.OrderBody, "Content-Type", "text/plain"), badRequest, validation},
+		{"content type: form", order(apptest.OrderBody, "Content-Type", "application/x-www-form-urlencoded"), badRequest, validation},
+		{"content type: multipart", order(apptest.OrderBody, "Content-Type", "multipart/form-data; boundary=x"), badRequest, validation},
+		{"content type: xml", order(apptest.OrderBody, "Content-Type", "application/xml"), badRequest, validation},
+		{"content type: look-alike", order(apptest.OrderBody, "Content-Type", "application/jsonp"), badRequest, validation},
+		{"content type: malformed", order(apptest.OrderBody, "Content-Type", "application/json; ;;=="), badRequest, validation},
 		{"content type: payment as text", pay(payBody, "Content-Type", "text/plain"), badRequest, validation},
 		{"content type: refund as form", refund(refundBody, "Content-Type", "application/x-www-form-urlencoded"), badRequest, validation},
 		{"content type: address as text", address(addressBody, "Content-Type", "text/plain"), badRequest, validation},
@@ -464,7 +396,7 @@ func (h *hostileWorld) cases(t *testing.T) []hostileCase {
 		{"if-match: tab inside the tag", address(addressBody, "If-Match", "\"1\t\""), badRequest, validation},
 		{"if-match: version that overflows", address(addressBody, "If-Match", `"99999999999999999999"`), http.StatusPreconditionFailed, problem.CodeVersionMismatch},
 		{"if-match: weak tag", address(addressBody, "If-Match", `W/"1"`), http.StatusPreconditionFailed, problem.CodeVersionMismatch},
-		{"if-match: on an added item", hostileRequest{method: "POST", path: "/v1/orders/" + h.acmeOrder + "/items", apiKey: acme, body: itemBody, header: append(key(), "If-Match", "1")}, badRequest, validation},
+		{"if-match: on an added item", apptest.Request{Method: "POST", URL: h.api.URL + "/v1/orders/" + h.acmeOrder + "/items", APIKey: acme, Body: itemBody, Header: append(key(), "If-Match", "1")}, badRequest, validation},
 
 		// The provider's webhook: signed, or nothing.
 		{"webhook: unsigned", webhook(event), 401, problem.CodeInvalidSignature},
@@ -526,5 +458,5 @@ func rawHeaderCases() []rawHeaderCase {
 func rawOrderRequest(header string) string {
 	return fmt.Sprintf("POST /v1/orders HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer sk_test_acme\r\n"+
 		"Content-Type: application/json\r\n%s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
-		header, len(orderBody), orderBody)
+		header, len(apptest.OrderBody), apptest.OrderBody)
 }

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
-	"io"
-	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkeys/payments/internal/app/apptest"
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/testkit"
 )
@@ -50,14 +47,17 @@ func TestSIGKILLDuringSlowPayment(t *testing.T) {
 	w := &world{api: &apiProcess{URL: "http://" + apiAddr}, dbURL: dbURL}
 
 	order := w.createOrder(t, "sk_test_acme")
-	key := randomKey()
-	inflight := make(chan answer, 1)
+	key := apptest.NewKey()
+	inflight := make(chan apptest.Answer, 1)
 	go func() {
-		inflight <- callNoFail(w.api.URL+"/v1/orders/"+order+"/payments", key, `{"payment_method":"pm_fault_slow"}`)
+		// The connection dies with the process: no answer, no failure.
+		a, _ := apptest.Do(apptest.Request{Method: "POST", URL: w.api.URL + "/v1/orders/" + order + "/payments",
+			APIKey: "sk_test_acme", Key: key, Body: `{"payment_method":"pm_fault_slow"}`})
+		inflight <- a
 	}()
 
 	var paymentID string
-	eventually(t, 10*time.Second, "the payment row and its charge exist", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the payment row and its charge exist", func() bool {
 		if w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order) == 0 {
 			return false
 		}
@@ -65,7 +65,7 @@ func TestSIGKILLDuringSlowPayment(t *testing.T) {
 		require.NoError(t, err)
 		defer db.Close()
 		require.NoError(t, db.Raw("SELECT id FROM payments WHERE order_id = ?", order).Scan(&paymentID).Error)
-		return len(ledger(t, "http://"+provAddr+"/v1/charges?reference="+paymentID)) == 1
+		return len(apptest.Ledger(t, "http://"+provAddr+"/v1/charges?reference="+paymentID)) == 1
 	})
 	require.True(t, api.Running(), "the API runs until it is killed")
 	api.Kill() // SIGKILL, and wait until it is gone
@@ -73,29 +73,14 @@ func TestSIGKILLDuringSlowPayment(t *testing.T) {
 		"killed before it could record the outcome")
 
 	startProcess(t, apiBin, apiAddr, env...)
-	var final answer
-	eventually(t, 20*time.Second, "a retry gets the final answer", func() bool {
-		final = call(t, "POST", w.api.URL+"/v1/orders/"+order+"/payments", "sk_test_acme", key, `{"payment_method":"pm_fault_slow"}`)
+	var final apptest.Answer
+	testkit.Eventually(t, 20*time.Second, "a retry gets the final answer", func() bool {
+		final = apptest.Call(t, "POST", w.api.URL+"/v1/orders/"+order+"/payments", "sk_test_acme", key, `{"payment_method":"pm_fault_slow"}`)
 		return final.Status == 201
 	})
-	require.Equal(t, paymentID, final.json(t)["id"])
-	require.Equal(t, "succeeded", final.json(t)["status"])
-	require.Len(t, ledger(t, "http://"+provAddr+"/v1/charges?reference="+paymentID), 1, "one charge, whatever was killed")
-	o := call(t, "GET", w.api.URL+"/v1/orders/"+order, "sk_test_acme", "", "").json(t)
+	require.Equal(t, paymentID, final.JSON(t)["id"])
+	require.Equal(t, "succeeded", final.JSON(t)["status"])
+	require.Len(t, apptest.Ledger(t, "http://"+provAddr+"/v1/charges?reference="+paymentID), 1, "one charge, whatever was killed")
+	o := apptest.Call(t, "GET", w.api.URL+"/v1/orders/"+order, "sk_test_acme", "", "").JSON(t)
 	require.Equal(t, "paid", o["status"])
-}
-
-// callNoFail is call without a *testing.T: for a request whose connection
-// may die mid-flight.
-func callNoFail(url, key, body string) answer {
-	req, _ := http.NewRequestWithContext(context.Background(), "POST", url, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer sk_test_acme")
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return answer{}
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{Status: resp.StatusCode, Body: b}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
+	"github.com/idemkeys/payments/internal/app/apptest"
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/handlers"
 	"github.com/idemkeys/payments/internal/merchants"
@@ -156,7 +157,7 @@ func storm(t *testing.T, dbURL, baseURL, side string) stormResult {
 	var res stormResult
 	for round := range stormRounds {
 		customer := fmt.Sprintf("cus_%s_%d", side, round)
-		body := strings.Replace(orderBody, `"cus_1"`, `"`+customer+`"`, 1)
+		body := strings.Replace(apptest.OrderBody, `"cus_1"`, `"`+customer+`"`, 1)
 		key := fmt.Sprintf("storm-%s-%d", side, round)
 		ids := make([]string, stormClients)
 		start := make(chan struct{})
@@ -164,18 +165,13 @@ func storm(t *testing.T, dbURL, baseURL, side string) stormResult {
 		for i := range stormClients {
 			wg.Go(func() {
 				<-start
-				req, _ := http.NewRequest("POST", baseURL+"/v1/orders", strings.NewReader(body))
-				req.Header.Set("Authorization", "Bearer sk_test_acme")
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Idempotency-Key", key)
-				resp, err := client.Do(req)
+				a, err := apptest.Do(apptest.Request{Method: "POST", URL: baseURL + "/v1/orders", APIKey: "sk_test_acme",
+					Key: key, Body: body, Client: client})
 				if err != nil {
 					return // counted below as a missing answer
 				}
-				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
 				var o struct{ ID string }
-				if resp.StatusCode == http.StatusCreated && json.Unmarshal(b, &o) == nil {
+				if a.Status == http.StatusCreated && json.Unmarshal(a.Body, &o) == nil {
 					ids[i] = o.ID
 				}
 			})
@@ -187,7 +183,7 @@ func storm(t *testing.T, dbURL, baseURL, side string) stormResult {
 			require.NotEmpty(t, id, "every duplicate gets a 201")
 			answers[id] = true
 		}
-		orders := int(countRows(t, dbURL, "SELECT count(*) FROM orders WHERE customer_id = ?", customer))
+		orders := int(testkit.Count(t, dbURL, "SELECT count(*) FROM orders WHERE customer_id = ?", customer))
 		require.GreaterOrEqual(t, orders, 1)
 		res.requests += stormClients
 		res.orders += orders
@@ -198,16 +194,6 @@ func storm(t *testing.T, dbURL, baseURL, side string) stormResult {
 		}
 	}
 	return res
-}
-
-func countRows(t *testing.T, dbURL, query string, args ...any) int64 {
-	t.Helper()
-	db, err := database.Open(dbURL, database.Options{MaxOpenConns: 1})
-	require.NoError(t, err)
-	defer db.Close()
-	var n int64
-	require.NoError(t, db.Raw(query, args...).Scan(&n).Error)
-	return n
 }
 
 // measureGetThenSet runs the same storm against the program as it is
@@ -302,7 +288,7 @@ func retryUntilAnswered(t *testing.T, dbURL, apiURL, side string, newKey bool) r
 	// hide what the client does.
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
 	customer := "cus_retry_" + side
-	body := strings.Replace(orderBody, `"cus_1"`, `"`+customer+`"`, 1)
+	body := strings.Replace(apptest.OrderBody, `"cus_1"`, `"`+customer+`"`, 1)
 	res := retryResult{operations: retryOperations}
 	for op := range retryOperations {
 		key := fmt.Sprintf("retry-%s-%d", side, op)
@@ -311,29 +297,24 @@ func retryUntilAnswered(t *testing.T, dbURL, apiURL, side string, newKey bool) r
 			if newKey {
 				key = fmt.Sprintf("retry-%s-%d-attempt-%d", side, op, attempt)
 			}
-			req, _ := http.NewRequest("POST", proxy.URL+"/v1/orders", strings.NewReader(body))
-			req.Header.Set("Authorization", "Bearer sk_test_acme")
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Idempotency-Key", key)
 			res.attempts++
-			resp, err := client.Do(req)
+			a, err := apptest.Do(apptest.Request{Method: "POST", URL: proxy.URL + "/v1/orders", APIKey: "sk_test_acme",
+				Key: key, Body: body, Client: client})
 			if err != nil {
 				continue // the answer was lost: try again
 			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			require.Equal(t, http.StatusCreated, resp.StatusCode)
+			require.Equal(t, http.StatusCreated, a.Status)
 			if attempt > 0 {
 				res.retried++
 			}
-			if resp.Header.Get("Idempotent-Replayed") == "true" {
+			if a.Header.Get("Idempotent-Replayed") == "true" {
 				res.replays++
 			}
 			break
 		}
 	}
 	res.lost = int(network.lost.Load())
-	res.orders = int(countRows(t, dbURL, "SELECT count(*) FROM orders WHERE customer_id = ?", customer))
+	res.orders = int(testkit.Count(t, dbURL, "SELECT count(*) FROM orders WHERE customer_id = ?", customer))
 	res.duplicates = res.orders - res.operations
 	return res
 }

@@ -1,16 +1,14 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkeys/payments/internal/app/apptest"
 	"github.com/idemkeys/payments/internal/provider"
 	"github.com/idemkeys/payments/internal/testkit"
 )
@@ -40,7 +38,7 @@ func TestNaturalKeys(t *testing.T) {
 						a := w.pay(t, order, fmt.Sprintf("pay-%s-%d", order, i), "pm_card_visa")
 						statuses[i] = a.Status
 						if a.Status == 409 {
-							codes[i], _ = a.json(t)["code"].(string)
+							codes[i], _ = a.JSON(t)["code"].(string)
 						}
 					})
 				}
@@ -72,14 +70,12 @@ func TestNaturalKeys(t *testing.T) {
 				for i := range n {
 					wg.Go(func() {
 						<-start
-						req, _ := http.NewRequestWithContext(context.Background(), "POST", w.api.URL+"/v1/webhooks/provider", strings.NewReader(string(body)))
-						req.Header.Set("Provider-Signature", provider.Sign("whsec_test", time.Now(), body))
-						resp, err := http.DefaultClient.Do(req)
+						a, err := apptest.Do(apptest.Request{Method: "POST", URL: w.api.URL + "/v1/webhooks/provider", Body: string(body),
+							Header: []string{"Provider-Signature", provider.Sign("whsec_test", time.Now(), body)}})
 						if err != nil {
 							return
 						}
-						_ = resp.Body.Close()
-						statuses[i] = resp.StatusCode
+						statuses[i] = a.Status
 					})
 				}
 				close(start)

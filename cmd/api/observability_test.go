@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkeys/payments/internal/app/apptest"
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/provider"
 	"github.com/idemkeys/payments/internal/testkit"
@@ -67,7 +67,7 @@ func startObservedAPI(t *testing.T, dbURL string, extra ...string) *observedAPI 
 		return stopErr
 	}}
 	t.Cleanup(func() { _ = a.stop() })
-	eventually(t, 60*time.Second, "api healthy", func() bool {
+	testkit.Eventually(t, 60*time.Second, "api healthy", func() bool {
 		select {
 		case err := <-a.done:
 			t.Fatalf("api exited at start: %v\n%s", err, a.text())
@@ -82,12 +82,9 @@ func startObservedAPI(t *testing.T, dbURL string, extra ...string) *observedAPI 
 // the exposition writes it: name{label="value",...} with labels sorted.
 func metricsOf(t *testing.T, baseURL string) (map[string]float64, string) {
 	t.Helper()
-	resp, err := http.Get(baseURL + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	raw, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
+	a := apptest.Call(t, "GET", baseURL+"/metrics", "", "", "")
+	require.Equal(t, http.StatusOK, a.Status)
+	raw := a.Body
 	out := map[string]float64{}
 	sc := bufio.NewScanner(strings.NewReader(string(raw)))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -115,11 +112,11 @@ func httpCount(method, route string, status int) string {
 // keyState reads a key's record through GET /v1/idempotency-keys/{key}.
 func keyState(t *testing.T, baseURL, key string) string {
 	t.Helper()
-	a := call(t, "GET", baseURL+"/v1/idempotency-keys/"+url.PathEscape(key), "sk_test_acme", "", "")
+	a := apptest.Call(t, "GET", baseURL+"/v1/idempotency-keys/"+url.PathEscape(key), "sk_test_acme", "", "")
 	if a.Status != http.StatusOK {
 		return fmt.Sprint(a.Status)
 	}
-	return a.json(t)["state"].(string)
+	return a.JSON(t)["state"].(string)
 }
 
 // secretMarker is a value sent in a request body that must never be logged.
@@ -140,47 +137,42 @@ func TestMetricsAndLogsAfterScenarios(t *testing.T) {
 			api := startObservedAPI(t, dbURL, "PROVIDER_URL="+prov.URL, "PROVIDER_TIMEOUT=300ms", "RECONCILE_INTERVAL=100ms",
 				"LOG_KEY_SECRET=a-log-secret-for-the-tests")
 
-			suffix := randomKey()
+			suffix := apptest.NewKey()
 			orderKey, otherOrderKey, payKey := "obs-order-"+suffix, "obs-order2-"+suffix, "obs-pay-"+suffix
-			body := strings.Replace(orderBody, `"metadata":{}`, `"metadata":{"note":"`+secretMarker+`"}`, 1)
+			body := strings.Replace(apptest.OrderBody, `"metadata":{}`, `"metadata":{"note":"`+secretMarker+`"}`, 1)
 
 			// A new key, its replay, and a mismatch.
-			created := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", orderKey, body)
+			created := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", orderKey, body)
 			require.Equal(t, 201, created.Status, string(created.Body))
-			replayed := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", orderKey, body)
+			replayed := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", orderKey, body)
 			require.Equal(t, "true", replayed.Header.Get("Idempotent-Replayed"))
-			mismatch := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", orderKey, orderBody)
+			mismatch := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", orderKey, apptest.OrderBody)
 			require.Equal(t, 422, mismatch.Status)
 			// A missing and an invalid key.
-			require.Equal(t, 400, call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "", body).Status)
-			require.Equal(t, 400, call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", strings.Repeat("x", 300), body).Status)
+			require.Equal(t, 400, apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "", body).Status)
+			require.Equal(t, 400, apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", strings.Repeat("x", 300), body).Status)
 			// A path no route matches.
-			require.Equal(t, 404, call(t, "GET", api.URL+"/v1/no/such/route", "sk_test_acme", "", "").Status)
+			require.Equal(t, 404, apptest.Call(t, "GET", api.URL+"/v1/no/such/route", "sk_test_acme", "", "").Status)
 
 			// A payment whose answer is lost: 202, then the reconciler
 			// finds the charge and finishes the record, which then replays.
-			order := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", otherOrderKey, orderBody)
+			order := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", otherOrderKey, apptest.OrderBody)
 			require.Equal(t, 201, order.Status)
-			orderID := order.json(t)["id"].(string)
+			orderID := order.JSON(t)["id"].(string)
 			payBody := `{"payment_method":"pm_fault_lost_response"}`
-			accepted := call(t, "POST", api.URL+"/v1/orders/"+orderID+"/payments", "sk_test_acme", payKey, payBody)
+			accepted := apptest.Call(t, "POST", api.URL+"/v1/orders/"+orderID+"/payments", "sk_test_acme", payKey, payBody)
 			require.Equal(t, 202, accepted.Status, string(accepted.Body))
-			eventually(t, 15*time.Second, "the reconciler finished the payment's record", func() bool {
+			testkit.Eventually(t, 15*time.Second, "the reconciler finished the payment's record", func() bool {
 				return keyState(t, api.URL, payKey) == "completed"
 			})
-			final := call(t, "POST", api.URL+"/v1/orders/"+orderID+"/payments", "sk_test_acme", payKey, payBody)
+			final := apptest.Call(t, "POST", api.URL+"/v1/orders/"+orderID+"/payments", "sk_test_acme", payKey, payBody)
 			require.Equal(t, 201, final.Status, string(final.Body))
 			require.Equal(t, "true", final.Header.Get("Idempotent-Replayed"))
 
 			// The request id is taken from the client and echoed.
-			req, _ := http.NewRequest("GET", api.URL+"/v1/idempotency-keys/"+orderKey, nil)
-			req.Header.Set("Authorization", "Bearer sk_test_acme")
-			req.Header.Set("X-Request-Id", "req-obs-42")
-			resp, err := http.DefaultClient.Do(req)
-			require.NoError(t, err)
-			_ = resp.Body.Close()
-			require.Equal(t, 200, resp.StatusCode)
-			require.Equal(t, "req-obs-42", resp.Header.Get("X-Request-Id"))
+			echoed := apptest.Call(t, "GET", api.URL+"/v1/idempotency-keys/"+orderKey, "sk_test_acme", "", "", "X-Request-Id", "req-obs-42")
+			require.Equal(t, 200, echoed.Status)
+			require.Equal(t, "req-obs-42", echoed.Header.Get("X-Request-Id"))
 
 			m, raw := metricsOf(t, api.URL)
 			const orders, pay = "/v1/orders", "/v1/orders/:id/payments"
@@ -282,9 +274,9 @@ func TestMetricsSeeStuckAndPurgedRecords(t *testing.T) {
 				t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
 				api := startObservedAPI(t, dbURL, "PROVIDER_URL="+prov.URL, "PROVIDER_TIMEOUT=300ms", "RECONCILE_INTERVAL=1h")
 
-				order := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", randomKey(), orderBody)
+				order := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", apptest.NewKey(), apptest.OrderBody)
 				require.Equal(t, 201, order.Status)
-				a := call(t, "POST", api.URL+"/v1/orders/"+order.json(t)["id"].(string)+"/payments", "sk_test_acme", randomKey(),
+				a := apptest.Call(t, "POST", api.URL+"/v1/orders/"+order.JSON(t)["id"].(string)+"/payments", "sk_test_acme", apptest.NewKey(),
 					`{"payment_method":"pm_fault_lost_response"}`)
 				require.Equal(t, 202, a.Status)
 				time.Sleep(50 * time.Millisecond) // let the oldest lock age be measurably positive
@@ -300,11 +292,11 @@ func TestMetricsSeeStuckAndPurgedRecords(t *testing.T) {
 			t.Run("purged", func(t *testing.T) {
 				dbURL := testkit.DatabaseURL(t, dialect)
 				api := startObservedAPI(t, dbURL, "IDEMPOTENCY_TTL=1s", "JANITOR_INTERVAL=100ms")
-				keys := []string{randomKey(), randomKey(), randomKey()}
+				keys := []string{apptest.NewKey(), apptest.NewKey(), apptest.NewKey()}
 				for _, k := range keys {
-					require.Equal(t, 201, call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", k, orderBody).Status)
+					require.Equal(t, 201, apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", k, apptest.OrderBody).Status)
 				}
-				eventually(t, 15*time.Second, "the janitor purged the three records", func() bool {
+				testkit.Eventually(t, 15*time.Second, "the janitor purged the three records", func() bool {
 					m, _ := metricsOf(t, api.URL)
 					return m[`idempotency_janitor_purged_total`] == 3
 				})
@@ -356,14 +348,17 @@ func TestShutdownDrainsAndLogsEachStep(t *testing.T) {
 	dbURL := testkit.DatabaseURL(t, database.SQLite)
 	api := startObservedAPI(t, dbURL, "PROVIDER_TIMEOUT=5s", "SHUTDOWN_TIMEOUT=20s")
 
-	order := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", randomKey(), orderBody)
+	order := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", apptest.NewKey(), apptest.OrderBody)
 	require.Equal(t, 201, order.Status)
-	key := randomKey()
-	inFlight := make(chan answer, 1)
-	payURL := api.URL + "/v1/orders/" + order.json(t)["id"].(string) + "/payments"
-	go func() { inFlight <- callNoFail(payURL, key, `{"payment_method":"pm_fault_slow"}`) }()
+	key := apptest.NewKey()
+	inFlight := make(chan apptest.Answer, 1)
+	payURL := api.URL + "/v1/orders/" + order.JSON(t)["id"].(string) + "/payments"
+	go func() {
+		a, _ := apptest.Do(apptest.Request{Method: "POST", URL: payURL, APIKey: "sk_test_acme", Key: key, Body: `{"payment_method":"pm_fault_slow"}`})
+		inFlight <- a
+	}()
 	// The provider answers pm_fault_slow after 2 s: stop while it waits.
-	eventually(t, 10*time.Second, "the payment is in flight", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the payment is in flight", func() bool {
 		return keyState(t, api.URL, key) == "executing"
 	})
 	stopped := make(chan error, 1)
@@ -401,7 +396,7 @@ func TestResponseEncryptionEndToEnd(t *testing.T) {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			dbURL := testkit.DatabaseURL(t, dialect)
-			body := strings.Replace(orderBody, `"metadata":{}`, `"metadata":{"note":"`+secretMarker+`"}`, 1)
+			body := strings.Replace(apptest.OrderBody, `"metadata":{}`, `"metadata":{"note":"`+secretMarker+`"}`, 1)
 			column := func(key string) (string, string) {
 				t.Helper()
 				db, err := database.Open(dbURL, database.Options{MaxOpenConns: 1})
@@ -417,7 +412,7 @@ func TestResponseEncryptionEndToEnd(t *testing.T) {
 			}
 
 			api := startObservedAPI(t, dbURL, "RESPONSE_ENCRYPTION_KEYS="+k1)
-			first := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "enc-1", body)
+			first := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "enc-1", body)
 			require.Equal(t, 201, first.Status)
 			stored, keyID := column("enc-1")
 			require.Equal(t, "k1", keyID)
@@ -428,23 +423,23 @@ func TestResponseEncryptionEndToEnd(t *testing.T) {
 
 			// Rotated: k2 encrypts, k1 still decrypts.
 			api = startObservedAPI(t, dbURL, "RESPONSE_ENCRYPTION_KEYS="+k1+","+k2, "RESPONSE_ENCRYPTION_KEY_ID=k2")
-			again := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "enc-1", body)
+			again := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "enc-1", body)
 			require.Equal(t, 201, again.Status)
 			require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
 			require.Equal(t, first.Body, again.Body, "byte for byte after the rotation")
-			require.Equal(t, 201, call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "enc-2", body).Status)
+			require.Equal(t, 201, apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "enc-2", body).Status)
 			_, keyID = column("enc-2")
 			require.Equal(t, "k2", keyID)
-			shown := call(t, "GET", api.URL+"/v1/idempotency-keys/enc-1", "sk_test_acme", "", "")
+			shown := apptest.Call(t, "GET", api.URL+"/v1/idempotency-keys/enc-1", "sk_test_acme", "", "")
 			require.Equal(t, 200, shown.Status)
 			require.Contains(t, string(shown.Body), secretMarker, "the owner sees the decrypted answer")
 			require.NoError(t, api.stop())
 
 			// k1 dropped while its record lives: a clear error, no replay.
 			api = startObservedAPI(t, dbURL, "RESPONSE_ENCRYPTION_KEYS="+k2)
-			lost := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "enc-1", body)
+			lost := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "enc-1", body)
 			require.Equal(t, 500, lost.Status)
-			require.Equal(t, 201, call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "enc-2", body).Status)
+			require.Equal(t, 201, apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "enc-2", body).Status)
 			require.NoError(t, api.stop())
 			logs := api.text()
 			require.Contains(t, logs, `stored response is encrypted with an unknown key id: \"k1\"`)

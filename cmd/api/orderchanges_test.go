@@ -1,39 +1,18 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkeys/payments/internal/app/apptest"
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/testkit"
 )
-
-// sendWithHeaders is call with any headers (If-Match): header is pairs of
-// name and value.
-func sendWithHeaders(t *testing.T, method, url, apiKey, body string, header ...string) answer {
-	t.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), method, url, strings.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+apiKey)
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return answer{Status: resp.StatusCode, Header: resp.Header, Body: b}
-}
 
 // storedOrderRow is what the orders table holds for one order: the tests
 // count effects there, not in the answers.
@@ -80,20 +59,20 @@ func TestOrderChangesOverHTTP(t *testing.T) {
 			dbURL := testkit.DatabaseURL(t, dialect)
 			api := startAPI(t, dbURL)
 
-			created := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "order-1", orderBody)
+			created := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "order-1", apptest.OrderBody)
 			require.Equal(t, 201, created.Status, string(created.Body))
 			require.Equal(t, `"1"`, created.Header.Get("ETag"))
-			id := created.json(t)["id"].(string)
+			id := created.JSON(t)["id"].(string)
 			orderURL := api.URL + "/v1/orders/" + id
-			got := call(t, "GET", orderURL, "sk_test_acme", "", "")
+			got := apptest.Call(t, "GET", orderURL, "sk_test_acme", "", "")
 			require.Equal(t, `"1"`, got.Header.Get("ETag"))
 
 			// PUT twice: the same state, one version more, not two.
-			first := sendWithHeaders(t, "PUT", orderURL+"/shipping-address", "sk_test_acme", shippingBody)
+			first := apptest.Call(t, "PUT", orderURL+"/shipping-address", "sk_test_acme", "", shippingBody)
 			require.Equal(t, 200, first.Status, string(first.Body))
 			require.Equal(t, `"2"`, first.Header.Get("ETag"))
 			afterFirst := readOrderRow(t, dbURL, id)
-			second := sendWithHeaders(t, "PUT", orderURL+"/shipping-address", "sk_test_acme", shippingBody)
+			second := apptest.Call(t, "PUT", orderURL+"/shipping-address", "sk_test_acme", "", shippingBody)
 			require.Equal(t, 200, second.Status)
 			require.Equal(t, first.Body, second.Body)
 			require.Equal(t, `"2"`, second.Header.Get("ETag"))
@@ -103,54 +82,54 @@ func TestOrderChangesOverHTTP(t *testing.T) {
 
 			// The same item with the same key twice: one item. With another
 			// key: another item, since adding is cumulative.
-			added := sendWithHeaders(t, "POST", orderURL+"/items", "sk_test_acme", teaItemBody, "Idempotency-Key", "add-tea-1")
+			added := apptest.Call(t, "POST", orderURL+"/items", "sk_test_acme", "add-tea-1", teaItemBody)
 			require.Equal(t, 201, added.Status, string(added.Body))
 			require.Equal(t, `"3"`, added.Header.Get("ETag"))
-			replayed := sendWithHeaders(t, "POST", orderURL+"/items", "sk_test_acme", teaItemBody, "Idempotency-Key", "add-tea-1")
+			replayed := apptest.Call(t, "POST", orderURL+"/items", "sk_test_acme", "add-tea-1", teaItemBody)
 			require.Equal(t, 201, replayed.Status)
 			require.Equal(t, "true", replayed.Header.Get("Idempotent-Replayed"))
 			require.Equal(t, added.Body, replayed.Body)
-			require.EqualValues(t, 3, replayed.json(t)["version"], "a replay carries the version in its body")
+			require.EqualValues(t, 3, replayed.JSON(t)["version"], "a replay carries the version in its body")
 			row := readOrderRow(t, dbURL, id)
 			require.Equal(t, storedOrderRow{Version: 3, AmountTotal: 2500 + 2400, Items: 2, Address: afterFirst.Address}, row)
-			require.Equal(t, 400, sendWithHeaders(t, "POST", orderURL+"/items", "sk_test_acme", teaItemBody).Status,
+			require.Equal(t, 400, apptest.Call(t, "POST", orderURL+"/items", "sk_test_acme", "", teaItemBody).Status,
 				"adding an item without a key is refused")
-			another := sendWithHeaders(t, "POST", orderURL+"/items", "sk_test_acme", teaItemBody, "Idempotency-Key", "add-tea-2")
+			another := apptest.Call(t, "POST", orderURL+"/items", "sk_test_acme", "add-tea-2", teaItemBody)
 			require.Equal(t, 201, another.Status)
 			require.Equal(t, 3, readOrderRow(t, dbURL, id).Items)
 
 			// A stale If-Match: 412, and nothing changes.
 			before := readOrderRow(t, dbURL, id)
-			stalePut := sendWithHeaders(t, "PUT", orderURL+"/shipping-address", "sk_test_acme",
+			stalePut := apptest.Call(t, "PUT", orderURL+"/shipping-address", "sk_test_acme", "",
 				strings.Replace(shippingBody, "Apto 42", "Apto 43", 1), "If-Match", `"3"`)
 			require.Equal(t, 412, stalePut.Status, string(stalePut.Body))
 			require.Equal(t, "application/problem+json", stalePut.Header.Get("Content-Type"))
-			require.Equal(t, "version_mismatch", stalePut.json(t)["code"])
-			staleAdd := sendWithHeaders(t, "POST", orderURL+"/items", "sk_test_acme", teaItemBody, "Idempotency-Key", "add-tea-3", "If-Match", `"3"`)
+			require.Equal(t, "version_mismatch", stalePut.JSON(t)["code"])
+			staleAdd := apptest.Call(t, "POST", orderURL+"/items", "sk_test_acme", "add-tea-3", teaItemBody, "If-Match", `"3"`)
 			require.Equal(t, 412, staleAdd.Status)
-			require.Equal(t, "version_mismatch", staleAdd.json(t)["code"])
+			require.Equal(t, "version_mismatch", staleAdd.JSON(t)["code"])
 			require.Equal(t, before, readOrderRow(t, dbURL, id))
 			// A 412 is not kept: after reading again, the same key adds the item.
-			fresh := sendWithHeaders(t, "POST", orderURL+"/items", "sk_test_acme", teaItemBody, "Idempotency-Key", "add-tea-3", "If-Match", `"4"`)
+			fresh := apptest.Call(t, "POST", orderURL+"/items", "sk_test_acme", "add-tea-3", teaItemBody, "If-Match", `"4"`)
 			require.Equal(t, 201, fresh.Status, string(fresh.Body))
 			require.Empty(t, fresh.Header.Get("Idempotent-Replayed"))
 			require.Equal(t, `"5"`, fresh.Header.Get("ETag"))
 
 			// Once paid for its total, the order takes no more items, and the
 			// 409 is kept under its key like any business conflict.
-			paid := call(t, "POST", orderURL+"/payments", "sk_test_acme", "pay-1", `{"payment_method":"pm_card_visa"}`)
+			paid := apptest.Call(t, "POST", orderURL+"/payments", "sk_test_acme", "pay-1", `{"payment_method":"pm_card_visa"}`)
 			require.Equal(t, 201, paid.Status, string(paid.Body))
-			require.EqualValues(t, 2500+3*2400, paid.json(t)["amount"])
-			late := sendWithHeaders(t, "POST", orderURL+"/items", "sk_test_acme", teaItemBody, "Idempotency-Key", "add-tea-4")
+			require.EqualValues(t, 2500+3*2400, paid.JSON(t)["amount"])
+			late := apptest.Call(t, "POST", orderURL+"/items", "sk_test_acme", "add-tea-4", teaItemBody)
 			require.Equal(t, 409, late.Status)
-			require.Equal(t, "order_already_paid", late.json(t)["code"])
-			again := sendWithHeaders(t, "POST", orderURL+"/items", "sk_test_acme", teaItemBody, "Idempotency-Key", "add-tea-4")
+			require.Equal(t, "order_already_paid", late.JSON(t)["code"])
+			again := apptest.Call(t, "POST", orderURL+"/items", "sk_test_acme", "add-tea-4", teaItemBody)
 			require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
 			final := readOrderRow(t, dbURL, id)
 			require.Equal(t, 4, final.Items)
 			require.EqualValues(t, 2500+3*2400, final.AmountTotal)
 			// The PUT that set the address is still a harmless repeat.
-			require.Equal(t, 200, sendWithHeaders(t, "PUT", orderURL+"/shipping-address", "sk_test_acme", shippingBody).Status)
+			require.Equal(t, 200, apptest.Call(t, "PUT", orderURL+"/shipping-address", "sk_test_acme", "", shippingBody).Status)
 			require.Equal(t, final, readOrderRow(t, dbURL, id))
 		})
 	}
@@ -169,10 +148,10 @@ func TestConcurrentWritersOverHTTP(t *testing.T) {
 
 			for _, route := range []string{"shipping-address", "items"} {
 				t.Run(route, func(t *testing.T) {
-					created := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "order-"+route, orderBody)
+					created := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "order-"+route, apptest.OrderBody)
 					require.Equal(t, 201, created.Status)
-					orderURL := api.URL + "/v1/orders/" + created.json(t)["id"].(string)
-					etag := call(t, "GET", orderURL, "sk_test_acme", "", "").Header.Get("ETag")
+					orderURL := api.URL + "/v1/orders/" + created.JSON(t)["id"].(string)
+					etag := apptest.Call(t, "GET", orderURL, "sk_test_acme", "", "").Header.Get("ETag")
 					require.Equal(t, `"1"`, etag)
 
 					statuses := make([]int, n)
@@ -183,12 +162,12 @@ func TestConcurrentWritersOverHTTP(t *testing.T) {
 							<-start
 							if route == "items" {
 								body := fmt.Sprintf(`{"sku":"SKU-%d","name":"Tea","quantity":1,"unit_amount":100}`, i)
-								statuses[i] = sendWithHeaders(t, "POST", orderURL+"/items", "sk_test_acme", body,
-									"Idempotency-Key", fmt.Sprintf("%s-%d", route, i), "If-Match", etag).Status
+								statuses[i] = apptest.Call(t, "POST", orderURL+"/items", "sk_test_acme", fmt.Sprintf("%s-%d", route, i), body,
+									"If-Match", etag).Status
 								return
 							}
 							body := strings.Replace(shippingBody, "Apto 42", fmt.Sprintf("Apto %d", i), 1)
-							statuses[i] = sendWithHeaders(t, "PUT", orderURL+"/shipping-address", "sk_test_acme", body, "If-Match", etag).Status
+							statuses[i] = apptest.Call(t, "PUT", orderURL+"/shipping-address", "sk_test_acme", "", body, "If-Match", etag).Status
 						})
 					}
 					close(start)
@@ -203,7 +182,7 @@ func TestConcurrentWritersOverHTTP(t *testing.T) {
 						success = 201
 					}
 					require.Equal(t, map[int]int{success: 1, 412: n - 1}, count)
-					row := readOrderRow(t, dbURL, created.json(t)["id"].(string))
+					row := readOrderRow(t, dbURL, created.JSON(t)["id"].(string))
 					require.EqualValues(t, 2, row.Version)
 					if route == "items" {
 						require.Equal(t, 2, row.Items)
@@ -228,24 +207,24 @@ func TestRetryOfAnAddedItemReplays(t *testing.T) {
 			t.Parallel()
 			dbURL := testkit.DatabaseURL(t, dialect)
 			api := startAPI(t, dbURL)
-			created := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "order-1", orderBody)
+			created := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "order-1", apptest.OrderBody)
 			require.Equal(t, 201, created.Status)
-			orderURL := api.URL + "/v1/orders/" + created.json(t)["id"].(string)
+			orderURL := api.URL + "/v1/orders/" + created.JSON(t)["id"].(string)
 
-			first := sendWithHeaders(t, "POST", orderURL+"/items", "sk_test_acme", teaItemBody, "Idempotency-Key", "add-1", "If-Match", `"1"`)
+			first := apptest.Call(t, "POST", orderURL+"/items", "sk_test_acme", "add-1", teaItemBody, "If-Match", `"1"`)
 			require.Equal(t, 201, first.Status, string(first.Body))
-			refreshed := sendWithHeaders(t, "POST", orderURL+"/items", "sk_test_acme", teaItemBody, "Idempotency-Key", "add-1", "If-Match", `"2"`)
+			refreshed := apptest.Call(t, "POST", orderURL+"/items", "sk_test_acme", "add-1", teaItemBody, "If-Match", `"2"`)
 			require.Equal(t, "true", refreshed.Header.Get("Idempotent-Replayed"), "a retry that re-read the order replays")
 			require.Equal(t, first.Body, refreshed.Body)
-			require.Equal(t, 2, readOrderRow(t, dbURL, created.json(t)["id"].(string)).Items)
+			require.Equal(t, 2, readOrderRow(t, dbURL, created.JSON(t)["id"].(string)).Items)
 
 			// The retry that resends the original If-Match: the handler says
 			// 412 (the version moved), but the key's record answers.
-			same := sendWithHeaders(t, "POST", orderURL+"/items", "sk_test_acme", teaItemBody, "Idempotency-Key", "add-1", "If-Match", `"1"`)
+			same := apptest.Call(t, "POST", orderURL+"/items", "sk_test_acme", "add-1", teaItemBody, "If-Match", `"1"`)
 			require.Equal(t, 201, same.Status, string(same.Body))
 			require.Equal(t, "true", same.Header.Get("Idempotent-Replayed"))
 			require.Equal(t, first.Body, same.Body)
-			require.Equal(t, 2, readOrderRow(t, dbURL, created.json(t)["id"].(string)).Items)
+			require.Equal(t, 2, readOrderRow(t, dbURL, created.JSON(t)["id"].(string)).Items)
 		})
 	}
 }

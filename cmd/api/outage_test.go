@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkeys/payments/internal/app/apptest"
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/provider"
 	"github.com/idemkeys/payments/internal/testkit"
@@ -124,7 +125,7 @@ func (p *tcpProxy) cut() {
 func (p *tcpProxy) restore() {
 	p.t.Helper()
 	var ln net.Listener
-	eventually(p.t, 5*time.Second, "proxy listens again on "+p.addr, func() bool {
+	testkit.Eventually(p.t, 5*time.Second, "proxy listens again on "+p.addr, func() bool {
 		var err error
 		ln, err = net.Listen("tcp", p.addr)
 		return err == nil
@@ -142,40 +143,18 @@ func viaProxy(t *testing.T, dbURL, addr string) string {
 }
 
 // outageClient gives up on any one request after a few seconds, so that a
-// hanging API fails the test instead of stalling it.
+// hanging API fails the test instead of stalling it. Requests that may
+// meet the outage go through apptest.Do with it, which returns an error
+// rather than failing the test.
 var outageClient = &http.Client{Timeout: 5 * time.Second}
-
-// try is call without require: an error is returned, for polling loops.
-func try(method, url, apiKey, idemKey, body string) (answer, error) {
-	req, err := http.NewRequestWithContext(context.Background(), method, url, strings.NewReader(body))
-	if err != nil {
-		return answer{}, err
-	}
-	if apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+apiKey)
-	}
-	if idemKey != "" {
-		req.Header.Set("Idempotency-Key", idemKey)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := outageClient.Do(req)
-	if err != nil {
-		return answer{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return answer{Status: resp.StatusCode, Header: resp.Header, Body: b}, err
-}
 
 // requireUnavailable checks the 503 problem the contract promises while the
 // database is down.
-func requireUnavailable(t *testing.T, a answer) {
+func requireUnavailable(t *testing.T, a apptest.Answer) {
 	t.Helper()
 	require.Equal(t, http.StatusServiceUnavailable, a.Status, string(a.Body))
 	require.Equal(t, "application/problem+json", a.Header.Get("Content-Type"))
-	p := a.json(t)
+	p := a.JSON(t)
 	require.Equal(t, "service_unavailable", p["code"])
 	require.True(t, strings.HasSuffix(p["type"].(string), "/service_unavailable"), p["type"])
 	require.EqualValues(t, 503, p["status"])
@@ -185,7 +164,7 @@ func requireUnavailable(t *testing.T, a answer) {
 // readiness returns /readyz's status and its database check.
 func readiness(t *testing.T, apiURL string) (int, string) {
 	t.Helper()
-	a, err := try("GET", apiURL+"/readyz", "", "", "")
+	a, err := apptest.Do(apptest.Request{Method: "GET", URL: apiURL + "/readyz", Client: outageClient})
 	if err != nil {
 		return 0, err.Error()
 	}
@@ -246,15 +225,15 @@ func TestDatabaseOutage(t *testing.T) {
 	}
 
 	t.Run("orders: 503 while down, then the same key creates one order", func(t *testing.T) {
-		key := randomKey()
+		key := apptest.NewKey()
 		before := w.count(t, "SELECT count(*) FROM orders")
 		outage(func() {
-			var a answer
+			var a apptest.Answer
 			// Connections that were idle in the pool may take an attempt
 			// or two to be found broken; each attempt is bounded.
 			for attempt := 1; ; attempt++ {
 				var err error
-				a, err = try("POST", api.URL+"/v1/orders", "sk_test_acme", key, orderBody)
+				a, err = apptest.Do(apptest.Request{Method: "POST", URL: api.URL + "/v1/orders", APIKey: "sk_test_acme", Key: key, Body: apptest.OrderBody, Client: outageClient})
 				require.NoError(t, err, "the API answers during an outage")
 				if a.Status == http.StatusServiceUnavailable || attempt == 3 {
 					break
@@ -265,25 +244,25 @@ func TestDatabaseOutage(t *testing.T) {
 			status, db := readiness(t, api.URL)
 			require.Equal(t, http.StatusServiceUnavailable, status)
 			require.Equal(t, "down", db)
-			live, err := try("GET", api.URL+"/healthz", "", "", "")
+			live, err := apptest.Do(apptest.Request{Method: "GET", URL: api.URL + "/healthz", Client: outageClient})
 			require.NoError(t, err)
 			require.Equal(t, 200, live.Status)
 			require.Equal(t, before, w.count(t, "SELECT count(*) FROM orders"), "nothing was done")
 		})
 
-		eventually(t, 10*time.Second, "readyz up again", func() bool {
+		testkit.Eventually(t, 10*time.Second, "readyz up again", func() bool {
 			status, db := readiness(t, api.URL)
 			return status == 200 && db == "up"
 		})
-		var created answer
-		eventually(t, 10*time.Second, "the same key creates the order", func() bool {
+		var created apptest.Answer
+		testkit.Eventually(t, 10*time.Second, "the same key creates the order", func() bool {
 			var err error
-			created, err = try("POST", api.URL+"/v1/orders", "sk_test_acme", key, orderBody)
+			created, err = apptest.Do(apptest.Request{Method: "POST", URL: api.URL + "/v1/orders", APIKey: "sk_test_acme", Key: key, Body: apptest.OrderBody, Client: outageClient})
 			return err == nil && created.Status == http.StatusCreated
 		})
 		require.Empty(t, created.Header.Get("Idempotent-Replayed"), "executed, not replayed: the outage stored nothing")
 		require.Equal(t, before+1, w.count(t, "SELECT count(*) FROM orders"))
-		replay, err := try("POST", api.URL+"/v1/orders", "sk_test_acme", key, orderBody)
+		replay, err := apptest.Do(apptest.Request{Method: "POST", URL: api.URL + "/v1/orders", APIKey: "sk_test_acme", Key: key, Body: apptest.OrderBody, Client: outageClient})
 		require.NoError(t, err)
 		require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
 		require.Equal(t, created.Body, replay.Body)
@@ -291,12 +270,12 @@ func TestDatabaseOutage(t *testing.T) {
 	})
 
 	t.Run("payment refused while down, then charged once", func(t *testing.T) {
-		key := randomKey()
+		key := apptest.NewKey()
 		outage(func() {
-			var a answer
+			var a apptest.Answer
 			for attempt := 1; ; attempt++ {
 				var err error
-				a, err = try("POST", api.URL+"/v1/orders/"+order+"/payments", "sk_test_acme", key, `{"payment_method":"pm_card_visa"}`)
+				a, err = apptest.Do(apptest.Request{Method: "POST", URL: api.URL + "/v1/orders/" + order + "/payments", APIKey: "sk_test_acme", Key: key, Body: `{"payment_method":"pm_card_visa"}`, Client: outageClient})
 				require.NoError(t, err)
 				if a.Status == http.StatusServiceUnavailable || attempt == 3 {
 					break
@@ -305,13 +284,13 @@ func TestDatabaseOutage(t *testing.T) {
 			requireUnavailable(t, a)
 			require.Empty(t, prov.Server.Charges(), "nothing reached the provider")
 		})
-		var paid answer
-		eventually(t, 10*time.Second, "the same key pays", func() bool {
+		var paid apptest.Answer
+		testkit.Eventually(t, 10*time.Second, "the same key pays", func() bool {
 			var err error
-			paid, err = try("POST", api.URL+"/v1/orders/"+order+"/payments", "sk_test_acme", key, `{"payment_method":"pm_card_visa"}`)
+			paid, err = apptest.Do(apptest.Request{Method: "POST", URL: api.URL + "/v1/orders/" + order + "/payments", APIKey: "sk_test_acme", Key: key, Body: `{"payment_method":"pm_card_visa"}`, Client: outageClient})
 			return err == nil && paid.Status == http.StatusCreated
 		})
-		p := paid.json(t)
+		p := paid.JSON(t)
 		require.Equal(t, "succeeded", p["status"])
 		require.Len(t, w.charges(t, p["id"].(string)), 1)
 		require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
@@ -319,20 +298,20 @@ func TestDatabaseOutage(t *testing.T) {
 
 	t.Run("outage while the provider charges: the retry resumes, one charge", func(t *testing.T) {
 		order := w.createOrder(t, "sk_test_acme")
-		key := randomKey()
+		key := apptest.NewKey()
 		charged := len(prov.Server.Charges())
-		first := make(chan answer, 1)
+		first := make(chan apptest.Answer, 1)
 		go func() {
-			a, err := try("POST", api.URL+"/v1/orders/"+order+"/payments", "sk_test_acme", key, `{"payment_method":"pm_fault_slow"}`)
+			a, err := apptest.Do(apptest.Request{Method: "POST", URL: api.URL + "/v1/orders/" + order + "/payments", APIKey: "sk_test_acme", Key: key, Body: `{"payment_method":"pm_fault_slow"}`, Client: outageClient})
 			if err != nil {
-				a = answer{Body: []byte(err.Error())}
+				a = apptest.Answer{Body: []byte(err.Error())}
 			}
 			first <- a
 		}()
 		// pm_fault_slow charges at once and answers SlowDelay later: cut
 		// the database in between, when the charge is made but not yet
 		// recorded.
-		eventually(t, 5*time.Second, "the provider charged", func() bool {
+		testkit.Eventually(t, 5*time.Second, "the provider charged", func() bool {
 			return len(prov.Server.Charges()) > charged
 		})
 		outage(func() {
@@ -344,19 +323,19 @@ func TestDatabaseOutage(t *testing.T) {
 				requireUnavailable(t, a)
 			}
 		})
-		var paid answer
-		eventually(t, 10*time.Second, "a retry with the same key gets the final answer", func() bool {
+		var paid apptest.Answer
+		testkit.Eventually(t, 10*time.Second, "a retry with the same key gets the final answer", func() bool {
 			var err error
-			paid, err = try("POST", api.URL+"/v1/orders/"+order+"/payments", "sk_test_acme", key, `{"payment_method":"pm_fault_slow"}`)
+			paid, err = apptest.Do(apptest.Request{Method: "POST", URL: api.URL + "/v1/orders/" + order + "/payments", APIKey: "sk_test_acme", Key: key, Body: `{"payment_method":"pm_fault_slow"}`, Client: outageClient})
 			return err == nil && paid.Status == http.StatusCreated
 		})
-		p := paid.json(t)
+		p := paid.JSON(t)
 		require.Equal(t, "succeeded", p["status"])
 		require.Len(t, w.charges(t, p["id"].(string)), 1, "one charge, outage or not")
 		require.Len(t, prov.Server.Charges(), charged+1)
 		require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
-		o, err := try("GET", api.URL+"/v1/orders/"+order, "sk_test_acme", "", "")
+		o, err := apptest.Do(apptest.Request{Method: "GET", URL: api.URL + "/v1/orders/" + order, APIKey: "sk_test_acme", Client: outageClient})
 		require.NoError(t, err)
-		require.Equal(t, "paid", o.json(t)["status"])
+		require.Equal(t, "paid", o.JSON(t)["status"])
 	})
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkeys/payments/internal/app/apptest"
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/outbox"
 	"github.com/idemkeys/payments/internal/provider"
@@ -25,13 +26,13 @@ func TestOutboxDeliversAtLeastOnceAndTheConsumerAppliesOnce(t *testing.T) {
 	ctx := context.Background()
 
 	order := w.createOrder(t, "sk_test_acme")
-	require.Equal(t, 201, w.pay(t, order, randomKey(), "pm_card_visa").Status)
+	require.Equal(t, 201, w.pay(t, order, apptest.NewKey(), "pm_card_visa").Status)
 	declinedOrder := w.createOrder(t, "sk_test_acme")
-	require.Equal(t, 402, w.pay(t, declinedOrder, randomKey(), "pm_card_declined").Status)
+	require.Equal(t, 402, w.pay(t, declinedOrder, apptest.NewKey(), "pm_card_declined").Status)
 	const events = 4 // two order.created, payment.succeeded, payment.failed
 
 	require.EqualValues(t, events, w.count(t, "SELECT count(*) FROM outbox_events"))
-	eventually(t, 10*time.Second, "all events published", func() bool {
+	testkit.Eventually(t, 10*time.Second, "all events published", func() bool {
 		return w.count(t, "SELECT count(*) FROM outbox_events WHERE published_at IS NULL") == 0
 	})
 	require.EqualValues(t, events, rs.Client(t).XLen(ctx, outbox.StreamKey).Val())
@@ -41,7 +42,7 @@ func TestOutboxDeliversAtLeastOnceAndTheConsumerAppliesOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, db.Exec("UPDATE outbox_events SET published_at = NULL").Error)
 	_ = db.Close()
-	eventually(t, 10*time.Second, "published again", func() bool {
+	testkit.Eventually(t, 10*time.Second, "published again", func() bool {
 		return rs.Client(t).XLen(ctx, outbox.StreamKey).Val() == 2*events
 	})
 
@@ -75,7 +76,7 @@ func TestOutboxWithoutRedisDrainsToTheLog(t *testing.T) {
 	w := newWorld(t, database.SQLite, provider.Config{DuplicateWebhookRate: -1}, "OUTBOX_INTERVAL=50ms")
 	w.createOrder(t, "sk_test_acme")
 	require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM outbox_events WHERE type = 'order.created'"))
-	eventually(t, 10*time.Second, "drained", func() bool {
+	testkit.Eventually(t, 10*time.Second, "drained", func() bool {
 		return w.count(t, "SELECT count(*) FROM outbox_events WHERE published_at IS NULL") == 0
 	})
 }

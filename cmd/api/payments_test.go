@@ -2,14 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/app"
+	"github.com/idemkeys/payments/internal/app/apptest"
 	"github.com/idemkeys/payments/internal/config"
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/payments"
@@ -50,34 +47,21 @@ func newWorld(t *testing.T, dialect database.Dialect, provCfg provider.Config, e
 
 func (w *world) createOrder(t *testing.T, apiKey string) string {
 	t.Helper()
-	a := call(t, "POST", w.api.URL+"/v1/orders", apiKey, "order-"+randomKey(), orderBody)
+	a := apptest.Call(t, "POST", w.api.URL+"/v1/orders", apiKey, "order-"+apptest.NewKey(), apptest.OrderBody)
 	require.Equal(t, 201, a.Status, string(a.Body))
-	return a.json(t)["id"].(string)
+	return a.JSON(t)["id"].(string)
 }
 
-func (w *world) pay(t *testing.T, orderID, key, method string) answer {
+func (w *world) pay(t *testing.T, orderID, key, method string) apptest.Answer {
 	t.Helper()
-	return call(t, "POST", w.api.URL+"/v1/orders/"+orderID+"/payments", "sk_test_acme", key, `{"payment_method":"`+method+`"}`)
+	return apptest.Call(t, "POST", w.api.URL+"/v1/orders/"+orderID+"/payments", "sk_test_acme", key, `{"payment_method":"`+method+`"}`)
 }
 
 // charges asks the provider's ledger, over its API, for every charge made
 // for one of our payments: the proof that nothing was charged twice.
 func (w *world) charges(t *testing.T, paymentID string) []map[string]any {
 	t.Helper()
-	return ledger(t, w.provider.URL+"/v1/charges?reference="+paymentID)
-}
-
-func ledger(t *testing.T, url string) []map[string]any {
-	t.Helper()
-	resp, err := http.Get(url)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, 200, resp.StatusCode)
-	var list struct {
-		Data []map[string]any `json:"data"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&list))
-	return list.Data
+	return apptest.Ledger(t, w.provider.URL+"/v1/charges?reference="+paymentID)
 }
 
 func (w *world) count(t *testing.T, query string, args ...any) int64 {
@@ -88,22 +72,6 @@ func (w *world) count(t *testing.T, query string, args ...any) int64 {
 	var n int64
 	require.NoError(t, db.Raw(query, args...).Scan(&n).Error)
 	return n
-}
-
-var keySeq atomic.Int64
-
-func randomKey() string { return fmt.Sprintf("k-%d-%d", time.Now().UnixNano(), keySeq.Add(1)) }
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", within, what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
 }
 
 func TestPaymentMethodsEndToEnd(t *testing.T) {
@@ -117,16 +85,16 @@ func TestPaymentMethodsEndToEnd(t *testing.T) {
 
 			t.Run("visa succeeds once and pays the order", func(t *testing.T) {
 				order := w.createOrder(t, "sk_test_acme")
-				key := randomKey()
+				key := apptest.NewKey()
 				a := w.pay(t, order, key, "pm_card_visa")
 				require.Equal(t, 201, a.Status, string(a.Body))
-				p := a.json(t)
+				p := a.JSON(t)
 				require.Equal(t, "succeeded", p["status"])
 				require.EqualValues(t, 2500, p["amount"])
 				require.NotEmpty(t, p["provider_charge_id"])
 				require.Len(t, w.charges(t, p["id"].(string)), 1)
 
-				o := call(t, "GET", w.api.URL+"/v1/orders/"+order, "sk_test_acme", "", "").json(t)
+				o := apptest.Call(t, "GET", w.api.URL+"/v1/orders/"+order, "sk_test_acme", "", "").JSON(t)
 				require.Equal(t, "paid", o["status"])
 
 				again := w.pay(t, order, key, "pm_card_visa")
@@ -134,9 +102,9 @@ func TestPaymentMethodsEndToEnd(t *testing.T) {
 				require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
 				require.Equal(t, a.Body, again.Body)
 
-				paid := w.pay(t, order, randomKey(), "pm_card_visa")
+				paid := w.pay(t, order, apptest.NewKey(), "pm_card_visa")
 				require.Equal(t, 409, paid.Status)
-				require.Equal(t, "order_already_paid", paid.json(t)["code"])
+				require.Equal(t, "order_already_paid", paid.JSON(t)["code"])
 				require.Len(t, w.charges(t, p["id"].(string)), 1)
 				require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
 			})
@@ -147,10 +115,10 @@ func TestPaymentMethodsEndToEnd(t *testing.T) {
 			} {
 				t.Run(tc.method+" is declined and the order can be paid again", func(t *testing.T) {
 					order := w.createOrder(t, "sk_test_acme")
-					key := randomKey()
+					key := apptest.NewKey()
 					a := w.pay(t, order, key, tc.method)
 					require.Equal(t, 402, a.Status, string(a.Body))
-					prob := a.json(t)
+					prob := a.JSON(t)
 					require.Equal(t, "payment_declined", prob["code"])
 					require.Equal(t, tc.code, prob["decline_code"])
 					paymentID := prob["payment_id"].(string)
@@ -161,23 +129,23 @@ func TestPaymentMethodsEndToEnd(t *testing.T) {
 					require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
 					require.Equal(t, a.Body, again.Body)
 
-					o := call(t, "GET", w.api.URL+"/v1/orders/"+order, "sk_test_acme", "", "").json(t)
+					o := apptest.Call(t, "GET", w.api.URL+"/v1/orders/"+order, "sk_test_acme", "", "").JSON(t)
 					require.Equal(t, "pending_payment", o["status"])
-					require.Equal(t, 201, w.pay(t, order, randomKey(), "pm_card_visa").Status)
+					require.Equal(t, 201, w.pay(t, order, apptest.NewKey(), "pm_card_visa").Status)
 				})
 			}
 
 			t.Run("unavailable: 502, nothing charged, the same key resumes", func(t *testing.T) {
 				order := w.createOrder(t, "sk_test_acme")
-				key := randomKey()
+				key := apptest.NewKey()
 				a := w.pay(t, order, key, "pm_fault_unavailable")
 				require.Equal(t, 502, a.Status, string(a.Body))
-				require.Equal(t, "provider_unavailable", a.json(t)["code"])
+				require.Equal(t, "provider_unavailable", a.JSON(t)["code"])
 				require.EqualValues(t, 0, w.count(t, `SELECT count(*) FROM payments WHERE order_id = ? AND status = 'succeeded'`, order))
 
 				again := w.pay(t, order, key, "pm_fault_unavailable")
 				require.Equal(t, 201, again.Status, string(again.Body))
-				p := again.json(t)
+				p := again.JSON(t)
 				require.Len(t, w.charges(t, p["id"].(string)), 1)
 				require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order), "the retry resumed the same payment")
 			})
@@ -185,52 +153,52 @@ func TestPaymentMethodsEndToEnd(t *testing.T) {
 			for _, method := range []string{"pm_fault_lost_response", "pm_fault_slow"} {
 				t.Run(method+": 202, then resolved to one charge", func(t *testing.T) {
 					order := w.createOrder(t, "sk_test_acme")
-					key := randomKey()
+					key := apptest.NewKey()
 					a := w.pay(t, order, key, method)
 					require.Equal(t, 202, a.Status, string(a.Body))
-					p := a.json(t)
+					p := a.JSON(t)
 					require.Equal(t, "processing", p["status"])
 					paymentID := p["id"].(string)
 					require.Equal(t, "/v1/payments/"+paymentID, a.Header.Get("Location"))
 
-					eventually(t, 10*time.Second, "payment resolved", func() bool {
-						got := call(t, "GET", w.api.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "")
-						return got.json(t)["status"] == "succeeded"
+					testkit.Eventually(t, 10*time.Second, "payment resolved", func() bool {
+						got := apptest.Call(t, "GET", w.api.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "")
+						return got.JSON(t)["status"] == "succeeded"
 					})
 					final := w.pay(t, order, key, method)
 					require.Equal(t, 201, final.Status, string(final.Body))
-					require.Equal(t, "succeeded", final.json(t)["status"])
+					require.Equal(t, "succeeded", final.JSON(t)["status"])
 					require.Len(t, w.charges(t, paymentID), 1)
-					o := call(t, "GET", w.api.URL+"/v1/orders/"+order, "sk_test_acme", "", "").json(t)
+					o := apptest.Call(t, "GET", w.api.URL+"/v1/orders/"+order, "sk_test_acme", "", "").JSON(t)
 					require.Equal(t, "paid", o["status"])
 				})
 			}
 
 			t.Run("other merchant sees nothing", func(t *testing.T) {
 				order := w.createOrder(t, "sk_test_acme")
-				a := call(t, "POST", w.api.URL+"/v1/orders/"+order+"/payments", "sk_test_globex", randomKey(), `{"payment_method":"pm_card_visa"}`)
+				a := apptest.Call(t, "POST", w.api.URL+"/v1/orders/"+order+"/payments", "sk_test_globex", apptest.NewKey(), `{"payment_method":"pm_card_visa"}`)
 				require.Equal(t, 404, a.Status)
-				p := w.pay(t, order, randomKey(), "pm_card_visa").json(t)
-				require.Equal(t, 404, call(t, "GET", w.api.URL+"/v1/payments/"+p["id"].(string), "sk_test_globex", "", "").Status)
+				p := w.pay(t, order, apptest.NewKey(), "pm_card_visa").JSON(t)
+				require.Equal(t, 404, apptest.Call(t, "GET", w.api.URL+"/v1/payments/"+p["id"].(string), "sk_test_globex", "", "").Status)
 			})
 
 			t.Run("bad input changes nothing", func(t *testing.T) {
 				order := w.createOrder(t, "sk_test_acme")
 				for _, body := range []string{`{}`, `{"payment_method":""}`, `{"payment_method":5}`, `{"payment_method":"pm_card_visa","x":1}`, `{"payment_method":`} {
-					a := call(t, "POST", w.api.URL+"/v1/orders/"+order+"/payments", "sk_test_acme", randomKey(), body)
+					a := apptest.Call(t, "POST", w.api.URL+"/v1/orders/"+order+"/payments", "sk_test_acme", apptest.NewKey(), body)
 					require.Equal(t, 400, a.Status, body)
-					require.Equal(t, "validation_failed", a.json(t)["code"])
+					require.Equal(t, "validation_failed", a.JSON(t)["code"])
 				}
 				require.EqualValues(t, 0, w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
 			})
 
 			t.Run("each webhook event applies once", func(t *testing.T) {
 				// DuplicateWebhookRate 1: the provider sent every event twice.
-				eventually(t, 10*time.Second, "webhooks delivered", func() bool {
+				testkit.Eventually(t, 10*time.Second, "webhooks delivered", func() bool {
 					return w.count(t, "SELECT count(*) FROM webhook_events") > 0
 				})
 				charges := len(w.provider.Server.Charges())
-				eventually(t, 10*time.Second, "one inbox row per charge event", func() bool {
+				testkit.Eventually(t, 10*time.Second, "one inbox row per charge event", func() bool {
 					return w.count(t, "SELECT count(*) FROM webhook_events WHERE type LIKE 'charge.%'") == int64(charges)
 				})
 			})
@@ -244,17 +212,17 @@ func TestWebhookResolvesFirst(t *testing.T) {
 	w := newWorld(t, database.Postgres, provider.Config{SlowDelay: time.Second, DuplicateWebhookRate: 1},
 		"PROVIDER_TIMEOUT=300ms", "RECONCILE_INTERVAL=1h")
 	order := w.createOrder(t, "sk_test_acme")
-	key := randomKey()
+	key := apptest.NewKey()
 	a := w.pay(t, order, key, "pm_fault_slow")
 	require.Contains(t, []int{201, 202}, a.Status, string(a.Body))
-	paymentID := a.json(t)["id"].(string)
-	eventually(t, 10*time.Second, "the webhook resolved the payment", func() bool {
-		return call(t, "GET", w.api.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "").json(t)["status"] == "succeeded"
+	paymentID := a.JSON(t)["id"].(string)
+	testkit.Eventually(t, 10*time.Second, "the webhook resolved the payment", func() bool {
+		return apptest.Call(t, "GET", w.api.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "").JSON(t)["status"] == "succeeded"
 	})
 	final := w.pay(t, order, key, "pm_fault_slow")
 	require.Equal(t, 201, final.Status)
 	require.Len(t, w.charges(t, paymentID), 1)
-	eventually(t, 10*time.Second, "both copies of the event delivered", func() bool {
+	testkit.Eventually(t, 10*time.Second, "both copies of the event delivered", func() bool {
 		return w.count(t, "SELECT count(*) FROM webhook_events") == 1
 	})
 }
@@ -265,16 +233,16 @@ func TestRefunds(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t, dialect, provider.Config{})
 			order := w.createOrder(t, "sk_test_acme")
-			p := w.pay(t, order, randomKey(), "pm_card_visa").json(t)
+			p := w.pay(t, order, apptest.NewKey(), "pm_card_visa").JSON(t)
 			paymentID := p["id"].(string)
-			refund := func(key, body string) answer {
-				return call(t, "POST", w.api.URL+"/v1/payments/"+paymentID+"/refunds", "sk_test_acme", key, body)
+			refund := func(key, body string) apptest.Answer {
+				return apptest.Call(t, "POST", w.api.URL+"/v1/payments/"+paymentID+"/refunds", "sk_test_acme", key, body)
 			}
 
-			key := randomKey()
+			key := apptest.NewKey()
 			first := refund(key, `{"amount":1000}`)
 			require.Equal(t, 201, first.Status, string(first.Body))
-			r := first.json(t)
+			r := first.JSON(t)
 			require.Equal(t, "refund", r["object"])
 			require.Equal(t, "succeeded", r["status"])
 			require.EqualValues(t, 1000, r["amount"])
@@ -282,35 +250,35 @@ func TestRefunds(t *testing.T) {
 			require.Equal(t, first.Body, replay.Body)
 			require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
 
-			got := call(t, "GET", w.api.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "").json(t)
+			got := apptest.Call(t, "GET", w.api.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "").JSON(t)
 			require.EqualValues(t, 1000, got["amount_refunded"])
 			require.Equal(t, "succeeded", got["status"])
 
-			tooMuch := refund(randomKey(), `{"amount":1501}`)
+			tooMuch := refund(apptest.NewKey(), `{"amount":1501}`)
 			require.Equal(t, 409, tooMuch.Status)
-			require.Equal(t, "refund_exceeds_payment", tooMuch.json(t)["code"])
+			require.Equal(t, "refund_exceeds_payment", tooMuch.JSON(t)["code"])
 
-			rest := refund(randomKey(), ``)
+			rest := refund(apptest.NewKey(), ``)
 			require.Equal(t, 201, rest.Status, string(rest.Body))
-			require.EqualValues(t, 1500, rest.json(t)["amount"])
-			require.Equal(t, 409, refund(randomKey(), `{"amount":1}`).Status)
+			require.EqualValues(t, 1500, rest.JSON(t)["amount"])
+			require.Equal(t, 409, refund(apptest.NewKey(), `{"amount":1}`).Status)
 
-			got = call(t, "GET", w.api.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "").json(t)
+			got = apptest.Call(t, "GET", w.api.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "").JSON(t)
 			require.EqualValues(t, 2500, got["amount_refunded"])
-			refunds := ledger(t, w.provider.URL+"/v1/refunds?reference="+r["id"].(string))
+			refunds := apptest.Ledger(t, w.provider.URL+"/v1/refunds?reference="+r["id"].(string))
 			require.Len(t, refunds, 1)
 			require.EqualValues(t, 2, w.count(t, "SELECT count(*) FROM refunds WHERE payment_id = ? AND status = 'succeeded'", paymentID))
 
 			// Concurrent refunds on a fresh payment never exceed it.
 			order = w.createOrder(t, "sk_test_acme")
-			paymentID = w.pay(t, order, randomKey(), "pm_card_visa").json(t)["id"].(string)
+			paymentID = w.pay(t, order, apptest.NewKey(), "pm_card_visa").JSON(t)["id"].(string)
 			var wg sync.WaitGroup
 			for range 10 {
-				wg.Go(func() { refund(randomKey(), `{"amount":1000}`) })
+				wg.Go(func() { refund(apptest.NewKey(), `{"amount":1000}`) })
 			}
 			wg.Wait()
 			require.EqualValues(t, 2, w.count(t, "SELECT count(*) FROM refunds WHERE payment_id = ? AND status = 'succeeded'", paymentID))
-			got = call(t, "GET", w.api.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "").json(t)
+			got = apptest.Call(t, "GET", w.api.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "").JSON(t)
 			require.EqualValues(t, 2000, got["amount_refunded"])
 		})
 	}
@@ -320,15 +288,11 @@ func TestWebhookSignature(t *testing.T) {
 	w := newWorld(t, database.SQLite, provider.Config{DuplicateWebhookRate: -1})
 	body := []byte(`{"id":"evt_forged","type":"charge.succeeded","created":1,"data":{"object":{"id":"ch_x","object":"charge","status":"succeeded","reference":"pay_x","idempotency_key":"pay_x"}}}`)
 	post := func(sig string) int {
-		req, err := http.NewRequestWithContext(context.Background(), "POST", w.api.URL+"/v1/webhooks/provider", strings.NewReader(string(body)))
-		require.NoError(t, err)
+		var header []string
 		if sig != "" {
-			req.Header.Set("Provider-Signature", sig)
+			header = []string{"Provider-Signature", sig}
 		}
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		_ = resp.Body.Close()
-		return resp.StatusCode
+		return apptest.Call(t, "POST", w.api.URL+"/v1/webhooks/provider", "", "", string(body), header...).Status
 	}
 	require.Equal(t, 401, post(""))
 	require.Equal(t, 401, post(provider.Sign("wrong_secret", time.Now(), body)))
@@ -347,9 +311,9 @@ func TestConcurrentIdenticalPaymentsChargeOnce(t *testing.T) {
 			w := newWorld(t, dialect, provider.Config{SlowDelay: 300 * time.Millisecond}, "IDEMPOTENCY_WAIT=10s")
 			for _, method := range []string{"pm_card_visa", "pm_fault_slow"} {
 				order := w.createOrder(t, "sk_test_acme")
-				key := randomKey()
+				key := apptest.NewKey()
 				var wg sync.WaitGroup
-				answers := make([]answer, 30)
+				answers := make([]apptest.Answer, 30)
 				for i := range answers {
 					wg.Go(func() { answers[i] = w.pay(t, order, key, method) })
 				}
@@ -357,7 +321,7 @@ func TestConcurrentIdenticalPaymentsChargeOnce(t *testing.T) {
 				var paymentID string
 				for _, a := range answers {
 					require.Contains(t, []int{201, 202}, a.Status, string(a.Body))
-					id := a.json(t)["id"].(string)
+					id := a.JSON(t)["id"].(string)
 					if paymentID == "" {
 						paymentID = id
 					}
@@ -394,14 +358,14 @@ func TestCrashAtEveryRecoveryPoint(t *testing.T) {
 				w := &world{api: &apiProcess{URL: url}, provider: prov, dbURL: dbURL}
 
 				order := w.createOrder(t, "sk_test_acme")
-				key := randomKey()
+				key := apptest.NewKey()
 				first := w.pay(t, order, key, "pm_card_visa")
 				require.Equal(t, 500, first.Status, string(first.Body))
 				require.True(t, crashed.Load())
 
 				retry := w.pay(t, order, key, "pm_card_visa")
 				require.Equal(t, 201, retry.Status, string(retry.Body))
-				paymentID := retry.json(t)["id"].(string)
+				paymentID := retry.JSON(t)["id"].(string)
 				require.Len(t, w.charges(t, paymentID), 1)
 				require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
 				replay := w.pay(t, order, key, "pm_card_visa")
@@ -438,11 +402,11 @@ func TestSettledPaymentWhoseAnswerWasNotStored(t *testing.T) {
 			w := &world{api: &apiProcess{URL: url}, provider: prov, dbURL: dbURL}
 
 			order := w.createOrder(t, "sk_test_acme")
-			key := randomKey()
+			key := apptest.NewKey()
 			first := w.pay(t, order, key, "pm_card_visa")
 			require.Equal(t, 500, first.Status, string(first.Body))
 			paymentID := ""
-			eventually(t, 10*time.Second, "the reconciler stored the settled answer", func() bool {
+			testkit.Eventually(t, 10*time.Second, "the reconciler stored the settled answer", func() bool {
 				return w.count(t, "SELECT count(*) FROM idempotency_records WHERE idempotency_key = ? AND state = 'completed' AND response_status = 201", key) == 1
 			})
 			require.EqualValues(t, 0, w.count(t, "SELECT count(*) FROM idempotency_records WHERE state = 'executing'"))
@@ -450,7 +414,7 @@ func TestSettledPaymentWhoseAnswerWasNotStored(t *testing.T) {
 			retry := w.pay(t, order, key, "pm_card_visa")
 			require.Equal(t, 201, retry.Status, string(retry.Body))
 			require.Equal(t, "true", retry.Header.Get("Idempotent-Replayed"))
-			paymentID = retry.json(t)["id"].(string)
+			paymentID = retry.JSON(t)["id"].(string)
 			require.Len(t, w.charges(t, paymentID), 1)
 			require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
 		})
@@ -489,9 +453,9 @@ func TestProviderDownFailsFastWithNoEffect(t *testing.T) {
 	w := &world{api: api, dbURL: dbURL}
 	for i := range 8 {
 		order := w.createOrder(t, "sk_test_acme")
-		a := w.pay(t, order, randomKey(), "pm_card_visa")
+		a := w.pay(t, order, apptest.NewKey(), "pm_card_visa")
 		require.Equal(t, 502, a.Status, "attempt %d: %s", i, a.Body)
-		require.Equal(t, "provider_unavailable", a.json(t)["code"])
+		require.Equal(t, "provider_unavailable", a.JSON(t)["code"])
 	}
 	require.EqualValues(t, 0, w.count(t, "SELECT count(*) FROM payments WHERE status <> 'pending'"), "nothing was charged or settled")
 	require.EqualValues(t, 0, w.count(t, "SELECT count(*) FROM orders WHERE status = 'paid'"))

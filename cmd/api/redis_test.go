@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkeys/payments/internal/app/apptest"
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/provider"
 	"github.com/idemkeys/payments/internal/testkit"
@@ -17,8 +18,8 @@ import (
 
 func readyz(t *testing.T, base string) (int, map[string]any) {
 	t.Helper()
-	a := call(t, "GET", base+"/readyz", "", "", "")
-	return a.Status, a.json(t)
+	a := apptest.Call(t, "GET", base+"/readyz", "", "", "")
+	return a.Status, a.JSON(t)
 }
 
 // TestRedisAcceleratesButIsNeverTheTruth runs the API with a private Redis,
@@ -35,9 +36,9 @@ func TestRedisAcceleratesButIsNeverTheTruth(t *testing.T) {
 	require.Equal(t, "ok", body["status"])
 	require.Equal(t, "up", body["checks"].(map[string]any)["redis"])
 
-	created := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-1", orderBody)
+	created := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-1", apptest.OrderBody)
 	require.Equal(t, 201, created.Status)
-	eventually(t, 5*time.Second, "the completed record is cached", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the completed record is cached", func() bool {
 		keys, err := rs.Client(t).Keys(ctx, "idem:{mch_acme}:*").Result()
 		return err == nil && len(keys) == 1
 	})
@@ -48,15 +49,15 @@ func TestRedisAcceleratesButIsNeverTheTruth(t *testing.T) {
 	require.LessOrEqual(t, ttl, 24*time.Hour, "the cache entry expires no later than the record")
 	require.NotContains(t, keys[0], "redis-1", "the client's key is hashed in Redis")
 
-	replayed := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-1", orderBody)
+	replayed := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-1", apptest.OrderBody)
 	require.Equal(t, "true", replayed.Header.Get("Idempotent-Replayed"))
 	require.Equal(t, created.Body, replayed.Body)
-	mismatch := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-1", strings.Replace(orderBody, "cus_1", "cus_9", 1))
+	mismatch := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-1", strings.Replace(apptest.OrderBody, "cus_1", "cus_9", 1))
 	require.Equal(t, 422, mismatch.Status)
 
 	t.Run("flushed: replays come from PostgreSQL", func(t *testing.T) {
 		require.NoError(t, rs.Client(t).FlushAll(ctx).Err())
-		again := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-1", orderBody)
+		again := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-1", apptest.OrderBody)
 		require.Equal(t, created.Body, again.Body)
 		require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
 	})
@@ -73,7 +74,7 @@ func TestRedisAcceleratesButIsNeverTheTruth(t *testing.T) {
 		bodies := make([]string, 20)
 		for i := range bodies {
 			wg.Go(func() {
-				a := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-down", orderBody)
+				a := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-down", apptest.OrderBody)
 				require.Equal(t, 201, a.Status, string(a.Body))
 				bodies[i] = string(a.Body)
 			})
@@ -82,20 +83,20 @@ func TestRedisAcceleratesButIsNeverTheTruth(t *testing.T) {
 		for _, b := range bodies {
 			require.Equal(t, bodies[0], b)
 		}
-		again := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-1", orderBody)
+		again := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-1", apptest.OrderBody)
 		require.Equal(t, created.Body, again.Body)
-		require.EqualValues(t, 2, countOrders(t, dbURL))
+		require.EqualValues(t, 2, testkit.Count(t, dbURL, "SELECT count(*) FROM orders"))
 	})
 
 	t.Run("restarted: recovers by itself", func(t *testing.T) {
 		require.NoError(t, rs.Restart(10*time.Second))
-		eventually(t, 10*time.Second, "readyz ok again", func() bool {
+		testkit.Eventually(t, 10*time.Second, "readyz ok again", func() bool {
 			status, body := readyz(t, api.URL)
 			return status == 200 && body["status"] == "ok"
 		})
-		a := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-back", orderBody)
+		a := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-back", apptest.OrderBody)
 		require.Equal(t, 201, a.Status)
-		eventually(t, 5*time.Second, "cached again", func() bool {
+		testkit.Eventually(t, 5*time.Second, "cached again", func() bool {
 			n, err := rs.Client(t).DBSize(ctx).Result()
 			return err == nil && n >= 1
 		})
@@ -104,11 +105,11 @@ func TestRedisAcceleratesButIsNeverTheTruth(t *testing.T) {
 	t.Run("frozen: requests fall back within the timeout", func(t *testing.T) {
 		rs.Pause()
 		defer rs.Resume()
-		a := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-frozen", orderBody)
+		a := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-frozen", apptest.OrderBody)
 		require.Equal(t, 201, a.Status)
-		b := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-frozen", orderBody)
+		b := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "redis-frozen", apptest.OrderBody)
 		require.Equal(t, a.Body, b.Body)
-		require.EqualValues(t, 4, countOrders(t, dbURL))
+		require.EqualValues(t, 4, testkit.Count(t, dbURL, "SELECT count(*) FROM orders"))
 	})
 }
 
@@ -122,16 +123,16 @@ func TestDuplicatesAcrossInstancesSeeTheResult(t *testing.T) {
 	second := startAPI(t, w.dbURL, "REDIS_URL="+rs.URL(), "IDEMPOTENCY_WAIT=10s", "PROVIDER_URL="+w.provider.URL)
 
 	order := w.createOrder(t, "sk_test_acme")
-	key := randomKey()
+	key := apptest.NewKey()
 	var wg sync.WaitGroup
-	answers := make([]answer, 20)
+	answers := make([]apptest.Answer, 20)
 	for i := range answers {
 		base := w.api.URL
 		if i%2 == 1 {
 			base = second.URL
 		}
 		wg.Go(func() {
-			answers[i] = call(t, "POST", base+"/v1/orders/"+order+"/payments", "sk_test_acme", key, `{"payment_method":"pm_fault_slow"}`)
+			answers[i] = apptest.Call(t, "POST", base+"/v1/orders/"+order+"/payments", "sk_test_acme", key, `{"payment_method":"pm_fault_slow"}`)
 		})
 	}
 	wg.Wait()
@@ -139,7 +140,7 @@ func TestDuplicatesAcrossInstancesSeeTheResult(t *testing.T) {
 		require.Equal(t, 201, a.Status, string(a.Body))
 		require.Equal(t, answers[0].Body, a.Body)
 	}
-	paymentID := answers[0].json(t)["id"].(string)
+	paymentID := answers[0].JSON(t)["id"].(string)
 	require.Len(t, w.charges(t, paymentID), 1)
 }
 
@@ -148,18 +149,18 @@ func TestRateLimitOnNewKeys(t *testing.T) {
 	dbURL := testkit.DatabaseURL(t, database.SQLite)
 	api := startAPI(t, dbURL, "REDIS_URL="+rs.URL(), "RATE_LIMIT_NEW_KEYS=3", "RATE_LIMIT_WINDOW=1h")
 	for i := range 3 {
-		require.Equal(t, 201, call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "rl-"+string(rune('a'+i)), orderBody).Status)
+		require.Equal(t, 201, apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "rl-"+string(rune('a'+i)), apptest.OrderBody).Status)
 	}
-	limited := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "rl-d", orderBody)
+	limited := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "rl-d", apptest.OrderBody)
 	require.Equal(t, 429, limited.Status)
-	require.Equal(t, "rate_limited", limited.json(t)["code"])
+	require.Equal(t, "rate_limited", limited.JSON(t)["code"])
 	require.NotEmpty(t, limited.Header.Get("Retry-After"))
-	require.EqualValues(t, 3, countOrders(t, dbURL), "a limited request does nothing")
+	require.EqualValues(t, 3, testkit.Count(t, dbURL, "SELECT count(*) FROM orders"), "a limited request does nothing")
 
-	replay := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "rl-a", orderBody)
+	replay := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "rl-a", apptest.OrderBody)
 	require.Equal(t, 201, replay.Status, "retries of existing keys are never limited")
 	require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
-	require.Equal(t, 201, call(t, "POST", api.URL+"/v1/orders", "sk_test_globex", "rl-a", orderBody).Status, "the limit is per merchant")
+	require.Equal(t, 201, apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_globex", "rl-a", apptest.OrderBody).Status, "the limit is per merchant")
 }
 
 // TestRedisKilledMidLoad kills Redis while duplicates of many keys are in
@@ -185,7 +186,7 @@ func TestRedisKilledMidLoad(t *testing.T) {
 				if k == keys/2 && c == 0 {
 					rs.Kill() // mid-load: half the keys are already done
 				}
-				r := call(t, "POST", base+"/v1/orders", "sk_test_acme", fmt.Sprintf("mid-%d", k), orderBody)
+				r := apptest.Call(t, "POST", base+"/v1/orders", "sk_test_acme", fmt.Sprintf("mid-%d", k), apptest.OrderBody)
 				require.Equal(t, 201, r.Status, string(r.Body))
 				bodies[k][c] = string(r.Body)
 			})
@@ -200,5 +201,5 @@ func TestRedisKilledMidLoad(t *testing.T) {
 			require.Equal(t, bodies[k][0], bodies[k][c], "key %d", k)
 		}
 	}
-	require.EqualValues(t, keys, countOrders(t, dbURL), "one order per key")
+	require.EqualValues(t, keys, testkit.Count(t, dbURL, "SELECT count(*) FROM orders"), "one order per key")
 }

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/idemkeys/payments/internal/app/apptest"
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/testkit"
 )
@@ -71,15 +69,5 @@ func BenchmarkReplay(b *testing.B) {
 }
 
 func post(b *testing.B, client *http.Client, url, key string) int {
-	req, _ := http.NewRequestWithContext(context.Background(), "POST", url+"/v1/orders", strings.NewReader(orderBody))
-	req.Header.Set("Authorization", "Bearer sk_test_acme")
-	req.Header.Set("Idempotency-Key", key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		b.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	return resp.StatusCode
+	return apptest.Send(b, apptest.Request{Method: "POST", URL: url + "/v1/orders", APIKey: "sk_test_acme", Key: key, Body: apptest.OrderBody, Client: client}).Status
 }

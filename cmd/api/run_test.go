@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/app/apptest"
 	"github.com/idemkeys/payments/internal/testkit"
 )
 
@@ -85,52 +84,6 @@ func startAPI(t *testing.T, databaseURL string, extra ...string) *apiProcess {
 	}
 }
 
-type answer struct {
-	Status int
-	Header http.Header
-	Body   []byte
-}
-
-func (a answer) json(t *testing.T) map[string]any {
-	t.Helper()
-	var m map[string]any
-	require.NoError(t, json.Unmarshal(a.Body, &m), string(a.Body))
-	return m
-}
-
-func call(t *testing.T, method, url, apiKey, idemKey, body string) answer {
-	t.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), method, url, strings.NewReader(body))
-	require.NoError(t, err)
-	if apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+apiKey)
-	}
-	if idemKey != "" {
-		req.Header.Set("Idempotency-Key", idemKey)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return answer{Status: resp.StatusCode, Header: resp.Header, Body: b}
-}
-
-func countOrders(t *testing.T, databaseURL string) int64 {
-	t.Helper()
-	db, err := database.Open(databaseURL, database.Options{MaxOpenConns: 1})
-	require.NoError(t, err)
-	defer db.Close()
-	var n int64
-	require.NoError(t, db.Raw("SELECT count(*) FROM orders").Scan(&n).Error)
-	return n
-}
-
-const orderBody = `{"customer_id":"cus_1","currency":"BRL","items":[{"sku":"SKU-1","name":"Coffee","quantity":2,"unit_amount":1250}],"metadata":{}}`
-
 // TestOrdersContractOverHTTP drives the contract's order, error and
 // idempotency rules through the real program on each dialect, across a
 // restart and with two processes sharing one database.
@@ -141,53 +94,53 @@ func TestOrdersContractOverHTTP(t *testing.T) {
 			dbURL := testkit.DatabaseURL(t, dialect)
 			api := startAPI(t, dbURL)
 
-			created := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "order-1", orderBody)
+			created := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "order-1", apptest.OrderBody)
 			require.Equal(t, 201, created.Status, string(created.Body))
-			order := created.json(t)
+			order := created.JSON(t)
 			require.Equal(t, "order", order["object"])
 			require.EqualValues(t, 2500, order["amount_total"])
 			require.Equal(t, "pending_payment", order["status"])
 			require.Equal(t, "/v1/orders/"+order["id"].(string), created.Header.Get("Location"))
 
 			// Member order and spacing differ, the request is the same.
-			replayed := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "order-1",
+			replayed := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "order-1",
 				`{"metadata":{},"items":[{"unit_amount":1250,"quantity":2.0,"name":"Coffee","sku":"SKU-1"}],"currency":"BRL","customer_id":"cus_1"}`)
 			require.Equal(t, 201, replayed.Status)
 			require.Equal(t, "true", replayed.Header.Get("Idempotent-Replayed"))
 			require.Equal(t, created.Body, replayed.Body)
-			require.EqualValues(t, 1, countOrders(t, dbURL))
+			require.EqualValues(t, 1, testkit.Count(t, dbURL, "SELECT count(*) FROM orders"))
 
-			reused := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "order-1", strings.Replace(orderBody, "cus_1", "cus_2", 1))
+			reused := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "order-1", strings.Replace(apptest.OrderBody, "cus_1", "cus_2", 1))
 			require.Equal(t, 422, reused.Status)
 			require.Equal(t, "application/problem+json", reused.Header.Get("Content-Type"))
-			require.Equal(t, "idempotency_key_reused", reused.json(t)["code"])
+			require.Equal(t, "idempotency_key_reused", reused.JSON(t)["code"])
 
-			missing := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "", orderBody)
+			missing := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "", apptest.OrderBody)
 			require.Equal(t, 400, missing.Status)
-			require.Equal(t, "idempotency_key_missing", missing.json(t)["code"])
+			require.Equal(t, "idempotency_key_missing", missing.JSON(t)["code"])
 
-			unauthorized := call(t, "POST", api.URL+"/v1/orders", "sk_test_nobody", "order-2", orderBody)
+			unauthorized := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_nobody", "order-2", apptest.OrderBody)
 			require.Equal(t, 401, unauthorized.Status)
-			require.Equal(t, "unauthorized", unauthorized.json(t)["code"])
+			require.Equal(t, "unauthorized", unauthorized.JSON(t)["code"])
 
-			invalid := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "order-3", `{"customer_id":"cus_1","currency":"brl","items":[]}`)
+			invalid := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "order-3", `{"customer_id":"cus_1","currency":"brl","items":[]}`)
 			require.Equal(t, 400, invalid.Status)
-			require.Equal(t, "validation_failed", invalid.json(t)["code"])
-			require.NotEmpty(t, invalid.json(t)["errors"])
+			require.Equal(t, "validation_failed", invalid.JSON(t)["code"])
+			require.NotEmpty(t, invalid.JSON(t)["errors"])
 
 			// Same key, other merchant: an independent operation.
-			theirs := call(t, "POST", api.URL+"/v1/orders", "sk_test_globex", "order-1", orderBody)
+			theirs := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_globex", "order-1", apptest.OrderBody)
 			require.Equal(t, 201, theirs.Status)
 			require.Empty(t, theirs.Header.Get("Idempotent-Replayed"))
-			require.EqualValues(t, 2, countOrders(t, dbURL))
-			require.Equal(t, 404, call(t, "GET", api.URL+"/v1/orders/"+order["id"].(string), "sk_test_globex", "", "").Status)
-			got := call(t, "GET", api.URL+"/v1/orders/"+order["id"].(string), "sk_test_acme", "", "")
+			require.EqualValues(t, 2, testkit.Count(t, dbURL, "SELECT count(*) FROM orders"))
+			require.Equal(t, 404, apptest.Call(t, "GET", api.URL+"/v1/orders/"+order["id"].(string), "sk_test_globex", "", "").Status)
+			got := apptest.Call(t, "GET", api.URL+"/v1/orders/"+order["id"].(string), "sk_test_acme", "", "")
 			require.Equal(t, 200, got.Status)
 
 			// Restart: the record survives and still replays.
 			require.NoError(t, api.stop())
 			api = startAPI(t, dbURL)
-			again := call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "order-1", orderBody)
+			again := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "order-1", apptest.OrderBody)
 			require.Equal(t, 201, again.Status)
 			require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
 			require.Equal(t, created.Body, again.Body)
@@ -203,7 +156,7 @@ func TestOrdersContractOverHTTP(t *testing.T) {
 					base = second.URL
 				}
 				wg.Go(func() {
-					a := call(t, "POST", base+"/v1/orders", "sk_test_acme", "two-processes", orderBody)
+					a := apptest.Call(t, "POST", base+"/v1/orders", "sk_test_acme", "two-processes", apptest.OrderBody)
 					require.Equal(t, 201, a.Status, string(a.Body))
 					bodies[i] = a.Body
 				})
@@ -212,12 +165,12 @@ func TestOrdersContractOverHTTP(t *testing.T) {
 			for i := range bodies {
 				require.Equal(t, bodies[0], bodies[i])
 			}
-			require.EqualValues(t, 3, countOrders(t, dbURL))
+			require.EqualValues(t, 3, testkit.Count(t, dbURL, "SELECT count(*) FROM orders"))
 
-			list := call(t, "GET", api.URL+"/v1/orders?limit=2", "sk_test_acme", "", "")
+			list := apptest.Call(t, "GET", api.URL+"/v1/orders?limit=2", "sk_test_acme", "", "")
 			require.Equal(t, 200, list.Status)
-			require.Equal(t, "list", list.json(t)["object"])
-			require.Len(t, list.json(t)["data"], 2)
+			require.Equal(t, "list", list.JSON(t)["object"])
+			require.Len(t, list.JSON(t)["data"], 2)
 
 			require.NoError(t, second.stop())
 			require.NoError(t, api.stop(), "a graceful stop returns nil")

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemkeys/payments/internal/app/apptest"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 // TestGracefulShutdownFinishesInFlightRequest sends SIGTERM to the API
@@ -38,21 +41,21 @@ func TestGracefulShutdownFinishesInFlightRequest(t *testing.T) {
 
 	// Expect: 100-continue makes the server say when the handler starts
 	// reading the body: from then on the request is surely in flight.
-	key := randomKey()
+	key := apptest.NewKey()
 	_, err = fmt.Fprintf(conn, "POST /v1/orders HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer sk_test_acme\r\n"+
 		"Idempotency-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n",
-		addr, key, len(orderBody))
+		addr, key, len(apptest.OrderBody))
 	require.NoError(t, err)
 	cont, err := http.ReadResponse(r, nil)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusContinue, cont.StatusCode)
-	half := len(orderBody) / 2
-	_, err = io.WriteString(conn, orderBody[:half])
+	half := len(apptest.OrderBody) / 2
+	_, err = io.WriteString(conn, apptest.OrderBody[:half])
 	require.NoError(t, err)
 
 	require.True(t, api.Running())
 	api.Send(syscall.SIGTERM)
-	eventually(t, 5*time.Second, "new connections are refused", func() bool {
+	testkit.Eventually(t, 5*time.Second, "new connections are refused", func() bool {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			_ = c.Close()
@@ -61,7 +64,7 @@ func TestGracefulShutdownFinishesInFlightRequest(t *testing.T) {
 		return errors.Is(err, syscall.ECONNREFUSED)
 	})
 
-	_, err = io.WriteString(conn, orderBody[half:])
+	_, err = io.WriteString(conn, apptest.OrderBody[half:])
 	require.NoError(t, err)
 	resp, err := http.ReadResponse(r, nil)
 	require.NoError(t, err)
@@ -79,15 +82,15 @@ func TestGracefulShutdownFinishesInFlightRequest(t *testing.T) {
 		t.Fatal("api did not exit after SIGTERM")
 	}
 
-	require.EqualValues(t, 1, countOrders(t, dbURL))
+	require.EqualValues(t, 1, testkit.Count(t, dbURL, "SELECT count(*) FROM orders"))
 	w := &world{dbURL: dbURL}
 	require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM idempotency_records WHERE idempotency_key = ? AND state = 'completed'", key))
 
 	addr = freeAddr(t)
 	startProcess(t, apiBin, addr, env...)
-	replay := call(t, "POST", "http://"+addr+"/v1/orders", "sk_test_acme", key, orderBody)
+	replay := apptest.Call(t, "POST", "http://"+addr+"/v1/orders", "sk_test_acme", key, apptest.OrderBody)
 	require.Equal(t, http.StatusCreated, replay.Status, string(replay.Body))
 	require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
 	require.Equal(t, body, replay.Body)
-	require.EqualValues(t, 1, countOrders(t, dbURL))
+	require.EqualValues(t, 1, testkit.Count(t, dbURL, "SELECT count(*) FROM orders"))
 }

@@ -113,3 +113,19 @@ func randomHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// Count runs a query that selects one number (SELECT count(*) ...) in the
+// database at url, through a connection of its own.
+func Count(t testing.TB, url, query string, args ...any) int64 {
+	t.Helper()
+	db, err := database.Open(url, database.Options{MaxOpenConns: 1})
+	if err != nil {
+		t.Fatalf("open %s: %v", url, err)
+	}
+	defer db.Close()
+	var n int64
+	if err := db.Raw(query, args...).Scan(&n).Error; err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
