@@ -3,12 +3,10 @@ package client_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/client"
+	"github.com/idemkeys/payments/internal/app/apptest"
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/testkit"
 )
@@ -35,7 +34,7 @@ func TestAgainstTheRealServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the API and the provider")
 	}
-	apiBin, provBin := buildBinaries(t)
+	apiBin, provBin := apptest.Binaries(t)
 	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
@@ -56,30 +55,28 @@ type operation struct {
 func runAgainstTheRealServer(t *testing.T, dialect database.Dialect, apiBin, provBin string) {
 	dbURL := testkit.DatabaseURL(t, dialect)
 
-	provAddr, apiAddr := freeAddr(t), freeAddr(t)
-	provURL, apiURL := "http://"+provAddr, "http://"+apiAddr
+	provAddr := testkit.FreeAddr(t)
+	provURL := "http://" + provAddr
 	// No webhooks: the provider sends one the moment it charges, which
 	// settles the payment before the API's call times out, and the client
 	// would never see a 202. Without them the reconciler, or the client's
 	// retry under the same key, settles it.
-	startProcess(t, provBin, provAddr,
+	testkit.StartProcess(t, provBin, provAddr,
 		"CHAOS_LOST_RESPONSE_RATE=0.25",
 		"CHAOS_UNAVAILABLE_RATE=0.25",
 	)
-	startProcess(t, apiBin, apiAddr,
-		"DATABASE_URL="+dbURL,
+	api := apptest.StartBinary(t, apiBin, dbURL, apptest.Env(
 		"PROVIDER_URL="+provURL,
 		"PROVIDER_TIMEOUT=300ms",
 		"RECONCILE_INTERVAL=200ms",
 		"IDEMPOTENCY_WAIT=1s",
 		"DEMO_SEED=true",
-	)
-	proxy := &lossyProxy{target: apiURL, every: 5}
-	front := httptest.NewServer(proxy)
-	t.Cleanup(front.Close)
+	))
+	proxy := &lossyProxy{target: api.URL, every: 5}
+	front := apptest.Serve(t, proxy)
 
 	var stats attemptStats
-	c := client.New(front.URL, "sk_test_acme",
+	c := client.New(front, "sk_test_acme",
 		client.WithMaxAttempts(40),
 		client.WithBackoff(20*time.Millisecond, 250*time.Millisecond),
 		client.WithAttemptTimeout(10*time.Second),
@@ -154,7 +151,7 @@ func runAgainstTheRealServer(t *testing.T, dialect database.Dialect, apiBin, pro
 			require.Equal(t, "card_declined", apiErr.DeclineCode)
 			paymentID, chargeStatus = apiErr.PaymentID, "declined"
 		}
-		charges := ledger(t, provURL+"/v1/charges?reference="+paymentID)
+		charges := apptest.Ledger(t, provURL+"/v1/charges?reference="+paymentID)
 		require.Len(t, charges, 1, "operation %d: one charge for payment %s", i, paymentID)
 		require.Equal(t, chargeStatus, charges[0]["status"])
 
@@ -162,7 +159,7 @@ func runAgainstTheRealServer(t *testing.T, dialect database.Dialect, apiBin, pro
 			refunds++
 			require.Equal(t, client.StatusSucceeded, op.refund.Status)
 			require.EqualValues(t, 1000, op.refund.Amount)
-			require.Len(t, ledger(t, provURL+"/v1/refunds?reference="+op.refund.ID), 1, "operation %d: one refund at the provider", i)
+			require.Len(t, apptest.Ledger(t, provURL+"/v1/refunds?reference="+op.refund.ID), 1, "operation %d: one refund at the provider", i)
 			require.EqualValues(t, 1, count("SELECT count(*) FROM refunds WHERE payment_id = ?", paymentID))
 			p, err := c.GetPayment(ctx, paymentID)
 			require.NoError(t, err)
@@ -248,33 +245,3 @@ func closeConnection(w http.ResponseWriter) {
 		_ = conn.Close()
 	}
 }
-
-// ledger asks the provider's API for the charges or refunds it made for one
-// reference (our payment or refund id).
-func ledger(t *testing.T, url string) []map[string]any {
-	t.Helper()
-	resp, err := http.Get(url)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var list struct {
-		Data []map[string]any `json:"data"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&list))
-	return list.Data
-}
-
-// buildBinaries compiles cmd/api and cmd/provider for this test.
-func buildBinaries(t *testing.T) (api, prov string) {
-	t.Helper()
-	bins := testkit.Binaries(t, "cmd/api", "cmd/provider")
-	return bins[0], bins[1]
-}
-
-// startProcess runs bin on addr until the test ends, once it is healthy.
-func startProcess(t *testing.T, bin, addr string, env ...string) {
-	t.Helper()
-	testkit.StartProcess(t, bin, addr, env...)
-}
-
-func freeAddr(t *testing.T) string { return testkit.FreeAddr(t) }

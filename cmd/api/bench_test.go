@@ -71,14 +71,14 @@ func BenchmarkCreateOrder(b *testing.B) {
 func benchStacks(b *testing.B, dialect database.Dialect) (with, without string) {
 	b.Helper()
 	dbURL := testkit.DatabaseURL(b, dialect)
-	env := []string{"DATABASE_URL=" + dbURL, "LOG_LEVEL=error", "DB_MAX_CONNS=20"}
-	with = startApp(b, env)
+	env := apptest.Env("LOG_LEVEL=error", "DB_MAX_CONNS=20")
+	with = apptest.Start(b, dbURL, env).URL
 	// The order's outbox event is part of the business write, so the
 	// "without" side writes it too: the order and its event in one
 	// transaction, exactly as the "with" side minus the record.
-	without = startApp(b, env, app.WithOrdersMiddleware(func(*idempotency.Keeper) gin.HandlerFunc {
+	without = apptest.Start(b, dbURL, env, apptest.WithApp(app.WithOrdersMiddleware(func(*idempotency.Keeper) gin.HandlerFunc {
 		return func(c *gin.Context) { c.Next() }
-	}))
+	}))).URL
 	return with, without
 }
 

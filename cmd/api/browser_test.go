@@ -96,7 +96,7 @@ func TestSwaggerUIInBrowser(t *testing.T) {
 	t.Parallel()
 	ctx := newBrowser(t, 45*time.Second)
 	dbURL := testkit.DatabaseURL(t, database.SQLite)
-	api := startAPI(t, dbURL)
+	api := apptest.Start(t, dbURL)
 
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(api.URL+"/swagger/index.html")))
 	pageText := func() string { return evaluate[string](t, ctx, `document.body.innerText.slice(0, 2000)`) }
@@ -153,10 +153,9 @@ func TestDemoCheckoutInBrowser(t *testing.T) {
 	// case where the reload cuts the request while the server is still
 	// reserving its key: the record is then left executing as by a crash,
 	// and only a retry after the lock timeout recovers it (seen under load).
-	w := newWorld(t, database.Postgres, provider.Config{SlowDelay: time.Second, DuplicateWebhookRate: -1},
-		"RECONCILE_INTERVAL=200ms", "IDEMPOTENCY_LOCK_TIMEOUT=3s")
+	w := apptest.Start(t, testkit.DatabaseURL(t, database.Postgres), apptest.WithProvider(provider.Config{SlowDelay: time.Second, DuplicateWebhookRate: -1}), apptest.Env("RECONCILE_INTERVAL=200ms", "IDEMPOTENCY_LOCK_TIMEOUT=3s"))
 
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(w.api.URL+"/demo")))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(w.URL+"/demo")))
 	pageState := func() string {
 		return evaluate[string](t, ctx, `'phase=' + document.body.dataset.phase + '\nstatus: ' +
 			document.getElementById('status').textContent + '\nrequests:\n' + document.getElementById('log').innerText +
@@ -197,10 +196,10 @@ func TestDemoCheckoutInBrowser(t *testing.T) {
 	paymentID := evaluate[string](t, ctx, `document.getElementById('payment-id').textContent`)
 	saveScreenshot(t, ctx, chromedp.CSS("main"), "demo-checkout-done.png")
 
-	require.EqualValues(t, 1, w.count(t, `SELECT count(*) FROM orders o JOIN merchants m ON m.id = o.merchant_id WHERE m.name = 'acme'`),
+	require.EqualValues(t, 1, w.Count(t, `SELECT count(*) FROM orders o JOIN merchants m ON m.id = o.merchant_id WHERE m.name = 'acme'`),
 		"one order for the merchant\n%s", state)
-	require.EqualValues(t, 1, w.count(t, `SELECT count(*) FROM payments WHERE order_id = ?`, orderID), state)
-	require.Len(t, w.charges(t, paymentID), 1, "one charge at the provider\n%s", state)
+	require.EqualValues(t, 1, w.Count(t, `SELECT count(*) FROM payments WHERE order_id = ?`, orderID), state)
+	require.Len(t, w.Charges(t, paymentID), 1, "one charge at the provider\n%s", state)
 }
 
 // TestDemoPageServed checks, without a browser, that /demo needs no API key
@@ -208,7 +207,7 @@ func TestDemoCheckoutInBrowser(t *testing.T) {
 func TestDemoPageServed(t *testing.T) {
 	t.Parallel()
 	dbURL := testkit.DatabaseURL(t, database.SQLite)
-	api := startAPI(t, dbURL)
+	api := apptest.Start(t, dbURL)
 
 	a := apptest.Call(t, "GET", api.URL+"/demo", "", "", "")
 	require.Equal(t, 200, a.Status, string(a.Body))

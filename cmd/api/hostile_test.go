@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -46,7 +45,7 @@ func TestHostileInput(t *testing.T) {
 				for _, tc := range rawHeaderCases() {
 					t.Run(tc.name, func(t *testing.T) {
 						before := h.effects(t)
-						a := apptest.SendRaw(t, strings.TrimPrefix(h.api.URL, "http://"), rawOrderRequest(tc.header))
+						a := apptest.SendRaw(t, h.api.Addr, rawOrderRequest(tc.header))
 						if tc.code != "" {
 							// net/http parsed the bytes into headers that
 							// reach the API, which refuses them itself.
@@ -84,13 +83,13 @@ func TestHostileInput(t *testing.T) {
 
 				// A payment key of acme's, used by globex for its own order:
 				// a charge of globex's, not a replay of acme's payment.
-				charges := len(h.prov.Server.Charges())
+				charges := len(h.api.Provider.Server.Charges())
 				paid := apptest.Call(t, "POST", h.api.URL+"/v1/orders/"+h.globexOrder+"/payments", "sk_test_globex", h.acmePayKey, `{"payment_method":"pm_card_visa"}`)
 				require.Equal(t, 201, paid.Status, string(paid.Body))
 				require.Empty(t, paid.Header.Get("Idempotent-Replayed"))
 				require.NotEqual(t, h.acmePayment, paid.JSON(t)["id"])
 				require.Equal(t, h.globexOrder, paid.JSON(t)["order_id"])
-				require.Len(t, h.prov.Server.Charges(), charges+1)
+				require.Len(t, h.api.Provider.Server.Charges(), charges+1)
 			})
 		})
 	}
@@ -100,9 +99,8 @@ func TestHostileInput(t *testing.T) {
 // nothing changes the database behind the test's back), and a few
 // resources of each merchant to aim at.
 type hostileWorld struct {
-	api  *apiProcess
-	prov *provider.Running
-	db   *database.DB
+	api *apptest.API
+	db  *database.DB
 
 	acmeOrder    string // pending payment, created under acmeOrderKey
 	acmeOrderKey string
@@ -115,10 +113,8 @@ type hostileWorld struct {
 func newHostileWorld(t *testing.T, dialect database.Dialect) *hostileWorld {
 	t.Helper()
 	dbURL := testkit.DatabaseURL(t, dialect)
-	prov, err := provider.StartInProcess(context.Background(), provider.Config{DuplicateWebhookRate: -1})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
-	h := &hostileWorld{api: startAPI(t, dbURL, "PROVIDER_URL="+prov.URL), prov: prov}
+	h := &hostileWorld{api: apptest.Start(t, dbURL, apptest.WithSilentProvider(provider.Config{DuplicateWebhookRate: -1}))}
+	var err error
 	h.db, err = database.Open(dbURL, database.Options{MaxOpenConns: 1})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = h.db.Close() })
@@ -170,7 +166,7 @@ func (h *hostileWorld) effects(t *testing.T) effects {
 	scan("SELECT count(*), COALESCE(SUM(fence), 0) FROM idempotency_records", &e.Records, &e.Fences)
 	scan("SELECT count(*) FROM webhook_events", &e.WebhookEvents)
 	scan("SELECT count(*) FROM outbox_events", &e.Outbox)
-	e.Charges, e.ProviderRefunds = len(h.prov.Server.Charges()), len(h.prov.Server.Refunds())
+	e.Charges, e.ProviderRefunds = len(h.api.Provider.Server.Charges()), len(h.api.Provider.Server.Refunds())
 	return e
 }
 

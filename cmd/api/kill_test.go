@@ -11,19 +11,6 @@ import (
 	"github.com/idemkeys/payments/internal/testkit"
 )
 
-// buildBinaries compiles cmd/api and cmd/provider once for this test.
-func buildBinaries(t *testing.T) (api, prov string) {
-	t.Helper()
-	bins := testkit.Binaries(t, "cmd/api", "cmd/provider")
-	return bins[0], bins[1]
-}
-
-// startProcess runs bin on addr and waits until it is healthy.
-func startProcess(t *testing.T, bin, addr string, env ...string) *testkit.Process {
-	t.Helper()
-	return testkit.StartProcess(t, bin, addr, env...)
-}
-
 // TestSIGKILLDuringSlowPayment kills the API process while the provider is
 // still answering a charge it has already made. After a restart, a retry with
 // the same key takes the abandoned record over (after the lock timeout),
@@ -33,32 +20,28 @@ func TestSIGKILLDuringSlowPayment(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills real processes")
 	}
-	apiBin, provBin := buildBinaries(t)
+	apiBin, provBin := apptest.Binaries(t)
 	dbURL := testkit.DatabaseURL(t, database.Postgres)
 
-	provAddr := freeAddr(t)
-	startProcess(t, provBin, provAddr) // no WEBHOOK_URL: only the retry may resolve
-	apiAddr := freeAddr(t)
-	env := []string{
-		"DATABASE_URL=" + dbURL, "PROVIDER_URL=http://" + provAddr,
-		"IDEMPOTENCY_LOCK_TIMEOUT=1s", "PROVIDER_TIMEOUT=10s", "RECONCILE_INTERVAL=1h", "IDEMPOTENCY_WAIT=200ms",
-	}
-	api := startProcess(t, apiBin, apiAddr, env...)
-	w := &world{api: &apiProcess{URL: "http://" + apiAddr}, dbURL: dbURL}
+	provAddr := testkit.FreeAddr(t)
+	testkit.StartProcess(t, provBin, provAddr) // no WEBHOOK_URL: only the retry may resolve
+	w := apptest.StartBinary(t, apiBin, dbURL, apptest.Env("PROVIDER_URL=http://"+provAddr,
+		"IDEMPOTENCY_LOCK_TIMEOUT=1s", "PROVIDER_TIMEOUT=10s", "RECONCILE_INTERVAL=1h", "IDEMPOTENCY_WAIT=200ms"))
+	api := w.Process
 
-	order := w.createOrder(t, "sk_test_acme")
+	order := w.CreateOrder(t, "sk_test_acme")
 	key := apptest.NewKey()
 	inflight := make(chan apptest.Answer, 1)
 	go func() {
 		// The connection dies with the process: no answer, no failure.
-		a, _ := apptest.Do(apptest.Request{Method: "POST", URL: w.api.URL + "/v1/orders/" + order + "/payments",
+		a, _ := apptest.Do(apptest.Request{Method: "POST", URL: w.URL + "/v1/orders/" + order + "/payments",
 			APIKey: "sk_test_acme", Key: key, Body: `{"payment_method":"pm_fault_slow"}`})
 		inflight <- a
 	}()
 
 	var paymentID string
 	testkit.Eventually(t, 10*time.Second, "the payment row and its charge exist", func() bool {
-		if w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order) == 0 {
+		if w.Count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order) == 0 {
 			return false
 		}
 		db, err := database.Open(dbURL, database.Options{MaxOpenConns: 1})
@@ -69,18 +52,18 @@ func TestSIGKILLDuringSlowPayment(t *testing.T) {
 	})
 	require.True(t, api.Running(), "the API runs until it is killed")
 	api.Kill() // SIGKILL, and wait until it is gone
-	require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM payments WHERE id = ? AND status = 'pending'", paymentID),
+	require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM payments WHERE id = ? AND status = 'pending'", paymentID),
 		"killed before it could record the outcome")
 
-	startProcess(t, apiBin, apiAddr, env...)
+	require.NoError(t, api.Start(time.Minute), "the same binary, address and settings again")
 	var final apptest.Answer
 	testkit.Eventually(t, 20*time.Second, "a retry gets the final answer", func() bool {
-		final = apptest.Call(t, "POST", w.api.URL+"/v1/orders/"+order+"/payments", "sk_test_acme", key, `{"payment_method":"pm_fault_slow"}`)
+		final = apptest.Call(t, "POST", w.URL+"/v1/orders/"+order+"/payments", "sk_test_acme", key, `{"payment_method":"pm_fault_slow"}`)
 		return final.Status == 201
 	})
 	require.Equal(t, paymentID, final.JSON(t)["id"])
 	require.Equal(t, "succeeded", final.JSON(t)["status"])
 	require.Len(t, apptest.Ledger(t, "http://"+provAddr+"/v1/charges?reference="+paymentID), 1, "one charge, whatever was killed")
-	o := apptest.Call(t, "GET", w.api.URL+"/v1/orders/"+order, "sk_test_acme", "", "").JSON(t)
+	o := apptest.Call(t, "GET", w.URL+"/v1/orders/"+order, "sk_test_acme", "", "").JSON(t)
 	require.Equal(t, "paid", o["status"])
 }

@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,11 +17,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
+	"github.com/idemkeys/payments/internal/app"
 	"github.com/idemkeys/payments/internal/app/apptest"
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/handlers"
-	"github.com/idemkeys/payments/internal/merchants"
-	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/testkit"
 )
 
@@ -51,7 +49,7 @@ func TestCommonMistakes(t *testing.T) {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			dbURL := testkit.DatabaseURL(t, dialect)
-			api := startAPI(t, dbURL)
+			api := apptest.Start(t, dbURL)
 			t.Run("get-then-set middleware", func(t *testing.T) { measureGetThenSet(t, dialect, dbURL, api.URL) })
 			t.Run("new key on every retry", func(t *testing.T) { measureNewKeyPerRetry(t, dialect, dbURL, api.URL) })
 		})
@@ -118,9 +116,9 @@ func (w *teeWriter) WriteString(s string) (int, error) {
 	return w.ResponseWriter.WriteString(s)
 }
 
-// naiveAPI serves the program's own router, service and stores over the
-// same database, with getThenSet in place of the idempotency middleware:
-// the same handler doing the same work, only the protocol differs.
+// naiveAPI serves the program itself over the same database, with
+// getThenSet in place of the order routes' idempotency middleware: the same
+// handler doing the same work, only the protocol differs.
 func naiveAPI(t *testing.T, dbURL string) string {
 	t.Helper()
 	db, err := database.Open(dbURL, database.Options{MaxOpenConns: 10})
@@ -129,16 +127,10 @@ func naiveAPI(t *testing.T, dbURL string) string {
 	require.NoError(t, db.Exec(`CREATE TABLE naive_idempotency_keys (
 		merchant_id TEXT NOT NULL, idempotency_key TEXT NOT NULL, status INTEGER NOT NULL, body TEXT NOT NULL,
 		PRIMARY KEY (merchant_id, idempotency_key))`).Error)
-	router := handlers.NewRouter(handlers.Deps{
-		Log:              slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Auth:             merchants.NewStore(db.DB, time.Now),
-		Orders:           payments.NewService(payments.NewGormStore(db.DB), time.Now),
-		IdempotentAtomic: getThenSet(db.DB),
-		Database:         db,
-	})
-	srv := httptest.NewServer(router)
-	t.Cleanup(srv.Close)
-	return srv.URL
+	naive := apptest.Start(t, dbURL, apptest.WithApp(app.WithOrdersMiddleware(func(*idempotency.Keeper) gin.HandlerFunc {
+		return getThenSet(db.DB)
+	})))
+	return naive.URL
 }
 
 // stormResult is what one storm of duplicates left behind.
@@ -281,8 +273,7 @@ type retryResult struct {
 func retryUntilAnswered(t *testing.T, dbURL, apiURL, side string, newKey bool) retryResult {
 	t.Helper()
 	network := &lossyNetwork{target: apiURL, rate: retryLossRate, rng: rand.New(rand.NewPCG(2026, 9))}
-	proxy := httptest.NewServer(network)
-	t.Cleanup(proxy.Close)
+	proxy := apptest.Serve(t, network)
 	// A fresh connection per attempt: net/http may itself retry a request
 	// that carries an Idempotency-Key on a reused connection, which would
 	// hide what the client does.
@@ -298,7 +289,7 @@ func retryUntilAnswered(t *testing.T, dbURL, apiURL, side string, newKey bool) r
 				key = fmt.Sprintf("retry-%s-%d-attempt-%d", side, op, attempt)
 			}
 			res.attempts++
-			a, err := apptest.Do(apptest.Request{Method: "POST", URL: proxy.URL + "/v1/orders", APIKey: "sk_test_acme",
+			a, err := apptest.Do(apptest.Request{Method: "POST", URL: proxy + "/v1/orders", APIKey: "sk_test_acme",
 				Key: key, Body: body, Client: client})
 			if err != nil {
 				continue // the answer was lost: try again

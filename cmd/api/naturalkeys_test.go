@@ -22,10 +22,10 @@ func TestNaturalKeys(t *testing.T) {
 	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
-			w := newWorld(t, dialect, provider.Config{DuplicateWebhookRate: -1})
+			w := apptest.Start(t, testkit.DatabaseURL(t, dialect), apptest.WithProvider(provider.Config{DuplicateWebhookRate: -1}))
 
 			t.Run("one active payment per order, whatever the keys", func(t *testing.T) {
-				order := w.createOrder(t, "sk_test_acme")
+				order := w.CreateOrder(t, "sk_test_acme")
 				statuses := make([]int, n)
 				codes := make([]string, n)
 				start := make(chan struct{})
@@ -35,7 +35,7 @@ func TestNaturalKeys(t *testing.T) {
 						<-start
 						// A key of its own each: to the idempotency layer these
 						// are n unrelated operations.
-						a := w.pay(t, order, fmt.Sprintf("pay-%s-%d", order, i), "pm_card_visa")
+						a := w.Pay(t, order, fmt.Sprintf("pay-%s-%d", order, i), "pm_card_visa")
 						statuses[i] = a.Status
 						if a.Status == 409 {
 							codes[i], _ = a.JSON(t)["code"].(string)
@@ -57,9 +57,9 @@ func TestNaturalKeys(t *testing.T) {
 				// concurrent payments of one order cannot deadlock.)
 				require.Equal(t, 1, count[201], "one payment succeeds: %v", count)
 				require.Equal(t, n-1, count[409], "every other one is 409: %v", count)
-				require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order),
+				require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order),
 					"payments_one_active_per_order let one payment in")
-				require.Len(t, w.provider.Server.Charges(), 1, "and the provider charged once")
+				require.Len(t, w.Provider.Server.Charges(), 1, "and the provider charged once")
 			})
 
 			t.Run("the webhook inbox applies an event id once", func(t *testing.T) {
@@ -70,7 +70,7 @@ func TestNaturalKeys(t *testing.T) {
 				for i := range n {
 					wg.Go(func() {
 						<-start
-						a, err := apptest.Do(apptest.Request{Method: "POST", URL: w.api.URL + "/v1/webhooks/provider", Body: string(body),
+						a, err := apptest.Do(apptest.Request{Method: "POST", URL: w.URL + "/v1/webhooks/provider", Body: string(body),
 							Header: []string{"Provider-Signature", provider.Sign("whsec_test", time.Now(), body)}})
 						if err != nil {
 							return
@@ -83,7 +83,7 @@ func TestNaturalKeys(t *testing.T) {
 				for _, s := range statuses {
 					require.Equal(t, 200, s, "every delivery is acknowledged, so the provider stops sending")
 				}
-				require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM webhook_events WHERE event_id = 'evt_storm'"))
+				require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM webhook_events WHERE event_id = 'evt_storm'"))
 			})
 		})
 	}

@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,60 +22,9 @@ import (
 	"github.com/idemkeys/payments/internal/testkit"
 )
 
-// observedAPI is one run() of the API whose logs the test reads.
-type observedAPI struct {
-	*apiProcess
-	logs  *testkit.SyncBuffer
-	done  chan error
-	dbURL string
-}
-
-// text is everything the process has logged so far.
-func (a *observedAPI) text() string {
-	return a.logs.String()
-}
-
-// startObservedAPI is startAPI with the logs kept (at debug level, so that
-// every line any code writes is searched) and the run's result exposed.
-func startObservedAPI(t *testing.T, dbURL string, extra ...string) *observedAPI {
-	t.Helper()
-	addr := freeAddr(t)
-	environ := append([]string{
-		"HTTP_ADDR=" + addr,
-		"DATABASE_URL=" + dbURL,
-		"DEMO_SEED=true",
-		"IDEMPOTENCY_WAIT=5s",
-		"LOG_LEVEL=debug",
-		"DB_MAX_CONNS=10",
-	}, extra...)
-	ctx, cancel := context.WithCancel(context.Background())
-	a := &observedAPI{logs: &testkit.SyncBuffer{}, done: make(chan error, 1), dbURL: dbURL}
-	go func() { a.done <- run(ctx, nil, environ, a.logs) }()
-
-	var once sync.Once
-	var stopErr error
-	a.apiProcess = &apiProcess{URL: "http://" + addr, stop: func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case stopErr = <-a.done:
-			case <-time.After(30 * time.Second):
-				stopErr = fmt.Errorf("run did not return")
-			}
-		})
-		return stopErr
-	}}
-	t.Cleanup(func() { _ = a.stop() })
-	testkit.Eventually(t, 60*time.Second, "api healthy", func() bool {
-		select {
-		case err := <-a.done:
-			t.Fatalf("api exited at start: %v\n%s", err, a.text())
-		default:
-		}
-		return testkit.HTTPReady(a.URL + "/healthz")
-	})
-	return a
-}
+// debugLogs keeps the API's logs at debug level, so that every line any
+// code writes is searched for keys and secrets.
+var debugLogs = apptest.Env("LOG_LEVEL=debug")
 
 // metricsOf scrapes /metrics and returns each sample's value by series, as
 // the exposition writes it: name{label="value",...} with labels sorted.
@@ -131,11 +79,7 @@ func TestMetricsAndLogsAfterScenarios(t *testing.T) {
 			t.Parallel()
 			dbURL := testkit.DatabaseURL(t, dialect)
 			// No webhooks: the reconciler is what resolves the lost response.
-			prov, err := provider.StartInProcess(context.Background(), provider.Config{})
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
-			api := startObservedAPI(t, dbURL, "PROVIDER_URL="+prov.URL, "PROVIDER_TIMEOUT=300ms", "RECONCILE_INTERVAL=100ms",
-				"LOG_KEY_SECRET=a-log-secret-for-the-tests")
+			api := apptest.Start(t, dbURL, debugLogs, apptest.WithSilentProvider(provider.Config{}), apptest.Env("PROVIDER_TIMEOUT=300ms", "RECONCILE_INTERVAL=100ms", "LOG_KEY_SECRET=a-log-secret-for-the-tests"))
 
 			suffix := apptest.NewKey()
 			orderKey, otherOrderKey, payKey := "obs-order-"+suffix, "obs-order2-"+suffix, "obs-pay-"+suffix
@@ -215,8 +159,8 @@ func TestMetricsAndLogsAfterScenarios(t *testing.T) {
 				require.NotContains(t, raw, secret)
 			}
 
-			require.NoError(t, api.stop())
-			logs := api.text()
+			require.NoError(t, api.Stop())
+			logs := api.Logs()
 			requireNoSecrets(t, logs, orderKey, otherOrderKey, payKey, strings.Repeat("x", 300))
 			// Each keyed request's access line carries the key's hash, and
 			// the request id the client sent is on its line.
@@ -269,10 +213,7 @@ func TestMetricsSeeStuckAndPurgedRecords(t *testing.T) {
 			t.Parallel()
 			t.Run("stuck", func(t *testing.T) {
 				dbURL := testkit.DatabaseURL(t, dialect)
-				prov, err := provider.StartInProcess(context.Background(), provider.Config{})
-				require.NoError(t, err)
-				t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
-				api := startObservedAPI(t, dbURL, "PROVIDER_URL="+prov.URL, "PROVIDER_TIMEOUT=300ms", "RECONCILE_INTERVAL=1h")
+				api := apptest.Start(t, dbURL, debugLogs, apptest.WithSilentProvider(provider.Config{}), apptest.Env("PROVIDER_TIMEOUT=300ms", "RECONCILE_INTERVAL=1h"))
 
 				order := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", apptest.NewKey(), apptest.OrderBody)
 				require.Equal(t, 201, order.Status)
@@ -291,7 +232,7 @@ func TestMetricsSeeStuckAndPurgedRecords(t *testing.T) {
 			})
 			t.Run("purged", func(t *testing.T) {
 				dbURL := testkit.DatabaseURL(t, dialect)
-				api := startObservedAPI(t, dbURL, "IDEMPOTENCY_TTL=1s", "JANITOR_INTERVAL=100ms")
+				api := apptest.Start(t, dbURL, debugLogs, apptest.Env("IDEMPOTENCY_TTL=1s", "JANITOR_INTERVAL=100ms"))
 				keys := []string{apptest.NewKey(), apptest.NewKey(), apptest.NewKey()}
 				for _, k := range keys {
 					require.Equal(t, 201, apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", k, apptest.OrderBody).Status)
@@ -324,7 +265,7 @@ func TestUnreachableDatabaseFailsStartAfterBackoff(t *testing.T) {
 	logs := &testkit.SyncBuffer{}
 	start := time.Now()
 	err = run(context.Background(), nil, []string{
-		"HTTP_ADDR=" + freeAddr(t),
+		"HTTP_ADDR=" + testkit.FreeAddr(t),
 		fmt.Sprintf("DATABASE_URL=postgres://postgres:hunter2@127.0.0.1:%d/payments?sslmode=disable", closedPort),
 		"DB_CONNECT_TIMEOUT=1s",
 	}, logs)
@@ -346,7 +287,7 @@ func TestUnreachableDatabaseFailsStartAfterBackoff(t *testing.T) {
 // in order, and no record is left executing.
 func TestShutdownDrainsAndLogsEachStep(t *testing.T) {
 	dbURL := testkit.DatabaseURL(t, database.SQLite)
-	api := startObservedAPI(t, dbURL, "PROVIDER_TIMEOUT=5s", "SHUTDOWN_TIMEOUT=20s")
+	api := apptest.Start(t, dbURL, debugLogs, apptest.Env("PROVIDER_TIMEOUT=5s", "SHUTDOWN_TIMEOUT=20s"))
 
 	order := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", apptest.NewKey(), apptest.OrderBody)
 	require.Equal(t, 201, order.Status)
@@ -362,13 +303,13 @@ func TestShutdownDrainsAndLogsEachStep(t *testing.T) {
 		return keyState(t, api.URL, key) == "executing"
 	})
 	stopped := make(chan error, 1)
-	go func() { stopped <- api.stop() }()
+	go func() { stopped <- api.Stop() }()
 
 	got := <-inFlight
 	require.Equal(t, 201, got.Status, "the in-flight request finishes: %s", got.Body)
 	require.NoError(t, <-stopped, "a graceful stop returns nil")
 
-	logs := api.text()
+	logs := api.Logs()
 	shutting := strings.Index(logs, "shutting down: no new requests")
 	paid := strings.Index(logs, `"route":"/v1/orders/:id/payments","path"`)
 	stoppedAt := strings.Index(logs, `"msg":"stopped"`)
@@ -411,18 +352,18 @@ func TestResponseEncryptionEndToEnd(t *testing.T) {
 				return string(row.ResponseBody), *row.ResponseKeyID
 			}
 
-			api := startObservedAPI(t, dbURL, "RESPONSE_ENCRYPTION_KEYS="+k1)
+			api := apptest.Start(t, dbURL, debugLogs, apptest.Env("RESPONSE_ENCRYPTION_KEYS="+k1))
 			first := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "enc-1", body)
 			require.Equal(t, 201, first.Status)
 			stored, keyID := column("enc-1")
 			require.Equal(t, "k1", keyID)
 			require.NotContains(t, stored, secretMarker, "the database holds ciphertext")
 			require.NotContains(t, stored, `"object":"order"`)
-			require.NoError(t, api.stop())
-			require.Contains(t, api.text(), `"active_key_id":"k1"`)
+			require.NoError(t, api.Stop())
+			require.Contains(t, api.Logs(), `"active_key_id":"k1"`)
 
 			// Rotated: k2 encrypts, k1 still decrypts.
-			api = startObservedAPI(t, dbURL, "RESPONSE_ENCRYPTION_KEYS="+k1+","+k2, "RESPONSE_ENCRYPTION_KEY_ID=k2")
+			api = apptest.Start(t, dbURL, debugLogs, apptest.Env("RESPONSE_ENCRYPTION_KEYS="+k1+","+k2, "RESPONSE_ENCRYPTION_KEY_ID=k2"))
 			again := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "enc-1", body)
 			require.Equal(t, 201, again.Status)
 			require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
@@ -433,15 +374,15 @@ func TestResponseEncryptionEndToEnd(t *testing.T) {
 			shown := apptest.Call(t, "GET", api.URL+"/v1/idempotency-keys/enc-1", "sk_test_acme", "", "")
 			require.Equal(t, 200, shown.Status)
 			require.Contains(t, string(shown.Body), secretMarker, "the owner sees the decrypted answer")
-			require.NoError(t, api.stop())
+			require.NoError(t, api.Stop())
 
 			// k1 dropped while its record lives: a clear error, no replay.
-			api = startObservedAPI(t, dbURL, "RESPONSE_ENCRYPTION_KEYS="+k2)
+			api = apptest.Start(t, dbURL, debugLogs, apptest.Env("RESPONSE_ENCRYPTION_KEYS="+k2))
 			lost := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "enc-1", body)
 			require.Equal(t, 500, lost.Status)
 			require.Equal(t, 201, apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "enc-2", body).Status)
-			require.NoError(t, api.stop())
-			logs := api.text()
+			require.NoError(t, api.Stop())
+			logs := api.Logs()
 			require.Contains(t, logs, `stored response is encrypted with an unknown key id: \"k1\"`)
 			for _, secret := range []string{k1[3:], k2[3:], secretMarker, "enc-1\"", "sk_test_acme"} {
 				require.NotContains(t, logs, secret)

@@ -57,7 +57,7 @@ func TestOrderChangesOverHTTP(t *testing.T) {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			dbURL := testkit.DatabaseURL(t, dialect)
-			api := startAPI(t, dbURL)
+			api := apptest.Start(t, dbURL)
 
 			created := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "order-1", apptest.OrderBody)
 			require.Equal(t, 201, created.Status, string(created.Body))
@@ -144,7 +144,7 @@ func TestConcurrentWritersOverHTTP(t *testing.T) {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			dbURL := testkit.DatabaseURL(t, dialect)
-			api := startAPI(t, dbURL)
+			api := apptest.Start(t, dbURL)
 
 			for _, route := range []string{"shipping-address", "items"} {
 				t.Run(route, func(t *testing.T) {
@@ -206,7 +206,7 @@ func TestRetryOfAnAddedItemReplays(t *testing.T) {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			dbURL := testkit.DatabaseURL(t, dialect)
-			api := startAPI(t, dbURL)
+			api := apptest.Start(t, dbURL)
 			created := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "order-1", apptest.OrderBody)
 			require.Equal(t, 201, created.Status)
 			orderURL := api.URL + "/v1/orders/" + created.JSON(t)["id"].(string)

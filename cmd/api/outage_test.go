@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -186,25 +185,24 @@ func TestDatabaseOutage(t *testing.T) {
 	require.NoError(t, err)
 	proxy := startProxy(t, pg.Host)
 
-	addr := freeAddr(t)
-	prov, err := provider.StartInProcess(context.Background(), provider.Config{
-		WebhookURL: "http://" + addr + "/v1/webhooks/provider", WebhookSecret: "whsec_test",
-		DuplicateWebhookRate: -1, SlowDelay: 2 * time.Second,
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
-	api := startAPI(t, viaProxy(t, realURL, proxy.addr),
-		"HTTP_ADDR="+addr, "PROVIDER_URL="+prov.URL, "PROVIDER_TIMEOUT=5s",
-		// A record that the outage left executing (the payment in flight)
-		// cannot be released while the database is gone; the API keeps
-		// trying, so a retry can resume it as soon as the database is back,
-		// long before the (default, 30 s) lock timeout.
-		"IDEMPOTENCY_WAIT=200ms", "RECONCILE_INTERVAL=1h")
-	w := &world{api: api, provider: prov, dbURL: realURL} // count() goes to the real server
+	api := apptest.Start(t, viaProxy(t, realURL, proxy.addr),
+		apptest.WithProvider(provider.Config{DuplicateWebhookRate: -1, SlowDelay: 2 * time.Second}),
+		apptest.Env("PROVIDER_TIMEOUT=5s",
+			// A record that the outage left executing (the payment in flight)
+			// cannot be released while the database is gone; the API keeps
+			// trying, so a retry can resume it as soon as the database is back,
+			// long before the (default, 30 s) lock timeout.
+			"IDEMPOTENCY_WAIT=200ms", "RECONCILE_INTERVAL=1h"))
+	prov := api.Provider
+	// Counts go to the real server, which the outage does not reach.
+	count := func(t *testing.T, query string, args ...any) int64 {
+		t.Helper()
+		return testkit.Count(t, realURL, query, args...)
+	}
 
 	// Warm up: the merchant is cached, the pool holds connections that the
 	// cut will break.
-	order := w.createOrder(t, "sk_test_acme")
+	order := api.CreateOrder(t, "sk_test_acme")
 	status, db := readiness(t, api.URL)
 	require.Equal(t, 200, status)
 	require.Equal(t, "up", db)
@@ -226,7 +224,7 @@ func TestDatabaseOutage(t *testing.T) {
 
 	t.Run("orders: 503 while down, then the same key creates one order", func(t *testing.T) {
 		key := apptest.NewKey()
-		before := w.count(t, "SELECT count(*) FROM orders")
+		before := count(t, "SELECT count(*) FROM orders")
 		outage(func() {
 			var a apptest.Answer
 			// Connections that were idle in the pool may take an attempt
@@ -247,7 +245,7 @@ func TestDatabaseOutage(t *testing.T) {
 			live, err := apptest.Do(apptest.Request{Method: "GET", URL: api.URL + "/healthz", Client: outageClient})
 			require.NoError(t, err)
 			require.Equal(t, 200, live.Status)
-			require.Equal(t, before, w.count(t, "SELECT count(*) FROM orders"), "nothing was done")
+			require.Equal(t, before, count(t, "SELECT count(*) FROM orders"), "nothing was done")
 		})
 
 		testkit.Eventually(t, 10*time.Second, "readyz up again", func() bool {
@@ -261,12 +259,12 @@ func TestDatabaseOutage(t *testing.T) {
 			return err == nil && created.Status == http.StatusCreated
 		})
 		require.Empty(t, created.Header.Get("Idempotent-Replayed"), "executed, not replayed: the outage stored nothing")
-		require.Equal(t, before+1, w.count(t, "SELECT count(*) FROM orders"))
+		require.Equal(t, before+1, count(t, "SELECT count(*) FROM orders"))
 		replay, err := apptest.Do(apptest.Request{Method: "POST", URL: api.URL + "/v1/orders", APIKey: "sk_test_acme", Key: key, Body: apptest.OrderBody, Client: outageClient})
 		require.NoError(t, err)
 		require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
 		require.Equal(t, created.Body, replay.Body)
-		require.Equal(t, before+1, w.count(t, "SELECT count(*) FROM orders"))
+		require.Equal(t, before+1, count(t, "SELECT count(*) FROM orders"))
 	})
 
 	t.Run("payment refused while down, then charged once", func(t *testing.T) {
@@ -292,12 +290,12 @@ func TestDatabaseOutage(t *testing.T) {
 		})
 		p := paid.JSON(t)
 		require.Equal(t, "succeeded", p["status"])
-		require.Len(t, w.charges(t, p["id"].(string)), 1)
-		require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
+		require.Len(t, api.Charges(t, p["id"].(string)), 1)
+		require.EqualValues(t, 1, count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
 	})
 
 	t.Run("outage while the provider charges: the retry resumes, one charge", func(t *testing.T) {
-		order := w.createOrder(t, "sk_test_acme")
+		order := api.CreateOrder(t, "sk_test_acme")
 		key := apptest.NewKey()
 		charged := len(prov.Server.Charges())
 		first := make(chan apptest.Answer, 1)
@@ -331,9 +329,9 @@ func TestDatabaseOutage(t *testing.T) {
 		})
 		p := paid.JSON(t)
 		require.Equal(t, "succeeded", p["status"])
-		require.Len(t, w.charges(t, p["id"].(string)), 1, "one charge, outage or not")
+		require.Len(t, api.Charges(t, p["id"].(string)), 1, "one charge, outage or not")
 		require.Len(t, prov.Server.Charges(), charged+1)
-		require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
+		require.EqualValues(t, 1, count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
 		o, err := apptest.Do(apptest.Request{Method: "GET", URL: api.URL + "/v1/orders/" + order, APIKey: "sk_test_acme", Client: outageClient})
 		require.NoError(t, err)
 		require.Equal(t, "paid", o.JSON(t)["status"])

@@ -22,23 +22,23 @@ import (
 // once.
 func TestOutboxDeliversAtLeastOnceAndTheConsumerAppliesOnce(t *testing.T) {
 	rs := testkit.StartRedis(t)
-	w := newWorld(t, database.Postgres, provider.Config{DuplicateWebhookRate: -1}, "REDIS_URL="+rs.URL(), "OUTBOX_INTERVAL=50ms")
+	w := apptest.Start(t, testkit.DatabaseURL(t, database.Postgres), apptest.WithProvider(provider.Config{DuplicateWebhookRate: -1}), apptest.Env("REDIS_URL="+rs.URL(), "OUTBOX_INTERVAL=50ms"))
 	ctx := context.Background()
 
-	order := w.createOrder(t, "sk_test_acme")
-	require.Equal(t, 201, w.pay(t, order, apptest.NewKey(), "pm_card_visa").Status)
-	declinedOrder := w.createOrder(t, "sk_test_acme")
-	require.Equal(t, 402, w.pay(t, declinedOrder, apptest.NewKey(), "pm_card_declined").Status)
+	order := w.CreateOrder(t, "sk_test_acme")
+	require.Equal(t, 201, w.Pay(t, order, apptest.NewKey(), "pm_card_visa").Status)
+	declinedOrder := w.CreateOrder(t, "sk_test_acme")
+	require.Equal(t, 402, w.Pay(t, declinedOrder, apptest.NewKey(), "pm_card_declined").Status)
 	const events = 4 // two order.created, payment.succeeded, payment.failed
 
-	require.EqualValues(t, events, w.count(t, "SELECT count(*) FROM outbox_events"))
+	require.EqualValues(t, events, w.Count(t, "SELECT count(*) FROM outbox_events"))
 	testkit.Eventually(t, 10*time.Second, "all events published", func() bool {
-		return w.count(t, "SELECT count(*) FROM outbox_events WHERE published_at IS NULL") == 0
+		return w.Count(t, "SELECT count(*) FROM outbox_events WHERE published_at IS NULL") == 0
 	})
 	require.EqualValues(t, events, rs.Client(t).XLen(ctx, outbox.StreamKey).Val())
 
 	// As if the dispatcher died after publishing and before marking.
-	db, err := database.Open(w.dbURL, database.Options{MaxOpenConns: 1})
+	db, err := database.Open(w.DatabaseURL, database.Options{MaxOpenConns: 1})
 	require.NoError(t, err)
 	require.NoError(t, db.Exec("UPDATE outbox_events SET published_at = NULL").Error)
 	_ = db.Close()
@@ -73,10 +73,10 @@ func TestOutboxDeliversAtLeastOnceAndTheConsumerAppliesOnce(t *testing.T) {
 // TestOutboxWithoutRedisDrainsToTheLog: with Redis off the events are still
 // written with their changes and drained (to the log).
 func TestOutboxWithoutRedisDrainsToTheLog(t *testing.T) {
-	w := newWorld(t, database.SQLite, provider.Config{DuplicateWebhookRate: -1}, "OUTBOX_INTERVAL=50ms")
-	w.createOrder(t, "sk_test_acme")
-	require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM outbox_events WHERE type = 'order.created'"))
+	w := apptest.Start(t, testkit.DatabaseURL(t, database.SQLite), apptest.WithProvider(provider.Config{DuplicateWebhookRate: -1}), apptest.Env("OUTBOX_INTERVAL=50ms"))
+	w.CreateOrder(t, "sk_test_acme")
+	require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM outbox_events WHERE type = 'order.created'"))
 	testkit.Eventually(t, 10*time.Second, "drained", func() bool {
-		return w.count(t, "SELECT count(*) FROM outbox_events WHERE published_at IS NULL") == 0
+		return w.Count(t, "SELECT count(*) FROM outbox_events WHERE published_at IS NULL") == 0
 	})
 }

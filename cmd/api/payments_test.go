@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,64 +12,11 @@ import (
 
 	"github.com/idemkeys/payments/internal/app"
 	"github.com/idemkeys/payments/internal/app/apptest"
-	"github.com/idemkeys/payments/internal/config"
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/provider"
 	"github.com/idemkeys/payments/internal/testkit"
 )
-
-// world is one API and one mock provider talking over real HTTP, on one
-// test database. The provider sends its webhooks to the API.
-type world struct {
-	api      *apiProcess
-	provider *provider.Running
-	dbURL    string
-}
-
-func newWorld(t *testing.T, dialect database.Dialect, provCfg provider.Config, env ...string) *world {
-	t.Helper()
-	dbURL := testkit.DatabaseURL(t, dialect)
-	addr := freeAddr(t)
-	provCfg.WebhookURL = "http://" + addr + "/v1/webhooks/provider"
-	if provCfg.WebhookSecret == "" {
-		provCfg.WebhookSecret = "whsec_test"
-	}
-	prov, err := provider.StartInProcess(context.Background(), provCfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
-	env = append([]string{"HTTP_ADDR=" + addr, "PROVIDER_URL=" + prov.URL}, env...)
-	return &world{api: startAPI(t, dbURL, env...), provider: prov, dbURL: dbURL}
-}
-
-func (w *world) createOrder(t *testing.T, apiKey string) string {
-	t.Helper()
-	a := apptest.Call(t, "POST", w.api.URL+"/v1/orders", apiKey, "order-"+apptest.NewKey(), apptest.OrderBody)
-	require.Equal(t, 201, a.Status, string(a.Body))
-	return a.JSON(t)["id"].(string)
-}
-
-func (w *world) pay(t *testing.T, orderID, key, method string) apptest.Answer {
-	t.Helper()
-	return apptest.Call(t, "POST", w.api.URL+"/v1/orders/"+orderID+"/payments", "sk_test_acme", key, `{"payment_method":"`+method+`"}`)
-}
-
-// charges asks the provider's ledger, over its API, for every charge made
-// for one of our payments: the proof that nothing was charged twice.
-func (w *world) charges(t *testing.T, paymentID string) []map[string]any {
-	t.Helper()
-	return apptest.Ledger(t, w.provider.URL+"/v1/charges?reference="+paymentID)
-}
-
-func (w *world) count(t *testing.T, query string, args ...any) int64 {
-	t.Helper()
-	db, err := database.Open(w.dbURL, database.Options{MaxOpenConns: 1})
-	require.NoError(t, err)
-	defer db.Close()
-	var n int64
-	require.NoError(t, db.Raw(query, args...).Scan(&n).Error)
-	return n
-}
 
 func TestPaymentMethodsEndToEnd(t *testing.T) {
 	for _, dialect := range testkit.Dialects {
@@ -80,33 +24,32 @@ func TestPaymentMethodsEndToEnd(t *testing.T) {
 			t.Parallel()
 			// Webhooks arrive late here, so that an unknown outcome is seen
 			// as a 202 and the reconciler is what resolves it.
-			w := newWorld(t, dialect, provider.Config{SlowDelay: time.Second, DuplicateWebhookRate: 1, WebhookDelay: 3 * time.Second},
-				"PROVIDER_TIMEOUT=300ms", "RECONCILE_INTERVAL=100ms")
+			w := apptest.Start(t, testkit.DatabaseURL(t, dialect), apptest.WithProvider(provider.Config{SlowDelay: time.Second, DuplicateWebhookRate: 1, WebhookDelay: 3 * time.Second}), apptest.Env("PROVIDER_TIMEOUT=300ms", "RECONCILE_INTERVAL=100ms"))
 
 			t.Run("visa succeeds once and pays the order", func(t *testing.T) {
-				order := w.createOrder(t, "sk_test_acme")
+				order := w.CreateOrder(t, "sk_test_acme")
 				key := apptest.NewKey()
-				a := w.pay(t, order, key, "pm_card_visa")
+				a := w.Pay(t, order, key, "pm_card_visa")
 				require.Equal(t, 201, a.Status, string(a.Body))
 				p := a.JSON(t)
 				require.Equal(t, "succeeded", p["status"])
 				require.EqualValues(t, 2500, p["amount"])
 				require.NotEmpty(t, p["provider_charge_id"])
-				require.Len(t, w.charges(t, p["id"].(string)), 1)
+				require.Len(t, w.Charges(t, p["id"].(string)), 1)
 
-				o := apptest.Call(t, "GET", w.api.URL+"/v1/orders/"+order, "sk_test_acme", "", "").JSON(t)
+				o := apptest.Call(t, "GET", w.URL+"/v1/orders/"+order, "sk_test_acme", "", "").JSON(t)
 				require.Equal(t, "paid", o["status"])
 
-				again := w.pay(t, order, key, "pm_card_visa")
+				again := w.Pay(t, order, key, "pm_card_visa")
 				require.Equal(t, 201, again.Status)
 				require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
 				require.Equal(t, a.Body, again.Body)
 
-				paid := w.pay(t, order, apptest.NewKey(), "pm_card_visa")
+				paid := w.Pay(t, order, apptest.NewKey(), "pm_card_visa")
 				require.Equal(t, 409, paid.Status)
 				require.Equal(t, "order_already_paid", paid.JSON(t)["code"])
-				require.Len(t, w.charges(t, p["id"].(string)), 1)
-				require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
+				require.Len(t, w.Charges(t, p["id"].(string)), 1)
+				require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
 			})
 
 			for _, tc := range []struct{ method, code string }{
@@ -114,47 +57,47 @@ func TestPaymentMethodsEndToEnd(t *testing.T) {
 				{"pm_card_insufficient_funds", "insufficient_funds"},
 			} {
 				t.Run(tc.method+" is declined and the order can be paid again", func(t *testing.T) {
-					order := w.createOrder(t, "sk_test_acme")
+					order := w.CreateOrder(t, "sk_test_acme")
 					key := apptest.NewKey()
-					a := w.pay(t, order, key, tc.method)
+					a := w.Pay(t, order, key, tc.method)
 					require.Equal(t, 402, a.Status, string(a.Body))
 					prob := a.JSON(t)
 					require.Equal(t, "payment_declined", prob["code"])
 					require.Equal(t, tc.code, prob["decline_code"])
 					paymentID := prob["payment_id"].(string)
-					require.Len(t, w.charges(t, paymentID), 1)
+					require.Len(t, w.Charges(t, paymentID), 1)
 
-					again := w.pay(t, order, key, tc.method)
+					again := w.Pay(t, order, key, tc.method)
 					require.Equal(t, 402, again.Status)
 					require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
 					require.Equal(t, a.Body, again.Body)
 
-					o := apptest.Call(t, "GET", w.api.URL+"/v1/orders/"+order, "sk_test_acme", "", "").JSON(t)
+					o := apptest.Call(t, "GET", w.URL+"/v1/orders/"+order, "sk_test_acme", "", "").JSON(t)
 					require.Equal(t, "pending_payment", o["status"])
-					require.Equal(t, 201, w.pay(t, order, apptest.NewKey(), "pm_card_visa").Status)
+					require.Equal(t, 201, w.Pay(t, order, apptest.NewKey(), "pm_card_visa").Status)
 				})
 			}
 
 			t.Run("unavailable: 502, nothing charged, the same key resumes", func(t *testing.T) {
-				order := w.createOrder(t, "sk_test_acme")
+				order := w.CreateOrder(t, "sk_test_acme")
 				key := apptest.NewKey()
-				a := w.pay(t, order, key, "pm_fault_unavailable")
+				a := w.Pay(t, order, key, "pm_fault_unavailable")
 				require.Equal(t, 502, a.Status, string(a.Body))
 				require.Equal(t, "provider_unavailable", a.JSON(t)["code"])
-				require.EqualValues(t, 0, w.count(t, `SELECT count(*) FROM payments WHERE order_id = ? AND status = 'succeeded'`, order))
+				require.EqualValues(t, 0, w.Count(t, `SELECT count(*) FROM payments WHERE order_id = ? AND status = 'succeeded'`, order))
 
-				again := w.pay(t, order, key, "pm_fault_unavailable")
+				again := w.Pay(t, order, key, "pm_fault_unavailable")
 				require.Equal(t, 201, again.Status, string(again.Body))
 				p := again.JSON(t)
-				require.Len(t, w.charges(t, p["id"].(string)), 1)
-				require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order), "the retry resumed the same payment")
+				require.Len(t, w.Charges(t, p["id"].(string)), 1)
+				require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order), "the retry resumed the same payment")
 			})
 
 			for _, method := range []string{"pm_fault_lost_response", "pm_fault_slow"} {
 				t.Run(method+": 202, then resolved to one charge", func(t *testing.T) {
-					order := w.createOrder(t, "sk_test_acme")
+					order := w.CreateOrder(t, "sk_test_acme")
 					key := apptest.NewKey()
-					a := w.pay(t, order, key, method)
+					a := w.Pay(t, order, key, method)
 					require.Equal(t, 202, a.Status, string(a.Body))
 					p := a.JSON(t)
 					require.Equal(t, "processing", p["status"])
@@ -162,44 +105,44 @@ func TestPaymentMethodsEndToEnd(t *testing.T) {
 					require.Equal(t, "/v1/payments/"+paymentID, a.Header.Get("Location"))
 
 					testkit.Eventually(t, 10*time.Second, "payment resolved", func() bool {
-						got := apptest.Call(t, "GET", w.api.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "")
+						got := apptest.Call(t, "GET", w.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "")
 						return got.JSON(t)["status"] == "succeeded"
 					})
-					final := w.pay(t, order, key, method)
+					final := w.Pay(t, order, key, method)
 					require.Equal(t, 201, final.Status, string(final.Body))
 					require.Equal(t, "succeeded", final.JSON(t)["status"])
-					require.Len(t, w.charges(t, paymentID), 1)
-					o := apptest.Call(t, "GET", w.api.URL+"/v1/orders/"+order, "sk_test_acme", "", "").JSON(t)
+					require.Len(t, w.Charges(t, paymentID), 1)
+					o := apptest.Call(t, "GET", w.URL+"/v1/orders/"+order, "sk_test_acme", "", "").JSON(t)
 					require.Equal(t, "paid", o["status"])
 				})
 			}
 
 			t.Run("other merchant sees nothing", func(t *testing.T) {
-				order := w.createOrder(t, "sk_test_acme")
-				a := apptest.Call(t, "POST", w.api.URL+"/v1/orders/"+order+"/payments", "sk_test_globex", apptest.NewKey(), `{"payment_method":"pm_card_visa"}`)
+				order := w.CreateOrder(t, "sk_test_acme")
+				a := apptest.Call(t, "POST", w.URL+"/v1/orders/"+order+"/payments", "sk_test_globex", apptest.NewKey(), `{"payment_method":"pm_card_visa"}`)
 				require.Equal(t, 404, a.Status)
-				p := w.pay(t, order, apptest.NewKey(), "pm_card_visa").JSON(t)
-				require.Equal(t, 404, apptest.Call(t, "GET", w.api.URL+"/v1/payments/"+p["id"].(string), "sk_test_globex", "", "").Status)
+				p := w.Pay(t, order, apptest.NewKey(), "pm_card_visa").JSON(t)
+				require.Equal(t, 404, apptest.Call(t, "GET", w.URL+"/v1/payments/"+p["id"].(string), "sk_test_globex", "", "").Status)
 			})
 
 			t.Run("bad input changes nothing", func(t *testing.T) {
-				order := w.createOrder(t, "sk_test_acme")
+				order := w.CreateOrder(t, "sk_test_acme")
 				for _, body := range []string{`{}`, `{"payment_method":""}`, `{"payment_method":5}`, `{"payment_method":"pm_card_visa","x":1}`, `{"payment_method":`} {
-					a := apptest.Call(t, "POST", w.api.URL+"/v1/orders/"+order+"/payments", "sk_test_acme", apptest.NewKey(), body)
+					a := apptest.Call(t, "POST", w.URL+"/v1/orders/"+order+"/payments", "sk_test_acme", apptest.NewKey(), body)
 					require.Equal(t, 400, a.Status, body)
 					require.Equal(t, "validation_failed", a.JSON(t)["code"])
 				}
-				require.EqualValues(t, 0, w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
+				require.EqualValues(t, 0, w.Count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
 			})
 
 			t.Run("each webhook event applies once", func(t *testing.T) {
 				// DuplicateWebhookRate 1: the provider sent every event twice.
 				testkit.Eventually(t, 10*time.Second, "webhooks delivered", func() bool {
-					return w.count(t, "SELECT count(*) FROM webhook_events") > 0
+					return w.Count(t, "SELECT count(*) FROM webhook_events") > 0
 				})
-				charges := len(w.provider.Server.Charges())
+				charges := len(w.Provider.Server.Charges())
 				testkit.Eventually(t, 10*time.Second, "one inbox row per charge event", func() bool {
-					return w.count(t, "SELECT count(*) FROM webhook_events WHERE type LIKE 'charge.%'") == int64(charges)
+					return w.Count(t, "SELECT count(*) FROM webhook_events WHERE type LIKE 'charge.%'") == int64(charges)
 				})
 			})
 		})
@@ -209,21 +152,20 @@ func TestPaymentMethodsEndToEnd(t *testing.T) {
 // TestWebhookResolvesFirst turns the reconciler off: a provider webhook is
 // what resolves an unknown outcome, before or after the API's own answer.
 func TestWebhookResolvesFirst(t *testing.T) {
-	w := newWorld(t, database.Postgres, provider.Config{SlowDelay: time.Second, DuplicateWebhookRate: 1},
-		"PROVIDER_TIMEOUT=300ms", "RECONCILE_INTERVAL=1h")
-	order := w.createOrder(t, "sk_test_acme")
+	w := apptest.Start(t, testkit.DatabaseURL(t, database.Postgres), apptest.WithProvider(provider.Config{SlowDelay: time.Second, DuplicateWebhookRate: 1}), apptest.Env("PROVIDER_TIMEOUT=300ms", "RECONCILE_INTERVAL=1h"))
+	order := w.CreateOrder(t, "sk_test_acme")
 	key := apptest.NewKey()
-	a := w.pay(t, order, key, "pm_fault_slow")
+	a := w.Pay(t, order, key, "pm_fault_slow")
 	require.Contains(t, []int{201, 202}, a.Status, string(a.Body))
 	paymentID := a.JSON(t)["id"].(string)
 	testkit.Eventually(t, 10*time.Second, "the webhook resolved the payment", func() bool {
-		return apptest.Call(t, "GET", w.api.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "").JSON(t)["status"] == "succeeded"
+		return apptest.Call(t, "GET", w.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "").JSON(t)["status"] == "succeeded"
 	})
-	final := w.pay(t, order, key, "pm_fault_slow")
+	final := w.Pay(t, order, key, "pm_fault_slow")
 	require.Equal(t, 201, final.Status)
-	require.Len(t, w.charges(t, paymentID), 1)
+	require.Len(t, w.Charges(t, paymentID), 1)
 	testkit.Eventually(t, 10*time.Second, "both copies of the event delivered", func() bool {
-		return w.count(t, "SELECT count(*) FROM webhook_events") == 1
+		return w.Count(t, "SELECT count(*) FROM webhook_events") == 1
 	})
 }
 
@@ -231,12 +173,12 @@ func TestRefunds(t *testing.T) {
 	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
-			w := newWorld(t, dialect, provider.Config{})
-			order := w.createOrder(t, "sk_test_acme")
-			p := w.pay(t, order, apptest.NewKey(), "pm_card_visa").JSON(t)
+			w := apptest.Start(t, testkit.DatabaseURL(t, dialect), apptest.WithProvider(provider.Config{}))
+			order := w.CreateOrder(t, "sk_test_acme")
+			p := w.Pay(t, order, apptest.NewKey(), "pm_card_visa").JSON(t)
 			paymentID := p["id"].(string)
 			refund := func(key, body string) apptest.Answer {
-				return apptest.Call(t, "POST", w.api.URL+"/v1/payments/"+paymentID+"/refunds", "sk_test_acme", key, body)
+				return apptest.Call(t, "POST", w.URL+"/v1/payments/"+paymentID+"/refunds", "sk_test_acme", key, body)
 			}
 
 			key := apptest.NewKey()
@@ -250,7 +192,7 @@ func TestRefunds(t *testing.T) {
 			require.Equal(t, first.Body, replay.Body)
 			require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
 
-			got := apptest.Call(t, "GET", w.api.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "").JSON(t)
+			got := apptest.Call(t, "GET", w.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "").JSON(t)
 			require.EqualValues(t, 1000, got["amount_refunded"])
 			require.Equal(t, "succeeded", got["status"])
 
@@ -263,59 +205,59 @@ func TestRefunds(t *testing.T) {
 			require.EqualValues(t, 1500, rest.JSON(t)["amount"])
 			require.Equal(t, 409, refund(apptest.NewKey(), `{"amount":1}`).Status)
 
-			got = apptest.Call(t, "GET", w.api.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "").JSON(t)
+			got = apptest.Call(t, "GET", w.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "").JSON(t)
 			require.EqualValues(t, 2500, got["amount_refunded"])
-			refunds := apptest.Ledger(t, w.provider.URL+"/v1/refunds?reference="+r["id"].(string))
+			refunds := apptest.Ledger(t, w.Provider.URL+"/v1/refunds?reference="+r["id"].(string))
 			require.Len(t, refunds, 1)
-			require.EqualValues(t, 2, w.count(t, "SELECT count(*) FROM refunds WHERE payment_id = ? AND status = 'succeeded'", paymentID))
+			require.EqualValues(t, 2, w.Count(t, "SELECT count(*) FROM refunds WHERE payment_id = ? AND status = 'succeeded'", paymentID))
 
 			// Concurrent refunds on a fresh payment never exceed it.
-			order = w.createOrder(t, "sk_test_acme")
-			paymentID = w.pay(t, order, apptest.NewKey(), "pm_card_visa").JSON(t)["id"].(string)
+			order = w.CreateOrder(t, "sk_test_acme")
+			paymentID = w.Pay(t, order, apptest.NewKey(), "pm_card_visa").JSON(t)["id"].(string)
 			var wg sync.WaitGroup
 			for range 10 {
 				wg.Go(func() { refund(apptest.NewKey(), `{"amount":1000}`) })
 			}
 			wg.Wait()
-			require.EqualValues(t, 2, w.count(t, "SELECT count(*) FROM refunds WHERE payment_id = ? AND status = 'succeeded'", paymentID))
-			got = apptest.Call(t, "GET", w.api.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "").JSON(t)
+			require.EqualValues(t, 2, w.Count(t, "SELECT count(*) FROM refunds WHERE payment_id = ? AND status = 'succeeded'", paymentID))
+			got = apptest.Call(t, "GET", w.URL+"/v1/payments/"+paymentID, "sk_test_acme", "", "").JSON(t)
 			require.EqualValues(t, 2000, got["amount_refunded"])
 		})
 	}
 }
 
 func TestWebhookSignature(t *testing.T) {
-	w := newWorld(t, database.SQLite, provider.Config{DuplicateWebhookRate: -1})
+	w := apptest.Start(t, testkit.DatabaseURL(t, database.SQLite), apptest.WithProvider(provider.Config{DuplicateWebhookRate: -1}))
 	body := []byte(`{"id":"evt_forged","type":"charge.succeeded","created":1,"data":{"object":{"id":"ch_x","object":"charge","status":"succeeded","reference":"pay_x","idempotency_key":"pay_x"}}}`)
 	post := func(sig string) int {
 		var header []string
 		if sig != "" {
 			header = []string{"Provider-Signature", sig}
 		}
-		return apptest.Call(t, "POST", w.api.URL+"/v1/webhooks/provider", "", "", string(body), header...).Status
+		return apptest.Call(t, "POST", w.URL+"/v1/webhooks/provider", "", "", string(body), header...).Status
 	}
 	require.Equal(t, 401, post(""))
 	require.Equal(t, 401, post(provider.Sign("wrong_secret", time.Now(), body)))
 	require.Equal(t, 401, post(provider.Sign("whsec_test", time.Now().Add(-6*time.Minute), body)))
 	require.Equal(t, 401, post(provider.Sign("whsec_test", time.Now().Add(6*time.Minute), body)))
-	require.EqualValues(t, 0, w.count(t, "SELECT count(*) FROM webhook_events"))
+	require.EqualValues(t, 0, w.Count(t, "SELECT count(*) FROM webhook_events"))
 	require.Equal(t, 200, post(provider.Sign("whsec_test", time.Now(), body)))
 	require.Equal(t, 200, post(provider.Sign("whsec_test", time.Now(), body)))
-	require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM webhook_events WHERE event_id = 'evt_forged'"))
+	require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM webhook_events WHERE event_id = 'evt_forged'"))
 }
 
 func TestConcurrentIdenticalPaymentsChargeOnce(t *testing.T) {
 	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
-			w := newWorld(t, dialect, provider.Config{SlowDelay: 300 * time.Millisecond}, "IDEMPOTENCY_WAIT=10s")
+			w := apptest.Start(t, testkit.DatabaseURL(t, dialect), apptest.WithProvider(provider.Config{SlowDelay: 300 * time.Millisecond}), apptest.Env("IDEMPOTENCY_WAIT=10s"))
 			for _, method := range []string{"pm_card_visa", "pm_fault_slow"} {
-				order := w.createOrder(t, "sk_test_acme")
+				order := w.CreateOrder(t, "sk_test_acme")
 				key := apptest.NewKey()
 				var wg sync.WaitGroup
 				answers := make([]apptest.Answer, 30)
 				for i := range answers {
-					wg.Go(func() { answers[i] = w.pay(t, order, key, method) })
+					wg.Go(func() { answers[i] = w.Pay(t, order, key, method) })
 				}
 				wg.Wait()
 				var paymentID string
@@ -327,8 +269,8 @@ func TestConcurrentIdenticalPaymentsChargeOnce(t *testing.T) {
 					}
 					require.Equal(t, paymentID, id, "every answer names the one payment")
 				}
-				require.Len(t, w.charges(t, paymentID), 1)
-				require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
+				require.Len(t, w.Charges(t, paymentID), 1)
+				require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
 			}
 		})
 	}
@@ -343,9 +285,6 @@ func TestCrashAtEveryRecoveryPoint(t *testing.T) {
 			t.Run(string(dialect)+"/"+phase, func(t *testing.T) {
 				t.Parallel()
 				dbURL := testkit.DatabaseURL(t, dialect)
-				prov, err := provider.StartInProcess(context.Background(), provider.Config{})
-				require.NoError(t, err)
-				t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
 
 				var crashed atomic.Bool
 				hook := func(_ context.Context, p string) error {
@@ -354,21 +293,21 @@ func TestCrashAtEveryRecoveryPoint(t *testing.T) {
 					}
 					return nil
 				}
-				url := startApp(t, []string{"DATABASE_URL=" + dbURL, "PROVIDER_URL=" + prov.URL}, app.WithServiceOptions(payments.WithPhaseHook(hook)))
-				w := &world{api: &apiProcess{URL: url}, provider: prov, dbURL: dbURL}
+				w := apptest.Start(t, dbURL, apptest.WithSilentProvider(provider.Config{}),
+					apptest.WithApp(app.WithServiceOptions(payments.WithPhaseHook(hook))))
 
-				order := w.createOrder(t, "sk_test_acme")
+				order := w.CreateOrder(t, "sk_test_acme")
 				key := apptest.NewKey()
-				first := w.pay(t, order, key, "pm_card_visa")
+				first := w.Pay(t, order, key, "pm_card_visa")
 				require.Equal(t, 500, first.Status, string(first.Body))
 				require.True(t, crashed.Load())
 
-				retry := w.pay(t, order, key, "pm_card_visa")
+				retry := w.Pay(t, order, key, "pm_card_visa")
 				require.Equal(t, 201, retry.Status, string(retry.Body))
 				paymentID := retry.JSON(t)["id"].(string)
-				require.Len(t, w.charges(t, paymentID), 1)
-				require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
-				replay := w.pay(t, order, key, "pm_card_visa")
+				require.Len(t, w.Charges(t, paymentID), 1)
+				require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
+				replay := w.Pay(t, order, key, "pm_card_visa")
 				require.Equal(t, retry.Body, replay.Body)
 			})
 		}
@@ -386,9 +325,6 @@ func TestSettledPaymentWhoseAnswerWasNotStored(t *testing.T) {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			dbURL := testkit.DatabaseURL(t, dialect)
-			prov, err := provider.StartInProcess(context.Background(), provider.Config{})
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
 
 			var crashed atomic.Bool
 			hook := func(_ context.Context, p string) error {
@@ -397,51 +333,27 @@ func TestSettledPaymentWhoseAnswerWasNotStored(t *testing.T) {
 				}
 				return nil
 			}
-			url := startApp(t, []string{"DATABASE_URL=" + dbURL, "PROVIDER_URL=" + prov.URL, "RECONCILE_INTERVAL=100ms"},
-				app.WithServiceOptions(payments.WithPhaseHook(hook)))
-			w := &world{api: &apiProcess{URL: url}, provider: prov, dbURL: dbURL}
+			w := apptest.Start(t, dbURL, apptest.WithSilentProvider(provider.Config{}),
+				apptest.WithApp(app.WithServiceOptions(payments.WithPhaseHook(hook))), apptest.Env("RECONCILE_INTERVAL=100ms"))
 
-			order := w.createOrder(t, "sk_test_acme")
+			order := w.CreateOrder(t, "sk_test_acme")
 			key := apptest.NewKey()
-			first := w.pay(t, order, key, "pm_card_visa")
+			first := w.Pay(t, order, key, "pm_card_visa")
 			require.Equal(t, 500, first.Status, string(first.Body))
 			paymentID := ""
 			testkit.Eventually(t, 10*time.Second, "the reconciler stored the settled answer", func() bool {
-				return w.count(t, "SELECT count(*) FROM idempotency_records WHERE idempotency_key = ? AND state = 'completed' AND response_status = 201", key) == 1
+				return w.Count(t, "SELECT count(*) FROM idempotency_records WHERE idempotency_key = ? AND state = 'completed' AND response_status = 201", key) == 1
 			})
-			require.EqualValues(t, 0, w.count(t, "SELECT count(*) FROM idempotency_records WHERE state = 'executing'"))
+			require.EqualValues(t, 0, w.Count(t, "SELECT count(*) FROM idempotency_records WHERE state = 'executing'"))
 
-			retry := w.pay(t, order, key, "pm_card_visa")
+			retry := w.Pay(t, order, key, "pm_card_visa")
 			require.Equal(t, 201, retry.Status, string(retry.Body))
 			require.Equal(t, "true", retry.Header.Get("Idempotent-Replayed"))
 			paymentID = retry.JSON(t)["id"].(string)
-			require.Len(t, w.charges(t, paymentID), 1)
-			require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
+			require.Len(t, w.Charges(t, paymentID), 1)
+			require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
 		})
 	}
-}
-
-// startApp serves app.New in-process, its workers running, with options,
-// for tests that need a hook inside the payment flow.
-func startApp(t testing.TB, environ []string, opts ...app.Option) string {
-	t.Helper()
-	cfg, err := config.Load(append([]string{"LOG_LEVEL=error"}, environ...))
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	a, err := app.New(context.Background(), cfg, log, ln, opts...)
-	require.NoError(t, err)
-	// Serve runs the background workers (janitor, reconciler, outbox) as
-	// in the program, and stops them before it closes the app.
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- a.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		stop()
-		<-served
-	})
-	return "http://" + ln.Addr().String()
 }
 
 // TestProviderDownFailsFastWithNoEffect points the API at a provider that is
@@ -449,14 +361,13 @@ func startApp(t testing.TB, environ []string, opts ...app.Option) string {
 // and once the circuit breaker has opened the answer comes without a call.
 func TestProviderDownFailsFastWithNoEffect(t *testing.T) {
 	dbURL := testkit.DatabaseURL(t, database.SQLite)
-	api := startAPI(t, dbURL, "PROVIDER_URL=http://"+freeAddr(t))
-	w := &world{api: api, dbURL: dbURL}
+	w := apptest.Start(t, dbURL, apptest.Env("PROVIDER_URL=http://"+testkit.FreeAddr(t)))
 	for i := range 8 {
-		order := w.createOrder(t, "sk_test_acme")
-		a := w.pay(t, order, apptest.NewKey(), "pm_card_visa")
+		order := w.CreateOrder(t, "sk_test_acme")
+		a := w.Pay(t, order, apptest.NewKey(), "pm_card_visa")
 		require.Equal(t, 502, a.Status, "attempt %d: %s", i, a.Body)
 		require.Equal(t, "provider_unavailable", a.JSON(t)["code"])
 	}
-	require.EqualValues(t, 0, w.count(t, "SELECT count(*) FROM payments WHERE status <> 'pending'"), "nothing was charged or settled")
-	require.EqualValues(t, 0, w.count(t, "SELECT count(*) FROM orders WHERE status = 'paid'"))
+	require.EqualValues(t, 0, w.Count(t, "SELECT count(*) FROM payments WHERE status <> 'pending'"), "nothing was charged or settled")
+	require.EqualValues(t, 0, w.Count(t, "SELECT count(*) FROM orders WHERE status = 'paid'"))
 }

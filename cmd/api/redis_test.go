@@ -28,7 +28,7 @@ func readyz(t *testing.T, base string) (int, map[string]any) {
 func TestRedisAcceleratesButIsNeverTheTruth(t *testing.T) {
 	rs := testkit.StartRedis(t)
 	dbURL := testkit.DatabaseURL(t, database.Postgres)
-	api := startAPI(t, dbURL, "REDIS_URL="+rs.URL(), "REDIS_TIMEOUT=100ms")
+	api := apptest.Start(t, dbURL, apptest.Env("REDIS_URL="+rs.URL(), "REDIS_TIMEOUT=100ms"))
 	ctx := context.Background()
 
 	status, body := readyz(t, api.URL)
@@ -118,16 +118,15 @@ func TestRedisAcceleratesButIsNeverTheTruth(t *testing.T) {
 // both, and every one of them gets the original's result.
 func TestDuplicatesAcrossInstancesSeeTheResult(t *testing.T) {
 	rs := testkit.StartRedis(t)
-	w := newWorld(t, database.Postgres, provider.Config{SlowDelay: time.Second, DuplicateWebhookRate: -1},
-		"REDIS_URL="+rs.URL(), "IDEMPOTENCY_WAIT=10s")
-	second := startAPI(t, w.dbURL, "REDIS_URL="+rs.URL(), "IDEMPOTENCY_WAIT=10s", "PROVIDER_URL="+w.provider.URL)
+	w := apptest.Start(t, testkit.DatabaseURL(t, database.Postgres), apptest.WithProvider(provider.Config{SlowDelay: time.Second, DuplicateWebhookRate: -1}), apptest.Env("REDIS_URL="+rs.URL(), "IDEMPOTENCY_WAIT=10s"))
+	second := apptest.Start(t, w.DatabaseURL, apptest.Env("REDIS_URL="+rs.URL(), "IDEMPOTENCY_WAIT=10s", "PROVIDER_URL="+w.Provider.URL))
 
-	order := w.createOrder(t, "sk_test_acme")
+	order := w.CreateOrder(t, "sk_test_acme")
 	key := apptest.NewKey()
 	var wg sync.WaitGroup
 	answers := make([]apptest.Answer, 20)
 	for i := range answers {
-		base := w.api.URL
+		base := w.URL
 		if i%2 == 1 {
 			base = second.URL
 		}
@@ -141,13 +140,13 @@ func TestDuplicatesAcrossInstancesSeeTheResult(t *testing.T) {
 		require.Equal(t, answers[0].Body, a.Body)
 	}
 	paymentID := answers[0].JSON(t)["id"].(string)
-	require.Len(t, w.charges(t, paymentID), 1)
+	require.Len(t, w.Charges(t, paymentID), 1)
 }
 
 func TestRateLimitOnNewKeys(t *testing.T) {
 	rs := testkit.StartRedis(t)
 	dbURL := testkit.DatabaseURL(t, database.SQLite)
-	api := startAPI(t, dbURL, "REDIS_URL="+rs.URL(), "RATE_LIMIT_NEW_KEYS=3", "RATE_LIMIT_WINDOW=1h")
+	api := apptest.Start(t, dbURL, apptest.Env("REDIS_URL="+rs.URL(), "RATE_LIMIT_NEW_KEYS=3", "RATE_LIMIT_WINDOW=1h"))
 	for i := range 3 {
 		require.Equal(t, 201, apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "rl-"+string(rune('a'+i)), apptest.OrderBody).Status)
 	}
@@ -169,8 +168,8 @@ func TestRateLimitOnNewKeys(t *testing.T) {
 func TestRedisKilledMidLoad(t *testing.T) {
 	rs := testkit.StartRedis(t)
 	dbURL := testkit.DatabaseURL(t, database.Postgres)
-	a := startAPI(t, dbURL, "REDIS_URL="+rs.URL(), "REDIS_TIMEOUT=100ms", "IDEMPOTENCY_WAIT=10s")
-	b := startAPI(t, dbURL, "REDIS_URL="+rs.URL(), "REDIS_TIMEOUT=100ms", "IDEMPOTENCY_WAIT=10s")
+	a := apptest.Start(t, dbURL, apptest.Env("REDIS_URL="+rs.URL(), "REDIS_TIMEOUT=100ms", "IDEMPOTENCY_WAIT=10s"))
+	b := apptest.Start(t, dbURL, apptest.Env("REDIS_URL="+rs.URL(), "REDIS_TIMEOUT=100ms", "IDEMPOTENCY_WAIT=10s"))
 
 	const keys, copies = 30, 8
 	bodies := make([][]string, keys)

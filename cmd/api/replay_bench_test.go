@@ -27,11 +27,11 @@ func BenchmarkReplay(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			dbURL := testkit.DatabaseURL(b, database.Postgres)
-			env := []string{"DATABASE_URL=" + dbURL, "DB_MAX_CONNS=20"}
+			env := []string{"DB_MAX_CONNS=20"}
 			if withRedis {
 				env = append(env, "REDIS_URL="+testkit.StartRedis(b).URL())
 			}
-			url := startApp(b, env)
+			url := apptest.Start(b, dbURL, apptest.Env(env...)).URL
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 
 			const keys = 200

@@ -2,87 +2,16 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/app/apptest"
 	"github.com/idemkeys/payments/internal/testkit"
 )
-
-// apiProcess is one run() of the API, serving on a loopback port.
-type apiProcess struct {
-	URL  string
-	stop func() error
-}
-
-// freeAddr is a loopback address that was free a moment ago.
-func freeAddr(t *testing.T) string { return testkit.FreeAddr(t) }
-
-func startAPI(t *testing.T, databaseURL string, extra ...string) *apiProcess {
-	t.Helper()
-	addr := ""
-	for _, kv := range extra {
-		if a, ok := strings.CutPrefix(kv, "HTTP_ADDR="); ok {
-			addr = a
-		}
-	}
-	if addr == "" {
-		addr = freeAddr(t)
-	}
-	environ := append([]string{
-		"HTTP_ADDR=" + addr,
-		"DATABASE_URL=" + databaseURL,
-		"DEMO_SEED=true",
-		"IDEMPOTENCY_WAIT=5s",
-		"LOG_LEVEL=warn",
-		"DB_MAX_CONNS=10",
-	}, extra...)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	logs := &testkit.SyncBuffer{}
-	go func() { done <- run(ctx, nil, environ, logs) }()
-
-	p := &apiProcess{URL: "http://" + addr}
-	var once sync.Once
-	var stopErr error
-	p.stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case stopErr = <-done:
-			case <-time.After(30 * time.Second):
-				stopErr = fmt.Errorf("run did not return")
-			}
-		})
-		return stopErr
-	}
-	t.Cleanup(func() { _ = p.stop() })
-
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case err := <-done:
-			t.Fatalf("api exited at start: %v\n%s", err, logs.String())
-		default:
-		}
-		resp, err := http.Get(p.URL + "/healthz")
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p
-			}
-		}
-		require.True(t, time.Now().Before(deadline), "api did not become healthy")
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // TestOrdersContractOverHTTP drives the contract's order, error and
 // idempotency rules through the real program on each dialect, across a
@@ -92,7 +21,7 @@ func TestOrdersContractOverHTTP(t *testing.T) {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			dbURL := testkit.DatabaseURL(t, dialect)
-			api := startAPI(t, dbURL)
+			api := apptest.Start(t, dbURL)
 
 			created := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "order-1", apptest.OrderBody)
 			require.Equal(t, 201, created.Status, string(created.Body))
@@ -138,8 +67,8 @@ func TestOrdersContractOverHTTP(t *testing.T) {
 			require.Equal(t, 200, got.Status)
 
 			// Restart: the record survives and still replays.
-			require.NoError(t, api.stop())
-			api = startAPI(t, dbURL)
+			require.NoError(t, api.Stop())
+			api = apptest.Start(t, dbURL)
 			again := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", "order-1", apptest.OrderBody)
 			require.Equal(t, 201, again.Status)
 			require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
@@ -147,7 +76,7 @@ func TestOrdersContractOverHTTP(t *testing.T) {
 
 			// A second process on the same database: concurrent duplicates
 			// spread over both make one order.
-			second := startAPI(t, dbURL)
+			second := apptest.Start(t, dbURL)
 			var wg sync.WaitGroup
 			bodies := make([][]byte, 40)
 			for i := range 40 {
@@ -172,8 +101,8 @@ func TestOrdersContractOverHTTP(t *testing.T) {
 			require.Equal(t, "list", list.JSON(t)["object"])
 			require.Len(t, list.JSON(t)["data"], 2)
 
-			require.NoError(t, second.stop())
-			require.NoError(t, api.stop(), "a graceful stop returns nil")
+			require.NoError(t, second.Stop())
+			require.NoError(t, api.Stop(), "a graceful stop returns nil")
 		})
 	}
 }

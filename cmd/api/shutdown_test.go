@@ -27,11 +27,10 @@ func TestGracefulShutdownFinishesInFlightRequest(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and signals a real process")
 	}
-	apiBin, _ := buildBinaries(t)
+	apiBin, _ := apptest.Binaries(t)
 	dbURL := "sqlite:" + filepath.Join(t.TempDir(), "api.db")
-	env := []string{"DATABASE_URL=" + dbURL, "SHUTDOWN_TIMEOUT=20s"}
-	addr := freeAddr(t)
-	api := startProcess(t, apiBin, addr, env...)
+	started := apptest.StartBinary(t, apiBin, dbURL, apptest.Env("SHUTDOWN_TIMEOUT=20s"))
+	api, addr := started.Process, started.Addr
 
 	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	require.NoError(t, err)
@@ -83,12 +82,10 @@ func TestGracefulShutdownFinishesInFlightRequest(t *testing.T) {
 	}
 
 	require.EqualValues(t, 1, testkit.Count(t, dbURL, "SELECT count(*) FROM orders"))
-	w := &world{dbURL: dbURL}
-	require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM idempotency_records WHERE idempotency_key = ? AND state = 'completed'", key))
+	require.EqualValues(t, 1, testkit.Count(t, dbURL, "SELECT count(*) FROM idempotency_records WHERE idempotency_key = ? AND state = 'completed'", key))
 
-	addr = freeAddr(t)
-	startProcess(t, apiBin, addr, env...)
-	replay := apptest.Call(t, "POST", "http://"+addr+"/v1/orders", "sk_test_acme", key, apptest.OrderBody)
+	again := apptest.StartBinary(t, apiBin, dbURL, apptest.Env("SHUTDOWN_TIMEOUT=20s"))
+	replay := apptest.Call(t, "POST", again.URL+"/v1/orders", "sk_test_acme", key, apptest.OrderBody)
 	require.Equal(t, http.StatusCreated, replay.Status, string(replay.Body))
 	require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
 	require.Equal(t, body, replay.Body)
