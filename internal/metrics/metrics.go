@@ -3,9 +3,9 @@
 // outcomes before customers do.
 //
 // Everything lives in one Metrics value with a registry of its own (no
-// global registry, no init): cmd/api builds it and hands its pieces to the
-// layers through the hooks they already offer, so no domain package imports
-// Prometheus:
+// global registry, no init): internal/app builds it and hands its pieces to
+// the layers through the hooks they already offer, so no domain package
+// imports Prometheus:
 //
 //	idempotency.Config.Observer    IdempotencyObserver: outcomes, waits, processing time
 //	idempotency.Store              InstrumentStore: store errors

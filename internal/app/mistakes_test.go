@@ -1,4 +1,4 @@
-package main
+package app_test
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ import (
 // than argued about. Each runs under the same load as the real thing, on
 // each dialect, and the figures are counted in the database. Run them with
 //
-//	go test ./cmd/api -run TestCommonMistakes -count=1 -v
+//	go test ./internal/app -run TestCommonMistakes -count=1 -v
 //
 // and look for the lines that start with "mistake:".
 

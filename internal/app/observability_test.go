@@ -1,4 +1,4 @@
-package main
+package app_test
 
 import (
 	"bufio"
@@ -16,7 +16,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkeys/payments/internal/app"
 	"github.com/idemkeys/payments/internal/app/apptest"
+	"github.com/idemkeys/payments/internal/config"
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/provider"
 	"github.com/idemkeys/payments/internal/testkit"
@@ -254,21 +256,23 @@ func TestMetricsSeeStuckAndPurgedRecords(t *testing.T) {
 }
 
 // TestUnreachableDatabaseFailsStartAfterBackoff points DATABASE_URL at a
-// closed port: run retries for DB_CONNECT_TIMEOUT, then fails saying why
-// (main exits 1 with that message).
+// closed port: Run retries for DB_CONNECT_TIMEOUT, then fails saying why
+// (cmd/api's main exits 1 with that message).
 func TestUnreachableDatabaseFailsStartAfterBackoff(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	closedPort := ln.Addr().(*net.TCPAddr).Port
 	require.NoError(t, ln.Close())
 
-	logs := &testkit.SyncBuffer{}
-	start := time.Now()
-	err = run(context.Background(), nil, []string{
+	cfg, err := config.Load([]string{
 		"HTTP_ADDR=" + testkit.FreeAddr(t),
 		fmt.Sprintf("DATABASE_URL=postgres://postgres:hunter2@127.0.0.1:%d/payments?sslmode=disable", closedPort),
 		"DB_CONNECT_TIMEOUT=1s",
-	}, logs)
+	})
+	require.NoError(t, err)
+	logs := &testkit.SyncBuffer{}
+	start := time.Now()
+	err = app.Run(context.Background(), cfg, app.NewLogger(logs, cfg.LogLevel))
 	elapsed := time.Since(start)
 	require.Error(t, err)
 	require.ErrorContains(t, err, "database unreachable after 1s")

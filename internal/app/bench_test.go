@@ -1,4 +1,4 @@
-package main
+package app_test
 
 import (
 	"fmt"
@@ -33,7 +33,7 @@ const benchClients = 32
 // Both sides are the same wiring, so the ratio measures the middleware and
 // nothing else the program adds to the order path.
 //
-//	go test -run '^$' -bench BenchmarkCreateOrder -benchtime 5s -count 3 ./cmd/api
+//	go test -run '^$' -bench BenchmarkCreateOrder -benchtime 5s -count 3 ./internal/app
 func BenchmarkCreateOrder(b *testing.B) {
 	type row struct{ with, without runs }
 	rates := map[database.Dialect]*row{}

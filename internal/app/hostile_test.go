@@ -1,4 +1,4 @@
-package main
+package app_test
 
 import (
 	"fmt"
@@ -23,7 +23,7 @@ import (
 // the rows of every table that holds an effect, the idempotency records and
 // the provider's ledger are compared before and after each request.
 //
-// Run with: go test ./cmd/api -run Hostile -count=1 -v
+// Run with: go test ./internal/app -run Hostile -count=1 -v
 func TestHostileInput(t *testing.T) {
 	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {

@@ -1,8 +1,6 @@
-package main
+package app_test
 
 import (
-	"context"
-	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -105,9 +103,4 @@ func TestOrdersContractOverHTTP(t *testing.T) {
 			require.NoError(t, api.Stop(), "a graceful stop returns nil")
 		})
 	}
-}
-
-func TestBadConfigurationFailsAtStart(t *testing.T) {
-	err := run(context.Background(), nil, []string{"IDEMPOTENCY_WAIT=soon"}, io.Discard)
-	require.ErrorContains(t, err, "IDEMPOTENCY_WAIT")
 }

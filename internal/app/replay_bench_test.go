@@ -1,4 +1,4 @@
-package main
+package app_test
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 // BenchmarkReplay measures replays of stored answers through the whole
 // program, from PostgreSQL alone and with the Redis replay cache in front:
 //
-//	go test -run '^$' -bench BenchmarkReplay -benchtime 5s ./cmd/api
+//	go test -run '^$' -bench BenchmarkReplay -benchtime 5s ./internal/app
 //
 // Each sub-benchmark reports req/s; the ratio of the two is the figure that
 // matters (absolute numbers depend on the machine).
