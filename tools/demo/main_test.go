@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkeys/payments/internal/app/apptest"
 	"github.com/idemkeys/payments/internal/testkit"
 )
 
@@ -20,17 +21,15 @@ import (
 func startAPI(t *testing.T) string {
 	t.Helper()
 	bin := testkit.Binaries(t, "cmd/api")[0]
-	addr := testkit.FreeAddr(t)
-	testkit.StartProcess(t, bin, addr,
-		"DATABASE_URL=sqlite:"+filepath.Join(t.TempDir(), "payments.db"),
+	api := apptest.StartBinary(t, bin, "sqlite:"+filepath.Join(t.TempDir(), "payments.db"), apptest.Env(
 		"PROVIDER_URL=", "REDIS_URL=", "DEMO_SEED=true",
 		"PROVIDER_TIMEOUT=500ms",
 		"RECONCILE_INTERVAL=500ms",
 		// The webhook must not resolve the payment before the API gives
 		// up on the provider, or there is no 202 to show.
 		"PROVIDER_WEBHOOK_DELAY=30s",
-	)
-	return "http://" + addr
+	))
+	return api.URL
 }
 
 func env(m map[string]string) func(string) string {
