@@ -59,11 +59,11 @@ migrate: ## Apply the migrations to DATABASE_URL (empty: the SQLite file) and ex
 
 ## Testing and checks
 
-test: ## Run all tests with -race, then each fuzz target for TEST_FUZZTIME; summarises skips
+test: ## Run both tiers of tests with -race, then each fuzz target for TEST_FUZZTIME; summarises skips
 	FUZZTIME='$(TEST_FUZZTIME)' scripts/test.sh all
 
-test-short: ## Run all tests with -race, without fuzzing
-	scripts/test.sh unit
+test-short: ## Run the quick tier (go test -short: unit and database tests) with -race, without fuzzing
+	scripts/test.sh short
 
 fuzz: ## Run each fuzz target for FUZZTIME (make fuzz FUZZTIME=5m)
 	FUZZTIME='$(FUZZTIME)' scripts/test.sh fuzz

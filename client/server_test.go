@@ -31,9 +31,7 @@ import (
 // provider, one refund per RefundPayment, and every call ends with its final
 // outcome.
 func TestAgainstTheRealServer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the API and the provider")
-	}
+	testkit.EndToEnd(t)
 	apiBin, provBin := apptest.Binaries(t)
 	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {

@@ -2,8 +2,10 @@
 # Runs the test suite the way the README and CI do, and says plainly at the end
 # what passed, what failed and what was skipped (and why).
 #
-#   scripts/test.sh all    every package with -race, then each fuzz target
-#   scripts/test.sh unit   every package with -race, no fuzzing
+#   scripts/test.sh all    every test of both tiers with -race, then each fuzz target
+#   scripts/test.sh unit   every test of both tiers with -race, no fuzzing
+#   scripts/test.sh short  the quick tier only (go test -short: unit and database
+#                          tests, no binaries, processes or browser) with -race
 #   scripts/test.sh fuzz   each fuzz target only
 #
 # FUZZTIME (default 10s) is how long each fuzz target runs. Tests that need
@@ -13,9 +15,9 @@ set -uo pipefail
 
 mode=${1:-all}
 case $mode in
-all | unit | fuzz) ;;
+all | unit | short | fuzz) ;;
 *)
-	echo "usage: $0 [all|unit|fuzz]" >&2
+	echo "usage: $0 [all|unit|short|fuzz]" >&2
 	exit 2
 	;;
 esac
@@ -40,9 +42,11 @@ fuzz_targets() {
 }
 
 run_unit() {
-	echo "==> go test -race -count=1 -v ./...   (full log: $unit_log)"
+	local flags=(-race -count=1 -v)
+	[[ $mode == short ]] && flags=(-short "${flags[@]}")
+	echo "==> go test ${flags[*]} ./...   (full log: $unit_log)"
 	# The log keeps everything; the terminal is spared the === RUN/PAUSE/CONT lines.
-	go test -race -count=1 -v ./... 2>&1 | tee "$unit_log" |
+	go test "${flags[@]}" ./... 2>&1 | tee "$unit_log" |
 		grep --line-buffered -vE '^[[:space:]]*=== (RUN|PAUSE|CONT|NAME)'
 	unit_rc=${PIPESTATUS[0]}
 }
@@ -86,7 +90,7 @@ summary() {
 			fi
 		fi
 	fi
-	if [[ $mode != unit ]]; then
+	if [[ $mode == all || $mode == fuzz ]]; then
 		if ((${#fuzz_passed[@]} + ${#fuzz_failed[@]} == 0)); then
 			echo "fuzz: no fuzz targets found"
 		else
@@ -103,7 +107,7 @@ summary() {
 }
 
 [[ $mode != fuzz ]] && run_unit
-[[ $mode != unit ]] && run_fuzz
+[[ $mode == all || $mode == fuzz ]] && run_fuzz
 summary
 
 if ((unit_rc != 0)); then

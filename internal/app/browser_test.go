@@ -93,6 +93,7 @@ const findCreateOrder = `[...document.querySelectorAll('.opblock-post')].find(b 
 })`
 
 func TestSwaggerUIInBrowser(t *testing.T) {
+	testkit.EndToEnd(t)
 	t.Parallel()
 	ctx := newBrowser(t, 45*time.Second)
 	dbURL := testkit.DatabaseURL(t, database.SQLite)
@@ -146,6 +147,7 @@ func saveScreenshot[S chromedp.Selectable](t *testing.T, ctx context.Context, se
 // page must resume with the keys it saved, and the database and the
 // provider's ledger must show one order and one charge.
 func TestDemoCheckoutInBrowser(t *testing.T) {
+	testkit.EndToEnd(t)
 	t.Parallel()
 	ctx := newBrowser(t, 50*time.Second)
 	// pm_fault_slow charges at once and answers SlowDelay later: the

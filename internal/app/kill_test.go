@@ -17,9 +17,7 @@ import (
 // resumes the payment under the same provider key, and ends with one charge
 // and the final answer.
 func TestSIGKILLDuringSlowPayment(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and kills real processes")
-	}
+	testkit.EndToEnd(t)
 	apiBin, provBin := apptest.Binaries(t)
 	dbURL := testkit.DatabaseURL(t, database.Postgres)
 

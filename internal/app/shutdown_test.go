@@ -24,9 +24,7 @@ import (
 // and its idempotency record are in the database for a replay after a
 // restart.
 func TestGracefulShutdownFinishesInFlightRequest(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and signals a real process")
-	}
+	testkit.EndToEnd(t)
 	apiBin, _ := apptest.Binaries(t)
 	dbURL := "sqlite:" + filepath.Join(t.TempDir(), "api.db")
 	started := apptest.StartBinary(t, apiBin, dbURL, apptest.Env("SHUTDOWN_TIMEOUT=20s"))

@@ -85,9 +85,7 @@ func TestRedisCache(t *testing.T) {
 // three-node Redis Cluster: one merchant's keys share a slot (hash tags),
 // and pub/sub reaches every node.
 func TestRedisCacheOnACluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a three-node Redis Cluster")
-	}
+	testkit.EndToEnd(t)
 	cluster := testkit.StartRedisCluster(t)
 	open := func() *idempotency.RedisCache {
 		client, err := redisconn.Open(cluster.URL(), redisconn.Options{Timeout: time.Second})

@@ -9,7 +9,15 @@
 // SQLite, the processes are the ones a deployment runs, and killing one is a
 // real SIGKILL.
 //
-// A service a test needs but cannot reach (PostgreSQL, redis-server) skips
-// the test with a line starting "SKIPPED:", except under CI=true, where it
-// fails the test (MissingService).
+// A service a test needs but cannot reach (PostgreSQL, redis-server,
+// Chromium) skips the test with a line starting "SKIPPED:", except under
+// CI=true, where it fails the test (MissingService).
+//
+// Tests come in two tiers. `go test -short ./...` runs the quick one: unit
+// tests and tests against real PostgreSQL, SQLite and a private
+// redis-server. Tests that build binaries, start the project's processes or
+// a Redis Cluster, run the chaos or bench harness, or drive a browser are
+// the end-to-end tier: they call EndToEnd first, which skips them under
+// -short, and Binaries, StartProcess and StartRedisCluster refuse to run in
+// a test that did not.
 package testkit

@@ -271,9 +271,11 @@ func FreeAddr(t testing.TB) string {
 }
 
 // Binaries compiles the commands (e.g. "cmd/api", "cmd/provider") into the
-// test's temporary folder and returns their paths, in order.
+// test's temporary folder and returns their paths, in order. Only tests of
+// the end-to-end tier (EndToEnd) build binaries.
 func Binaries(t testing.TB, commands ...string) []string {
 	t.Helper()
+	requireEndToEnd(t, "building binaries")
 	paths, err := Build(context.Background(), t.TempDir(), commands...)
 	if err != nil {
 		t.Fatal(err)
@@ -284,9 +286,11 @@ func Binaries(t testing.TB, commands ...string) []string {
 // StartProcess runs bin with HTTP_ADDR=addr, LOG_LEVEL=warn and env added to
 // this process's environment, waits for GET /healthz to answer 200, and
 // kills it when the test ends. Its output is logged if the test failed; the
-// Process's Log is a *SyncBuffer holding it.
+// Process's Log is a *SyncBuffer holding it. Only tests of the end-to-end
+// tier (EndToEnd) start processes.
 func StartProcess(t testing.TB, bin, addr string, env ...string) *Process {
 	t.Helper()
+	requireEndToEnd(t, "starting "+filepath.Base(bin))
 	out := &SyncBuffer{}
 	p := &Process{
 		Name: filepath.Base(bin),

@@ -95,9 +95,11 @@ type RedisCluster struct {
 }
 
 // StartRedisCluster runs a three-node Redis Cluster (no replicas) that
-// lives as long as the test, and waits until it serves every slot.
+// lives as long as the test, and waits until it serves every slot. Only
+// tests of the end-to-end tier (EndToEnd) start one.
 func StartRedisCluster(t testing.TB) *RedisCluster {
 	t.Helper()
+	requireEndToEnd(t, "starting a Redis Cluster")
 	if _, err := exec.LookPath("redis-cli"); err != nil {
 		MissingService(t, "redis-cli", err)
 	}

@@ -15,9 +15,7 @@ import (
 // storm's key makes other than exactly one order with one answer; the test
 // also checks that the report names every target.
 func TestQuickRun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the API twice and runs load for about a minute")
-	}
+	testkit.EndToEnd(t)
 	if err := harness.Available(); err != nil {
 		testkit.MissingService(t, "PostgreSQL server programs or redis-server", err)
 	}

@@ -15,9 +15,7 @@ import (
 // TestShortProfile runs every scenario at about a tenth of the full size and
 // fails if any audit finds a duplicate, a stuck record or another violation.
 func TestShortProfile(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts PostgreSQL, Redis and five processes per scenario")
-	}
+	testkit.EndToEnd(t)
 	if err := harness.Available(); err != nil {
 		testkit.MissingService(t, "PostgreSQL server programs or redis-server", err)
 	}

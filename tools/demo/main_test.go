@@ -37,9 +37,7 @@ func env(m map[string]string) func(string) string {
 }
 
 func TestDemoAgainstRealAPI(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the API binary")
-	}
+	testkit.EndToEnd(t)
 	base := startAPI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -12,9 +12,7 @@ import (
 // starts it again, and checks that committed data outlives the crash. (The
 // private redis-server's kill and restart are tested in internal/testkit.)
 func TestPostgresSurvivesACrash(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a PostgreSQL cluster")
-	}
+	testkit.EndToEnd(t)
 	pg, err := StartPostgres(io.Discard)
 	if err != nil {
 		testkit.MissingService(t, "postgres (server binaries)", err)
