@@ -20,7 +20,7 @@ WEBHOOK_URL ?= http://127.0.0.1:8080/v1/webhooks/provider
 # so only the first call compiles them (golangci-lint: about a minute).
 GOLANGCI_LINT := $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 SWAG := $(GO) run github.com/swaggo/swag/cmd/swag@v1.16.6
-SWAG_INIT_FLAGS := -g cmd/api/main.go -o docs --parseInternal
+SWAG_INIT_FLAGS := -g cmd/api/main.go -o api --parseInternal
 
 .PHONY: help run run-pg db provider demo merchant migrate test test-short fuzz bench lint fmt \
 	swagger swagger-check build clean compose-up compose-down ci
@@ -82,12 +82,12 @@ lint: ## Check gofmt, go vet and golangci-lint v2.15.0 (.golangci.yml)
 fmt: ## Format all Go files with gofmt
 	gofmt -w .
 
-swagger: ## Regenerate docs/ (Swagger) from the handlers' annotations with swag v1.16.6
+swagger: ## Regenerate the OpenAPI spec in api/ from the handlers' annotations with swag v1.16.6
 	$(SWAG) init $(SWAG_INIT_FLAGS)
 
-swagger-check: swagger ## Regenerate docs/ and fail if it differs from what is committed
-	@if ! git diff --exit-code -- docs/ || [[ -n "$$(git status --porcelain -- docs/)" ]]; then \
-		echo "docs/ is out of date: run 'make swagger' and commit docs/"; exit 1; fi
+swagger-check: swagger ## Regenerate api/ and fail if it differs from what is committed (hand-written docs/ is not looked at)
+	@if ! git diff --exit-code -- api/ || [[ -n "$$(git status --porcelain -- api/)" ]]; then \
+		echo "api/ is out of date: run 'make swagger' and commit api/"; exit 1; fi
 
 ci: ## Run what CI runs: .ci/run starts PostgreSQL and Redis if needed, then make test
 	bash .ci/run

@@ -9,7 +9,7 @@ import (
 	// generated package registers it with swag when it is loaded, which is
 	// how gin-swagger finds it: the one init side effect in the module, and
 	// generated, not written.
-	"github.com/idemkeys/payments/docs"
+	"github.com/idemkeys/payments/api"
 )
 
 // RegisterSwagger serves the Swagger UI at /swagger/index.html and the
@@ -18,7 +18,7 @@ import (
 // returns.
 func RegisterSwagger(r gin.IRoutes) {
 	r.GET("/swagger/*any", ginSwagger.WrapHandler(swaggerFiles.Handler,
-		ginSwagger.InstanceName(docs.SwaggerInfo.InstanceName()),
+		ginSwagger.InstanceName(api.SwaggerInfo.InstanceName()),
 		// Keep the API key entered in the UI across reloads, and open
 		// operations collapsed: the descriptions are long.
 		ginSwagger.PersistAuthorization(true),
