@@ -13,6 +13,9 @@ FUZZTIME ?= 10s
 TEST_FUZZTIME ?= 2s
 # The database `make run-pg` uses; `make db` creates it if it is missing.
 PG_URL ?= postgres://postgres@127.0.0.1:5432/payments?sslmode=disable
+# Extra flags of `make bench`: BENCH_FLAGS="-quick -out ''" is a smoke run of
+# about a minute that writes nothing (`go run ./tools/bench -h` lists them).
+BENCH_FLAGS ?=
 # Where `make provider` delivers its webhooks: an API started with `make run`.
 WEBHOOK_URL ?= http://127.0.0.1:8080/v1/webhooks/provider
 
@@ -31,7 +34,7 @@ help: ## Show this list
 		/^## / { printf "\n%s\n", substr($$0, 4) } \
 		/^[a-zA-Z0-9_-]+:.*## / { printf "  %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 	@echo
-	@echo "Variables: FUZZTIME=$(FUZZTIME) TEST_FUZZTIME=$(TEST_FUZZTIME) PG_URL=$(PG_URL)"
+	@echo "Variables: FUZZTIME=$(FUZZTIME) TEST_FUZZTIME=$(TEST_FUZZTIME) PG_URL=$(PG_URL) BENCH_FLAGS=$(BENCH_FLAGS)"
 
 ## Running
 
@@ -68,8 +71,8 @@ test-short: ## Run the quick tier (go test -short: unit and database tests) with
 fuzz: ## Run each fuzz target for FUZZTIME (make fuzz FUZZTIME=5m)
 	FUZZTIME='$(FUZZTIME)' scripts/test.sh fuzz
 
-bench: ## Measure idempotency's cost beside the database's own limit; writes docs/benchmarks.md (~10 min)
-	timeout 20m $(GO) run ./tools/bench
+bench: ## Measure idempotency's cost beside the database's own limit; writes docs/benchmarks.md (~10 min; see BENCH_FLAGS)
+	timeout 20m $(GO) run ./tools/bench $(BENCH_FLAGS)
 
 chaos: ## Fault runs (kills, outages, retry storms) with an exactly-once audit; writes docs/reliability.md
 	timeout 10m $(GO) run ./tools/chaos -profile full
