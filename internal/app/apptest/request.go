@@ -119,7 +119,7 @@ func Call(t testing.TB, method, url, apiKey, key, body string, header ...string)
 // answer.
 func SendRaw(t testing.TB, addr, raw string) Answer {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
+	conn, err := (&net.Dialer{}).DialContext(context.Background(), "tcp", addr)
 	require.NoError(t, err)
 	defer conn.Close()
 	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
