@@ -25,6 +25,9 @@ import (
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/handlers"
 	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/ginidem"
+	"github.com/idemkeys/payments/internal/idempotency/gormstore"
+	"github.com/idemkeys/payments/internal/idempotency/redisidem"
 	"github.com/idemkeys/payments/internal/merchants"
 	"github.com/idemkeys/payments/internal/metrics"
 	"github.com/idemkeys/payments/internal/outbox"
@@ -115,11 +118,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		_ = a.close(ctx)
 		return nil, err
 	}
-	var storeOpts []idempotency.StoreOption
+	storeOpts := []gormstore.Option{gormstore.WithClassify(database.Classify)}
 	if cipher != nil {
-		storeOpts = append(storeOpts, idempotency.WithCipher(cipher))
+		storeOpts = append(storeOpts, gormstore.WithCipher(cipher))
 	}
-	idemStore := idempotency.NewGormStore(db.DB, storeOpts...)
+	idemStore := gormstore.New(db.DB, storeOpts...)
 	// Every layer reports to one registry through the hooks it offers;
 	// records is the store as the keeper and the janitor use it, its
 	// failures counted.
@@ -130,7 +133,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		LockTimeout:  cfg.IdempotencyLockTimeout,
 		Wait:         cfg.IdempotencyWait,
 		MaxBodyBytes: cfg.MaxBodyBytes,
+		Timeouts:     idempotency.Timeouts{Cache: cfg.RedisTimeout},
+		Keep:         handlers.Keep,
+		Transactor:   idemStore,
+		Clock:        clock,
 		Observer:     m.IdempotencyObserver(),
+		Log:          log,
 	}
 	var redisPinger handlers.Pinger
 	var publisher outbox.Publisher = outbox.LogPublisher{Log: log.With("component", "outbox")}
@@ -143,7 +151,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 			_ = a.close(ctx)
 			return nil, err
 		}
-		cache := idempotency.NewRedisCache(client, log.With("component", "redis"))
+		cache := redisidem.NewCache(client, log.With("component", "redis"))
 		if cipher != nil {
 			cache.WithCipher(cipher)
 		}
@@ -152,10 +160,17 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		redisPinger = cache
 		publisher = outbox.RedisStreamPublisher{Client: client}
 		if cfg.RateLimitNewKeys > 0 {
-			idemCfg.Limiter = idempotency.NewRedisLimiter(client, cfg.RateLimitNewKeys, cfg.RateLimitWindow)
+			idemCfg.Limiter = redisidem.NewLimiter(client, cfg.RateLimitNewKeys, cfg.RateLimitWindow, cfg.RedisTimeout)
 		}
 	}
-	keeper := idempotency.NewKeeper(records, db.DB, clock, idemCfg, handlers.MerchantID, handlers.RenderError, log)
+	keeper := idempotency.New(records, idemCfg)
+	// Closed before the cache it still uses (closers run last first).
+	a.closers = append(a.closers, func() error {
+		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return keeper.Close(closeCtx)
+	})
+	idem := ginidem.New(keeper, ginidem.Options{Scope: handlers.MerchantID, Render: handlers.RenderError})
 
 	store := payments.NewGormStore(db.DB)
 	serviceOpts := append([]payments.Option{
@@ -175,8 +190,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		Orders:            service,
 		Payments:          service,
 		Auth:              merchantStore,
-		IdempotentAtomic:  o.ordersMiddleware(keeper),
-		IdempotentGuarded: keeper.Guarded(),
+		IdempotentAtomic:  o.ordersMiddleware(idem),
+		IdempotentGuarded: idem.Guarded(),
 		VerifyWebhook: func(header string, body []byte) error {
 			return provider.VerifySignature(secret, header, body, time.Now(), 5*time.Minute)
 		},
@@ -265,8 +280,10 @@ func (a *App) close(ctx context.Context) error {
 	if a.provider != nil {
 		errs = append(errs, a.provider.Shutdown(ctx))
 	}
-	for _, c := range a.closers {
-		errs = append(errs, c())
+	// Last opened, first closed: the keeper's background work still uses
+	// the Redis cache until it ends.
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		errs = append(errs, a.closers[i]())
 	}
 	errs = append(errs, a.db.Close())
 	return errors.Join(errs...)

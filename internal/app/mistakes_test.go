@@ -21,7 +21,7 @@ import (
 	"github.com/idemkeys/payments/internal/app/apptest"
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/handlers"
-	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/ginidem"
 	"github.com/idemkeys/payments/internal/testkit"
 )
 
@@ -72,7 +72,7 @@ func (naiveRecord) TableName() string { return "naive_idempotency_keys" }
 // handler, then write the record. Every request that reads "absent" before
 // the first one has written its record runs the handler too, and the
 // handler's effect (an order) is committed before the record's INSERT can
-// clash on the primary key. Compare idempotency.Keeper.Atomic, where the
+// clash on the primary key. Compare ginidem.Middleware.Atomic, where the
 // insert-if-absent of the record decides, in the transaction of the order.
 func getThenSet(db *gorm.DB) gin.HandlerFunc {
 	return func(c *gin.Context) {
@@ -127,7 +127,7 @@ func naiveAPI(t *testing.T, dbURL string) string {
 	require.NoError(t, db.Exec(`CREATE TABLE naive_idempotency_keys (
 		merchant_id TEXT NOT NULL, idempotency_key TEXT NOT NULL, status INTEGER NOT NULL, body TEXT NOT NULL,
 		PRIMARY KEY (merchant_id, idempotency_key))`).Error)
-	naive := apptest.Start(t, dbURL, apptest.WithApp(app.WithOrdersMiddleware(func(*idempotency.Keeper) gin.HandlerFunc {
+	naive := apptest.Start(t, dbURL, apptest.WithApp(app.WithOrdersMiddleware(func(*ginidem.Middleware) gin.HandlerFunc {
 		return getThenSet(db.DB)
 	})))
 	return naive.URL

@@ -3,7 +3,7 @@ package app
 import (
 	"github.com/gin-gonic/gin"
 
-	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/ginidem"
 	"github.com/idemkeys/payments/internal/payments"
 )
 
@@ -13,7 +13,7 @@ type Option func(*options)
 
 type options struct {
 	service []payments.Option
-	orders  func(*idempotency.Keeper) gin.HandlerFunc
+	orders  func(*ginidem.Middleware) gin.HandlerFunc
 }
 
 // WithServiceOptions passes opts to the payments service after the
@@ -24,19 +24,19 @@ func WithServiceOptions(opts ...payments.Option) Option {
 
 // WithOrdersMiddleware replaces the middleware of the order routes, the
 // Atomic one whose record commits with the order, by what orders returns
-// for the program's keeper. Only the benchmark's baseline API
+// for the program's idempotency middleware. Only the benchmark's baseline API
 // (tools/bench/baselineapi) uses it, to measure the very same program
 // without idempotency or with another design; a program built with it must
 // never serve traffic.
-func WithOrdersMiddleware(orders func(*idempotency.Keeper) gin.HandlerFunc) Option {
+func WithOrdersMiddleware(orders func(*ginidem.Middleware) gin.HandlerFunc) Option {
 	return func(o *options) { o.orders = orders }
 }
 
 // ordersMiddleware is the middleware of the order routes: the Atomic one,
 // unless WithOrdersMiddleware replaced it.
-func (o options) ordersMiddleware(keeper *idempotency.Keeper) gin.HandlerFunc {
+func (o options) ordersMiddleware(idem *ginidem.Middleware) gin.HandlerFunc {
 	if o.orders != nil {
-		return o.orders(keeper)
+		return o.orders(idem)
 	}
-	return keeper.Atomic()
+	return idem.Atomic()
 }

@@ -23,6 +23,8 @@ import (
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
+
+	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 )
 
 // Dialect names the SQL flavour behind a DB.
@@ -130,37 +132,24 @@ func (db *DB) Close() error {
 	return sqlDB.Close()
 }
 
-type txKey struct{}
-
 // WithTx returns a context that carries tx; Conn and Transaction pick it up.
-func WithTx(ctx context.Context, tx *gorm.DB) context.Context {
-	return context.WithValue(ctx, txKey{}, tx)
-}
+// The transaction in a context is the idempotency store's mechanism
+// (gormstore), so that the application's stores and the idempotency record
+// join one transaction, whichever of them opened it.
+func WithTx(ctx context.Context, tx *gorm.DB) context.Context { return gormstore.WithTx(ctx, tx) }
 
-// Conn returns the transaction carried by ctx, or db bound to ctx.
-func Conn(ctx context.Context, db *gorm.DB) *gorm.DB {
-	if tx, ok := ctx.Value(txKey{}).(*gorm.DB); ok {
-		return tx
-	}
-	return db.WithContext(ctx)
-}
+// Conn returns the transaction carried by ctx (beginning it if it is the
+// lazy transaction of an Atomic request and this is its first statement),
+// or db bound to ctx.
+func Conn(ctx context.Context, db *gorm.DB) *gorm.DB { return gormstore.Conn(ctx, db) }
 
 // InTx reports whether ctx already carries a transaction.
-func InTx(ctx context.Context) bool {
-	_, ok := ctx.Value(txKey{}).(*gorm.DB)
-	return ok
-}
+func InTx(ctx context.Context) bool { return gormstore.InTx(ctx) }
 
 // Transaction runs fn in a transaction carried by the context it is given.
 // When ctx already carries one, fn joins it: the outer owner commits.
 func Transaction(ctx context.Context, db *gorm.DB, fn func(ctx context.Context) error) error {
-	if InTx(ctx) {
-		return fn(ctx)
-	}
-	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		return fn(WithTx(ctx, tx))
-	})
-	return Classify(err)
+	return Classify(gormstore.Transaction(ctx, db, fn))
 }
 
 // ErrUnavailable marks an error as "the database could not be reached or

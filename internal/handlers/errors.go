@@ -60,6 +60,7 @@ func RenderError(c *gin.Context, err error) {
 func problemFor(c *gin.Context, err error) problem.Problem {
 	var (
 		tooLarge    *http.MaxBytesError
+		bodyLimit   *idempotency.BodyTooLargeError
 		inProgress  *idempotency.InProgressError
 		rateLimited *idempotency.RateLimitedError
 		invalid     *payments.ValidationError
@@ -70,6 +71,10 @@ func problemFor(c *gin.Context, err error) problem.Problem {
 	case errors.As(err, &tooLarge):
 		return problem.New(http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge, "Request too large",
 			fmt.Sprintf("The request body is larger than %d bytes.", tooLarge.Limit))
+
+	case errors.As(err, &bodyLimit):
+		return problem.New(http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge, "Request too large",
+			fmt.Sprintf("The request body is larger than %d bytes.", bodyLimit.Limit))
 
 	case errors.Is(err, database.ErrUnavailable):
 		c.Header("Retry-After", "1")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/payments"
 )
 
@@ -99,11 +100,11 @@ func (f *RecordFinisher) finish(ctx context.Context, merchantID, key, resourceID
 	}
 }
 
-// unlockedRecords is the part of *idempotency.GormStore OpenRecords uses.
+// unlockedRecords is the part of *gormstore.Store OpenRecords uses.
 type unlockedRecords interface {
 	// Unlocked lists open records whose lock ran out; it returns a store
 	// error.
-	Unlocked(ctx context.Context, now time.Time, limit int) ([]idempotency.OpenRecord, error)
+	Unlocked(ctx context.Context, now time.Time, limit int) ([]gormstore.OpenRecord, error)
 }
 
 // OpenRecords shows the reconciler the idempotency records that were left
@@ -118,7 +119,7 @@ type OpenRecords struct {
 var _ payments.OpenOperations = (*OpenRecords)(nil)
 
 // NewOpenRecords lists open records from store.
-func NewOpenRecords(store *idempotency.GormStore) *OpenRecords {
+func NewOpenRecords(store *gormstore.Store) *OpenRecords {
 	return &OpenRecords{records: store, now: time.Now}
 }
 
@@ -130,7 +131,7 @@ func (o *OpenRecords) Abandoned(ctx context.Context, limit int) ([]payments.Open
 	}
 	ops := make([]payments.OpenOperation, len(recs))
 	for i, r := range recs {
-		ops[i] = payments.OpenOperation{MerchantID: r.MerchantID, RecoveryPoint: r.RecoveryPoint}
+		ops[i] = payments.OpenOperation{MerchantID: r.Scope, ResourceID: r.Point.Resource}
 	}
 	return ops, nil
 }

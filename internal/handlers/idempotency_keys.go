@@ -126,7 +126,7 @@ func toIdempotencyKeyResponse(rec *idempotency.Record) IdempotencyKeyResponse {
 		Object:        "idempotency_key",
 		Key:           rec.Key,
 		State:         string(rec.State),
-		RecoveryPoint: rec.RecoveryPoint,
+		RecoveryPoint: rec.Point.String(),
 		Method:        rec.Method,
 		Path:          rec.Path,
 		Fingerprint:   rec.Fingerprint,

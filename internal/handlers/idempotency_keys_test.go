@@ -40,16 +40,15 @@ func newKeysAPI(t *testing.T, dialect database.Dialect) *keysAPI {
 	require.NoError(t, err)
 	logs := &testkit.SyncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	store := idempotency.NewGormStore(db.DB)
-	keeper := idempotency.NewKeeper(store, db.DB, idempotency.SystemClock{}, idempotency.Config{
+	keeper, idem, store := newIdempotency(t, db.DB, idempotency.Config{
 		TTL: time.Hour, LockTimeout: time.Minute, Wait: 500 * time.Millisecond, MaxBodyBytes: maxBody,
-	}, handlers.MerchantID, handlers.RenderError, log)
+	}, log)
 	hash := handlers.NewKeyHasher([]byte("a-log-secret-for-tests"))
 	r := handlers.NewRouter(handlers.Deps{
 		Log:              log,
 		Auth:             ms,
 		Orders:           payments.NewService(payments.NewGormStore(db.DB), nil),
-		IdempotentAtomic: keeper.Atomic(),
+		IdempotentAtomic: idem.Atomic(),
 		IdempotencyKeys:  keeper,
 		HashKey:          hash,
 		Database:         db,
@@ -91,7 +90,7 @@ func TestIdempotencyKeyIntrospection(t *testing.T) {
 			require.Equal(t, "idempotency_key", got.Object)
 			require.Equal(t, key, got.Key)
 			require.Equal(t, "completed", got.State)
-			require.Equal(t, idempotency.PointStarted, got.RecoveryPoint)
+			require.Equal(t, idempotency.PointStarted.String(), got.RecoveryPoint)
 			require.Equal(t, "POST", got.Method)
 			require.Equal(t, "/v1/orders", got.Path)
 			require.Len(t, got.Fingerprint, 64)
@@ -122,8 +121,8 @@ func TestIdempotencyKeyIntrospection(t *testing.T) {
 			})
 			t.Run("an executing record shows its lock and no response", func(t *testing.T) {
 				now := idempotency.SystemClock{}.Now()
-				rec := &idempotency.Record{MerchantID: a.merchant, Key: "pay-1", Method: "POST", Path: "/v1/orders/ord_1/payments",
-					Fingerprint: "fp", State: idempotency.StateExecuting, RecoveryPoint: "payment_created:pay_1",
+				rec := &idempotency.Record{Scope: a.merchant, Key: "pay-1", Method: "POST", Path: "/v1/orders/ord_1/payments",
+					Fingerprint: "fp", State: idempotency.StateExecuting, Point: idempotency.Point{Step: "payment_created", Resource: "pay_1"},
 					LockedUntil: now.Add(time.Minute), CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
 				require.NoError(t, a.store.Insert(t.Context(), rec))
 				w := a.do(http.MethodGet, "/v1/idempotency-keys/pay-1", acmeKey, "", "")

@@ -241,15 +241,28 @@ type paymentHandlers struct {
 // recovery points.
 var errNoLease = errors.New("handlers: no idempotency lease in the request context; is the route behind Deps.IdempotentGuarded?")
 
-// lease returns the request's idempotency lease. Checked here because a nil
-// *idempotency.Lease in a payments.Recovery interface would not be nil and
-// would only panic deep inside the service.
-func lease(c *gin.Context) (*idempotency.Lease, error) {
+// lease returns the request's idempotency lease as the service's
+// payments.Recovery. Checked here because a nil *idempotency.Lease in an
+// interface would not be nil and would only panic deep inside the service.
+func lease(c *gin.Context) (payments.Recovery, error) {
 	l := idempotency.LeaseFrom(c.Request.Context())
 	if l == nil {
 		return nil, errNoLease
 	}
-	return l, nil
+	return leaseRecovery{l}, nil
+}
+
+// leaseRecovery is the converter between the idempotency layer's recovery
+// points (idempotency.Point) and the domain's step and resource id.
+type leaseRecovery struct{ lease *idempotency.Lease }
+
+func (r leaseRecovery) RecoveryPoint() (step, resourceID string) {
+	p := r.lease.Point()
+	return p.Step, p.Resource
+}
+
+func (r leaseRecovery) Checkpoint(ctx context.Context, step, resourceID string) error {
+	return r.lease.Checkpoint(ctx, idempotency.Point{Step: step, Resource: resourceID})
 }
 
 // payOrder godoc

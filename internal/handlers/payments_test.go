@@ -346,9 +346,9 @@ func TestPaymentsBehindTheKeeper(t *testing.T) {
 			merchantID, err := ms.Authenticate(t.Context(), acmeKey)
 			require.NoError(t, err)
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
-			keeper := idempotency.NewKeeper(idempotency.NewGormStore(db.DB), db.DB, idempotency.SystemClock{}, idempotency.Config{
+			keeper, idem, _ := newIdempotency(t, db.DB, idempotency.Config{
 				TTL: time.Hour, LockTimeout: time.Minute, Wait: 500 * time.Millisecond, MaxBodyBytes: maxBody,
-			}, handlers.MerchantID, handlers.RenderError, log)
+			}, log)
 
 			// The fake pays by method, like the mock provider; every payment
 			// gets an id of its own and checkpoints it, and a retry resumes
@@ -358,13 +358,13 @@ func TestPaymentsBehindTheKeeper(t *testing.T) {
 			svc := &fakePayments{}
 			svc.pay = func(ctx context.Context, merchant, orderID, key string, in payments.PayInput, rec payments.Recovery) (payments.Payment, error) {
 				// A retry that took the record over resumes its payment.
-				id, resumed := strings.CutPrefix(rec.RecoveryPoint(), "payment_created:")
-				if !resumed {
+				step, id := rec.RecoveryPoint()
+				if step != "payment_created" {
 					mu.Lock()
 					seq++
 					id = fmt.Sprintf("pay_%d", seq)
 					mu.Unlock()
-					if err := rec.Checkpoint(ctx, "payment_created:"+id); err != nil {
+					if err := rec.Checkpoint(ctx, "payment_created", id); err != nil {
 						return payments.Payment{}, err
 					}
 				}
@@ -384,7 +384,7 @@ func TestPaymentsBehindTheKeeper(t *testing.T) {
 				return p, nil
 			}
 			svc.refund = func(ctx context.Context, merchant, paymentID, key string, in payments.RefundInput, rec payments.Recovery) (payments.Refund, error) {
-				if err := rec.Checkpoint(ctx, "refund_created:re_1"); err != nil {
+				if err := rec.Checkpoint(ctx, "refund_created", "re_1"); err != nil {
 					return payments.Refund{}, err
 				}
 				if in.Amount != nil && *in.Amount > 2500 {
@@ -397,7 +397,7 @@ func TestPaymentsBehindTheKeeper(t *testing.T) {
 				}
 				return r, nil
 			}
-			r := paymentsRouter(t, svc, keeper.Guarded(), ms)
+			r := paymentsRouter(t, svc, idem.Guarded(), ms)
 
 			post := func(path, key, body string) *httptest.ResponseRecorder {
 				return send(r, http.MethodPost, path, body, "Authorization", "Bearer "+acmeKey, "Idempotency-Key", key)

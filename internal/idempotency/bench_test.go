@@ -1,33 +1,19 @@
 package idempotency_test
 
-// Benchmarks of what the middleware adds to a keyed request. Run them with
+// Benchmarks of the core's own work on a request: the key and the
+// fingerprint. The middleware benchmarks are in ginidem. Run them with
 //
-//	go test -run '^$' -bench . -benchmem -count 5 ./internal/idempotency
+//	go test -run '^$' -bench . -benchmem -count 5 ./internal/idempotency/...
 //
-// and compare runs with benchstat. The middleware benchmarks go through a
-// real Gin engine and a real store, as a request does; BenchmarkBaseline is
-// the same engine and handler without the middleware, so the difference is
-// the middleware's own cost.
+// and compare runs with benchstat.
 
 import (
-	"bytes"
-	"context"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/gin-gonic/gin"
-
-	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/idempotency"
-	"github.com/idemkeys/payments/internal/redisconn"
-	"github.com/idemkeys/payments/internal/testkit"
 )
 
 func BenchmarkValidateKey(b *testing.B) {
@@ -94,192 +80,3 @@ func BenchmarkFingerprint(b *testing.B) {
 		})
 	}
 }
-
-// benchResponse is the fixed answer of the benchmark handler, about the size
-// of a created order.
-var benchResponse = []byte(`{"id":"ord_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D","object":"order","customer_id":"cus_8f14e45fceea167a",` +
-	`"currency":"BRL","items":[{"sku":"SKU-00000","name":"Coffee beans, 250 g","quantity":1,"unit_amount":1250}],` +
-	`"amount_total":1250,"status":"pending_payment","metadata":{},"shipping_address":null}`)
-
-// benchCreateOrder reads the body as a handler does and answers 201. It
-// writes no rows, so a new key costs what the middleware itself does in the
-// database: begin, insert the record, commit.
-func benchCreateOrder(c *gin.Context) {
-	if _, err := io.Copy(io.Discard, c.Request.Body); err != nil {
-		c.AbortWithStatus(http.StatusBadRequest)
-		return
-	}
-	c.Header("Location", "/v1/orders/ord_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D")
-	c.Data(http.StatusCreated, "application/json; charset=utf-8", benchResponse)
-}
-
-// newBenchEngine mounts POST /v1/orders, behind an Atomic Keeper over a real
-// database of the dialect when dialect is not empty, and with cache in
-// front when it is not nil.
-func newBenchEngine(b *testing.B, dialect database.Dialect, cache idempotency.Cache) *gin.Engine {
-	b.Helper()
-	gin.SetMode(gin.TestMode)
-	r := gin.New()
-	if dialect == "" {
-		r.POST("/v1/orders", benchCreateOrder)
-		return r
-	}
-	db := testkit.OpenDB(b, dialect)
-	if err := db.Exec("INSERT INTO merchants (id, name, created_at) VALUES ('m1', 'm1', ?)", time.Now().UTC()).Error; err != nil {
-		b.Fatal(err)
-	}
-	cfg := idempotency.Config{TTL: 24 * time.Hour, LockTimeout: 30 * time.Second, Wait: 2 * time.Second, Cache: cache}
-	keeper := idempotency.NewKeeper(idempotency.NewGormStore(db.DB), db.DB, idempotency.SystemClock{}, cfg,
-		func(*gin.Context) string { return "m1" }, renderTestError, nil)
-	r.POST("/v1/orders", keeper.Atomic(), benchCreateOrder)
-	return r
-}
-
-// benchClient sends the same request again and again, reusing it so that
-// the figures show the server's allocations rather than the test's.
-type benchClient struct {
-	engine *gin.Engine
-	req    *http.Request
-	body   rewindBody
-	data   []byte
-	key    []string
-}
-
-// rewindBody is a request body that can be read again after a Reset.
-type rewindBody struct{ bytes.Reader }
-
-func (*rewindBody) Close() error { return nil }
-
-func newBenchClient(engine *gin.Engine, body []byte) *benchClient {
-	req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/v1/orders", nil)
-	req.Header.Set("Content-Type", "application/json")
-	bc := &benchClient{engine: engine, req: req, data: body, key: []string{""}}
-	req.Header[idempotency.HeaderKey] = bc.key
-	return bc
-}
-
-// post sends the request under key and returns the answer.
-func (bc *benchClient) post(key string) *httptest.ResponseRecorder {
-	bc.key[0] = key
-	bc.body.Reset(bc.data)
-	bc.req.Body = &bc.body
-	bc.req.ContentLength = int64(len(bc.data))
-	w := httptest.NewRecorder()
-	bc.engine.ServeHTTP(w, bc.req)
-	return w
-}
-
-// benchStores are the stores the middleware benchmarks run on.
-var benchStores = []database.Dialect{database.Postgres, database.SQLite}
-
-// BenchmarkBaseline is the floor under the middleware benchmarks: the same
-// engine, request and handler, without the middleware.
-func BenchmarkBaseline(b *testing.B) {
-	bc := newBenchClient(newBenchEngine(b, "", nil), orderBody(1, false))
-	b.ReportAllocs()
-	for b.Loop() {
-		if w := bc.post("k"); w.Code != http.StatusCreated {
-			b.Fatalf("status %d: %s", w.Code, w.Body)
-		}
-	}
-}
-
-// BenchmarkMiddlewareNewKey is a first request: fingerprint, a transaction
-// with the record inserted complete, the answer sent. Making each key costs
-// the test one allocation of its own.
-func BenchmarkMiddlewareNewKey(b *testing.B) {
-	for _, d := range benchStores {
-		b.Run("store="+string(d), func(b *testing.B) {
-			bc := newBenchClient(newBenchEngine(b, d, nil), orderBody(1, false))
-			b.ReportAllocs()
-			n := 0
-			for b.Loop() {
-				n++
-				if w := bc.post("new-" + strconv.Itoa(n)); w.Code != http.StatusCreated || w.Header().Get(idempotency.HeaderReplayed) != "" {
-					b.Fatalf("status %d: %s", w.Code, w.Body)
-				}
-			}
-		})
-	}
-}
-
-// BenchmarkMiddlewareReplay is a retry of a completed request, answered
-// from the store, from Redis, or from a cache in memory. The last touches
-// neither a database nor the network: it is the middleware's own CPU cost.
-func BenchmarkMiddlewareReplay(b *testing.B) {
-	run := func(b *testing.B, engine *gin.Engine, ready func() bool) {
-		bc := newBenchClient(engine, orderBody(1, false))
-		if w := bc.post("replay-1"); w.Code != http.StatusCreated {
-			b.Fatalf("first request: status %d: %s", w.Code, w.Body)
-		}
-		// The cache is filled off the request's path: wait for it.
-		deadline := time.Now().Add(5 * time.Second)
-		for ready != nil && !ready() {
-			if time.Now().After(deadline) {
-				b.Fatal("the cache never received the record")
-			}
-			time.Sleep(time.Millisecond)
-		}
-		b.ReportAllocs()
-		for b.Loop() {
-			if w := bc.post("replay-1"); w.Code != http.StatusCreated || w.Header().Get(idempotency.HeaderReplayed) != "true" {
-				b.Fatalf("status %d: %s", w.Code, w.Body)
-			}
-		}
-	}
-	for _, d := range benchStores {
-		b.Run("store="+string(d), func(b *testing.B) {
-			run(b, newBenchEngine(b, d, nil), nil)
-		})
-	}
-	b.Run("cache=redis", func(b *testing.B) {
-		rs := testkit.StartRedis(b)
-		client, err := redisconn.Open(rs.URL(), redisconn.Options{Timeout: time.Second})
-		if err != nil {
-			b.Fatal(err)
-		}
-		cache := idempotency.NewRedisCache(client, nil)
-		b.Cleanup(func() { cache.Close(); _ = client.Close() })
-		run(b, newBenchEngine(b, database.SQLite, cache), func() bool {
-			_, err := cache.GetCompleted(context.Background(), "m1", "replay-1")
-			return err == nil
-		})
-	})
-	b.Run("cache=memory", func(b *testing.B) {
-		cache := newMemCache()
-		run(b, newBenchEngine(b, database.SQLite, cache), func() bool {
-			_, err := cache.GetCompleted(context.Background(), "m1", "replay-1")
-			return err == nil
-		})
-	})
-}
-
-// memCache is a Cache in a map: a replay served from it costs only the
-// middleware's own work.
-type memCache struct {
-	mu   sync.Mutex
-	recs map[string]*idempotency.Record
-}
-
-func newMemCache() *memCache { return &memCache{recs: map[string]*idempotency.Record{}} }
-
-func (m *memCache) GetCompleted(_ context.Context, merchantID, key string) (*idempotency.Record, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	rec, ok := m.recs[merchantID+"\x00"+key]
-	if !ok {
-		return nil, idempotency.ErrNotFound
-	}
-	return rec, nil
-}
-
-func (m *memCache) PutCompleted(_ context.Context, rec *idempotency.Record) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.recs[rec.MerchantID+"\x00"+rec.Key] = rec
-	return nil
-}
-
-func (m *memCache) Notify(context.Context, string, string) error { return nil }
-
-func (m *memCache) Subscribe(string, string) (<-chan struct{}, func()) { return nil, func() {} }

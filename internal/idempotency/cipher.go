@@ -85,20 +85,20 @@ func (c *ResponseCipher) KeyIDs() []string {
 	return ids
 }
 
-// seal encrypts body for the record (merchantID, key) with the active key
-// and returns the key id to store beside it.
-func (c *ResponseCipher) seal(merchantID, key string, body []byte) (keyID string, sealed []byte, err error) {
+// Seal encrypts body for the record (scope, key) with the active key and
+// returns the key id to store beside it.
+func (c *ResponseCipher) Seal(scope, key string, body []byte) (keyID string, sealed []byte, err error) {
 	aead := c.aeads[c.active]
 	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(body)+aead.Overhead())
 	if _, err := rand.Read(nonce); err != nil {
 		return "", nil, fmt.Errorf("response encryption: nonce: %w", err)
 	}
-	return c.active, aead.Seal(nonce, nonce, body, additionalData(merchantID, key)), nil
+	return c.active, aead.Seal(nonce, nonce, body, additionalData(scope, key)), nil
 }
 
-// open decrypts what seal returned. It returns an error wrapping
+// Open decrypts what Seal returned. It returns an error wrapping
 // ErrResponseKeyUnknown or ErrResponseUndecryptable.
-func (c *ResponseCipher) open(merchantID, key, keyID string, sealed []byte) ([]byte, error) {
+func (c *ResponseCipher) Open(scope, key, keyID string, sealed []byte) ([]byte, error) {
 	aead, ok := c.aeads[keyID]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q (configured: %v)", ErrResponseKeyUnknown, keyID, c.KeyIDs())
@@ -107,7 +107,7 @@ func (c *ResponseCipher) open(merchantID, key, keyID string, sealed []byte) ([]b
 		return nil, fmt.Errorf("%w: key id %q: too short", ErrResponseUndecryptable, keyID)
 	}
 	nonce, ciphertext := sealed[:aead.NonceSize()], sealed[aead.NonceSize():]
-	body, err := aead.Open(nil, nonce, ciphertext, additionalData(merchantID, key))
+	body, err := aead.Open(nil, nonce, ciphertext, additionalData(scope, key))
 	if err != nil {
 		return nil, fmt.Errorf("%w: key id %q: %w", ErrResponseUndecryptable, keyID, err)
 	}
@@ -115,8 +115,8 @@ func (c *ResponseCipher) open(merchantID, key, keyID string, sealed []byte) ([]b
 }
 
 // additionalData binds a ciphertext to its record.
-func additionalData(merchantID, key string) []byte {
-	return []byte("idempotency-response\x00" + merchantID + "\x00" + key)
+func additionalData(scope, key string) []byte {
+	return []byte("idempotency-response\x00" + scope + "\x00" + key)
 }
 
 func validKeyID(id string) error {
@@ -131,15 +131,4 @@ func validKeyID(id string) error {
 		}
 	}
 	return nil
-}
-
-// StoreOption configures a GormStore.
-type StoreOption func(*GormStore)
-
-// WithCipher makes the store encrypt the response bodies it writes with c,
-// and decrypt them on read. Records written in clear before (no key id)
-// still read. nil leaves bodies in clear, as without the option; a record
-// that was encrypted then fails to read with ErrResponseKeyUnknown.
-func WithCipher(c *ResponseCipher) StoreOption {
-	return func(s *GormStore) { s.cipher = c }
 }

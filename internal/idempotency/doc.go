@@ -1,29 +1,54 @@
-// Package idempotency makes a retried POST safe: for one merchant and one
-// Idempotency-Key, the business effect happens at most once, and every answer
-// the client gets is consistent with it.
+// Package idempotency makes a retried POST safe: for one scope (in this API,
+// a merchant) and one Idempotency-Key, the business effect happens at most
+// once, and every answer the client gets is consistent with it.
+//
+// This package is the core, and imports no web framework, ORM or cache
+// client. Beside it: ginidem (the Gin middleware), gormstore (the Store on
+// PostgreSQL and SQLite, and the transaction of Atomic requests), redisidem
+// (a Redis cache and limiter) and storetest (the contract every Store runs).
+// The files follow the sections below: record.go and ports.go, decide.go and
+// handle.go, atomic.go, guarded.go, config.go (what is kept), flights.go,
+// clock.go and janitor.go.
 //
 // # The record
 //
-// Each (merchant, key) has at most one row in idempotency_records. The row
+// Each (scope, key) has at most one row in idempotency_records. The row
 // holds the request's fingerprint (method, route, path parameters and the
 // body as RFC 8785 canonical JSON, hashed), a state (executing or completed),
 // a recovery point, a fencing token, a lock deadline, the stored response,
-// and an expiry. The primary key (merchant_id, idempotency_key) is the only
+// and an expiry. The primary key (scope, key) is the only
 // arbiter of who owns a key: a request reserves it with an insert-if-absent
 // (INSERT ... ON CONFLICT DO NOTHING, or DO UPDATE for an expired row), never
 // by reading first and writing after, which two concurrent requests would
 // both pass.
 //
+// # The path of a request
+//
+// Handle checks the key and the body, looks for a completed record in the
+// cache, and queues behind an identical request already running in this
+// process (see below). Then it loops over one pure decision, Decide, from
+// (record, fingerprint, now, mode) to the next step: execute, reserve,
+// replay, refuse a different request (422), wait for the original, or take
+// an abandoned record over. Each step either ends the request or reads the
+// record again; the loop is bounded, and the request ends in exactly one
+// Result, which the Observer hears once.
+//
 // # Two ways to run a keyed request
 //
 // Atomic, for operations that only touch the database (creating an order).
-// The handler runs inside a transaction owned by the middleware; when its
-// answer is final, the record is inserted already completed, with the
-// response, in the same transaction. So the order and its record commit
-// together or not at all: two statements (the order, the record) and a
-// commit. If another request holds the key, the insert does nothing, the
-// transaction rolls back, and the request is answered from the other's
-// record. A crash at any point leaves either both rows or neither.
+// The handler runs inside a transaction owned by the layer (its Transactor),
+// which begins at the handler's first statement, so decoding and validating
+// a body hold no connection. When its answer is a success to keep, the record
+// is inserted already completed, with the response, in the same transaction:
+// the order and its record commit together or not at all. If another request
+// holds the key, the insert is refused, the transaction rolls back, and the
+// request is answered from the other's record. A kept answer that is an
+// error (a business conflict) had no effect, so its transaction rolls back
+// and the record is inserted alone; that is also what keeps a handler whose
+// statement failed right on PostgreSQL, where a failed statement aborts the
+// transaction. A crash at any point leaves either both rows or neither.
+// The contract for an Atomic handler: no effect outside the transaction,
+// and a statement that fails is answered with an error, never a success.
 //
 // Guarded, for operations with an effect outside the database (a charge at
 // the payment provider), which no database transaction can roll back. The
@@ -39,9 +64,11 @@
 // # What is stored, and what gives the key back
 //
 // Final outcomes are stored and replayed with Idempotent-Replayed: true and
-// a byte-identical body: 2xx except 202, 402, and the handler's 409 business
-// conflicts. Anything else (validation errors, 404, 5xx, "provider
-// unavailable", the middleware's own 409 and 422) is not stored: a record
+// a byte-identical body. Which answers are final is Config.Keep's to say:
+// by default a success but a 202, and an application adds its final
+// refusals (this API: 402, and 409s by problem code). Anything else
+// (validation errors, 404, 5xx, "provider unavailable", a temporary
+// conflict, the layer's own 409 and 422) is not stored: a record
 // with nothing durable behind it is deleted, so the key may be sent again;
 // one past its first recovery point is unlocked, so the next retry resumes
 // it at once. A 202 (outcome unknown at the provider) keeps the record open
@@ -54,7 +81,8 @@
 // costs one database conversation per key per process. Across processes, a
 // duplicate polls the record with a growing pause, holding no connection
 // between reads, for at most Config.Wait, and then answers
-// InProgressError (409 with Retry-After).
+// InProgressError (409 with Retry-After). Its pauses and hints are the named
+// Config.Timeouts.
 //
 // # Time
 //

@@ -2,22 +2,25 @@ package idempotency
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
-// Errors the middleware hands to its ErrorRenderer. The HTTP layer maps each
-// to its problem+json answer; nothing here knows about status codes.
+// Errors a Result carries for the HTTP layer to answer. The adapter hands
+// them to the application's error table; nothing here knows about status
+// codes.
 var (
-	// ErrKeyMissing: a POST without an Idempotency-Key header.
+	// ErrKeyMissing: a request without an Idempotency-Key.
 	ErrKeyMissing = errors.New("idempotency key missing")
 	// ErrKeyInvalid: the key is empty, too long, repeated, or has characters
 	// outside visible ASCII. Returned wrapped with the reason.
 	ErrKeyInvalid = errors.New("idempotency key invalid")
 	// ErrKeyReused: the key was used for a different request (other body,
-	// route or path) by the same merchant.
+	// route or path) in the same scope.
 	ErrKeyReused = errors.New("idempotency key reused with a different request")
-	// ErrMalformedBody: the body is not valid JSON or repeats a member name.
-	// Returned wrapped with the reason.
+	// ErrMalformedBody: the body is not valid JSON, repeats a member name,
+	// or is beyond the canonicalization limits. Returned wrapped with the
+	// reason.
 	ErrMalformedBody = errors.New("malformed JSON body")
 )
 
@@ -31,6 +34,24 @@ func (e *InProgressError) Error() string {
 	return "a request with this idempotency key is still in progress"
 }
 
+// RateLimitedError says the scope started too many new keys; RetryAfter is
+// when the next one will be accepted.
+type RateLimitedError struct {
+	RetryAfter time.Duration
+}
+
+func (e *RateLimitedError) Error() string { return "too many new idempotency keys" }
+
+// BodyTooLargeError says the body is larger than Config.MaxBodyBytes; the
+// Keeper read no more than Limit+1 bytes of it.
+type BodyTooLargeError struct {
+	Limit int64
+}
+
+func (e *BodyTooLargeError) Error() string {
+	return fmt.Sprintf("request body larger than %d bytes", e.Limit)
+}
+
 // Errors returned by a Store.
 var (
 	// ErrKeyExists: a live (unexpired) record already holds the key.
@@ -42,10 +63,6 @@ var (
 	ErrFenced = errors.New("idempotency record owned by another request")
 )
 
-// RateLimitedError says the merchant started too many new keys; RetryAfter
-// is when the next one will be accepted.
-type RateLimitedError struct {
-	RetryAfter time.Duration
-}
-
-func (e *RateLimitedError) Error() string { return "too many new idempotency keys" }
+// ErrLocked: Finish found the record held by a running request, which will
+// store the answer itself.
+var ErrLocked = errors.New("idempotency record is locked by a running request")

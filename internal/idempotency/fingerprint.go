@@ -47,6 +47,26 @@ func nesting(body []byte) int {
 	return deepest
 }
 
+// Limits bound the work of canonicalizing a body. Zero fields take the
+// defaults.
+type Limits struct {
+	// MaxDepth bounds how deeply arrays and objects may nest (default
+	// MaxBodyDepth).
+	MaxDepth int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = MaxBodyDepth
+	}
+	return l
+}
+
+// Canonicalize is the package's Canonicalize under these limits.
+func (l Limits) Canonicalize(body []byte) ([]byte, error) {
+	return canonicalize(body, l.withDefaults())
+}
+
 // Canonicalize returns body as canonical JSON (RFC 8785, JCS): members sorted,
 // no insignificant whitespace, numbers and strings in one spelling. An empty
 // body canonicalizes to "{}" so that "no body" and "empty object" are one
@@ -54,6 +74,10 @@ func nesting(body []byte) int {
 // for an object that repeats a member name, and for a body nested deeper
 // than MaxBodyDepth.
 func Canonicalize(body []byte) ([]byte, error) {
+	return canonicalize(body, Limits{}.withDefaults())
+}
+
+func canonicalize(body []byte, l Limits) ([]byte, error) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
 		return []byte("{}"), nil
@@ -66,8 +90,8 @@ func Canonicalize(body []byte) ([]byte, error) {
 	if !json.Valid(trimmed) {
 		return nil, fmt.Errorf("%w: the body is not valid JSON", ErrMalformedBody)
 	}
-	if depth := nesting(trimmed); depth > MaxBodyDepth {
-		return nil, fmt.Errorf("%w: the body nests %d levels deep, more than %d", ErrMalformedBody, depth, MaxBodyDepth)
+	if depth := nesting(trimmed); depth > l.MaxDepth {
+		return nil, fmt.Errorf("%w: the body nests %d levels deep, more than %d", ErrMalformedBody, depth, l.MaxDepth)
 	}
 	out, err := jcs.Transform(trimmed)
 	if err != nil {

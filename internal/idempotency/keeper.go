@@ -3,144 +3,102 @@ package idempotency
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"strings"
+	"sync"
 	"time"
-
-	"github.com/gin-gonic/gin"
-	"gorm.io/gorm"
 )
 
-// Config holds the timing rules of the contract.
-type Config struct {
-	// TTL is how long a record is kept and replayed.
-	TTL time.Duration
-	// LockTimeout is how long an executing record stays locked to its owner
-	// before a retry may take it over.
-	LockTimeout time.Duration
-	// Wait is how long a duplicate waits for the original to finish before it
-	// answers ErrInProgress.
-	Wait time.Duration
-	// MaxBodyBytes bounds the body read for the fingerprint.
-	MaxBodyBytes int64
-	// Observer hears every decision (metrics); nil hears nothing.
-	Observer Observer
-	// Cache, if set, serves replays and cross-instance wake-ups (Redis);
-	// the Store stays the source of truth.
-	Cache Cache
-	// Limiter, if set, bounds how many new keys a merchant may start.
-	Limiter Limiter
-}
-
-// ErrorRenderer writes the answer for an error of this package (or of the
-// store) and aborts the request. The HTTP layer owns the mapping to
-// problem+json.
-type ErrorRenderer func(c *gin.Context, err error)
-
-// MerchantFunc returns the authenticated merchant of a request; the key is
-// scoped to it.
-type MerchantFunc func(c *gin.Context) string
-
-// Keeper is the idempotency middleware. Routes opt in with Atomic or Guarded.
+// Keeper is the idempotency layer, independent of any HTTP framework or
+// database library: an adapter (ginidem) turns a request into an Input,
+// calls Handle, and writes the Result; a Store (gormstore) keeps the
+// records. Routes opt in with a Mode.
 type Keeper struct {
-	store    Store
-	db       *gorm.DB
-	clock    Clock
-	cfg      Config
-	merchant MerchantFunc
-	render   ErrorRenderer
-	log      *slog.Logger
-	flights  *flights
-	obs      Observer
-	cache    Cache
+	store   Store
+	cfg     Config
+	clock   Clock
+	obs     Observer
+	flights *flights
+
+	// Background work (record writes retried after a failure, cache
+	// updates) runs under bg until Close, and is counted in work.
+	bg     context.Context
+	stopBG context.CancelFunc
+	work   sync.WaitGroup
 }
 
-// NewKeeper builds the middleware. db is used to open the transaction of
-// Atomic routes; store must work on the same database.
-func NewKeeper(store Store, db *gorm.DB, clock Clock, cfg Config, merchant MerchantFunc, render ErrorRenderer, log *slog.Logger) *Keeper {
-	if log == nil {
-		log = slog.Default()
+// New returns a Keeper over store. Fields of cfg left at zero take their
+// defaults (see Config).
+func New(store Store, cfg Config) *Keeper {
+	cfg = cfg.withDefaults()
+	bg, stop := context.WithCancel(context.Background())
+	return &Keeper{
+		store: store, cfg: cfg, clock: cfg.Clock, obs: cfg.Observer, flights: newFlights(),
+		bg: bg, stopBG: stop,
 	}
-	obs := cfg.Observer
-	if obs == nil {
-		obs = noObserver{}
-	}
-	return &Keeper{store: store, db: db, clock: clock, cfg: cfg, merchant: merchant, render: render, log: log, flights: newFlights(), obs: obs, cache: cfg.Cache}
 }
 
-// Lease is the ownership of a record held by a Guarded request. The handler
-// (through the service) records recovery points with it; every write is
-// fenced, so a request that lost the record cannot write.
-type Lease struct {
-	store      Store
-	clock      Clock
-	merchantID string
-	key        string
-	fence      int64
-	point      string
+// Config returns the configuration in force, defaults filled in.
+func (k *Keeper) Config() Config { return k.cfg }
+
+// Close waits for the Keeper's background work (retried record writes,
+// cache updates) to end, up to ctx; what is still running then is stopped.
+// A record write abandoned this way leaves its record to the lock timeout,
+// as a crash would. It returns ctx's error if it had to stop work.
+func (k *Keeper) Close(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		k.work.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		k.stopBG()
+		return nil
+	case <-ctx.Done():
+		k.stopBG()
+		<-done
+		return ctx.Err()
+	}
 }
 
-// RecoveryPoint is the last durable step recorded for this operation;
-// PointStarted for a fresh one.
-func (l *Lease) RecoveryPoint() string { return l.point }
-
-// Fence is the fencing token of this owner.
-func (l *Lease) Fence() int64 { return l.fence }
-
-// Checkpoint records point as reached. Call it inside the transaction that
-// makes the step durable (the store joins the transaction carried by ctx),
-// so the step and its recovery point commit together. It returns ErrFenced
-// when another request has taken the record over; roll back then.
-func (l *Lease) Checkpoint(ctx context.Context, point string) error {
-	if err := l.store.Checkpoint(ctx, l.merchantID, l.key, l.fence, point, l.clock.Now()); err != nil {
-		return err
-	}
-	l.point = point
-	return nil
+// background runs fn off the request's path, under the Keeper's own
+// context, so that Close can wait for it.
+func (k *Keeper) background(fn func(ctx context.Context)) {
+	k.work.Add(1)
+	go func() {
+		defer k.work.Done()
+		fn(k.bg)
+	}()
 }
 
-type leaseKey struct{}
-
-// LeaseFrom returns the lease of a Guarded request, or nil.
-func LeaseFrom(ctx context.Context) *Lease {
-	l, _ := ctx.Value(leaseKey{}).(*Lease)
-	return l
-}
-
-// ErrLocked: Finish found the record held by a running request, which will
-// store the answer itself.
-var ErrLocked = errors.New("idempotency record is locked by a running request")
-
-// Finish stores resp as the final answer of an open record whose operation
-// was resolved outside any request (by a reconciler or a webhook), so the
-// client's next retry replays it. resourceID must be the suffix of the
-// record's recovery point ("payment_created:pay_123" for pay_123): a key
-// reused for another operation after its TTL is left alone. It takes the
-// record over first, so a request that still believes it owns it is fenced
-// out. It returns ErrNotFound (no such open record, or another operation's),
-// ErrLocked (a request is running it and will finish it), or a store error.
-func (k *Keeper) Finish(ctx context.Context, merchantID, key, resourceID string, resp Response) error {
-	now := k.clock.Now()
-	rec, err := k.store.Get(ctx, merchantID, key, now)
-	if err != nil {
-		return err
-	}
-	if rec.State != StateExecuting || !strings.HasSuffix(rec.RecoveryPoint, ":"+resourceID) {
-		return ErrNotFound
-	}
-	if rec.LockedUntil.After(now) {
-		return ErrLocked
-	}
-	if err := k.store.TakeOver(ctx, merchantID, key, rec.Fence, now, now.Add(k.cfg.LockTimeout)); err != nil {
-		if errors.Is(err, ErrFenced) {
-			return ErrLocked
+// retryLater runs a fenced write again with a growing pause until it
+// succeeds, is fenced out, or the lock it protects would have run out
+// anyway.
+func (k *Keeper) retryLater(write func(ctx context.Context) error) {
+	k.background(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, k.cfg.LockTimeout)
+		defer cancel()
+		pause := k.cfg.Timeouts.RetryMin
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(pause):
+			}
+			err := write(ctx)
+			if err == nil || errors.Is(err, ErrFenced) {
+				return
+			}
+			pause = min(pause*2, k.cfg.Timeouts.RetryMax)
 		}
-		return err
-	}
-	if err := k.store.Complete(ctx, merchantID, key, rec.Fence+1, resp, now); err != nil {
-		return err
-	}
-	rec.State, rec.Response = StateCompleted, &resp
-	k.published(ctx, rec)
-	return nil
+	})
+}
+
+// writeContext is the context of a record write that must finish whatever
+// the client does: not cancelled by a disconnect, bounded by Timeouts.Write.
+func (k *Keeper) writeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), k.cfg.Timeouts.Write)
+}
+
+func (k *Keeper) inProgress() error {
+	return &InProgressError{RetryAfter: k.cfg.Timeouts.RetryAfter}
 }

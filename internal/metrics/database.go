@@ -8,15 +8,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/payments"
 )
 
 // RecordStats counts the executing idempotency records
-// (idempotency.GormStore).
+// (gormstore.Store).
 type RecordStats interface {
 	// ExecutingStats returns a store error.
-	ExecutingStats(ctx context.Context, now time.Time) (idempotency.ExecutingStats, error)
+	ExecutingStats(ctx context.Context, now time.Time) (gormstore.ExecutingStats, error)
 }
 
 // UnresolvedStats counts the payments and refunds whose provider outcome

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/metrics"
 	"github.com/idemkeys/payments/internal/payments"
 )
@@ -110,7 +111,7 @@ func (s failingStore) Get(context.Context, string, string, time.Time) (*idempote
 func (s failingStore) TakeOver(context.Context, string, string, int64, time.Time, time.Time) error {
 	return s.err
 }
-func (s failingStore) Checkpoint(context.Context, string, string, int64, string, time.Time) error {
+func (s failingStore) Checkpoint(context.Context, string, string, int64, idempotency.Point, time.Time) error {
 	return s.err
 }
 func (s failingStore) Complete(context.Context, string, string, int64, idempotency.Response, time.Time) error {
@@ -141,7 +142,7 @@ func TestStoreErrorsCountFailuresNotAnswers(t *testing.T) {
 			_, err := s.Get(ctx, "m", "k", now)
 			require.ErrorIs(t, err, tc.err)
 			_ = s.TakeOver(ctx, "m", "k", 1, now, now)
-			_ = s.Checkpoint(ctx, "m", "k", 1, "p", now)
+			_ = s.Checkpoint(ctx, "m", "k", 1, idempotency.Point{Step: "p"}, now)
 			_ = s.Complete(ctx, "m", "k", 1, idempotency.Response{}, now)
 			_ = s.Release(ctx, "m", "k", 1, now)
 			_, _ = s.PurgeExpired(ctx, now, 10)
@@ -225,12 +226,12 @@ func TestHTTPLatencyLabelsAreBounded(t *testing.T) {
 }
 
 type fakeStats struct {
-	exec       idempotency.ExecutingStats
+	exec       gormstore.ExecutingStats
 	unresolved payments.UnresolvedCounts
 	err        error
 }
 
-func (f fakeStats) ExecutingStats(context.Context, time.Time) (idempotency.ExecutingStats, error) {
+func (f fakeStats) ExecutingStats(context.Context, time.Time) (gormstore.ExecutingStats, error) {
 	return f.exec, f.err
 }
 
@@ -242,7 +243,7 @@ func TestDatabaseGaugesAtScrapeTime(t *testing.T) {
 	t.Run("counts", func(t *testing.T) {
 		m := metrics.New()
 		m.WatchDatabase(fakeStats{
-			exec: idempotency.ExecutingStats{Locked: 2, Unlocked: 1, OldestCreatedAt: time.Now().Add(-time.Minute)},
+			exec: gormstore.ExecutingStats{Locked: 2, Unlocked: 1, OldestCreatedAt: time.Now().Add(-time.Minute)},
 			unresolved: payments.UnresolvedCounts{
 				Payments: map[payments.Status]int{payments.StatusProcessing: 3},
 				Refunds:  map[payments.Status]int{payments.StatusPending: 1},

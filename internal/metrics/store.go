@@ -32,25 +32,25 @@ func (s *instrumentedStore) Insert(ctx context.Context, rec *idempotency.Record)
 	return s.count("insert", s.next.Insert(ctx, rec))
 }
 
-func (s *instrumentedStore) Get(ctx context.Context, merchantID, key string, now time.Time) (*idempotency.Record, error) {
-	rec, err := s.next.Get(ctx, merchantID, key, now)
+func (s *instrumentedStore) Get(ctx context.Context, scope, key string, now time.Time) (*idempotency.Record, error) {
+	rec, err := s.next.Get(ctx, scope, key, now)
 	return rec, s.count("get", err)
 }
 
-func (s *instrumentedStore) TakeOver(ctx context.Context, merchantID, key string, seen int64, now, lockedUntil time.Time) error {
-	return s.count("take_over", s.next.TakeOver(ctx, merchantID, key, seen, now, lockedUntil))
+func (s *instrumentedStore) TakeOver(ctx context.Context, scope, key string, seen int64, now, lockedUntil time.Time) error {
+	return s.count("take_over", s.next.TakeOver(ctx, scope, key, seen, now, lockedUntil))
 }
 
-func (s *instrumentedStore) Checkpoint(ctx context.Context, merchantID, key string, fence int64, point string, now time.Time) error {
-	return s.count("checkpoint", s.next.Checkpoint(ctx, merchantID, key, fence, point, now))
+func (s *instrumentedStore) Checkpoint(ctx context.Context, scope, key string, fence int64, point idempotency.Point, now time.Time) error {
+	return s.count("checkpoint", s.next.Checkpoint(ctx, scope, key, fence, point, now))
 }
 
-func (s *instrumentedStore) Complete(ctx context.Context, merchantID, key string, fence int64, resp idempotency.Response, now time.Time) error {
-	return s.count("complete", s.next.Complete(ctx, merchantID, key, fence, resp, now))
+func (s *instrumentedStore) Complete(ctx context.Context, scope, key string, fence int64, resp idempotency.Response, now time.Time) error {
+	return s.count("complete", s.next.Complete(ctx, scope, key, fence, resp, now))
 }
 
-func (s *instrumentedStore) Release(ctx context.Context, merchantID, key string, fence int64, now time.Time) error {
-	return s.count("release", s.next.Release(ctx, merchantID, key, fence, now))
+func (s *instrumentedStore) Release(ctx context.Context, scope, key string, fence int64, now time.Time) error {
+	return s.count("release", s.next.Release(ctx, scope, key, fence, now))
 }
 
 func (s *instrumentedStore) PurgeExpired(ctx context.Context, now time.Time, limit int) (int, error) {

@@ -289,7 +289,7 @@ func (r *Reconciler) finishOpen(ctx context.Context) (int, error) {
 	finished := 0
 	var errs []error
 	for _, op := range ops {
-		id := resumedID(op.RecoveryPoint)
+		id := op.ResourceID
 		switch {
 		case strings.HasPrefix(id, paymentIDPrefix):
 			p, err := s.pay.GetPayment(ctx, op.MerchantID, id)

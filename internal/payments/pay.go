@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 )
 
-// Recovery points of payments and refunds: "<step>:<resource id>". The id
-// lets a retry find what the earlier attempt made; the step says how far
-// it got.
+// Recovery points of payments and refunds: a step and the id of the
+// payment or refund. The id lets a retry find what the earlier attempt
+// made; the step says how far it got.
 const (
 	pointPaymentCreated  = "payment_created"
 	pointPaymentUnknown  = "payment_unknown"
@@ -19,12 +18,10 @@ const (
 	pointRefundFinished  = "refund_finished"
 )
 
-func point(step, id string) string { return step + ":" + id }
-
-// resumedID returns the resource id of a recovery point, or "" for a fresh
-// operation.
-func resumedID(p string) string {
-	_, id, _ := strings.Cut(p, ":")
+// resumedID returns the payment or refund id of the operation's last
+// recovery point, or "" for a fresh operation.
+func resumedID(rec Recovery) string {
+	_, id := rec.RecoveryPoint()
 	return id
 }
 
@@ -61,7 +58,7 @@ func (s *Service) PayOrder(ctx context.Context, merchantID, orderID, idempotency
 	ctx = context.WithoutCancel(ctx)
 
 	var p Payment
-	if id := resumedID(rec.RecoveryPoint()); id != "" {
+	if id := resumedID(rec); id != "" {
 		got, err := s.pay.GetPayment(ctx, merchantID, id)
 		if err != nil {
 			return Payment{}, fmt.Errorf("resume payment %s: %w", id, err)
@@ -133,7 +130,7 @@ func (s *Service) createPayment(ctx context.Context, merchantID, orderID, key st
 		if err := s.pay.CreatePayment(ctx, p); err != nil {
 			return err
 		}
-		return rec.Checkpoint(ctx, point(pointPaymentCreated, p.ID))
+		return rec.Checkpoint(ctx, pointPaymentCreated, p.ID)
 	})
 	if err != nil {
 		return Payment{}, fmt.Errorf("pay order %s: %w", orderID, err)
@@ -157,7 +154,7 @@ func (s *Service) markPaymentUnknown(ctx context.Context, p Payment, rec Recover
 		} else if p, err = s.pay.GetPayment(ctx, p.MerchantID, p.ID); err != nil {
 			return err
 		}
-		return rec.Checkpoint(ctx, point(pointPaymentUnknown, p.ID))
+		return rec.Checkpoint(ctx, pointPaymentUnknown, p.ID)
 	})
 	if err != nil {
 		return p, fmt.Errorf("record unknown outcome of %s: %w", p.ID, err)
@@ -178,7 +175,7 @@ func (s *Service) finishPayment(ctx context.Context, p Payment, r ChargeResult, 
 			return err
 		}
 		if rec != nil {
-			return rec.Checkpoint(ctx, point(pointPaymentFinished, p.ID))
+			return rec.Checkpoint(ctx, pointPaymentFinished, p.ID)
 		}
 		return nil
 	})

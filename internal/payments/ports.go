@@ -81,11 +81,14 @@ type RefundResult struct {
 // together; it fails when another request has taken the operation over, and
 // the transaction must then roll back.
 type Recovery interface {
-	// RecoveryPoint is the last point recorded, "started" for a new one.
-	RecoveryPoint() string
-	// Checkpoint records point. It returns an error (the idempotency
-	// layer's ErrFenced) when this request no longer owns the operation.
-	Checkpoint(ctx context.Context, point string) error
+	// RecoveryPoint is the last point recorded: its step, and the id of
+	// the payment or refund that step made; resourceID is "" for a new
+	// operation.
+	RecoveryPoint() (step, resourceID string)
+	// Checkpoint records the step reached and the id of what it made. It
+	// returns an error (the idempotency layer's ErrFenced) when this request
+	// no longer owns the operation.
+	Checkpoint(ctx context.Context, step, resourceID string) error
 }
 
 // Resolved is told about a payment or refund that reached a final state
@@ -98,11 +101,11 @@ type Resolved interface {
 
 // OpenOperation is an operation whose client record is still open although
 // no request works on it any more: the request ended (it crashed, or lost
-// the database) before its answer was stored. RecoveryPoint is the last
-// point it recorded, "<step>:<payment or refund id>".
+// the database) before its answer was stored. ResourceID is the payment or
+// refund its last recovery point names.
 type OpenOperation struct {
-	MerchantID    string
-	RecoveryPoint string
+	MerchantID string
+	ResourceID string
 }
 
 // OpenOperations lists open operations for the reconciler, so that one

@@ -52,8 +52,8 @@ func (p *methodProvider) FindRefund(context.Context, string) (payments.RefundRes
 // freshRecovery is a new operation's recovery: nothing durable yet.
 type freshRecovery struct{}
 
-func (freshRecovery) RecoveryPoint() string                    { return "started" }
-func (freshRecovery) Checkpoint(context.Context, string) error { return nil }
+func (freshRecovery) RecoveryPoint() (string, string)                  { return "started", "" }
+func (freshRecovery) Checkpoint(context.Context, string, string) error { return nil }
 
 // TestReconcilerReportsEachResult: OnResult hears resolved for an unknown
 // outcome the provider knows, unresolved for a pending payment the provider

@@ -24,7 +24,7 @@ func (s *Service) RefundPayment(ctx context.Context, merchantID, paymentID, idem
 	ctx = context.WithoutCancel(ctx)
 
 	var r Refund
-	if id := resumedID(rec.RecoveryPoint()); id != "" {
+	if id := resumedID(rec); id != "" {
 		got, err := s.pay.GetRefund(ctx, merchantID, id)
 		if err != nil {
 			return Refund{}, fmt.Errorf("resume refund %s: %w", id, err)
@@ -105,7 +105,7 @@ func (s *Service) createRefund(ctx context.Context, merchantID, paymentID, key s
 		if err := s.pay.CreateRefund(ctx, r); err != nil {
 			return err
 		}
-		return rec.Checkpoint(ctx, point(pointRefundCreated, r.ID))
+		return rec.Checkpoint(ctx, pointRefundCreated, r.ID)
 	})
 	if err != nil {
 		return Refund{}, fmt.Errorf("refund payment %s: %w", paymentID, err)
@@ -126,7 +126,7 @@ func (s *Service) markRefundUnknown(ctx context.Context, r Refund, rec Recovery)
 		} else if r, err = s.pay.GetRefund(ctx, r.MerchantID, r.ID); err != nil {
 			return err
 		}
-		return rec.Checkpoint(ctx, point(pointRefundUnknown, r.ID))
+		return rec.Checkpoint(ctx, pointRefundUnknown, r.ID)
 	})
 	if err != nil {
 		return r, fmt.Errorf("record unknown outcome of %s: %w", r.ID, err)
@@ -142,7 +142,7 @@ func (s *Service) finishRefund(ctx context.Context, r Refund, res RefundResult, 
 			return err
 		}
 		if rec != nil {
-			return rec.Checkpoint(ctx, point(pointRefundFinished, r.ID))
+			return rec.Checkpoint(ctx, pointRefundFinished, r.ID)
 		}
 		return nil
 	})

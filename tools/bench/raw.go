@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 )
 
 // The statements of one idempotent order creation, as the API sends them
@@ -24,7 +24,7 @@ INSERT INTO outbox_events (merchant_id, id, type, payload, created_at) VALUES ($
 
 // rawInsertRecord is the store's own statement, with pgx's numbered
 // placeholders in place of GORM's question marks.
-var rawInsertRecord = numberParams(idempotency.InsertSQL)
+var rawInsertRecord = numberParams(gormstore.InsertSQL)
 
 // numberParams turns each ? of query into $1, $2, … in order. The queries
 // it is given have no ? inside a string.

@@ -24,7 +24,7 @@ import (
 
 	"github.com/idemkeys/payments/internal/app"
 	"github.com/idemkeys/payments/internal/config"
-	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/ginidem"
 )
 
 func main() {
@@ -47,11 +47,11 @@ func run(ctx context.Context) error {
 
 // ordersMiddleware is what the order routes run in place of the Atomic
 // middleware.
-func ordersMiddleware(mode string, log *slog.Logger) func(*idempotency.Keeper) gin.HandlerFunc {
-	return func(keeper *idempotency.Keeper) gin.HandlerFunc {
+func ordersMiddleware(mode string, log *slog.Logger) func(*ginidem.Middleware) gin.HandlerFunc {
+	return func(idem *ginidem.Middleware) gin.HandlerFunc {
 		if mode == "guarded" {
 			log.Warn("benchmark baseline build: POST /v1/orders reserves and completes its key around the order's transaction")
-			return keeper.Guarded()
+			return idem.Guarded()
 		}
 		log.Warn("benchmark baseline build: POST /v1/orders runs WITHOUT idempotency")
 		return func(c *gin.Context) { c.Next() }

@@ -1,10 +1,10 @@
-package idempotency
+package gormstore
 
 import (
 	"context"
 	"time"
 
-	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/idempotency"
 )
 
 // ExecutingStats describes the live records that are still executing: the
@@ -26,8 +26,8 @@ type ExecutingStats struct {
 // read the partial index on executing records (migration 00005), so the
 // cost follows the few open records, not the table. It returns a store
 // error.
-func (s *GormStore) ExecutingStats(ctx context.Context, now time.Time) (ExecutingStats, error) {
-	conn := database.Conn(ctx, s.db)
+func (s *Store) ExecutingStats(ctx context.Context, now time.Time) (ExecutingStats, error) {
+	conn := Conn(ctx, s.db)
 	var counts struct {
 		Total    int
 		Unlocked int
@@ -38,7 +38,7 @@ SELECT count(*) AS total,
 FROM idempotency_records
 WHERE state = 'executing' AND expires_at > ?`, now, now).Scan(&counts).Error
 	if err != nil {
-		return ExecutingStats{}, database.Classify(err)
+		return ExecutingStats{}, s.classify(err)
 	}
 	stats := ExecutingStats{Locked: counts.Total - counts.Unlocked, Unlocked: counts.Unlocked}
 	if counts.Total == 0 {
@@ -51,7 +51,7 @@ WHERE state = 'executing' AND expires_at > ?`, now, now).Scan(&counts).Error
 		Where("state = 'executing' AND expires_at > ?", now).
 		Order("created_at").Limit(1).Find(&rows).Error
 	if err != nil {
-		return ExecutingStats{}, database.Classify(err)
+		return ExecutingStats{}, s.classify(err)
 	}
 	if len(rows) > 0 {
 		stats.OldestCreatedAt = rows[0].CreatedAt.UTC()
@@ -63,9 +63,9 @@ WHERE state = 'executing' AND expires_at > ?`, now, now).Scan(&counts).Error
 // request that held it ended (it crashed, or lost the database) without
 // storing an answer.
 type OpenRecord struct {
-	MerchantID    string
-	Key           string
-	RecoveryPoint string
+	Scope string
+	Key   string
+	Point idempotency.Point
 }
 
 // Unlocked lists up to limit live executing records whose lock ran out at
@@ -73,17 +73,17 @@ type OpenRecord struct {
 // something durable stands behind them), the longest unlocked first. Like
 // ExecutingStats it reads the partial index on executing records. It
 // returns a store error.
-func (s *GormStore) Unlocked(ctx context.Context, now time.Time, limit int) ([]OpenRecord, error) {
+func (s *Store) Unlocked(ctx context.Context, now time.Time, limit int) ([]OpenRecord, error) {
 	var rows []recordRow
-	err := database.Conn(ctx, s.db).Select("merchant_id", "idempotency_key", "recovery_point").
-		Where("state = 'executing' AND locked_until <= ? AND expires_at > ? AND recovery_point <> ?", now, now, PointStarted).
+	err := Conn(ctx, s.db).Select("merchant_id", "idempotency_key", "recovery_point").
+		Where("state = 'executing' AND locked_until <= ? AND expires_at > ? AND recovery_point <> ?", now, now, idempotency.PointStarted.String()).
 		Order("locked_until").Limit(limit).Find(&rows).Error
 	if err != nil {
-		return nil, database.Classify(err)
+		return nil, s.classify(err)
 	}
 	out := make([]OpenRecord, len(rows))
 	for i, r := range rows {
-		out[i] = OpenRecord{MerchantID: r.MerchantID, Key: r.IdempotencyKey, RecoveryPoint: r.RecoveryPoint}
+		out[i] = OpenRecord{Scope: r.MerchantID, Key: r.IdempotencyKey, Point: idempotency.ParsePoint(r.RecoveryPoint)}
 	}
 	return out, nil
 }

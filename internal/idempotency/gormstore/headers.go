@@ -1,4 +1,4 @@
-package idempotency
+package gormstore
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package idempotency_test
+package redisidem_test
 
 import (
 	"context"
@@ -9,16 +9,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/redisidem"
 	"github.com/idemkeys/payments/internal/redisconn"
 	"github.com/idemkeys/payments/internal/testkit"
 )
 
 func TestRedisCache(t *testing.T) {
 	rs := testkit.StartRedis(t)
-	open := func() *idempotency.RedisCache {
+	open := func() *redisidem.Cache {
 		client, err := redisconn.Open(rs.URL(), redisconn.Options{Timeout: 100 * time.Millisecond})
 		require.NoError(t, err)
-		c := idempotency.NewRedisCache(client, nil)
+		c := redisidem.NewCache(client, nil)
 		t.Cleanup(func() { c.Close(); _ = client.Close() })
 		return c
 	}
@@ -29,7 +30,7 @@ func TestRedisCache(t *testing.T) {
 		_, err := a.GetCompleted(ctx, "m1", "k1")
 		require.ErrorIs(t, err, idempotency.ErrNotFound)
 		rec := &idempotency.Record{
-			MerchantID: "m1", Key: "k1", Fingerprint: "fp", State: idempotency.StateCompleted,
+			Scope: "m1", Key: "k1", Fingerprint: "fp", State: idempotency.StateCompleted,
 			Response:  &idempotency.Response{Status: 201, ContentType: "application/json", Location: "/x", Body: []byte(`{"a":1}`)},
 			ExpiresAt: time.Now().Add(time.Hour),
 		}
@@ -87,10 +88,10 @@ func TestRedisCache(t *testing.T) {
 func TestRedisCacheOnACluster(t *testing.T) {
 	testkit.EndToEnd(t)
 	cluster := testkit.StartRedisCluster(t)
-	open := func() *idempotency.RedisCache {
+	open := func() *redisidem.Cache {
 		client, err := redisconn.Open(cluster.URL(), redisconn.Options{Timeout: time.Second})
 		require.NoError(t, err)
-		c := idempotency.NewRedisCache(client, nil)
+		c := redisidem.NewCache(client, nil)
 		t.Cleanup(func() { c.Close(); _ = client.Close() })
 		return c
 	}
@@ -98,7 +99,7 @@ func TestRedisCacheOnACluster(t *testing.T) {
 	ctx := context.Background()
 	for _, m := range []string{"m1", "m2", "m3", "m4"} {
 		rec := &idempotency.Record{
-			MerchantID: m, Key: "k", Fingerprint: "fp", State: idempotency.StateCompleted,
+			Scope: m, Key: "k", Fingerprint: "fp", State: idempotency.StateCompleted,
 			Response: &idempotency.Response{Status: 201, Body: []byte(m)}, ExpiresAt: time.Now().Add(time.Hour),
 		}
 		require.NoError(t, a.PutCompleted(ctx, rec))
@@ -124,7 +125,7 @@ func TestRedisCacheOnACluster(t *testing.T) {
 	client, err := redisconn.Open(cluster.URL(), redisconn.Options{Timeout: time.Second})
 	require.NoError(t, err)
 	defer client.Close()
-	limiter := idempotency.NewRedisLimiter(client, 2, time.Hour)
+	limiter := redisidem.NewLimiter(client, 2, time.Hour, 0)
 	for range 2 {
 		_, ok := limiter.AllowNewKey(ctx, "m1")
 		require.True(t, ok)
@@ -142,12 +143,12 @@ func TestRedisCacheEncryptsBodiesWhenTheStoreDoes(t *testing.T) {
 	require.NoError(t, err)
 	cipher, err := idempotency.NewResponseCipher(map[string][]byte{"k1": make([]byte, 32)}, "k1")
 	require.NoError(t, err)
-	c := idempotency.NewRedisCache(client, nil).WithCipher(cipher)
+	c := redisidem.NewCache(client, nil).WithCipher(cipher)
 	t.Cleanup(func() { c.Close(); _ = client.Close() })
 	ctx := context.Background()
 	secret := []byte(`{"card_holder":"VERY SECRET NAME"}`)
 	require.NoError(t, c.PutCompleted(ctx, &idempotency.Record{
-		MerchantID: "m1", Key: "enc", Fingerprint: "fp", State: idempotency.StateCompleted,
+		Scope: "m1", Key: "enc", Fingerprint: "fp", State: idempotency.StateCompleted,
 		Response: &idempotency.Response{Status: 201, Body: secret}, ExpiresAt: time.Now().Add(time.Hour),
 	}))
 	keys, err := rs.Client(t).Keys(ctx, "idem:*").Result()

@@ -1,44 +1,55 @@
-package idempotency_test
+// Package storetest is the contract every idempotency.Store must keep, as
+// one suite that any store runs with one call, against its own database:
+//
+//	func TestStoreContract(t *testing.T) {
+//		s := mystore.New(openTestDatabase(t))
+//		storetest.Run(t, storetest.Subject{Store: s, Tx: s})
+//	}
+//
+// It checks what the Keeper relies on: insert-if-absent under concurrency,
+// replay of a stored answer byte for byte, scoping, takeover with fencing,
+// release, expiry, purging in batches, and joining the caller's transaction.
+package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"gorm.io/gorm"
 
-	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/idempotency"
-	"github.com/idemkeys/payments/internal/testkit"
 )
 
-// TestStoreContract runs one suite against every Store implementation and
-// dialect: what the middleware relies on must hold on each.
-func TestStoreContract(t *testing.T) {
-	for _, dialect := range testkit.Dialects {
-		t.Run(string(dialect), func(t *testing.T) {
-			t.Parallel()
-			db := testkit.OpenDB(t, dialect)
-			storeContract(t, idempotency.NewGormStore(db.DB), db.DB)
-		})
-	}
+// Subject is a store under test.
+type Subject struct {
+	// Store is the store, over an empty table.
+	Store idempotency.Store
+	// Tx opens transactions the Store joins; nil skips the transaction
+	// cases (a store without transactions cannot serve Atomic routes).
+	Tx idempotency.Transactor
 }
 
 const ttl = 24 * time.Hour
 
 func executing(merchant, key string, now time.Time) *idempotency.Record {
 	return &idempotency.Record{
-		MerchantID: merchant, Key: key, Method: "POST", Path: "/v1/things", Fingerprint: "fp-1",
-		State: idempotency.StateExecuting, RecoveryPoint: idempotency.PointStarted,
+		Scope: merchant, Key: key, Method: "POST", Path: "/v1/things", Fingerprint: "fp-1",
+		State: idempotency.StateExecuting, Point: idempotency.PointStarted,
 		LockedUntil: now.Add(30 * time.Second), CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(ttl),
 	}
 }
 
-func storeContract(t *testing.T, s idempotency.Store, db *gorm.DB) {
+// Run runs the whole contract against subject, as subtests of t.
+func Run(t *testing.T, subject Subject) {
+	t.Helper()
+	s := subject.Store
 	ctx := context.Background()
+	charged := idempotency.Point{Step: "charged", Resource: "ch_1"}
+	created := idempotency.Point{Step: "payment_created", Resource: "pay_1"}
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)
 	resp := idempotency.Response{Status: 201, ContentType: "application/json", Location: "/v1/things/1", Body: []byte(`{"id":"1"}`)}
 
@@ -99,7 +110,7 @@ func storeContract(t *testing.T, s idempotency.Store, db *gorm.DB) {
 				switch {
 				case err == nil:
 					won++
-				case err == idempotency.ErrKeyExists:
+				case errors.Is(err, idempotency.ErrKeyExists):
 					lost++
 				default:
 					t.Errorf("insert: %v", err)
@@ -114,7 +125,7 @@ func storeContract(t *testing.T, s idempotency.Store, db *gorm.DB) {
 	t.Run("stale lock is taken over and the old owner is fenced out", func(t *testing.T) {
 		rec := executing("m1", "takeover", t0)
 		require.NoError(t, s.Insert(ctx, rec))
-		require.NoError(t, s.Checkpoint(ctx, "m1", "takeover", rec.Fence, "charged", t0))
+		require.NoError(t, s.Checkpoint(ctx, "m1", "takeover", rec.Fence, charged, t0))
 
 		// Still locked: no takeover.
 		require.ErrorIs(t, s.TakeOver(ctx, "m1", "takeover", rec.Fence, t0.Add(time.Second), t0.Add(31*time.Second)), idempotency.ErrFenced)
@@ -127,10 +138,10 @@ func storeContract(t *testing.T, s idempotency.Store, db *gorm.DB) {
 		got, err := s.Get(ctx, "m1", "takeover", later)
 		require.NoError(t, err)
 		require.Equal(t, rec.Fence+1, got.Fence)
-		require.Equal(t, "charged", got.RecoveryPoint, "the new owner resumes from the recovery point")
+		require.Equal(t, charged, got.Point, "the new owner resumes from the recovery point")
 
 		// The stale owner can write nothing.
-		require.ErrorIs(t, s.Checkpoint(ctx, "m1", "takeover", rec.Fence, "other", later), idempotency.ErrFenced)
+		require.ErrorIs(t, s.Checkpoint(ctx, "m1", "takeover", rec.Fence, idempotency.Point{Step: "other"}, later), idempotency.ErrFenced)
 		require.ErrorIs(t, s.Complete(ctx, "m1", "takeover", rec.Fence, resp, later), idempotency.ErrFenced)
 		require.ErrorIs(t, s.Release(ctx, "m1", "takeover", rec.Fence, later), idempotency.ErrFenced)
 		require.NoError(t, s.Complete(ctx, "m1", "takeover", got.Fence, resp, later))
@@ -148,11 +159,11 @@ func storeContract(t *testing.T, s idempotency.Store, db *gorm.DB) {
 	t.Run("release keeps and unlocks a record past its first step", func(t *testing.T) {
 		rec := executing("m1", "release-resume", t0)
 		require.NoError(t, s.Insert(ctx, rec))
-		require.NoError(t, s.Checkpoint(ctx, "m1", "release-resume", rec.Fence, "payment_created", t0))
+		require.NoError(t, s.Checkpoint(ctx, "m1", "release-resume", rec.Fence, created, t0))
 		require.NoError(t, s.Release(ctx, "m1", "release-resume", rec.Fence, t0.Add(time.Second)))
 		got, err := s.Get(ctx, "m1", "release-resume", t0.Add(time.Second))
 		require.NoError(t, err)
-		require.Equal(t, "payment_created", got.RecoveryPoint)
+		require.Equal(t, created, got.Point)
 		require.False(t, got.LockedUntil.After(t0.Add(time.Second)), "unlocked: a retry may take it over at once")
 		require.NoError(t, s.TakeOver(ctx, "m1", "release-resume", got.Fence, t0.Add(time.Second), t0.Add(time.Minute)))
 	})
@@ -200,12 +211,34 @@ func storeContract(t *testing.T, s idempotency.Store, db *gorm.DB) {
 	})
 
 	t.Run("insert joins the caller's transaction and rolls back with it", func(t *testing.T) {
-		err := database.Transaction(ctx, db, func(ctx context.Context) error {
+		if subject.Tx == nil {
+			t.Skip("the store offers no transactions")
+		}
+		boom := errors.New("boom")
+		err := subject.Tx.InTx(ctx, func(ctx context.Context) error {
 			require.NoError(t, s.Insert(ctx, executing("m1", "tx-rollback", t0)))
-			return fmt.Errorf("boom")
+			return boom
 		})
-		require.Error(t, err)
+		require.ErrorIs(t, err, boom)
 		_, err = s.Get(ctx, "m1", "tx-rollback", t0)
 		require.ErrorIs(t, err, idempotency.ErrNotFound)
+	})
+
+	t.Run("insert joins the caller's transaction and commits with it", func(t *testing.T) {
+		if subject.Tx == nil {
+			t.Skip("the store offers no transactions")
+		}
+		require.NoError(t, subject.Tx.InTx(ctx, func(ctx context.Context) error {
+			return s.Insert(ctx, executing("m1", "tx-commit", t0))
+		}))
+		_, err := s.Get(ctx, "m1", "tx-commit", t0)
+		require.NoError(t, err)
+	})
+
+	t.Run("a transaction with no statement commits nothing and fails nothing", func(t *testing.T) {
+		if subject.Tx == nil {
+			t.Skip("the store offers no transactions")
+		}
+		require.NoError(t, subject.Tx.InTx(ctx, func(context.Context) error { return nil }))
 	})
 }

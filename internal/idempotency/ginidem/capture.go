@@ -1,10 +1,12 @@
-package idempotency
+package ginidem
 
 import (
 	"bytes"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/idemkeys/payments/internal/idempotency"
 )
 
 // captureWriter holds a handler's answer back until the middleware has
@@ -66,8 +68,8 @@ func (w *captureWriter) Flush() {}
 
 // response is the held answer. Its body shares the writer's buffer, which
 // is not written again: the handler has returned, and flush only reads it.
-func (w *captureWriter) response() Response {
-	return Response{
+func (w *captureWriter) response() idempotency.Response {
+	return idempotency.Response{
 		Status:      w.Status(),
 		ContentType: w.header.Get("Content-Type"),
 		Location:    w.header.Get("Location"),

@@ -1,4 +1,9 @@
-package idempotency
+// Package gormstore is the idempotency Store on GORM, for PostgreSQL and
+// SQLite, with the transaction an Atomic request runs in (a Transactor
+// whose transaction begins at the first statement) and the context that
+// carries it to the application's own stores (Conn). Its schema is embedded
+// (Schema) for a service that starts fresh.
+package gormstore
 
 import (
 	"context"
@@ -10,22 +15,49 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/idempotency"
 )
 
-// GormStore is the Store on PostgreSQL or SQLite. The SQL is written out
-// rather than left to GORM's builders because each statement is a decision:
-// the insert-if-absent that reserves a key, and the fenced updates that only
-// the owner may make.
-type GormStore struct {
+// Store is the idempotency.Store on PostgreSQL or SQLite. The SQL is
+// written out rather than left to GORM's builders because each statement is
+// a decision: the insert-if-absent that reserves a key, and the fenced
+// updates that only the owner may make.
+type Store struct {
 	db *gorm.DB
 	// cipher, when set, encrypts stored response bodies (WithCipher).
-	cipher *ResponseCipher
+	cipher *idempotency.ResponseCipher
+	// classify sorts the driver's errors (WithClassify).
+	classify func(error) error
 }
 
-// NewGormStore returns a Store over db (migrated with migrations/).
-func NewGormStore(db *gorm.DB, opts ...StoreOption) *GormStore {
-	s := &GormStore{db: db}
+var (
+	_ idempotency.Store      = (*Store)(nil)
+	_ idempotency.Transactor = (*Store)(nil)
+)
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithCipher makes the store encrypt the response bodies it writes with c,
+// and decrypt them on read. Records written in clear before (no key id)
+// still read. nil leaves bodies in clear, as without the option; a record
+// that was encrypted then fails to read with idempotency.ErrResponseKeyUnknown.
+func WithCipher(c *idempotency.ResponseCipher) Option {
+	return func(s *Store) { s.cipher = c }
+}
+
+// WithClassify passes every error of the driver through classify before it
+// is returned (the application's way to mark a lost database, so that it is
+// answered 503). The store's own errors (idempotency.ErrKeyExists,
+// idempotency.ErrNotFound, idempotency.ErrFenced) never go through it.
+func WithClassify(classify func(error) error) Option {
+	return func(s *Store) { s.classify = classify }
+}
+
+// New returns a Store over db, whose schema holds the idempotency_records
+// table (Schema, or the application's migrations).
+func New(db *gorm.DB, opts ...Option) *Store {
+	s := &Store{db: db, classify: func(err error) error { return err }}
 	for _, o := range opts {
 		o(s)
 	}
@@ -60,7 +92,7 @@ func (recordRow) TableName() string { return "idempotency_records" }
 // decides who owns the key. The fence keeps growing across replacements, so
 // the owner of an expired record can never write into its successor.
 //
-// It is exported only so that cmd/bench can run this very statement straight
+// It is exported only so that the benchmark can run this very statement straight
 // through pgx, as the database's own limit; nothing else should use it.
 const InsertSQL = `
 INSERT INTO idempotency_records AS r (
@@ -79,9 +111,9 @@ ON CONFLICT (merchant_id, idempotency_key) DO UPDATE SET
 WHERE r.expires_at <= excluded.created_at
 RETURNING fence`
 
-// Insert implements Store.
-func (s *GormStore) Insert(ctx context.Context, rec *Record) error {
-	status, headers, body, keyID, err := s.encodeResponse(rec.MerchantID, rec.Key, rec.Response)
+// Insert implements idempotency.Store.
+func (s *Store) Insert(ctx context.Context, rec *idempotency.Record) error {
+	status, headers, body, keyID, err := s.encodeResponse(rec.Scope, rec.Key, rec.Response)
 	if err != nil {
 		return err
 	}
@@ -89,76 +121,76 @@ func (s *GormStore) Insert(ctx context.Context, rec *Record) error {
 	// that spells out the SQL with its values, which cost 5% of the CPU of
 	// a whole order creation in a profile (cmd/bench).
 	var fence int64
-	err = database.Conn(ctx, s.db).Raw(InsertSQL,
-		rec.MerchantID, rec.Key, rec.Method, rec.Path, rec.Fingerprint, string(rec.State), rec.RecoveryPoint,
+	err = Conn(ctx, s.db).Raw(InsertSQL,
+		rec.Scope, rec.Key, rec.Method, rec.Path, rec.Fingerprint, string(rec.State), rec.Point.String(),
 		rec.LockedUntil, status, headers, body, keyID, rec.CreatedAt, rec.UpdatedAt, rec.ExpiresAt,
 	).Row().Scan(&fence)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		// The conflict clause kept a live record: the key is taken.
-		return ErrKeyExists
+		return idempotency.ErrKeyExists
 	case err != nil:
-		return database.Classify(err)
+		return s.classify(err)
 	}
 	rec.Fence = fence
 	return nil
 }
 
-// Get implements Store.
-func (s *GormStore) Get(ctx context.Context, merchantID, key string, now time.Time) (*Record, error) {
+// Get implements idempotency.Store.
+func (s *Store) Get(ctx context.Context, scope, key string, now time.Time) (*idempotency.Record, error) {
 	var rows []recordRow
-	err := database.Conn(ctx, s.db).
-		Where("merchant_id = ? AND idempotency_key = ? AND expires_at > ?", merchantID, key, now).
+	err := Conn(ctx, s.db).
+		Where("merchant_id = ? AND idempotency_key = ? AND expires_at > ?", scope, key, now).
 		Limit(1).Find(&rows).Error
 	if err != nil {
-		return nil, database.Classify(err)
+		return nil, s.classify(err)
 	}
 	if len(rows) == 0 {
-		return nil, ErrNotFound
+		return nil, idempotency.ErrNotFound
 	}
 	return s.toRecord(rows[0])
 }
 
-// TakeOver implements Store.
-func (s *GormStore) TakeOver(ctx context.Context, merchantID, key string, seen int64, now, lockedUntil time.Time) error {
-	return s.fenced(database.Conn(ctx, s.db).Exec(`
+// TakeOver implements idempotency.Store.
+func (s *Store) TakeOver(ctx context.Context, scope, key string, seen int64, now, lockedUntil time.Time) error {
+	return s.fenced(Conn(ctx, s.db).Exec(`
 UPDATE idempotency_records SET fence = fence + 1, locked_until = ?, updated_at = ?
 WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executing'
   AND locked_until <= ? AND expires_at > ?`,
-		lockedUntil, now, merchantID, key, seen, now, now))
+		lockedUntil, now, scope, key, seen, now, now))
 }
 
-// Checkpoint implements Store.
-func (s *GormStore) Checkpoint(ctx context.Context, merchantID, key string, fence int64, point string, now time.Time) error {
-	return s.fenced(database.Conn(ctx, s.db).Exec(`
+// Checkpoint implements idempotency.Store.
+func (s *Store) Checkpoint(ctx context.Context, scope, key string, fence int64, point idempotency.Point, now time.Time) error {
+	return s.fenced(Conn(ctx, s.db).Exec(`
 UPDATE idempotency_records SET recovery_point = ?, updated_at = ?
 WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executing'`,
-		point, now, merchantID, key, fence))
+		point.String(), now, scope, key, fence))
 }
 
-// Complete implements Store.
-func (s *GormStore) Complete(ctx context.Context, merchantID, key string, fence int64, resp Response, now time.Time) error {
-	status, headers, body, keyID, err := s.encodeResponse(merchantID, key, &resp)
+// Complete implements idempotency.Store.
+func (s *Store) Complete(ctx context.Context, scope, key string, fence int64, resp idempotency.Response, now time.Time) error {
+	status, headers, body, keyID, err := s.encodeResponse(scope, key, &resp)
 	if err != nil {
 		return err
 	}
-	return s.fenced(database.Conn(ctx, s.db).Exec(`
+	return s.fenced(Conn(ctx, s.db).Exec(`
 UPDATE idempotency_records SET state = 'completed', locked_until = ?, updated_at = ?,
     response_status = ?, response_headers = ?, response_body = ?, response_key_id = ?
 WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executing'`,
-		now, now, status, headers, body, keyID, merchantID, key, fence))
+		now, now, status, headers, body, keyID, scope, key, fence))
 }
 
-// Release implements Store.
-func (s *GormStore) Release(ctx context.Context, merchantID, key string, fence int64, now time.Time) error {
-	conn := database.Conn(ctx, s.db)
+// Release implements idempotency.Store.
+func (s *Store) Release(ctx context.Context, scope, key string, fence int64, now time.Time) error {
+	conn := Conn(ctx, s.db)
 	// Nothing durable happened: give the key back entirely.
 	res := conn.Exec(`
 DELETE FROM idempotency_records
 WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executing' AND recovery_point = ?`,
-		merchantID, key, fence, PointStarted)
+		scope, key, fence, idempotency.PointStarted.String())
 	if res.Error != nil {
-		return database.Classify(res.Error)
+		return s.classify(res.Error)
 	}
 	if res.RowsAffected == 1 {
 		return nil
@@ -168,10 +200,10 @@ WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executi
 	return s.fenced(conn.Exec(`
 UPDATE idempotency_records SET locked_until = ?, updated_at = ?
 WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executing'`,
-		now, now, merchantID, key, fence))
+		now, now, scope, key, fence))
 }
 
-// PurgeExpired implements Store. It deletes by primary key from a small
+// PurgeExpired implements idempotency.Store. It deletes by primary key from a small
 // batch found on the expiry index, so each statement holds few locks and a
 // large backlog drains without stalling live traffic.
 //
@@ -182,32 +214,32 @@ WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executi
 // took minutes per batch on a table of two million records, and purged
 // nothing while load ran. With the limit known, the generic plan walks the
 // expiry index and deletes by primary key, as intended.
-func (s *GormStore) PurgeExpired(ctx context.Context, now time.Time, limit int) (int, error) {
-	res := database.Conn(ctx, s.db).Exec(`
+func (s *Store) PurgeExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+	res := Conn(ctx, s.db).Exec(`
 DELETE FROM idempotency_records
 WHERE (merchant_id, idempotency_key) IN (
     SELECT merchant_id, idempotency_key FROM idempotency_records
     WHERE expires_at <= ? ORDER BY expires_at LIMIT `+strconv.Itoa(limit)+`)
   AND expires_at <= ?`, now, now)
 	if res.Error != nil {
-		return 0, database.Classify(res.Error)
+		return 0, s.classify(res.Error)
 	}
 	return int(res.RowsAffected), nil
 }
 
-func (s *GormStore) fenced(res *gorm.DB) error {
+func (s *Store) fenced(res *gorm.DB) error {
 	if res.Error != nil {
-		return database.Classify(res.Error)
+		return s.classify(res.Error)
 	}
 	if res.RowsAffected == 0 {
-		return ErrFenced
+		return idempotency.ErrFenced
 	}
 	return nil
 }
 
 // encodeResponse spells r as its columns; with a cipher, the body is
-// encrypted for the record (merchantID, key) and keyID names the key.
-func (s *GormStore) encodeResponse(merchantID, key string, r *Response) (status *int, headers *string, body []byte, keyID *string, err error) {
+// encrypted for the record (scope, key) and keyID names the key.
+func (s *Store) encodeResponse(scope, key string, r *idempotency.Response) (status *int, headers *string, body []byte, keyID *string, err error) {
 	if r == nil {
 		return nil, nil, nil, nil, nil
 	}
@@ -216,35 +248,35 @@ func (s *GormStore) encodeResponse(merchantID, key string, r *Response) (status 
 	if s.cipher == nil {
 		return &st, &h, r.Body, nil, nil
 	}
-	id, sealed, err := s.cipher.seal(merchantID, key, r.Body)
+	id, sealed, err := s.cipher.Seal(scope, key, r.Body)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
 	return &st, &h, sealed, &id, nil
 }
 
-func (s *GormStore) toRecord(row recordRow) (*Record, error) {
-	rec := &Record{
-		MerchantID:    row.MerchantID,
-		Key:           row.IdempotencyKey,
-		Method:        row.Method,
-		Path:          row.Path,
-		Fingerprint:   row.Fingerprint,
-		State:         State(row.State),
-		RecoveryPoint: row.RecoveryPoint,
-		Fence:         row.Fence,
-		LockedUntil:   row.LockedUntil.UTC(),
-		CreatedAt:     row.CreatedAt.UTC(),
-		UpdatedAt:     row.UpdatedAt.UTC(),
-		ExpiresAt:     row.ExpiresAt.UTC(),
+func (s *Store) toRecord(row recordRow) (*idempotency.Record, error) {
+	rec := &idempotency.Record{
+		Scope:       row.MerchantID,
+		Key:         row.IdempotencyKey,
+		Method:      row.Method,
+		Path:        row.Path,
+		Fingerprint: row.Fingerprint,
+		State:       idempotency.State(row.State),
+		Point:       idempotency.ParsePoint(row.RecoveryPoint),
+		Fence:       row.Fence,
+		LockedUntil: row.LockedUntil.UTC(),
+		CreatedAt:   row.CreatedAt.UTC(),
+		UpdatedAt:   row.UpdatedAt.UTC(),
+		ExpiresAt:   row.ExpiresAt.UTC(),
 	}
 	if row.ResponseStatus != nil {
-		resp := &Response{Status: *row.ResponseStatus, Body: row.ResponseBody}
+		resp := &idempotency.Response{Status: *row.ResponseStatus, Body: row.ResponseBody}
 		if row.ResponseKeyID != nil {
 			if s.cipher == nil {
-				return nil, fmt.Errorf("%w: %q (response encryption is off)", ErrResponseKeyUnknown, *row.ResponseKeyID)
+				return nil, fmt.Errorf("%w: %q (response encryption is off)", idempotency.ErrResponseKeyUnknown, *row.ResponseKeyID)
 			}
-			body, err := s.cipher.open(row.MerchantID, row.IdempotencyKey, *row.ResponseKeyID, row.ResponseBody)
+			body, err := s.cipher.Open(row.MerchantID, row.IdempotencyKey, *row.ResponseKeyID, row.ResponseBody)
 			if err != nil {
 				return nil, err
 			}

@@ -1,4 +1,4 @@
-package idempotency_test
+package ginidem_test
 
 import (
 	"context"
@@ -17,17 +17,21 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkeys/payments/internal/database"
+	"gorm.io/gorm"
+
 	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/ginidem"
+	"github.com/idemkeys/payments/internal/idempotency/gormstore"
+	"github.com/idemkeys/payments/internal/idempotency/gormstore/gormtest"
 	"github.com/idemkeys/payments/internal/testkit"
 )
 
 // testEnv is a Gin engine with one Atomic and one Guarded route over a real
-// database. The handlers write real rows (orders) so that tests count effects
+// database. The handlers write real rows (things) so that tests count effects
 // in the database, not only status codes.
 type testEnv struct {
-	db         *database.DB
-	store      *idempotency.GormStore
+	db         *gorm.DB
+	store      *gormstore.Store
 	clock      *testkit.Clock
 	engine     *gin.Engine
 	executions atomic.Int64
@@ -43,31 +47,43 @@ type thingIn struct {
 	Sleep  int    `json:"sleep_ms"`
 }
 
-func newTestEnv(t *testing.T, dialect database.Dialect, cfg idempotency.Config) *testEnv {
+// thingsTable is the test's own business table: one thing per row, scoped
+// like the records.
+const thingsTable = `CREATE TABLE things (scope TEXT NOT NULL, id TEXT NOT NULL, name TEXT NOT NULL,
+	PRIMARY KEY (scope, id))`
+
+func newTestEnv(t *testing.T, dialect string, cfg idempotency.Config) *testEnv {
 	t.Helper()
 	gin.SetMode(gin.TestMode)
-	e := &testEnv{db: testkit.OpenDB(t, dialect), clock: newFakeClock(), block: make(chan struct{}), started: make(chan struct{}, 100)}
-	e.store = idempotency.NewGormStore(e.db.DB)
-	for _, m := range []string{"m1", "m2"} {
-		require.NoError(t, e.db.Exec("INSERT INTO merchants (id, name, created_at) VALUES (?, ?, ?)", m, m, time.Now().UTC()).Error)
-	}
-	if cfg.TTL == 0 {
-		cfg.TTL = 24 * time.Hour
-	}
-	if cfg.LockTimeout == 0 {
-		cfg.LockTimeout = 30 * time.Second
-	}
-	if cfg.Wait == 0 {
-		cfg.Wait = 2 * time.Second
-	}
-	keeper := idempotency.NewKeeper(e.store, e.db.DB, e.clock, cfg,
-		func(c *gin.Context) string { return c.GetHeader("X-Merchant") }, renderTestError, nil)
-
+	e := &testEnv{db: gormtest.Open(t, dialect, thingsTable), clock: newFakeClock(), block: make(chan struct{}), started: make(chan struct{}, 100)}
+	e.store = gormstore.New(e.db)
+	mw := e.middleware(t, cfg)
 	r := gin.New()
-	r.POST("/atomic/things", keeper.Atomic(), e.createThing)
-	r.POST("/guarded/things/:id/actions", keeper.Guarded(), e.guardedAction)
+	r.POST("/atomic/things", mw.Atomic(), e.createThing)
+	r.POST("/guarded/things/:id/actions", mw.Guarded(), e.guardedAction)
 	e.engine = r
 	return e
+}
+
+// middleware is another Keeper over the env's store and clock: another
+// process, as far as in-process coalescing can tell.
+func (e *testEnv) middleware(t *testing.T, cfg idempotency.Config) *ginidem.Middleware {
+	cfg.Clock, cfg.Transactor = e.clock, e.store
+	if cfg.Keep == nil {
+		cfg.Keep = keepLikeAPayments
+	}
+	k := idempotency.New(e.store, cfg)
+	t.Cleanup(func() { _ = k.Close(context.Background()) })
+	return ginidem.New(k, ginidem.Options{
+		Scope:  func(c *gin.Context) string { return c.GetHeader("X-Merchant") },
+		Render: renderTestError,
+	})
+}
+
+// keepLikeAPayments keeps what a payments API keeps: the default (2xx but
+// 202) and a decline (402).
+func keepLikeAPayments(r idempotency.Response) bool {
+	return idempotency.KeepSuccess(r) || r.Status == http.StatusPaymentRequired
 }
 
 // renderTestError stands in for the HTTP layer's error table.
@@ -86,11 +102,11 @@ func renderTestError(c *gin.Context, err error) {
 	case errors.As(err, &inProgress):
 		status, code = 409, "idempotency_request_in_progress"
 		c.Header("Retry-After", strconv.Itoa(int(inProgress.RetryAfter.Seconds())))
-	case errors.Is(err, database.ErrUnavailable):
-		status, code = 503, "service_unavailable"
 	}
 	c.AbortWithStatusJSON(status, gin.H{"code": code, "detail": err.Error()})
 }
+
+var thingSeq atomic.Int64
 
 func (e *testEnv) createThing(c *gin.Context) {
 	var in thingIn
@@ -99,25 +115,25 @@ func (e *testEnv) createThing(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	id := fmt.Sprintf("ord_%d", time.Now().UnixNano())
-	now := time.Now().UTC()
-	err := database.Conn(ctx, e.db.DB).Exec(`INSERT INTO orders (merchant_id, id, customer_id, currency, items, metadata,
-		amount_total, status, created_at, updated_at) VALUES (?, ?, ?, 'BRL', '[]', '{}', 0, 'pending_payment', ?, ?)`,
-		c.GetHeader("X-Merchant"), id, in.Name, now, now).Error
+	id := fmt.Sprintf("th_%d", thingSeq.Add(1))
+	err := gormstore.Conn(ctx, e.db).Exec(`INSERT INTO things (scope, id, name) VALUES (?, ?, ?)`,
+		c.GetHeader("X-Merchant"), id, in.Name).Error
 	if err != nil {
-		renderTestError(c, database.Classify(err))
+		renderTestError(c, err)
 		return
 	}
 	c.Header("Location", "/atomic/things/"+id)
 	c.JSON(http.StatusCreated, gin.H{"id": id, "name": in.Name})
 }
 
+var step1 = idempotency.Point{Step: "step1"}
+
 func (e *testEnv) guardedAction(c *gin.Context) {
 	var in thingIn
 	_ = c.ShouldBindJSON(&in)
 	n := e.executions.Add(1)
 	lease := idempotency.LeaseFrom(c.Request.Context())
-	e.seen.Store(c.GetHeader(idempotency.HeaderKey), lease.RecoveryPoint())
+	e.seen.Store(c.GetHeader(idempotency.HeaderKey), lease.Point())
 	e.started <- struct{}{}
 	if in.Block {
 		<-e.block
@@ -125,7 +141,7 @@ func (e *testEnv) guardedAction(c *gin.Context) {
 	if in.Sleep > 0 {
 		time.Sleep(time.Duration(in.Sleep) * time.Millisecond)
 	}
-	if err := lease.Checkpoint(c.Request.Context(), "step1"); err != nil {
+	if err := lease.Checkpoint(c.Request.Context(), step1); err != nil {
 		renderTestError(c, err)
 		return
 	}
@@ -133,7 +149,7 @@ func (e *testEnv) guardedAction(c *gin.Context) {
 	if status == 0 {
 		status = http.StatusCreated
 	}
-	c.JSON(status, gin.H{"execution": n, "resumed_from": lease.RecoveryPoint()})
+	c.JSON(status, gin.H{"execution": n, "resumed_from": lease.Point().String()})
 }
 
 func (e *testEnv) post(merchant, path, key, body string) *httptest.ResponseRecorder {
@@ -153,7 +169,7 @@ func (e *testEnv) post(merchant, path, key, body string) *httptest.ResponseRecor
 func (e *testEnv) orders(t *testing.T, merchant string) int64 {
 	t.Helper()
 	var n int64
-	require.NoError(t, e.db.Raw("SELECT count(*) FROM orders WHERE merchant_id = ?", merchant).Scan(&n).Error)
+	require.NoError(t, e.db.Raw("SELECT count(*) FROM things WHERE scope = ?", merchant).Scan(&n).Error)
 	return n
 }
 
@@ -166,9 +182,9 @@ func code(t *testing.T, w *httptest.ResponseRecorder) string {
 	return body.Code
 }
 
-func eachDialect(t *testing.T, fn func(t *testing.T, d database.Dialect)) {
-	for _, d := range testkit.Dialects {
-		t.Run(string(d), func(t *testing.T) {
+func eachDialect(t *testing.T, fn func(t *testing.T, d string)) {
+	for _, d := range gormtest.Dialects {
+		t.Run(d, func(t *testing.T) {
 			t.Parallel()
 			fn(t, d)
 		})
@@ -176,7 +192,7 @@ func eachDialect(t *testing.T, fn func(t *testing.T, d database.Dialect)) {
 }
 
 func TestAtomicCreate(t *testing.T) {
-	eachDialect(t, func(t *testing.T, d database.Dialect) {
+	eachDialect(t, func(t *testing.T, d string) {
 		e := newTestEnv(t, d, idempotency.Config{})
 
 		first := e.post("m1", "/atomic/things", "key-1", `{"name":"coffee"}`)
@@ -207,7 +223,7 @@ func TestAtomicCreate(t *testing.T) {
 }
 
 func TestKeyAndBodyErrorsChangeNothing(t *testing.T) {
-	eachDialect(t, func(t *testing.T, d database.Dialect) {
+	eachDialect(t, func(t *testing.T, d string) {
 		e := newTestEnv(t, d, idempotency.Config{})
 		cases := []struct {
 			name, key, body, code string
@@ -246,7 +262,7 @@ func TestKeyAndBodyErrorsChangeNothing(t *testing.T) {
 }
 
 func TestAtomicConcurrentDuplicatesCreateOneOrder(t *testing.T) {
-	eachDialect(t, func(t *testing.T, d database.Dialect) {
+	eachDialect(t, func(t *testing.T, d string) {
 		e := newTestEnv(t, d, idempotency.Config{Wait: 10 * time.Second})
 		const n = 50
 		bodies := make([]string, n)
@@ -270,10 +286,9 @@ func TestAtomicConcurrentDuplicatesCreateOneOrder(t *testing.T) {
 func TestAtomicAcrossKeepers(t *testing.T) {
 	// Two keepers over one database stand for two API processes: the unique
 	// key, not the in-process coalescing, keeps them to one order.
-	eachDialect(t, func(t *testing.T, d database.Dialect) {
+	eachDialect(t, func(t *testing.T, d string) {
 		e := newTestEnv(t, d, idempotency.Config{})
-		other := idempotency.NewKeeper(e.store, e.db.DB, e.clock, idempotency.Config{TTL: time.Hour, LockTimeout: time.Minute, Wait: 5 * time.Second},
-			func(c *gin.Context) string { return c.GetHeader("X-Merchant") }, renderTestError, nil)
+		other := e.middleware(t, idempotency.Config{TTL: time.Hour, LockTimeout: time.Minute, Wait: 5 * time.Second})
 		r2 := gin.New()
 		r2.POST("/atomic/things", other.Atomic(), e.createThing)
 
@@ -302,7 +317,7 @@ func TestAtomicAcrossKeepers(t *testing.T) {
 }
 
 func TestAtomicKeyExpires(t *testing.T) {
-	eachDialect(t, func(t *testing.T, d database.Dialect) {
+	eachDialect(t, func(t *testing.T, d string) {
 		e := newTestEnv(t, d, idempotency.Config{TTL: time.Hour})
 		require.Equal(t, 201, e.post("m1", "/atomic/things", "ttl", `{"name":"a"}`).Code)
 		e.clock.Advance(59 * time.Minute)
@@ -316,7 +331,7 @@ func TestAtomicKeyExpires(t *testing.T) {
 }
 
 func TestGuardedConcurrentDuplicatesExecuteOnce(t *testing.T) {
-	eachDialect(t, func(t *testing.T, d database.Dialect) {
+	eachDialect(t, func(t *testing.T, d string) {
 		e := newTestEnv(t, d, idempotency.Config{Wait: 10 * time.Second})
 		const n = 50
 		var wg sync.WaitGroup
@@ -337,7 +352,7 @@ func TestGuardedConcurrentDuplicatesExecuteOnce(t *testing.T) {
 }
 
 func TestGuardedDuplicateWaitsThenConflicts(t *testing.T) {
-	eachDialect(t, func(t *testing.T, d database.Dialect) {
+	eachDialect(t, func(t *testing.T, d string) {
 		e := newTestEnv(t, d, idempotency.Config{Wait: 100 * time.Millisecond})
 		done := make(chan *httptest.ResponseRecorder)
 		go func() { done <- e.post("m1", "/guarded/things/t1/actions", "busy", `{"block":true}`) }()
@@ -364,7 +379,7 @@ func TestGuardedDuplicateWaitsThenConflicts(t *testing.T) {
 }
 
 func TestGuardedCrashedOwnerIsTakenOverWithFencing(t *testing.T) {
-	eachDialect(t, func(t *testing.T, d database.Dialect) {
+	eachDialect(t, func(t *testing.T, d string) {
 		e := newTestEnv(t, d, idempotency.Config{LockTimeout: 30 * time.Second, Wait: 50 * time.Millisecond})
 		ctx := context.Background()
 
@@ -385,7 +400,7 @@ func TestGuardedCrashedOwnerIsTakenOverWithFencing(t *testing.T) {
 		w = e.post("m1", "/guarded/things/t1/actions", "crash", `{"status":500}`)
 		require.Equal(t, 500, w.Code, "the retry ran the operation again")
 		seen, _ := e.seen.Load("crash")
-		require.Equal(t, "step1", seen, "and resumed from the recovery point")
+		require.Equal(t, step1, seen, "and resumed from the recovery point")
 
 		// The dead owner wakes up: it can no longer write.
 		require.ErrorIs(t, e.store.Complete(ctx, "m1", "crash", staleFence, idempotency.Response{Status: 201}, e.clock.Now()), idempotency.ErrFenced)
@@ -393,7 +408,7 @@ func TestGuardedCrashedOwnerIsTakenOverWithFencing(t *testing.T) {
 }
 
 func TestGuardedAcceptedKeepsRecordOpen(t *testing.T) {
-	eachDialect(t, func(t *testing.T, d database.Dialect) {
+	eachDialect(t, func(t *testing.T, d string) {
 		e := newTestEnv(t, d, idempotency.Config{})
 		w := e.post("m1", "/guarded/things/t1/actions", "pending", `{"status":202}`)
 		require.Equal(t, 202, w.Code)
@@ -402,7 +417,7 @@ func TestGuardedAcceptedKeepsRecordOpen(t *testing.T) {
 		require.Equal(t, 202, w.Code)
 		require.Empty(t, w.Header().Get(idempotency.HeaderReplayed))
 		seen, _ := e.seen.Load("pending")
-		require.Equal(t, "step1", seen)
+		require.Equal(t, step1, seen)
 		require.EqualValues(t, 2, e.executions.Load())
 
 		// Fresh key, answer not kept before any step: the key is released.
@@ -414,7 +429,7 @@ func TestGuardedAcceptedKeepsRecordOpen(t *testing.T) {
 }
 
 func TestPanickingHandlerReleasesTheKey(t *testing.T) {
-	eachDialect(t, func(t *testing.T, d database.Dialect) {
+	eachDialect(t, func(t *testing.T, d string) {
 		e := newTestEnv(t, d, idempotency.Config{})
 		var calls atomic.Int64
 		panics := func(c *gin.Context) {
@@ -431,8 +446,7 @@ func TestPanickingHandlerReleasesTheKey(t *testing.T) {
 			}()
 			c.Next()
 		}
-		keeper := idempotency.NewKeeper(e.store, e.db.DB, e.clock, idempotency.Config{TTL: time.Hour, LockTimeout: time.Minute, Wait: time.Second},
-			func(c *gin.Context) string { return c.GetHeader("X-Merchant") }, renderTestError, nil)
+		keeper := e.middleware(t, idempotency.Config{TTL: time.Hour, LockTimeout: time.Minute, Wait: time.Second})
 		e.engine.POST("/panics/guarded", recovered, keeper.Guarded(), panics)
 		e.engine.POST("/panics/atomic", recovered, keeper.Atomic(), panics)
 
@@ -469,7 +483,7 @@ func (o *recordingObserver) Processed(string, time.Duration) {}
 
 func TestObserverHearsEveryOutcome(t *testing.T) {
 	obs := &recordingObserver{outcomes: map[idempotency.Outcome]int{}}
-	e := newTestEnv(t, database.SQLite, idempotency.Config{Observer: obs, Wait: 50 * time.Millisecond})
+	e := newTestEnv(t, "sqlite", idempotency.Config{Observer: obs, Wait: 50 * time.Millisecond})
 	e.post("m1", "/atomic/things", "o-1", `{"name":"a"}`)
 	e.post("m1", "/atomic/things", "o-1", `{"name":"a"}`)
 	e.post("m1", "/atomic/things", "o-1", `{"name":"b"}`)

@@ -1,4 +1,7 @@
-package idempotency
+// Package redisidem is the Redis adapter of the idempotency layer: a Cache
+// of completed records with cross-instance wake-ups, and a Limiter of new
+// keys. Redis accelerates; the Store stays the truth.
+package redisidem
 
 import (
 	"context"
@@ -11,16 +14,18 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkeys/payments/internal/idempotency"
 )
 
-// RedisCache is the Cache on Redis (one node or a cluster).
+// Cache is the idempotency.Cache on Redis (one node or a cluster).
 //
-// Keys are "idem:{<merchant>}:<hash of the key>": the braces are a Redis
+// Keys are "idem:{<scope>}:<hash of the key>": the braces are a Redis
 // Cluster hash tag, so one merchant's keys live on one slot, and the client's
 // key is hashed because it may contain braces itself. Completions are
 // announced on one pub/sub channel that every instance listens to; a waiter
 // registers locally for its key.
-type RedisCache struct {
+type Cache struct {
 	client redis.UniversalClient
 	log    *slog.Logger
 
@@ -36,33 +41,33 @@ type RedisCache struct {
 
 	// cipher, when set, encrypts cached bodies as the store encrypts them
 	// at rest: turning encryption on must not leave a clear copy in Redis.
-	cipher *ResponseCipher
+	cipher *idempotency.ResponseCipher
 }
 
 // WithCipher makes the cache encrypt the bodies it holds with c, the cipher
 // of the store. It returns the cache for chaining.
-func (c *RedisCache) WithCipher(rc *ResponseCipher) *RedisCache {
+func (c *Cache) WithCipher(rc *idempotency.ResponseCipher) *Cache {
 	c.cipher = rc
 	return c
 }
 
-// redisChannel carries "<merchant>\x00<key hash>" for every completion.
+// redisChannel carries "<scope>\x00<key hash>" for every completion.
 const redisChannel = "idem:done"
 
-// NewRedisCache returns a cache over client and starts listening for
+// NewCache returns a cache over client and starts listening for
 // completions until Close.
-func NewRedisCache(client redis.UniversalClient, log *slog.Logger) *RedisCache {
+func NewCache(client redis.UniversalClient, log *slog.Logger) *Cache {
 	if log == nil {
 		log = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &RedisCache{client: client, log: log, waiters: map[string]map[chan struct{}]struct{}{}, healthy: true, cancel: cancel, done: make(chan struct{})}
+	c := &Cache{client: client, log: log, waiters: map[string]map[chan struct{}]struct{}{}, healthy: true, cancel: cancel, done: make(chan struct{})}
 	go c.listen(ctx)
 	return c
 }
 
 // Close stops listening.
-func (c *RedisCache) Close() {
+func (c *Cache) Close() {
 	c.cancel()
 	<-c.done
 }
@@ -72,8 +77,8 @@ func keyHash(key string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-func redisKey(merchantID, key string) string {
-	return "idem:{" + merchantID + "}:" + keyHash(key)
+func redisKey(scope, key string) string {
+	return "idem:{" + scope + "}:" + keyHash(key)
 }
 
 // cachedRecord is what Redis holds: enough to replay or refuse a mismatch.
@@ -91,21 +96,21 @@ type cachedRecord struct {
 var errSkipped = errors.New("redis skipped after a recent failure")
 
 // skipping reports whether Redis failed recently enough to be left alone.
-func (c *RedisCache) skipping() bool {
+func (c *Cache) skipping() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return time.Now().Before(c.skipUntil)
 }
 
-// GetCompleted implements Cache.
-func (c *RedisCache) GetCompleted(ctx context.Context, merchantID, key string) (*Record, error) {
+// GetCompleted implements idempotency.Cache.
+func (c *Cache) GetCompleted(ctx context.Context, scope, key string) (*idempotency.Record, error) {
 	if c.skipping() {
 		return nil, errSkipped
 	}
-	b, err := c.client.Get(ctx, redisKey(merchantID, key)).Bytes()
+	b, err := c.client.Get(ctx, redisKey(scope, key)).Bytes()
 	if errors.Is(err, redis.Nil) {
 		c.observe(nil)
-		return nil, ErrNotFound
+		return nil, idempotency.ErrNotFound
 	}
 	c.observe(err)
 	if err != nil {
@@ -116,27 +121,27 @@ func (c *RedisCache) GetCompleted(ctx context.Context, merchantID, key string) (
 		return nil, err
 	}
 	if !time.Now().Before(cr.ExpiresAt) {
-		return nil, ErrNotFound
+		return nil, idempotency.ErrNotFound
 	}
 	if cr.KeyID != "" {
 		if c.cipher == nil {
-			return nil, ErrNotFound
+			return nil, idempotency.ErrNotFound
 		}
-		if cr.Body, err = c.cipher.open(merchantID, key, cr.KeyID, cr.Body); err != nil {
+		if cr.Body, err = c.cipher.Open(scope, key, cr.KeyID, cr.Body); err != nil {
 			return nil, err
 		}
 	}
-	return &Record{
-		MerchantID: merchantID, Key: key, Fingerprint: cr.Fingerprint, State: StateCompleted,
-		Response:  &Response{Status: cr.Status, ContentType: cr.ContentType, Location: cr.Location, Body: cr.Body},
+	return &idempotency.Record{
+		Scope: scope, Key: key, Fingerprint: cr.Fingerprint, State: idempotency.StateCompleted,
+		Response:  &idempotency.Response{Status: cr.Status, ContentType: cr.ContentType, Location: cr.Location, Body: cr.Body},
 		ExpiresAt: cr.ExpiresAt,
 	}, nil
 }
 
-// PutCompleted implements Cache. The entry expires with the record (a
+// PutCompleted implements idempotency.Cache. The entry expires with the record (a
 // second early, to absorb clock skew), so the cache never outlives what the
 // database holds.
-func (c *RedisCache) PutCompleted(ctx context.Context, rec *Record) error {
+func (c *Cache) PutCompleted(ctx context.Context, rec *idempotency.Record) error {
 	if c.skipping() {
 		return errSkipped
 	}
@@ -149,7 +154,7 @@ func (c *RedisCache) PutCompleted(ctx context.Context, rec *Record) error {
 		Location: rec.Response.Location, Body: rec.Response.Body, ExpiresAt: rec.ExpiresAt,
 	}
 	if c.cipher != nil {
-		kid, sealed, err := c.cipher.seal(rec.MerchantID, rec.Key, rec.Response.Body)
+		kid, sealed, err := c.cipher.Seal(rec.Scope, rec.Key, rec.Response.Body)
 		if err != nil {
 			return err
 		}
@@ -159,24 +164,24 @@ func (c *RedisCache) PutCompleted(ctx context.Context, rec *Record) error {
 	if err != nil {
 		return err
 	}
-	err = c.client.Set(ctx, redisKey(rec.MerchantID, rec.Key), b, ttl).Err()
+	err = c.client.Set(ctx, redisKey(rec.Scope, rec.Key), b, ttl).Err()
 	c.observe(err)
 	return err
 }
 
-// Notify implements Cache.
-func (c *RedisCache) Notify(ctx context.Context, merchantID, key string) error {
+// Notify implements idempotency.Cache.
+func (c *Cache) Notify(ctx context.Context, scope, key string) error {
 	if c.skipping() {
 		return errSkipped
 	}
-	err := c.client.Publish(ctx, redisChannel, merchantID+"\x00"+keyHash(key)).Err()
+	err := c.client.Publish(ctx, redisChannel, scope+"\x00"+keyHash(key)).Err()
 	c.observe(err)
 	return err
 }
 
-// Subscribe implements Cache.
-func (c *RedisCache) Subscribe(merchantID, key string) (<-chan struct{}, func()) {
-	id := merchantID + "\x00" + keyHash(key)
+// Subscribe implements idempotency.Cache.
+func (c *Cache) Subscribe(scope, key string) (<-chan struct{}, func()) {
+	id := scope + "\x00" + keyHash(key)
 	ch := make(chan struct{}, 1)
 	c.mu.Lock()
 	if c.waiters[id] == nil {
@@ -196,7 +201,7 @@ func (c *RedisCache) Subscribe(merchantID, key string) (<-chan struct{}, func())
 
 // listen relays completions to local waiters. go-redis reconnects the
 // subscription by itself after Redis comes back.
-func (c *RedisCache) listen(ctx context.Context) {
+func (c *Cache) listen(ctx context.Context) {
 	defer close(c.done)
 	sub := c.client.Subscribe(ctx, redisChannel)
 	defer sub.Close()
@@ -223,7 +228,7 @@ func (c *RedisCache) listen(ctx context.Context) {
 
 // Ping reports whether Redis answers (for /readyz). It always asks, so it
 // is also how a recovered Redis is noticed.
-func (c *RedisCache) Ping(ctx context.Context) error {
+func (c *Cache) Ping(ctx context.Context) error {
 	err := c.client.Ping(ctx).Err()
 	c.observe(err)
 	return err
@@ -231,7 +236,7 @@ func (c *RedisCache) Ping(ctx context.Context) error {
 
 // observe logs the moments Redis goes away and comes back, once each, so a
 // Redis outage is visible without a log line per request.
-func (c *RedisCache) observe(err error) {
+func (c *Cache) observe(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {

@@ -1,4 +1,4 @@
-package idempotency_test
+package ginidem_test
 
 import (
 	"time"

@@ -1,0 +1,26 @@
+package handlers_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/handlers"
+	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/ginidem"
+	"github.com/idemkeys/payments/internal/idempotency/gormstore"
+)
+
+// newIdempotency wires the idempotency layer as the API does (its Keep, its
+// error table, the merchant as scope) over db, for the tests' routers.
+func newIdempotency(t *testing.T, db *gorm.DB, cfg idempotency.Config, log *slog.Logger) (*idempotency.Keeper, *ginidem.Middleware, *gormstore.Store) {
+	t.Helper()
+	store := gormstore.New(db, gormstore.WithClassify(database.Classify))
+	cfg.Transactor, cfg.Keep, cfg.Log = store, handlers.Keep, log
+	keeper := idempotency.New(store, cfg)
+	t.Cleanup(func() { _ = keeper.Close(context.Background()) })
+	return keeper, ginidem.New(keeper, ginidem.Options{Scope: handlers.MerchantID, Render: handlers.RenderError}), store
+}

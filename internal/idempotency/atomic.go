@@ -1,0 +1,96 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// The Atomic step (StepExecute). The handler runs inside the Transactor's
+// transaction, which begins at its first statement, so decoding and
+// validating before it hold no connection. Then the answer decides:
+//
+//   - kept and a success: the record is inserted, completed, in the same
+//     transaction, and the business rows and the record commit together or
+//     not at all. A live record under the key makes the insert fail with
+//     ErrKeyExists; the transaction rolls back and that record answers.
+//   - kept but an error (a business conflict): an error answer has no
+//     effect, so the transaction rolls back and the record is inserted in a
+//     statement of its own. This is also what keeps a handler whose
+//     statement failed right on PostgreSQL, where the failure aborts the
+//     transaction and nothing more may be written into it.
+//   - not kept: the transaction rolls back; a live record under the key
+//     answers if there is one (a retry whose handler now sees the world
+//     changed by its first attempt), else the handler's answer does.
+//
+// The contract for an Atomic handler: no effect outside the transaction;
+// a statement that fails is answered with an error, never with a success.
+
+var (
+	// errNotKept rolls back an Atomic transaction whose answer is not
+	// stored.
+	errNotKept = errors.New("answer not kept")
+	// errKeptAlone rolls back an Atomic transaction whose answer is a kept
+	// error: the record is stored after the rollback, by itself.
+	errKeptAlone = errors.New("error answer kept without its transaction")
+)
+
+func (r *run) atomic() (*Record, Result, bool) {
+	k := r.k
+	var (
+		resp   Response
+		stored *Record
+	)
+	err := k.cfg.Transactor.InTx(r.ctx, func(ctx context.Context) error {
+		started := time.Now()
+		resp = r.handler(ctx, r.req.Body)
+		k.obs.Processed(r.req.Route, time.Since(started))
+		switch {
+		case !k.cfg.Keep(resp):
+			return errNotKept
+		case !resp.Success():
+			return errKeptAlone
+		}
+		stored = r.completed(resp)
+		return k.store.Insert(ctx, stored)
+	})
+	switch {
+	case err == nil:
+		k.published(stored)
+		return nil, fresh(resp, OutcomeExecuted, stored), true
+	case errors.Is(err, errKeptAlone):
+		stored = r.completed(resp)
+		err := k.store.Insert(r.ctx, stored)
+		switch {
+		case err == nil:
+			k.published(stored)
+			return nil, fresh(resp, OutcomeExecuted, stored), true
+		case errors.Is(err, ErrKeyExists):
+			return r.lostRace()
+		}
+		return nil, refused(err), true
+	case errors.Is(err, errNotKept):
+		if rec, gerr := k.store.Get(r.ctx, r.req.Scope, r.req.Key, k.clock.Now()); gerr == nil {
+			return rec, Result{}, false
+		}
+		return nil, fresh(resp, OutcomeExecuted, nil), true
+	case errors.Is(err, ErrKeyExists):
+		return r.lostRace()
+	}
+	return nil, refused(err), true
+}
+
+// lostRace reads the record of the request that holds the key after ours
+// was refused; our work is rolled back. A record that is gone already
+// (expired or released between the insert and the read) means nothing was
+// done: the client's retry runs afresh.
+func (r *run) lostRace() (*Record, Result, bool) {
+	rec, err := r.k.store.Get(r.ctx, r.req.Scope, r.req.Key, r.k.clock.Now())
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, refused(r.k.inProgress()), true
+	case err != nil:
+		return nil, refused(err), true
+	}
+	return rec, Result{}, false
+}

@@ -1,0 +1,31 @@
+-- The table of idempotency records, for a service that starts fresh: the
+-- same table this project's migrations build step by step. merchant_id is
+-- the scope column (the Go side calls it Scope): the key of one tenant.
+--
+-- One row per (scope, Idempotency-Key). The primary key is the reservation:
+-- an insert-if-absent decides which request owns a key.
+CREATE TABLE IF NOT EXISTS idempotency_records (
+    merchant_id      TEXT NOT NULL,
+    idempotency_key  TEXT NOT NULL,
+    method           TEXT NOT NULL,
+    path             TEXT NOT NULL,
+    fingerprint      TEXT NOT NULL,
+    state            TEXT NOT NULL CHECK (state IN ('executing', 'completed')),
+    recovery_point   TEXT NOT NULL,
+    fence            INTEGER NOT NULL,
+    locked_until     TIMESTAMP NOT NULL,
+    response_status  INTEGER,
+    response_headers TEXT,
+    response_body    BLOB,
+    created_at       TIMESTAMP NOT NULL,
+    updated_at       TIMESTAMP NOT NULL,
+    expires_at       TIMESTAMP NOT NULL,
+    response_key_id  TEXT,
+    PRIMARY KEY (merchant_id, idempotency_key)
+);
+-- The janitor deletes expired records in small batches walking this index.
+CREATE INDEX IF NOT EXISTS idempotency_records_expires ON idempotency_records (expires_at);
+-- The metrics count the executing records and find the oldest one; this
+-- index holds only those few rows, however large the table.
+CREATE INDEX IF NOT EXISTS idempotency_records_executing ON idempotency_records (created_at)
+    WHERE state = 'executing';

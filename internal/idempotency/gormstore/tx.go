@@ -1,0 +1,112 @@
+package gormstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+
+	"gorm.io/gorm"
+)
+
+// A transaction travels in the context, so that the layer owning it (the
+// idempotency Keeper, a service) never hands a *gorm.DB to a handler, and
+// every store method written with Conn joins it.
+
+type txKey struct{}
+
+// unit is a transaction carried by a context. A lazy one (InTx) begins at
+// the first Conn; one given to WithTx has begun already.
+type unit struct {
+	mu  sync.Mutex
+	db  *gorm.DB // the handle to begin on, bound to the owner's context
+	tx  *gorm.DB // nil until begun
+	err error    // the begin's error, if it failed
+}
+
+// conn returns the unit's transaction, beginning it on first use. A begin
+// that fails returns a handle carrying the error, so the caller's statement
+// fails with it and runs nothing.
+func (u *unit) conn() *gorm.DB {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.tx == nil {
+		u.tx = u.db.Begin()
+		u.err = u.tx.Error
+	}
+	return u.tx
+}
+
+// end commits or rolls back whatever began.
+func (u *unit) end(commit bool) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	switch {
+	case u.tx == nil:
+		return nil
+	case u.err != nil:
+		return u.err
+	case commit:
+		return u.tx.Commit().Error
+	}
+	err := u.tx.Rollback().Error
+	if errors.Is(err, sql.ErrTxDone) {
+		// The context ended first and database/sql rolled it back.
+		return nil
+	}
+	return err
+}
+
+// WithTx returns a context that carries tx; Conn and Transaction pick it up.
+func WithTx(ctx context.Context, tx *gorm.DB) context.Context {
+	return context.WithValue(ctx, txKey{}, &unit{tx: tx})
+}
+
+// Conn returns the transaction carried by ctx (beginning it, if it is the
+// lazy one of InTx and this is its first statement), or db bound to ctx.
+func Conn(ctx context.Context, db *gorm.DB) *gorm.DB {
+	if u, ok := ctx.Value(txKey{}).(*unit); ok {
+		return u.conn()
+	}
+	return db.WithContext(ctx)
+}
+
+// InTx reports whether ctx carries a transaction (begun or not).
+func InTx(ctx context.Context) bool {
+	_, ok := ctx.Value(txKey{}).(*unit)
+	return ok
+}
+
+// Transaction runs fn in a transaction carried by the context it is given.
+// When ctx already carries one, fn joins it: the outer owner commits.
+func Transaction(ctx context.Context, db *gorm.DB, fn func(ctx context.Context) error) error {
+	if InTx(ctx) {
+		return fn(ctx)
+	}
+	return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return fn(WithTx(ctx, tx))
+	})
+}
+
+// InTx implements idempotency.Transactor: fn runs with a context carrying a
+// transaction that begins at its first statement, so that what fn does
+// before any statement (decoding and validating a body) holds no pool
+// connection. It commits when fn returns nil, and rolls back otherwise, or
+// when fn panics (the panic goes on up).
+func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) (err error) {
+	u := &unit{db: s.db.WithContext(ctx)}
+	defer func() {
+		if p := recover(); p != nil {
+			_ = u.end(false)
+			panic(p)
+		}
+	}()
+	if err := fn(context.WithValue(ctx, txKey{}, u)); err != nil {
+		_ = u.end(false)
+		return err
+	}
+	if err := u.end(true); err != nil {
+		return s.classify(err)
+	}
+	return nil
+}

@@ -1,0 +1,279 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Handler runs the application's work for one keyed request and returns
+// its answer. ctx carries the request's transaction (Atomic) or its Lease
+// (Guarded); body is the request body as the Keeper read it.
+type Handler func(ctx context.Context, body []byte) Response
+
+// Result is how a keyed request ends: either Err, an answer for the
+// application's error table to render, or Response. A replayed Response is
+// a stored answer, sent with HeaderReplayed and only the headers stored with
+// it; any other Response is the handler's own answer, which the adapter held
+// back and now sends as the handler wrote it.
+type Result struct {
+	Outcome  Outcome
+	Err      error
+	Response *Response
+	Replayed bool
+
+	// stored is the completed record this request stored or replayed, for
+	// the duplicates queued behind it in this process.
+	stored *Record
+}
+
+func refused(err error) Result { return Result{Outcome: outcomeOf(err), Err: err} }
+
+func fresh(resp Response, o Outcome, stored *Record) Result {
+	return Result{Outcome: o, Response: &resp, stored: stored}
+}
+
+func replayed(rec *Record) Result {
+	return Result{Outcome: OutcomeReplayed, Response: rec.Response, Replayed: true, stored: rec}
+}
+
+// maxRounds bounds the decide-and-act loop of one request. A request takes a
+// few rounds at most (a reservation that finds a record, a read, a replay);
+// the rest is waiting, which the wait deadline bounds first.
+const maxRounds = 64
+
+// Handle runs one keyed request to its end: it checks the key and the body,
+// looks for a completed record in the cache, queues behind an identical
+// request already running in this process, and then loops over Decide,
+// carrying out each step (execute, reserve, replay, refuse, wait, take over)
+// until one ends the request. h runs at most once. The Observer hears exactly
+// one outcome per call, a panic of h included (OutcomeError; the panic goes
+// on up).
+func (k *Keeper) Handle(ctx context.Context, mode Mode, in Input, h Handler) (res Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			k.obs.Outcome(in.Route, OutcomeError)
+			panic(p)
+		}
+		k.obs.Outcome(in.Route, res.Outcome)
+	}()
+	req, err := k.request(in)
+	if err != nil {
+		return refused(err)
+	}
+	r := &run{k: k, ctx: ctx, mode: mode, req: req, handler: h}
+	return r.handle()
+}
+
+// run is one request on its way through Handle.
+type run struct {
+	k       *Keeper
+	ctx     context.Context
+	mode    Mode
+	req     Request
+	handler Handler
+
+	// waitCtx bounds the whole wait for an original, in this process and
+	// in the store, to Config.Wait.
+	waitCtx context.Context
+	// limited: the Limiter has been asked already.
+	limited bool
+
+	// The state of waiting for an original (StepWait).
+	polling   bool
+	pollStart time.Time
+	pause     time.Duration
+	wake      <-chan struct{}
+	stopWake  func()
+}
+
+func (r *run) handle() Result {
+	k := r.k
+	// A completed record in the cache answers without the store: a replay,
+	// or the 422 of a different request. Neither waits.
+	if rec := k.cached(r.ctx, r.req); rec != nil {
+		return r.answer(rec)
+	}
+	waitCtx, cancel := context.WithTimeout(r.ctx, k.cfg.Wait)
+	defer cancel()
+	r.waitCtx = waitCtx
+
+	// Only identical requests share a flight: a different request under
+	// the same key goes straight to the store and its 422.
+	id := r.req.Scope + "\x00" + r.req.Key + "\x00" + r.req.Fingerprint
+	start := time.Now()
+	fl, handed, waited, err := k.flights.acquire(waitCtx, id)
+	if waited {
+		k.obs.Waited(r.req.Route, time.Since(start))
+	}
+	switch {
+	case err != nil:
+		return refused(k.inProgress())
+	case handed != nil:
+		return r.answer(handed)
+	}
+	var res Result
+	defer func() { k.flights.land(id, fl, res.stored) }()
+	defer r.stopWaiting()
+
+	var rec *Record
+	if waited {
+		// Another request with this key just ran here, so a record most
+		// likely exists: read it before doing any work.
+		got, err := k.store.Get(r.ctx, r.req.Scope, r.req.Key, k.clock.Now())
+		switch {
+		case err == nil:
+			rec = got
+		case !errors.Is(err, ErrNotFound):
+			res = refused(err)
+			return res
+		}
+	}
+	res = r.loop(rec)
+	return res
+}
+
+// answer is the end of a request whose key holds the completed record rec.
+func (r *run) answer(rec *Record) Result {
+	if Decide(rec, r.req.Fingerprint, r.k.clock.Now(), r.mode) == StepMismatch {
+		return refused(ErrKeyReused)
+	}
+	return replayed(rec)
+}
+
+// loop carries out Decide's steps until one ends the request. Each step
+// returns its Result and done, or the record to decide on next.
+func (r *run) loop(rec *Record) Result {
+	for range maxRounds {
+		var (
+			res  Result
+			done bool
+		)
+		switch step := Decide(rec, r.req.Fingerprint, r.k.clock.Now(), r.mode); step {
+		case StepMismatch:
+			return refused(ErrKeyReused)
+		case StepReplay:
+			r.waitedFor()
+			return replayed(rec)
+		case StepExecute, StepReserve:
+			next, refusal := r.allowNew()
+			switch {
+			case refusal != nil:
+				return *refusal
+			case next != nil:
+				rec = next
+				continue
+			case step == StepExecute:
+				rec, res, done = r.atomic()
+			default:
+				rec, res, done = r.reserve()
+			}
+		case StepTakeOver:
+			rec, res, done = r.takeOver(rec)
+		case StepWait:
+			if !r.wait() {
+				r.waitedFor()
+				return refused(r.k.inProgress())
+			}
+			rec, res, done = r.reread()
+		}
+		if done {
+			return res
+		}
+	}
+	return refused(r.k.inProgress())
+}
+
+// allowNew asks the Limiter, once per request, whether the scope may start
+// a new key. A refusal applies to new keys only, so it reads the record
+// first: a live one is returned, to be decided on (a replay, a 422, a
+// wait). Both results nil: go on.
+func (r *run) allowNew() (next *Record, refusal *Result) {
+	k := r.k
+	if r.limited || k.cfg.Limiter == nil {
+		return nil, nil
+	}
+	r.limited = true
+	retryAfter, ok := k.cfg.Limiter.AllowNewKey(r.ctx, r.req.Scope)
+	if ok {
+		return nil, nil
+	}
+	rec, err := k.store.Get(r.ctx, r.req.Scope, r.req.Key, k.clock.Now())
+	switch {
+	case errors.Is(err, ErrNotFound):
+		res := refused(&RateLimitedError{RetryAfter: retryAfter})
+		return nil, &res
+	case err != nil:
+		res := refused(err)
+		return nil, &res
+	}
+	return rec, nil
+}
+
+// reread reads the key's record again after a wait or a lost race. A
+// record that is gone was given back: a Guarded request may reserve the key
+// itself; an Atomic one cannot tell what happened and answers in progress.
+func (r *run) reread() (*Record, Result, bool) {
+	k := r.k
+	rec, err := k.store.Get(r.ctx, r.req.Scope, r.req.Key, k.clock.Now())
+	switch {
+	case errors.Is(err, ErrNotFound) && r.mode == Guarded:
+		return nil, Result{}, false
+	case errors.Is(err, ErrNotFound):
+		return nil, refused(k.inProgress()), true
+	case err != nil:
+		return nil, refused(err), true
+	}
+	return rec, Result{}, false
+}
+
+// wait pauses until the record may have changed: a growing pause, or a
+// wake-up from the cache when the original completes on any instance. It
+// reports false when the wait deadline ran out first. It holds no
+// connection.
+func (r *run) wait() bool {
+	t := r.k.cfg.Timeouts
+	if !r.polling {
+		r.polling, r.pollStart, r.pause = true, time.Now(), t.PollMin
+		if c := r.k.cfg.Cache; c != nil {
+			// Only a request that waits subscribes: a replay has nothing
+			// to wait for. The polling stays as the fallback when the
+			// cache cannot deliver.
+			r.wake, r.stopWake = c.Subscribe(r.req.Scope, r.req.Key)
+		}
+	}
+	timer := time.NewTimer(r.pause)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		r.pause = min(r.pause*2, t.PollMax)
+	case <-r.wake:
+	case <-r.waitCtx.Done():
+		return false
+	}
+	return true
+}
+
+// waitedFor tells the Observer how long the request polled, if it did.
+func (r *run) waitedFor() {
+	if r.polling {
+		r.k.obs.Waited(r.req.Route, time.Since(r.pollStart))
+	}
+}
+
+func (r *run) stopWaiting() {
+	if r.stopWake != nil {
+		r.stopWake()
+	}
+}
+
+// completed is the record of an answer to keep, as an Atomic request
+// inserts it.
+func (r *run) completed(resp Response) *Record {
+	now := r.k.clock.Now()
+	return &Record{
+		Scope: r.req.Scope, Key: r.req.Key, Method: r.req.Method, Path: r.req.Path,
+		Fingerprint: r.req.Fingerprint, State: StateCompleted, Point: PointStarted,
+		LockedUntil: now, Response: &resp, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(r.k.cfg.TTL),
+	}
+}

@@ -1,0 +1,77 @@
+package idempotency
+
+import (
+	"context"
+	"time"
+)
+
+// Store keeps idempotency records. Every method joins the transaction
+// carried by ctx, if any (the Transactor's). A record whose ExpiresAt has
+// passed is treated as absent by every method. Any method may also return an
+// error of the store's own (a lost database): the caller answers it as it
+// is and writes nothing more.
+type Store interface {
+	// Insert reserves rec.Key in rec.Scope by insert-if-absent (an expired
+	// record is replaced). On success it sets rec.Fence. It returns
+	// ErrKeyExists when a live record holds the key.
+	Insert(ctx context.Context, rec *Record) error
+	// Get returns the live record. It returns ErrNotFound.
+	Get(ctx context.Context, scope, key string, now time.Time) (*Record, error)
+	// TakeOver hands an executing record whose lock has run out to a new
+	// owner: it bumps the fence from seen to seen+1 and locks the record
+	// until lockedUntil. It returns ErrFenced when someone else moved first.
+	TakeOver(ctx context.Context, scope, key string, seen int64, now, lockedUntil time.Time) error
+	// Checkpoint records a recovery point. It returns ErrFenced.
+	Checkpoint(ctx context.Context, scope, key string, fence int64, point Point, now time.Time) error
+	// Complete stores the final response. It returns ErrFenced.
+	Complete(ctx context.Context, scope, key string, fence int64, resp Response, now time.Time) error
+	// Release gives the key back after an answer that is not stored: the
+	// record is deleted if nothing durable happened (PointStarted), else
+	// unlocked so that the next retry resumes it at once. It returns
+	// ErrFenced.
+	Release(ctx context.Context, scope, key string, fence int64, now time.Time) error
+	// PurgeExpired deletes at most limit records that expired at or before
+	// now and returns how many it deleted.
+	PurgeExpired(ctx context.Context, now time.Time, limit int) (int, error)
+}
+
+// Transactor opens the transaction an Atomic request runs in.
+type Transactor interface {
+	// InTx runs fn with a context that carries a transaction, which the
+	// Store and the application's own stores join. The transaction may
+	// begin lazily, at the first statement, so that work done before any
+	// statement (decoding, validating) holds no connection. When fn returns
+	// nil the transaction commits, else it rolls back and InTx returns fn's
+	// error; a failed begin or commit is returned as the store's error.
+	InTx(ctx context.Context, fn func(ctx context.Context) error) error
+}
+
+// Cache is an optional accelerator in front of the Store (Redis). The Store
+// stays the source of truth: the cache holds only records that were already
+// committed as completed, and only until they expire; any cache error makes
+// the Keeper fall back to the Store. So a cache that is down, slow or flushed
+// costs speed, never correctness.
+type Cache interface {
+	// GetCompleted returns a cached completed record for the key. It
+	// returns ErrNotFound on a miss; any other error means the cache could
+	// not answer.
+	GetCompleted(ctx context.Context, scope, key string) (*Record, error)
+	// PutCompleted caches rec (completed, committed) until rec.ExpiresAt.
+	PutCompleted(ctx context.Context, rec *Record) error
+	// Notify tells every instance that the record of the key has changed
+	// (completed or released), waking the duplicates that wait for it.
+	Notify(ctx context.Context, scope, key string) error
+	// Subscribe returns a channel that receives after a Notify for the
+	// key, from any instance, and a function to stop listening. A cache
+	// that cannot deliver simply never sends; waiters also poll.
+	Subscribe(scope, key string) (<-chan struct{}, func())
+}
+
+// Limiter bounds how many new keys a scope may start. Replays and waits on
+// existing keys are never refused: the Keeper reads the record before it
+// answers a refusal, and a live record lets the request through.
+type Limiter interface {
+	// AllowNewKey reports whether the scope may start one more key now,
+	// and if not, when it may.
+	AllowNewKey(ctx context.Context, scope string) (retryAfter time.Duration, ok bool)
+}

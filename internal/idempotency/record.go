@@ -1,0 +1,81 @@
+package idempotency
+
+import (
+	"strings"
+	"time"
+)
+
+// State is where a record is in its life.
+type State string
+
+// A record is executing from its reservation until its response is stored;
+// a completed record only replays.
+const (
+	StateExecuting State = "executing"
+	StateCompleted State = "completed"
+)
+
+// Point is a recovery point: the last durable step of an operation that
+// spans several transactions, and the id of what that step made (a payment,
+// a refund), so that a request taking the record over can find it and
+// resume. The core compares points as values; only a store spells them as
+// text ("payment_created:pay_123").
+type Point struct {
+	// Step names the step; "started" for a fresh reservation.
+	Step string
+	// Resource is the id of what the step made; empty for PointStarted.
+	Resource string
+}
+
+// PointStarted is the recovery point of a fresh reservation: nothing durable
+// has happened yet, so releasing the key deletes the record.
+var PointStarted = Point{Step: "started"}
+
+// Started reports whether nothing durable stands behind the point.
+func (p Point) Started() bool { return p == PointStarted || p == Point{} }
+
+// String spells the point as stores keep it: "step:resource", or "step"
+// alone when there is no resource.
+func (p Point) String() string {
+	if p.Resource == "" {
+		return p.Step
+	}
+	return p.Step + ":" + p.Resource
+}
+
+// ParsePoint reads a point spelled by String.
+func ParsePoint(s string) Point {
+	step, resource, _ := strings.Cut(s, ":")
+	return Point{Step: step, Resource: resource}
+}
+
+// Response is what a finished request answered, as it is stored and replayed.
+type Response struct {
+	Status      int
+	ContentType string
+	Location    string
+	Body        []byte
+}
+
+// Record is one idempotency key within one scope (in this API, a merchant).
+type Record struct {
+	// Scope is who the key belongs to: the same key in two scopes is two
+	// independent operations.
+	Scope       string
+	Key         string
+	Method      string
+	Path        string
+	Fingerprint string
+	State       State
+	// Point is the last durable step of an operation that spans several
+	// transactions; a request that takes the record over resumes from it.
+	Point Point
+	// Fence is the fencing token: it grows with every new owner, and every
+	// write of an owner is conditional on it.
+	Fence       int64
+	LockedUntil time.Time
+	Response    *Response
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	ExpiresAt   time.Time
+}

@@ -1,0 +1,104 @@
+package idempotency
+
+import (
+	"errors"
+	"fmt"
+	"io"
+)
+
+// HeaderKey is the request header that carries the client's key, and
+// HeaderReplayed the response header that marks a replayed answer.
+const (
+	HeaderKey      = "Idempotency-Key"
+	HeaderReplayed = "Idempotent-Replayed"
+)
+
+// Input is one keyed request as an adapter sees it, before the Keeper has
+// checked anything.
+type Input struct {
+	// Scope is who the key belongs to (the authenticated merchant).
+	Scope string
+	// Keys are the values of every Idempotency-Key header the request has.
+	Keys []string
+	// Method and Path are the request's; Route is the route template that
+	// matched (never a key or an id: it labels metrics).
+	Method, Path, Route string
+	// Params are the path parameters.
+	Params []Param
+	// Body is read once, at most Config.MaxBodyBytes of it, and handed to
+	// the handler.
+	Body io.Reader
+}
+
+// Request is what the Keeper knows of one keyed request once its key is
+// valid and its fingerprint computed.
+type Request struct {
+	Scope, Key, Method, Path, Route string
+	Fingerprint                     string
+	// Body is the request's body as it was read.
+	Body []byte
+}
+
+// request checks the key and the body, and computes the fingerprint. It
+// returns ErrKeyMissing, an error wrapping ErrKeyInvalid or
+// ErrMalformedBody, a *BodyTooLargeError, or the body reader's error.
+func (k *Keeper) request(in Input) (Request, error) {
+	switch {
+	case len(in.Keys) == 0:
+		return Request{}, ErrKeyMissing
+	case len(in.Keys) > 1:
+		return Request{}, fmt.Errorf("%w: the header is repeated", ErrKeyInvalid)
+	}
+	key := in.Keys[0]
+	if err := ValidateKey(key); err != nil {
+		return Request{}, err
+	}
+	body, err := readBody(in.Body, k.cfg.MaxBodyBytes)
+	if err != nil {
+		return Request{}, err
+	}
+	canonical, err := k.cfg.Limits.Canonicalize(body)
+	if err != nil {
+		return Request{}, err
+	}
+	return Request{
+		Scope: in.Scope, Key: key, Method: in.Method, Path: in.Path, Route: in.Route,
+		Fingerprint: Fingerprint(in.Method, in.Route, in.Params, canonical),
+		Body:        body,
+	}, nil
+}
+
+// readBody reads r whole, or refuses it past limit bytes without reading
+// further.
+func readBody(r io.Reader, limit int64) ([]byte, error) {
+	if r == nil {
+		return nil, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(body)) > limit {
+		return nil, &BodyTooLargeError{Limit: limit}
+	}
+	return body, nil
+}
+
+// outcomeOf is the Observer's name for an error answer.
+func outcomeOf(err error) Outcome {
+	switch {
+	case errors.Is(err, ErrKeyMissing):
+		return OutcomeMissingKey
+	case errors.Is(err, ErrKeyInvalid):
+		return OutcomeInvalidKey
+	case errors.Is(err, ErrKeyReused):
+		return OutcomeMismatch
+	case errors.As(err, new(*InProgressError)):
+		return OutcomeInProgress
+	case errors.Is(err, ErrMalformedBody):
+		return OutcomeInvalidBody
+	case errors.As(err, new(*RateLimitedError)):
+		return OutcomeRateLimited
+	}
+	return OutcomeError
+}
