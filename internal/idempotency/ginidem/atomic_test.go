@@ -1,0 +1,273 @@
+package ginidem_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/gormstore"
+)
+
+// uniqueThings is a business table with a natural unique key, the usual
+// first endpoint of a fork: one thing per name per scope.
+const uniqueThings = `CREATE TABLE named_things (scope TEXT NOT NULL, name TEXT NOT NULL, id TEXT NOT NULL,
+	PRIMARY KEY (scope, name))`
+
+// TestAtomicHandlerWhoseStatementFails is the trap a fork's first endpoint
+// falls into on PostgreSQL: the handler's insert fails on the unique key and
+// is answered with a business 409, which aborts the transaction there. The
+// replay, the 422 and the kept 409 must come out right on both dialects, and
+// under a storm of identical requests.
+func TestAtomicHandlerWhoseStatementFails(t *testing.T) {
+	eachDialect(t, func(t *testing.T, d string) {
+		e := newTestEnv(t, d, idempotency.Config{Wait: 10 * time.Second})
+		require.NoError(t, e.db.Exec(uniqueThings).Error)
+		mw := e.middleware(t, idempotency.Config{Wait: 10 * time.Second, Keep: func(r idempotency.Response) bool {
+			return idempotency.KeepSuccess(r) || (r.Status == http.StatusConflict && idempotency.ProblemCode(r) == "name_taken")
+		}})
+		var seq int
+		var mu sync.Mutex
+		e.engine.POST("/named", mw.Atomic(), func(c *gin.Context) {
+			var in thingIn
+			if err := c.ShouldBindJSON(&in); err != nil || in.Name == "" {
+				c.AbortWithStatusJSON(400, gin.H{"code": "validation_failed"})
+				return
+			}
+			mu.Lock()
+			seq++
+			id := "nt_" + string(rune('a'+seq%26)) + time.Now().Format("150405.000000000")
+			mu.Unlock()
+			err := gormstore.Conn(c.Request.Context(), e.db).Exec(
+				"INSERT INTO named_things (scope, name, id) VALUES (?, ?, ?)", c.GetHeader("X-Merchant"), in.Name, id).Error
+			if err != nil {
+				// The pattern a fork copies: a unique violation is a
+				// business conflict, stored like any final answer.
+				c.Data(http.StatusConflict, "application/problem+json", []byte(`{"code":"name_taken","status":409}`))
+				c.Abort()
+				return
+			}
+			c.Header("Location", "/named/"+id)
+			c.JSON(http.StatusCreated, gin.H{"id": id, "name": in.Name})
+		})
+		count := func() int64 {
+			var n int64
+			require.NoError(t, e.db.Raw("SELECT count(*) FROM named_things").Scan(&n).Error)
+			return n
+		}
+
+		first := e.post("m1", "/named", "k-ada", `{"name":"ada"}`)
+		require.Equal(t, 201, first.Code, first.Body.String())
+		again := e.post("m1", "/named", "k-ada", `{"name":"ada"}`)
+		require.Equal(t, 201, again.Code, "the replay: %s", again.Body.String())
+		require.Equal(t, "true", again.Header().Get(idempotency.HeaderReplayed))
+		require.Equal(t, first.Body.String(), again.Body.String())
+		reused := e.post("m1", "/named", "k-ada", `{"name":"grace"}`)
+		require.Equal(t, 422, reused.Code, reused.Body.String())
+
+		taken := e.post("m1", "/named", "k-other", `{"name":"ada"}`)
+		require.Equal(t, 409, taken.Code, taken.Body.String())
+		require.Empty(t, taken.Header().Get(idempotency.HeaderReplayed))
+		taken = e.post("m1", "/named", "k-other", `{"name":"ada"}`)
+		require.Equal(t, 409, taken.Code, "the kept 409 replays: %s", taken.Body.String())
+		require.Equal(t, "true", taken.Header().Get(idempotency.HeaderReplayed))
+		require.Equal(t, 422, e.post("m1", "/named", "k-other", `{"name":"linus"}`).Code)
+		require.EqualValues(t, 1, count())
+
+		// Thirty identical requests at once: one thing, thirty identical
+		// answers.
+		const n = 30
+		var wg sync.WaitGroup
+		codes, bodies := make([]int, n), make([]string, n)
+		for i := range n {
+			wg.Go(func() {
+				w := e.post("m1", "/named", "k-storm", `{"name":"storm"}`)
+				codes[i], bodies[i] = w.Code, w.Body.String()
+			})
+		}
+		wg.Wait()
+		for i := range n {
+			require.Equal(t, 201, codes[i], bodies[i])
+			require.Equal(t, bodies[0], bodies[i])
+		}
+		require.EqualValues(t, 2, count())
+	})
+}
+
+// TestAtomicDecodesBeforeTheTransaction: the transaction begins at the
+// handler's first statement, so a body refused by the handler takes no
+// connection from the pool.
+func TestAtomicDecodesBeforeTheTransaction(t *testing.T) {
+	eachDialect(t, func(t *testing.T, d string) {
+		e := newTestEnv(t, d, idempotency.Config{})
+		sqlDB, err := e.db.DB()
+		require.NoError(t, err)
+		var inUse []int
+		mw := e.middleware(t, idempotency.Config{})
+		e.engine.POST("/inspect", mw.Atomic(), func(c *gin.Context) {
+			inUse = append(inUse, sqlDB.Stats().InUse)
+			if c.Query("write") == "" {
+				c.AbortWithStatusJSON(400, gin.H{"code": "validation_failed"})
+				return
+			}
+			require.NoError(t, gormstore.Conn(c.Request.Context(), e.db).Exec(
+				"INSERT INTO things (scope, id, name) VALUES ('m1', 'inspect', 'x')").Error)
+			inUse = append(inUse, sqlDB.Stats().InUse)
+			c.JSON(201, gin.H{"ok": true})
+		})
+		require.Equal(t, 400, e.post("m1", "/inspect", "k-refused", `{}`).Code)
+		require.Equal(t, 201, e.post("m1", "/inspect?write=1", "k-written", `{}`).Code)
+		require.Equal(t, []int{0, 0, 1}, inUse, "no connection before the first statement; one after")
+	})
+}
+
+// TestObserverHearsOneOutcomePerRequest counts outcomes against requests,
+// through a takeover in which the first owner's answer is fenced out.
+func TestObserverHearsOneOutcomePerRequest(t *testing.T) {
+	eachDialect(t, func(t *testing.T, d string) {
+		obs := &recordingObserver{outcomes: map[idempotency.Outcome]int{}}
+		e := newTestEnv(t, d, idempotency.Config{Observer: obs, LockTimeout: 30 * time.Second, Wait: 50 * time.Millisecond})
+		requests := 0
+		post := func(path, key, body string) int {
+			requests++
+			return e.post("m1", path, key, body).Code
+		}
+
+		// The first owner records its step and blocks; its lock runs out;
+		// a retry on another instance takes the record over and stores its
+		// answer; the first owner's Complete is then fenced out.
+		hold := make(chan struct{})
+		slow := func(c *gin.Context) {
+			lease := idempotency.LeaseFrom(c.Request.Context())
+			if err := lease.Checkpoint(c.Request.Context(), step1); err != nil {
+				renderTestError(c, err)
+				return
+			}
+			if c.GetHeader("X-Hold") != "" {
+				<-hold
+			}
+			c.JSON(201, gin.H{"fence": lease.Fence()})
+		}
+		e.engine.POST("/slow", e.middleware(t, idempotency.Config{Observer: obs, Wait: 50 * time.Millisecond}).Guarded(), slow)
+		other := gin.New()
+		other.POST("/slow", e.middleware(t, idempotency.Config{Observer: obs, Wait: 50 * time.Millisecond}).Guarded(), slow)
+
+		done := make(chan int)
+		requests++
+		held := httptestRequest("m1", "/slow", "fenced", `{}`)
+		held.Header.Set("X-Hold", "1")
+		go func() {
+			w := httptest.NewRecorder()
+			e.engine.ServeHTTP(w, held)
+			done <- w.Code
+		}()
+		require.Eventually(t, func() bool {
+			rec, err := e.store.Get(context.Background(), "m1", "fenced", e.clock.Now())
+			return err == nil && rec.Point == step1
+		}, 5*time.Second, time.Millisecond)
+		e.clock.Advance(31 * time.Second)
+		requests++
+		w := httptest.NewRecorder()
+		other.ServeHTTP(w, httptestRequest("m1", "/slow", "fenced", `{}`))
+		require.Equal(t, 201, w.Code, "the retry took over: %s", w.Body.String())
+		close(hold)
+		require.Equal(t, 409, <-done, "the fenced owner sends the client to the stored answer")
+		require.Equal(t, 201, post("/slow", "fenced", `{}`))
+
+		require.Equal(t, 201, post("/atomic/things", "o-1", `{"name":"a"}`))
+		require.Equal(t, 201, post("/atomic/things", "o-1", `{"name":"a"}`))
+		require.Equal(t, 422, post("/atomic/things", "o-1", `{"name":"b"}`))
+		require.Equal(t, 400, post("/atomic/things", "", `{"name":"a"}`))
+
+		obs.mu.Lock()
+		defer obs.mu.Unlock()
+		total := 0
+		for _, n := range obs.outcomes {
+			total += n
+		}
+		require.Equal(t, requests, total, "one outcome per request: %v", obs.outcomes)
+		require.Equal(t, 1, obs.outcomes[idempotency.OutcomeRecovered])
+		require.Equal(t, 1, obs.outcomes[idempotency.OutcomeInProgress], "the fenced owner's one outcome")
+		require.Equal(t, 2, obs.outcomes[idempotency.OutcomeReplayed])
+	})
+}
+
+// TestCloseWaitsForBackgroundWork: Close returns once the cache updates a
+// request left behind are done, or stops them at its deadline.
+func TestCloseWaitsForBackgroundWork(t *testing.T) {
+	e := newTestEnv(t, "sqlite", idempotency.Config{})
+	cache := &blockingCache{release: make(chan struct{}), entered: make(chan struct{}, 10)}
+	cfg := idempotency.Config{Cache: cache, Clock: e.clock, Transactor: e.store}
+	k := idempotency.New(e.store, cfg)
+
+	res := k.Handle(context.Background(), idempotency.Atomic, idempotency.Input{
+		Scope: "m1", Keys: []string{"close-1"}, Method: "POST", Path: "/x", Route: "/x",
+	}, func(context.Context, []byte) idempotency.Response {
+		return idempotency.Response{Status: 201, Body: []byte(`{}`)}
+	})
+	require.NoError(t, res.Err)
+	<-cache.entered // the PutCompleted of the stored record is running
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, k.Close(ctx), context.DeadlineExceeded, "work still running at the deadline is stopped")
+
+	k2 := idempotency.New(e.store, cfg)
+	res = k2.Handle(context.Background(), idempotency.Atomic, idempotency.Input{
+		Scope: "m1", Keys: []string{"close-2"}, Method: "POST", Path: "/x", Route: "/x",
+	}, func(context.Context, []byte) idempotency.Response {
+		return idempotency.Response{Status: 201, Body: []byte(`{}`)}
+	})
+	require.NoError(t, res.Err)
+	<-cache.entered
+	closed := make(chan error)
+	go func() { closed <- k2.Close(context.Background()) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while the cache update still ran")
+	case <-time.After(20 * time.Millisecond):
+	}
+	cache.release <- struct{}{}
+	require.NoError(t, <-closed)
+}
+
+// blockingCache holds every PutCompleted until released (or its context
+// ends); it misses on every read.
+type blockingCache struct {
+	release chan struct{}
+	entered chan struct{}
+}
+
+func (c *blockingCache) GetCompleted(context.Context, string, string) (*idempotency.Record, error) {
+	return nil, idempotency.ErrNotFound
+}
+
+func (c *blockingCache) PutCompleted(ctx context.Context, _ *idempotency.Record) error {
+	c.entered <- struct{}{}
+	select {
+	case <-c.release:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+func (c *blockingCache) Notify(context.Context, string, string) error { return nil }
+
+func (c *blockingCache) Subscribe(string, string) (<-chan struct{}, func()) {
+	return nil, func() {}
+}
+
+func httptestRequest(merchant, path, key, body string) *http.Request {
+	req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Merchant", merchant)
+	req.Header.Set(idempotency.HeaderKey, key)
+	return req
+}
