@@ -177,6 +177,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		payments.WithPayments(store, m.InstrumentProvider(paymentsport.New(providerClient))),
 		payments.WithResolved(handlers.NewRecordFinisher(keeper, log)),
 		payments.WithEvents(store),
+		payments.WithCustomers(store),
 	}, o.service...)
 	service := payments.NewService(store, time.Now, serviceOpts...)
 	m.WatchDatabase(idemStore, store, 2*time.Second)
@@ -189,6 +190,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		Log:               log,
 		Orders:            service,
 		Payments:          service,
+		Customers:         service,
 		Auth:              merchantStore,
 		IdempotentAtomic:  o.ordersMiddleware(idem),
 		IdempotentGuarded: idem.Guarded(),

@@ -147,6 +147,10 @@ func problemFor(c *gin.Context, err error) problem.Problem {
 		return problem.New(http.StatusConflict, problem.CodeOrderAlreadyPaid, "Order already paid",
 			"The order is paid, or a payment for it is still in flight. Fetch the order to see its state.")
 
+	case errors.Is(err, payments.ErrCustomerExists):
+		return problem.New(http.StatusConflict, problem.CodeCustomerExists, "Customer exists",
+			"A customer with this email exists already for your account. Fetch it instead of creating it again.")
+
 	case errors.Is(err, payments.ErrRefundExceedsPayment):
 		return problem.New(http.StatusConflict, problem.CodeRefundExceedsPayment, "Refund exceeds payment",
 			"The refund is larger than what is left to refund of the payment, or the payment has not succeeded.")

@@ -13,6 +13,7 @@ import (
 var keptConflicts = map[string]bool{
 	problem.CodeOrderAlreadyPaid:     true,
 	problem.CodeRefundExceedsPayment: true,
+	problem.CodeCustomerExists:       true,
 }
 
 // Keep is the one place that decides which answers of this API are stored

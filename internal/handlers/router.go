@@ -25,6 +25,9 @@ type Deps struct {
 	// IdempotentAtomic is the idempotency middleware of POST routes whose
 	// whole work is one database transaction (idempotency.Keeper.Atomic).
 	IdempotentAtomic gin.HandlerFunc
+	// Customers runs the customer use cases (payments.Service); nil leaves
+	// the /v1/customers routes out.
+	Customers CustomerService
 	// Payments runs the payment, refund and provider-event use cases
 	// (payments.Service).
 	Payments PaymentService
@@ -120,6 +123,15 @@ func NewRouter(d Deps) *gin.Engine {
 	// Adding an item is cumulative, so it is keyed like creating an order.
 	v1.PUT("/orders/:id/shipping-address", orders.putShippingAddress)
 	v1.POST("/orders/:id/items", d.IdempotentAtomic, orders.addOrderItem)
+
+	if d.Customers != nil {
+		// Atomic like an order: the customer and its record commit
+		// together, and its natural key's clash (409 customer_exists) is
+		// stored after the transaction rolled back.
+		customers := &customerHandlers{customers: d.Customers}
+		v1.POST("/customers", d.IdempotentAtomic, customers.createCustomer)
+		v1.GET("/customers/:id", customers.getCustomer)
+	}
 
 	if d.IdempotencyKeys != nil {
 		keys := &keyHandlers{keys: d.IdempotencyKeys}

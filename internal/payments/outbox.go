@@ -10,6 +10,7 @@ import (
 // Event types written to the outbox.
 const (
 	EventOrderCreated     = "order.created"
+	EventCustomerCreated  = "customer.created"
 	EventPaymentSucceeded = "payment.succeeded"
 	EventPaymentFailed    = "payment.failed"
 	EventRefundSucceeded  = "refund.succeeded"
@@ -65,6 +66,11 @@ type orderEvent struct {
 	Currency    string `json:"currency"`
 	AmountTotal int64  `json:"amount_total"`
 	Status      string `json:"status"`
+}
+
+type customerEvent struct {
+	ID    string `json:"id"`
+	Email string `json:"email"`
 }
 
 type paymentEvent struct {

@@ -25,6 +25,9 @@ type Service struct {
 	resolved Resolved
 	hook     PhaseHook
 	events   EventStore
+	// customers is optional, like pay: a Service of orders alone serves
+	// tests of the order rules.
+	customers CustomerStore
 }
 
 // Option configures a Service.

@@ -39,6 +39,7 @@ const (
 	CodeNotFound              = "not_found"
 	CodePaymentDeclined       = "payment_declined"
 	CodeOrderAlreadyPaid      = "order_already_paid"
+	CodeCustomerExists        = "customer_exists"
 	CodeRefundExceedsPayment  = "refund_exceeds_payment"
 	CodeVersionMismatch       = "version_mismatch"
 	CodeRequestTooLarge       = "request_too_large"
