@@ -57,7 +57,7 @@ func (k *Keeper) Handle(ctx context.Context, mode Mode, in Input, h Handler) (re
 		}
 		k.obs.Outcome(in.Route, res.Outcome)
 	}()
-	req, err := k.request(in)
+	req, err := k.request(ctx, in)
 	if err != nil {
 		return refused(err)
 	}

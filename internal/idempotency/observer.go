@@ -16,6 +16,7 @@ const (
 	OutcomeMissingKey  Outcome = "missing_key"  // 400: no key
 	OutcomeInvalidBody Outcome = "invalid_body" // 400: the body is not canonical JSON
 	OutcomeRateLimited Outcome = "rate_limited" // 429: too many new keys
+	OutcomeClientGone  Outcome = "client_gone"  // the client hung up before the answer
 	OutcomeError       Outcome = "error"        // the store failed (503 and the like)
 )
 

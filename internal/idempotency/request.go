@@ -1,9 +1,11 @@
 package idempotency
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 )
 
 // HeaderKey is the request header that carries the client's key, and
@@ -40,9 +42,9 @@ type Request struct {
 }
 
 // request checks the key and the body, and computes the fingerprint. It
-// returns ErrKeyMissing, an error wrapping ErrKeyInvalid or
-// ErrMalformedBody, a *BodyTooLargeError, or the body reader's error.
-func (k *Keeper) request(in Input) (Request, error) {
+// returns ErrKeyMissing, an error wrapping ErrKeyInvalid, ErrMalformedBody
+// or ErrBodyRead, a *BodyTooLargeError, or ctx's error.
+func (k *Keeper) request(ctx context.Context, in Input) (Request, error) {
 	switch {
 	case len(in.Keys) == 0:
 		return Request{}, ErrKeyMissing
@@ -57,7 +59,7 @@ func (k *Keeper) request(in Input) (Request, error) {
 	if err != nil {
 		return Request{}, err
 	}
-	canonical, err := k.cfg.Limits.Canonicalize(body)
+	canonical, err := k.cfg.Limits.Canonicalize(ctx, body)
 	if err != nil {
 		return Request{}, err
 	}
@@ -75,8 +77,13 @@ func readBody(r io.Reader, limit int64) ([]byte, error) {
 		return nil, nil
 	}
 	body, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, err
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		// The server's own limit in front of ours (http.MaxBytesReader).
+		return nil, &BodyTooLargeError{Limit: tooLarge.Limit}
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrBodyRead, err)
 	}
 	if int64(len(body)) > limit {
 		return nil, &BodyTooLargeError{Limit: limit}
@@ -99,6 +106,8 @@ func outcomeOf(err error) Outcome {
 		return OutcomeInvalidBody
 	case errors.As(err, new(*RateLimitedError)):
 		return OutcomeRateLimited
+	case errors.Is(err, ErrBodyRead), errors.Is(err, context.Canceled):
+		return OutcomeClientGone
 	}
 	return OutcomeError
 }
