@@ -2,17 +2,16 @@ package handlers
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/idemkeys/payments/internal/problem"
 )
@@ -28,7 +27,7 @@ import (
 func decodeJSON(c *gin.Context, dst any) error {
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
-		return fmt.Errorf("read body: %w", err)
+		return &bodyReadError{err: err}
 	}
 	if ct := c.GetHeader("Content-Type"); ct != "" && len(bytes.TrimSpace(body)) > 0 && !isJSONContentType(ct) {
 		return errNotJSON
@@ -39,138 +38,253 @@ func decodeJSON(c *gin.Context, dst any) error {
 // errNotJSON refuses a body whose Content-Type is not JSON.
 var errNotJSON = &requestError{fields: []problem.FieldError{{
 	Field: "Content-Type", Message: "must be application/json",
-}}}
+}}, count: 1}
 
-// decodeStrict decodes body into dst in two steps: first into a JSON tree,
-// then the tree into dst by its json tags. encoding/json alone would stop at
-// the first problem and name fields without their array index ("items.quantity");
-// walking the tree lets the answer list every wrong field at once, by its
-// full path ("items[1].quantity"), unknown members included.
+// MaxFieldErrors is the most refused fields a validation problem lists;
+// error_count then says how many were found.
+const MaxFieldErrors = 20
+
+// decodeStrict decodes body into dst, a pointer to a request DTO, as one
+// pass over its tokens that binds by the json tags as it reads. It lists
+// every wrong field it finds by its full path ("items[1].quantity"), unknown
+// members included, at most MaxFieldErrors of them and the count of all; an
+// array or object larger than its DTO allows (the maxItems and
+// maxProperties tags) is refused at the first element too many and ends the
+// decoding there, so that a body of half a million items costs neither
+// memory nor an answer of half a million errors.
 //
 // An empty body is an empty object: the idempotency fingerprint treats the
 // two as one request, so the handler must too. JSON null leaves a field at
 // its zero value, which the domain then judges ("is required").
 func decodeStrict(body []byte, dst any) error {
-	var tree any = map[string]any{}
-	if len(bytes.TrimSpace(body)) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(body))
-		// Numbers stay text, so that integers are read exactly, beyond
-		// float64's 53 bits.
-		dec.UseNumber()
-		if err := dec.Decode(&tree); err != nil {
-			return &requestError{detail: "The body is not valid JSON."}
-		}
-		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-			return &requestError{detail: "The body must hold exactly one JSON value."}
-		}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
 	}
-	if _, ok := tree.(map[string]any); !ok {
+	d := &streamBinder{dec: jsontext.NewDecoder(bytes.NewReader(body))}
+	if d.dec.PeekKind() != '{' {
+		if _, err := d.dec.ReadValue(); err != nil {
+			return errInvalidJSON
+		}
 		return &requestError{detail: "The body must be a JSON object."}
 	}
-	var b binder
-	b.bind("", tree, reflect.ValueOf(dst).Elem())
-	if len(b.fields) > 0 {
-		return &requestError{fields: b.fields}
+	errs, err := d.bind("", reflect.ValueOf(dst).Elem(), "")
+	if err != nil {
+		return errInvalidJSON
+	}
+	if !d.stopped {
+		if _, err := d.dec.ReadToken(); !errors.Is(err, io.EOF) {
+			if err == nil {
+				return &requestError{detail: "The body must hold exactly one JSON value."}
+			}
+			return errInvalidJSON
+		}
+	}
+	if errs.count > 0 {
+		return &requestError{fields: errs.list, count: errs.count}
 	}
 	return nil
 }
 
-// binder assigns a JSON tree to a Go value and collects what does not fit.
-type binder struct {
-	fields []problem.FieldError
+var errInvalidJSON = &requestError{detail: "The body is not valid JSON."}
+
+// fieldErrors is a bounded list of refused fields: the first MaxFieldErrors
+// in order, and how many were found in all.
+type fieldErrors struct {
+	list  []problem.FieldError
+	count int
 }
 
-func (b *binder) refuse(path, message string) {
-	b.fields = append(b.fields, problem.FieldError{Field: path, Message: message})
+func (f *fieldErrors) add(path, message string) {
+	f.count++
+	if len(f.list) < MaxFieldErrors {
+		f.list = append(f.list, problem.FieldError{Field: path, Message: message})
+	}
+}
+
+func (f *fieldErrors) merge(o fieldErrors) {
+	f.count += o.count
+	room := MaxFieldErrors - len(f.list)
+	f.list = append(f.list, o.list[:min(room, len(o.list))]...)
+}
+
+// memberErrors are the refused fields under one member of an object.
+type memberErrors struct {
+	name string
+	errs fieldErrors
+}
+
+// sortedMembers keeps the refused fields of an object's members in name
+// order, so that the same object lists its errors alike whatever order its
+// members came in, and keeps no more of them than MaxFieldErrors.
+type sortedMembers struct {
+	members []memberErrors
+	count   int
+}
+
+func (s *sortedMembers) add(name string, errs fieldErrors) {
+	if errs.count == 0 {
+		return
+	}
+	s.count += errs.count
+	i, _ := slices.BinarySearchFunc(s.members, name, func(m memberErrors, name string) int { return strings.Compare(m.name, name) })
+	s.members = slices.Insert(s.members, i, memberErrors{name: name, errs: errs})
+	// Drop from the end what a bounded list cannot show.
+	kept := 0
+	for j := range s.members {
+		if kept >= MaxFieldErrors {
+			s.members = s.members[:j]
+			break
+		}
+		kept += len(s.members[j].errs.list)
+	}
+}
+
+func (s *sortedMembers) errors() fieldErrors {
+	var out fieldErrors
+	for _, m := range s.members {
+		out.merge(fieldErrors{list: m.errs.list})
+	}
+	out.count = s.count
+	return out
+}
+
+// streamBinder binds a token stream to a DTO.
+type streamBinder struct {
+	dec *jsontext.Decoder
+	// stopped: a size limit was hit and decoding ended there.
+	stopped bool
 }
 
 // bind supports what request DTOs are made of: structs with json tags,
 // slices, maps with string keys, strings, integers, booleans and pointers.
-func (b *binder) bind(path string, v any, dst reflect.Value) {
-	if v == nil {
-		return
+// tag is the struct tag of the field being bound, for its size limit. The
+// error is a syntax error of the body; refused fields come in the list.
+func (d *streamBinder) bind(path string, dst reflect.Value, tag reflect.StructTag) (fieldErrors, error) {
+	var errs fieldErrors
+	kind := d.dec.PeekKind()
+	if kind == 'n' {
+		_, err := d.dec.ReadToken()
+		return errs, err
+	}
+	refuse := func(message string) (fieldErrors, error) {
+		errs.add(path, message)
+		return errs, d.dec.SkipValue()
 	}
 	switch dst.Kind() {
 	case reflect.Pointer:
 		if dst.IsNil() {
 			dst.Set(reflect.New(dst.Type().Elem()))
 		}
-		b.bind(path, v, dst.Elem())
+		return d.bind(path, dst.Elem(), tag)
 
 	case reflect.Struct:
-		obj, ok := v.(map[string]any)
-		if !ok {
-			b.refuse(path, "must be an object")
-			return
+		if kind != '{' {
+			return refuse("must be an object")
 		}
 		fields := jsonFields(dst.Type())
-		// Sorted, so that the same body always lists its errors alike.
-		for _, name := range slices.Sorted(maps.Keys(obj)) {
-			i, known := fields[name]
+		var members sortedMembers
+		err := d.object(path, tag, func(name string) error {
+			f, known := fields[name]
 			if !known {
-				b.refuse(join(path, name), "is not a known field")
-				continue
+				var e fieldErrors
+				e.add(join(path, name), "is not a known field")
+				members.add(name, e)
+				return d.dec.SkipValue()
 			}
-			b.bind(join(path, name), obj[name], dst.Field(i))
-		}
+			e, err := d.bind(join(path, name), dst.Field(f.index), f.tag)
+			members.add(name, e)
+			return err
+		}, &members)
+		return members.errors(), err
 
 	case reflect.Map:
-		obj, ok := v.(map[string]any)
-		if !ok {
-			b.refuse(path, "must be an object")
-			return
+		if kind != '{' {
+			return refuse("must be an object")
 		}
-		m := reflect.MakeMapWithSize(dst.Type(), len(obj))
-		for _, k := range slices.Sorted(maps.Keys(obj)) {
+		m := reflect.MakeMap(dst.Type())
+		var members sortedMembers
+		err := d.object(path, tag, func(name string) error {
 			elem := reflect.New(dst.Type().Elem()).Elem()
-			b.bind(join(path, k), obj[k], elem)
-			m.SetMapIndex(reflect.ValueOf(k).Convert(dst.Type().Key()), elem)
-		}
+			e, err := d.bind(join(path, name), elem, "")
+			members.add(name, e)
+			m.SetMapIndex(reflect.ValueOf(name).Convert(dst.Type().Key()), elem)
+			return err
+		}, &members)
 		dst.Set(m)
+		return members.errors(), err
 
 	case reflect.Slice:
-		arr, ok := v.([]any)
-		if !ok {
-			b.refuse(path, "must be an array")
-			return
+		if kind != '[' {
+			return refuse("must be an array")
 		}
-		s := reflect.MakeSlice(dst.Type(), len(arr), len(arr))
-		for i, elem := range arr {
-			b.bind(fmt.Sprintf("%s[%d]", path, i), elem, s.Index(i))
+		if _, err := d.dec.ReadToken(); err != nil {
+			return errs, err
 		}
+		limit := tagLimit(tag, "maxItems")
+		s := reflect.MakeSlice(dst.Type(), 0, 0)
+		for i := 0; ; i++ {
+			if k, err := d.next(']'); k == ']' || err != nil {
+				if err == nil {
+					break
+				}
+				return errs, err
+			}
+			if limit > 0 && i == limit {
+				errs.add(path, fmt.Sprintf("must contain at most %d items", limit))
+				d.stopped = true
+				dst.Set(s)
+				return errs, nil
+			}
+			s = reflect.Append(s, reflect.New(dst.Type().Elem()).Elem())
+			e, err := d.bind(fmt.Sprintf("%s[%d]", path, i), s.Index(i), "")
+			errs.merge(e)
+			if err != nil || d.stopped {
+				dst.Set(s)
+				return errs, err
+			}
+		}
+		_, err := d.dec.ReadToken()
 		dst.Set(s)
+		return errs, err
 
 	case reflect.String:
-		s, ok := v.(string)
-		if !ok {
-			b.refuse(path, "must be a string")
-			return
+		if kind != '"' {
+			return refuse("must be a string")
 		}
-		dst.SetString(s)
+		tok, err := d.dec.ReadToken()
+		if err == nil {
+			dst.SetString(tok.String())
+		}
+		return errs, err
 
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		num, ok := v.(json.Number)
-		if !ok {
-			b.refuse(path, "must be an integer")
-			return
+		if kind != '0' {
+			return refuse("must be an integer")
 		}
-		n, err := jsonInteger(string(num))
+		raw, err := d.dec.ReadValue()
+		if err != nil {
+			return errs, err
+		}
+		n, err := jsonInteger(string(raw))
 		switch {
 		case errors.Is(err, errNotWhole):
-			b.refuse(path, "must be a whole number")
+			errs.add(path, "must be a whole number")
 		case err != nil, dst.OverflowInt(n):
-			b.refuse(path, "is out of range")
+			errs.add(path, "is out of range")
 		default:
 			dst.SetInt(n)
 		}
+		return errs, nil
 
 	case reflect.Bool:
-		t, ok := v.(bool)
-		if !ok {
-			b.refuse(path, "must be true or false")
-			return
+		if kind != 't' && kind != 'f' {
+			return refuse("must be true or false")
 		}
-		dst.SetBool(t)
+		tok, err := d.dec.ReadToken()
+		if err == nil {
+			dst.SetBool(tok.Bool())
+		}
+		return errs, err
 
 	default:
 		// A DTO with a field kind the binder does not know is a programming
@@ -179,10 +293,70 @@ func (b *binder) bind(path string, v any, dst reflect.Value) {
 	}
 }
 
+// object reads an object's members, calling member for each name with the
+// decoder at its value, and refuses more members than the tag's
+// maxProperties at the first one too many, ending the decoding there.
+func (d *streamBinder) object(path string, tag reflect.StructTag, member func(name string) error, members *sortedMembers) error {
+	if _, err := d.dec.ReadToken(); err != nil {
+		return err
+	}
+	limit := tagLimit(tag, "maxProperties")
+	for n := 0; ; n++ {
+		if k, err := d.next('}'); k == '}' || err != nil {
+			if err == nil {
+				break
+			}
+			return err
+		}
+		if limit > 0 && n == limit {
+			var e fieldErrors
+			e.add(path, fmt.Sprintf("must have at most %d keys", limit))
+			members.add("", e)
+			d.stopped = true
+			return nil
+		}
+		tok, err := d.dec.ReadToken()
+		if err != nil {
+			return err
+		}
+		if err := member(tok.String()); err != nil || d.stopped {
+			return err
+		}
+	}
+	_, err := d.dec.ReadToken()
+	return err
+}
+
+// next peeks at the next token: end is the closing delimiter the caller
+// waits for. A syntax error comes back as the error.
+func (d *streamBinder) next(end jsontext.Kind) (jsontext.Kind, error) {
+	k := d.dec.PeekKind()
+	if k == 0 {
+		_, err := d.dec.ReadToken()
+		if err == nil {
+			err = errors.New("unexpected end of the body")
+		}
+		return 0, err
+	}
+	return k, nil
+}
+
+// tagLimit reads a size limit from a struct tag; 0 when there is none.
+func tagLimit(tag reflect.StructTag, name string) int {
+	n, _ := strconv.Atoi(tag.Get(name))
+	return n
+}
+
+// jsonField is a struct field as the binder sees it.
+type jsonField struct {
+	index int
+	tag   reflect.StructTag
+}
+
 // jsonFields maps the JSON names of a struct's exported fields to their
-// index.
-func jsonFields(t reflect.Type) map[string]int {
-	fields := make(map[string]int, t.NumField())
+// index and tag.
+func jsonFields(t reflect.Type) map[string]jsonField {
+	fields := make(map[string]jsonField, t.NumField())
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if !f.IsExported() {
@@ -195,7 +369,7 @@ func jsonFields(t reflect.Type) map[string]int {
 		case "":
 			name = f.Name
 		}
-		fields[name] = i
+		fields[name] = jsonField{index: i, tag: f.Tag}
 	}
 	return fields
 }

@@ -2,12 +2,16 @@ package handlers
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/big"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/problem"
 )
 
@@ -157,4 +161,71 @@ func TestDecodeStrict(t *testing.T) {
 		require.NoError(t, decodeStrict([]byte(" \n"), &req))
 		require.Equal(t, CreateOrderRequest{}, req)
 	})
+}
+
+// TestDecodeStrictIsBounded: an array or object beyond its DTO's limit is
+// refused at the first element too many, and at most MaxFieldErrors fields
+// are listed, in name order, with the count of all.
+func TestDecodeStrictIsBounded(t *testing.T) {
+	t.Run("half a million items", func(t *testing.T) {
+		body := `{"customer_id":"c","items":[` + strings.Repeat(`{"sku":"s","name":"n","quantity":1,"unit_amount":1},`, 500_000) + `{}]}`
+		var req CreateOrderRequest
+		var re *requestError
+		require.ErrorAs(t, decodeStrict([]byte(body), &req), &re)
+		require.Equal(t, []problem.FieldError{{Field: "items", Message: "must contain at most 100 items"}}, re.fields)
+		require.Len(t, req.Items, 100, "decoding stopped at the limit")
+	})
+	t.Run("too many metadata keys", func(t *testing.T) {
+		var sb strings.Builder
+		sb.WriteString(`{"metadata":{`)
+		for i := range 60 {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			sb.WriteString(`"k` + strconv.Itoa(i) + `":"v"`)
+		}
+		sb.WriteString(`}}`)
+		var req CreateOrderRequest
+		var re *requestError
+		require.ErrorAs(t, decodeStrict([]byte(sb.String()), &req), &re)
+		require.Equal(t, []problem.FieldError{{Field: "metadata", Message: "must have at most 50 keys"}}, re.fields)
+	})
+	t.Run("thirty unknown members: twenty listed in name order, thirty counted", func(t *testing.T) {
+		var sb strings.Builder
+		sb.WriteString(`{`)
+		for i := 29; i >= 0; i-- {
+			fmt.Fprintf(&sb, `"x%02d":1,`, i)
+		}
+		sb.WriteString(`"customer_id":"c"}`)
+		var req CreateOrderRequest
+		var re *requestError
+		require.ErrorAs(t, decodeStrict([]byte(sb.String()), &req), &re)
+		require.Len(t, re.fields, MaxFieldErrors)
+		require.Equal(t, 30, re.count)
+		for i, f := range re.fields {
+			require.Equal(t, fmt.Sprintf("x%02d", i), f.Field)
+		}
+	})
+	t.Run("the DTO's limits are the domain's", func(t *testing.T) {
+		typ := reflect.TypeFor[CreateOrderRequest]()
+		items, _ := typ.FieldByName("Items")
+		require.Equal(t, strconv.Itoa(payments.MaxItems), items.Tag.Get("maxItems"))
+		metadata, _ := typ.FieldByName("Metadata")
+		require.Equal(t, strconv.Itoa(payments.MaxMetadataKeys), metadata.Tag.Get("maxProperties"))
+	})
+}
+
+// TestValidationProblemIsBounded: a domain refusal of many fields lists
+// twenty and counts them all.
+func TestValidationProblemIsBounded(t *testing.T) {
+	fields := make([]payments.FieldError, 250)
+	for i := range fields {
+		fields[i] = payments.FieldError{Field: fmt.Sprintf("items[%d].sku", i), Message: "is required"}
+	}
+	p := validationProblem("", toProblemFields(fields), len(fields))
+	require.Len(t, p.Errors, MaxFieldErrors)
+	require.Equal(t, 250, p.ErrorCount)
+	require.Contains(t, p.Detail, "at least 250")
+	small := validationProblem("", []problem.FieldError{{Field: "a", Message: "b"}}, 1)
+	require.Zero(t, small.ErrorCount, "error_count only when more were found than listed")
 }

@@ -47,9 +47,9 @@ type CreateOrderRequest struct {
 	// Currency is an upper-case ISO 4217 code.
 	Currency string `json:"currency" validate:"required" enums:"AUD,BRL,CAD,CHF,EUR,GBP,INR,JPY,MXN,USD" example:"BRL"`
 	// Items are the order's lines, 1 to 100.
-	Items []OrderItem `json:"items" validate:"required"`
+	Items []OrderItem `json:"items" validate:"required" minItems:"1" maxItems:"100"`
 	// Metadata is free-form: at most 50 keys of up to 40 characters, values up to 500.
-	Metadata map[string]string `json:"metadata,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty" maxProperties:"50"`
 }
 
 // OrderItem is one line of an order, in requests and responses alike.

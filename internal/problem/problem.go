@@ -62,8 +62,12 @@ type Problem struct {
 	Detail string `json:"detail" validate:"required" example:"The request has 1 invalid field."`
 	// Code is the slug of Type, stable for clients to switch on.
 	Code string `json:"code" validate:"required" example:"validation_failed"`
-	// Errors lists the refused fields of a validation problem.
+	// Errors lists the refused fields of a validation problem, at most 20.
 	Errors []FieldError `json:"errors,omitempty"`
+	// ErrorCount is how many fields were refused when more than Errors
+	// lists; decoding may stop early at a size limit, so it can be a lower
+	// bound.
+	ErrorCount int `json:"error_count,omitempty"`
 	// Extra holds extension members (for example payment_id), written at the
 	// top level of the object. Names that clash with a standard member are
 	// ignored.
@@ -91,7 +95,7 @@ func TypeURI(code string) string { return TypeBase + code }
 // fixed members and MarshalJSON only appends the extensions.
 type standard Problem
 
-var reserved = []string{"type", "title", "status", "detail", "code", "errors"}
+var reserved = []string{"type", "title", "status", "detail", "code", "errors", "error_count"}
 
 // MarshalJSON writes the standard members followed by the Extra members in
 // name order, so that the same problem always encodes to the same bytes (an
