@@ -16,6 +16,10 @@ import (
 // Config is every setting of cmd/api.
 type Config struct {
 	HTTPAddr               string        `env:"HTTP_ADDR" envDefault:":8080"`
+	HTTPReadHeaderTimeout  time.Duration `env:"HTTP_READ_HEADER_TIMEOUT" envDefault:"5s"`
+	HTTPReadTimeout        time.Duration `env:"HTTP_READ_TIMEOUT" envDefault:"15s"`
+	HTTPWriteTimeout       time.Duration `env:"HTTP_WRITE_TIMEOUT" envDefault:"30s"`
+	HTTPIdleTimeout        time.Duration `env:"HTTP_IDLE_TIMEOUT" envDefault:"60s"`
 	DatabaseURL            string        `env:"DATABASE_URL"`
 	SQLitePath             string        `env:"SQLITE_PATH" envDefault:"data/payments.db"`
 	RedisURL               string        `env:"REDIS_URL"`
@@ -72,6 +76,23 @@ func (c Config) validate() error {
 		}
 	}
 	positive("PROVIDER_TIMEOUT", c.ProviderTimeout)
+	positive("HTTP_READ_HEADER_TIMEOUT", c.HTTPReadHeaderTimeout)
+	positive("HTTP_READ_TIMEOUT", c.HTTPReadTimeout)
+	positive("HTTP_WRITE_TIMEOUT", c.HTTPWriteTimeout)
+	positive("HTTP_IDLE_TIMEOUT", c.HTTPIdleTimeout)
+	// The longest legitimate request is a duplicate that waits for its
+	// original (IDEMPOTENCY_WAIT) and then, if the original gave the key
+	// back, makes the provider call itself (PROVIDER_TIMEOUT): the server
+	// must not cut the answer short before that.
+	if longest := c.ProviderTimeout + c.IdempotencyWait; c.HTTPWriteTimeout <= longest {
+		errs = append(errs, fmt.Errorf("HTTP_WRITE_TIMEOUT (%s) must exceed PROVIDER_TIMEOUT + IDEMPOTENCY_WAIT (%s): a payment may take that long", c.HTTPWriteTimeout, longest))
+	}
+	// A request still waiting for the provider must keep its lock: a retry
+	// that took the record over meanwhile would call the provider again
+	// while the first call is still open.
+	if c.ProviderTimeout >= c.IdempotencyLockTimeout {
+		errs = append(errs, fmt.Errorf("PROVIDER_TIMEOUT (%s) must be below IDEMPOTENCY_LOCK_TIMEOUT (%s): a request still waiting for the provider must keep its lock", c.ProviderTimeout, c.IdempotencyLockTimeout))
+	}
 	positive("IDEMPOTENCY_TTL", c.IdempotencyTTL)
 	positive("IDEMPOTENCY_LOCK_TIMEOUT", c.IdempotencyLockTimeout)
 	positive("IDEMPOTENCY_WAIT", c.IdempotencyWait)

@@ -36,6 +36,10 @@ func TestBadSettingsAreNamed(t *testing.T) {
 		"MAX_BODY_BYTES=0":            "MAX_BODY_BYTES",
 		"DEMO_SEED=maybe":             "DEMO_SEED",
 		"IDEMPOTENCY_LOCK_TIMEOUT=0s": "IDEMPOTENCY_LOCK_TIMEOUT",
+		"HTTP_READ_TIMEOUT=0s":        "HTTP_READ_TIMEOUT",
+		"HTTP_IDLE_TIMEOUT=-1s":       "HTTP_IDLE_TIMEOUT",
+		"HTTP_WRITE_TIMEOUT=6s":       "HTTP_WRITE_TIMEOUT (6s) must exceed PROVIDER_TIMEOUT + IDEMPOTENCY_WAIT (7s)",
+		"PROVIDER_TIMEOUT=30s":        "PROVIDER_TIMEOUT (30s) must be below IDEMPOTENCY_LOCK_TIMEOUT (30s)",
 	}
 	for kv, name := range cases {
 		t.Run(kv, func(t *testing.T) {
@@ -43,4 +47,15 @@ func TestBadSettingsAreNamed(t *testing.T) {
 			require.ErrorContains(t, err, name)
 		})
 	}
+}
+
+// TestTimeoutsFitTheLongestRequest: a write timeout that fits the provider
+// timeout and the wait starts; the defaults do.
+func TestTimeoutsFitTheLongestRequest(t *testing.T) {
+	cfg, err := config.Load(nil)
+	require.NoError(t, err)
+	require.Greater(t, cfg.HTTPWriteTimeout, cfg.ProviderTimeout+cfg.IdempotencyWait)
+	require.Less(t, cfg.ProviderTimeout, cfg.IdempotencyLockTimeout)
+	_, err = config.Load([]string{"PROVIDER_TIMEOUT=20s", "HTTP_WRITE_TIMEOUT=23s", "IDEMPOTENCY_LOCK_TIMEOUT=1m"})
+	require.NoError(t, err)
 }

@@ -169,16 +169,25 @@ func Classify(err error) error {
 }
 
 func isConnectionError(err error) bool {
+	// A failure while a new pool connection is opened arrives as a
+	// ConnectError, whatever the server said: the database is unreachable
+	// or refusing connections (ALLOW_CONNECTIONS false is 55000, a server
+	// starting or shutting down 57P03, a full server 53300), and no
+	// statement ran.
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		// Class 08 is "connection exception", 57P "operator intervention"
-		// (shutdown, crash recovery): the server did not do the work.
-		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P")
+		// (a session terminated, shutdown, crash recovery), 53300 "too many
+		// connections": the server did not do the work.
+		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") || pgErr.Code == "53300"
 	}
-	var connectErr *pgconn.ConnectError
 	var netErr net.Error
 	switch {
-	case errors.As(err, &connectErr), errors.As(err, &netErr),
+	case errors.As(err, &netErr),
 		errors.Is(err, driver.ErrBadConn), errors.Is(err, sql.ErrConnDone),
 		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED),
 		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
@@ -189,7 +198,8 @@ func isConnectionError(err error) bool {
 	// the code is SQLITE_BUSY (5), which the driver folds into its text.
 	msg := err.Error()
 	return strings.Contains(msg, "database is locked") || strings.Contains(msg, "SQLITE_BUSY") ||
-		strings.Contains(msg, "sql: database is closed") || strings.Contains(msg, "conn closed")
+		strings.Contains(msg, "sql: database is closed") || strings.Contains(msg, "conn closed") ||
+		strings.Contains(msg, "unable to open database file")
 }
 
 // IsUniqueViolation reports whether err is a unique-constraint clash.

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -24,6 +25,9 @@ import (
 type requestError struct {
 	detail string
 	fields []problem.FieldError
+	// count is how many fields were refused, when more than fields lists
+	// (MaxFieldErrors); zero means len(fields).
+	count int
 }
 
 func (e *requestError) Error() string {
@@ -51,8 +55,44 @@ var errInvalidSignature = errors.New("invalid webhook signature")
 // it their error and return. An error it does not know is a 500 whose cause
 // is logged, never shown.
 func RenderError(c *gin.Context, err error) {
+	if clientGone(c, err) {
+		// Nobody reads this answer. It is no fault of ours: logged at info
+		// and counted under StatusClientClosed, not as a 500.
+		loggerFrom(c).InfoContext(c.Request.Context(), "client went away before the answer",
+			"method", c.Request.Method, "route", c.FullPath(), "error", err)
+		c.AbortWithStatus(StatusClientClosed)
+		return
+	}
 	problem.Write(c, problemFor(c, err))
 }
+
+// StatusClientClosed is the status the access log and the metrics record
+// for a request whose client hung up (or stopped sending its body) before
+// the answer: nginx's 499. It is never sent, there being nobody to send it
+// to.
+const StatusClientClosed = 499
+
+// clientGone reports whether err comes of the client leaving: its request
+// context was cancelled, or reading its body failed (a hang-up, or a body
+// that did not arrive before the read deadline). A body over the limit is
+// the client's mistake, answered 413, not this.
+func clientGone(c *gin.Context, err error) bool {
+	if errors.As(err, new(*http.MaxBytesError)) {
+		return false
+	}
+	if errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil {
+		return true
+	}
+	var read *bodyReadError
+	return errors.As(err, &read) || errors.Is(err, idempotency.ErrBodyRead)
+}
+
+// bodyReadError wraps the error of reading a request body: the connection
+// failed or timed out under it. Whoever reads a body wraps its error so.
+type bodyReadError struct{ err error }
+
+func (e *bodyReadError) Error() string { return "read request body: " + e.err.Error() }
+func (e *bodyReadError) Unwrap() error { return e.err }
 
 // problemFor is the table. Order matters where errors can wrap each other:
 // a body cut at the size limit is 413 whoever read it, and a lost database
@@ -117,19 +157,10 @@ func problemFor(c *gin.Context, err error) problem.Problem {
 		return problem.New(http.StatusBadRequest, problem.CodeValidationFailed, "Validation failed", oneLine(err))
 
 	case errors.As(err, &invalid):
-		p := problem.New(http.StatusBadRequest, problem.CodeValidationFailed, "Validation failed",
-			invalidFieldsDetail(len(invalid.Fields)))
-		p.Errors = toProblemFields(invalid.Fields)
-		return p
+		return validationProblem("", toProblemFields(invalid.Fields), len(invalid.Fields))
 
 	case errors.As(err, &badRequest):
-		detail := badRequest.detail
-		if detail == "" {
-			detail = invalidFieldsDetail(len(badRequest.fields))
-		}
-		p := problem.New(http.StatusBadRequest, problem.CodeValidationFailed, "Validation failed", detail)
-		p.Errors = badRequest.fields
-		return p
+		return validationProblem(badRequest.detail, badRequest.fields, max(badRequest.count, len(badRequest.fields)))
 
 	case errors.Is(err, merchants.ErrUnauthorized):
 		c.Header("WWW-Authenticate", `Bearer realm="api"`)
@@ -197,16 +228,34 @@ func declinedProblem(e *payments.DeclinedError) problem.Problem {
 	return p
 }
 
+// validationProblem is the 400 of a refused request: at most MaxFieldErrors
+// fields listed, and error_count when more were found (a lower bound when
+// decoding stopped at a size limit).
+func validationProblem(detail string, fields []problem.FieldError, count int) problem.Problem {
+	if detail == "" {
+		detail = invalidFieldsDetail(count, len(fields) < count)
+	}
+	p := problem.New(http.StatusBadRequest, problem.CodeValidationFailed, "Validation failed", detail)
+	p.Errors = fields[:min(len(fields), MaxFieldErrors)]
+	if count > len(p.Errors) {
+		p.ErrorCount = count
+	}
+	return p
+}
+
 func toProblemFields(fields []payments.FieldError) []problem.FieldError {
-	out := make([]problem.FieldError, len(fields))
-	for i, f := range fields {
-		out[i] = problem.FieldError{Field: f.Field, Message: f.Message}
+	out := make([]problem.FieldError, min(len(fields), MaxFieldErrors))
+	for i := range out {
+		out[i] = problem.FieldError{Field: fields[i].Field, Message: fields[i].Message}
 	}
 	return out
 }
 
-func invalidFieldsDetail(n int) string {
-	if n == 1 {
+func invalidFieldsDetail(n int, listedFirst bool) string {
+	switch {
+	case listedFirst:
+		return fmt.Sprintf("The request has at least %d invalid fields; the first %d are listed.", n, MaxFieldErrors)
+	case n == 1:
 		return "The request has 1 invalid field."
 	}
 	return fmt.Sprintf("The request has %d invalid fields.", n)

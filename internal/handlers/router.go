@@ -149,7 +149,7 @@ func NewRouter(d Deps) *gin.Engine {
 
 		// Deduplicated by event id in the service, not by Idempotency-Key.
 		hooks := &webhookHandlers{payments: d.Payments, verify: d.VerifyWebhook}
-		r.POST("/v1/webhooks/provider", limitBody(maxBody), hooks.receiveProviderEvent)
+		r.POST("/v1/webhooks/provider", limitBody(min(maxBody, WebhookMaxBodyBytes)), hooks.receiveProviderEvent)
 	}
 
 	return r

@@ -6,11 +6,20 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/problem"
+)
+
+// Limits of a webhook delivery, which arrives unauthenticated until its
+// signature is checked: the body is read whole before that check, so it is
+// small (an event is under 2 KiB) and must arrive in time.
+const (
+	WebhookMaxBodyBytes = 64 << 10
+	WebhookReadTimeout  = 5 * time.Second
 )
 
 // HeaderProviderSignature carries the provider's signature of a webhook:
@@ -99,9 +108,12 @@ type webhookHandlers struct {
 func (h *webhookHandlers) receiveProviderEvent(c *gin.Context) {
 	// The signature covers the exact bytes sent, so they are read whole and
 	// verified before any parsing: nothing unauthenticated reaches a parser.
+	// The read has its own deadline, shorter than the server's, so that a
+	// sender dripping a body holds a connection for seconds, not minutes.
+	_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now().Add(WebhookReadTimeout))
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
-		RenderError(c, fmt.Errorf("read webhook body: %w", err))
+		RenderError(c, &bodyReadError{err: err})
 		return
 	}
 	if err := h.verify(c.GetHeader(HeaderProviderSignature), body); err != nil {
