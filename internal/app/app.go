@@ -232,9 +232,15 @@ func (a *App) Handler() http.Handler { return a.handler }
 // nil after a graceful stop.
 func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	cfg, log := a.cfg, a.log
+	// Every phase of a connection has a deadline, so that a client that
+	// sends slowly, reads slowly or idles holds a connection for bounded
+	// time (config checks the write timeout against the longest payment).
 	srv := &http.Server{
 		Handler:           a.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: cfg.HTTPReadHeaderTimeout,
+		ReadTimeout:       cfg.HTTPReadTimeout,
+		WriteTimeout:      cfg.HTTPWriteTimeout,
+		IdleTimeout:       cfg.HTTPIdleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 

@@ -20,7 +20,7 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/merchants"
 	"github.com/idemkeys/payments/internal/payments"
-	"github.com/idemkeys/payments/internal/testdb"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 // customersAPI is the router with the real idempotency layer and service
@@ -32,7 +32,7 @@ type customersAPI struct {
 
 func newCustomersAPI(t *testing.T, dialect database.Dialect) *customersAPI {
 	t.Helper()
-	db := testdb.Open(t, dialect)
+	db := testkit.OpenDB(t, dialect)
 	ms := merchants.NewStore(db.DB, nil)
 	require.NoError(t, ms.SeedDemo(t.Context()))
 	_, idem, _ := newIdempotency(t, db.DB, idempotency.Config{Wait: 10 * time.Second}, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -77,7 +77,7 @@ func problemCode(t *testing.T, w *httptest.ResponseRecorder) string {
 // although the clash aborts the transaction on PostgreSQL, and so does a
 // storm of identical requests.
 func TestCustomersEndpoint(t *testing.T) {
-	for _, d := range testdb.Dialects {
+	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
 			a := newCustomersAPI(t, d)
