@@ -155,7 +155,7 @@ func TestDemoCheckoutInBrowser(t *testing.T) {
 	// case where the reload cuts the request while the server is still
 	// reserving its key: the record is then left executing as by a crash,
 	// and only a retry after the lock timeout recovers it (seen under load).
-	w := apptest.Start(t, testkit.DatabaseURL(t, database.Postgres), apptest.WithProvider(provider.Config{SlowDelay: time.Second, DuplicateWebhookRate: -1}), apptest.Env("RECONCILE_INTERVAL=200ms", "IDEMPOTENCY_LOCK_TIMEOUT=3s"))
+	w := apptest.Start(t, testkit.DatabaseURL(t, database.Postgres), apptest.WithProvider(provider.Config{SlowDelay: time.Second, DuplicateWebhookRate: -1}), apptest.Env("RECONCILE_INTERVAL=200ms", "IDEMPOTENCY_LOCK_TIMEOUT=3s", "PROVIDER_TIMEOUT=2s"))
 
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(w.URL+"/demo")))
 	pageState := func() string {

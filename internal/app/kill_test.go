@@ -24,7 +24,7 @@ func TestSIGKILLDuringSlowPayment(t *testing.T) {
 	provAddr := testkit.FreeAddr(t)
 	testkit.StartProcess(t, provBin, provAddr) // no WEBHOOK_URL: only the retry may resolve
 	w := apptest.StartBinary(t, apiBin, dbURL, apptest.Env("PROVIDER_URL=http://"+provAddr,
-		"IDEMPOTENCY_LOCK_TIMEOUT=1s", "PROVIDER_TIMEOUT=10s", "RECONCILE_INTERVAL=1h", "IDEMPOTENCY_WAIT=200ms"))
+		"IDEMPOTENCY_LOCK_TIMEOUT=3s", "PROVIDER_TIMEOUT=2500ms", "RECONCILE_INTERVAL=1h", "IDEMPOTENCY_WAIT=200ms"))
 	api := w.Process
 
 	order := w.CreateOrder(t, "sk_test_acme")
