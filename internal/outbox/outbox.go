@@ -6,7 +6,12 @@
 // stream, or the log when Redis is off) and then marks them published. A
 // crash between the two publishes the event again on the next round, so
 // delivery is at least once, never at most once, and every event carries its
-// id: consumers deduplicate on it (see Consumer).
+// id: consumers deduplicate on it (examples/outbox-consumer records the ids
+// it applied in the transaction of the effect).
+//
+// The Redis stream keeps every entry that some consumer group has not
+// acknowledged: RedisStreamPublisher.Trim, which the Dispatcher runs every
+// TrimInterval, cuts below the oldest entry any group still needs.
 package outbox
 
 import (
@@ -15,7 +20,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -39,6 +43,18 @@ type Publisher interface {
 	Publish(ctx context.Context, events []Event) error
 }
 
+// Trimmer is a Publisher whose sink the Dispatcher must trim now and then
+// (RedisStreamPublisher); a broker that ages messages out by itself has no
+// Trim.
+type Trimmer interface {
+	// Trim drops what no consumer needs any more and returns how many
+	// entries it dropped; an error leaves the sink as it was.
+	Trim(ctx context.Context) (int64, error)
+}
+
+// DefaultTrimInterval is how often the Dispatcher trims a Trimmer.
+const DefaultTrimInterval = time.Minute
+
 // Dispatcher moves unpublished events to a Publisher.
 type Dispatcher struct {
 	db       *gorm.DB
@@ -46,6 +62,9 @@ type Dispatcher struct {
 	interval time.Duration
 	batch    int
 	log      *slog.Logger
+	// TrimInterval is how often Run trims the publisher, if it is a
+	// Trimmer; NewDispatcher sets DefaultTrimInterval.
+	TrimInterval time.Duration
 }
 
 // NewDispatcher returns a Dispatcher polling db every interval.
@@ -56,19 +75,29 @@ func NewDispatcher(db *gorm.DB, pub Publisher, interval time.Duration, log *slog
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Dispatcher{db: db, pub: pub, interval: interval, batch: 100, log: log}
+	return &Dispatcher{db: db, pub: pub, interval: interval, batch: 100, log: log, TrimInterval: DefaultTrimInterval}
 }
 
 // Run dispatches until ctx ends.
 func (d *Dispatcher) Run(ctx context.Context) {
 	t := time.NewTicker(d.interval)
 	defer t.Stop()
+	trimmer, _ := d.pub.(Trimmer)
+	nextTrim := time.Now().Add(d.TrimInterval)
 	failing := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if trimmer != nil && time.Now().After(nextTrim) {
+			nextTrim = time.Now().Add(d.TrimInterval)
+			if n, err := trimmer.Trim(ctx); err != nil && ctx.Err() == nil {
+				d.log.WarnContext(ctx, "outbox: trimming the stream failed; it keeps its entries until the next try", "error", err)
+			} else if n > 0 {
+				d.log.DebugContext(ctx, "outbox: trimmed the stream", "entries", n)
+			}
 		}
 		for {
 			n, err := d.DispatchOnce(ctx)
@@ -123,30 +152,6 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (int, error) {
 			"UPDATE outbox_events SET published_at = ? WHERE (merchant_id, id) IN ?", time.Now().UTC(), keys).Error
 	})
 	return n, database.Classify(err)
-}
-
-// StreamKey is the Redis stream the events go to.
-const StreamKey = "outbox:events"
-
-// RedisStreamPublisher appends events to a Redis stream, one entry each,
-// with the event id as a field for consumers to deduplicate on.
-type RedisStreamPublisher struct {
-	Client redis.UniversalClient
-}
-
-// Publish implements Publisher.
-func (p RedisStreamPublisher) Publish(ctx context.Context, events []Event) error {
-	pipe := p.Client.Pipeline()
-	for _, e := range events {
-		pipe.XAdd(ctx, &redis.XAddArgs{
-			Stream: StreamKey,
-			MaxLen: 1_000_000,
-			Approx: true,
-			Values: map[string]any{"event_id": e.ID, "type": e.Type, "merchant_id": e.MerchantID, "payload": e.Payload},
-		})
-	}
-	_, err := pipe.Exec(ctx)
-	return err
 }
 
 // LogPublisher writes events to the log: the outbox's sink when Redis is
