@@ -3,7 +3,8 @@
 //
 // The table is the source of truth: an event exists if and only if its change
 // committed. The Dispatcher moves unpublished events to a Publisher (a Redis
-// stream, or the log when Redis is off) and then marks them published. A
+// stream, a NATS JetStream stream, or the log when Redis is off) and then
+// marks them published. A
 // crash between the two publishes the event again on the next round, so
 // delivery is at least once, never at most once, and every event carries its
 // id: consumers deduplicate on it (examples/outbox-consumer records the ids
@@ -12,6 +13,9 @@
 // The Redis stream keeps every entry that some consumer group has not
 // acknowledged: RedisStreamPublisher.Trim, which the Dispatcher runs every
 // TrimInterval, cuts below the oldest entry any group still needs.
+// JetStream deduplicates by itself: each message carries the event id as
+// Nats-Msg-Id, and the stream drops a repeat within its duplicate window
+// (nats.go has the names and the window).
 package outbox
 
 import (
