@@ -13,3 +13,16 @@ const (
 	fieldMerchantID = "merchant_id"
 	fieldPayload    = "payload"
 )
+
+// The JetStream side (OUTBOX_SINK=nats): the stream the API creates, the
+// subjects it captures (outbox.events.<type>), and the headers of each
+// message, whose data is the event's JSON payload. The event id is the
+// message's Nats-Msg-Id, which the broker deduplicates on.
+const (
+	natsStream   = "OUTBOX"
+	natsSubjects = "outbox.events.>"
+
+	headerMsgID      = "Nats-Msg-Id"
+	headerEventType  = "Outbox-Event-Type"
+	headerMerchantID = "Outbox-Merchant-Id"
+)
