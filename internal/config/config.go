@@ -6,6 +6,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"reflect"
 	"strings"
 	"time"
@@ -27,6 +28,8 @@ type Config struct {
 	RateLimitNewKeys       int           `env:"RATE_LIMIT_NEW_KEYS" envDefault:"0"`
 	RateLimitWindow        time.Duration `env:"RATE_LIMIT_WINDOW" envDefault:"1m"`
 	OutboxInterval         time.Duration `env:"OUTBOX_INTERVAL" envDefault:"200ms"`
+	OutboxSink             string        `env:"OUTBOX_SINK" envDefault:"redis"`
+	NATSURL                string        `env:"NATS_URL" envDefault:"nats://127.0.0.1:4222"`
 	ProviderURL            string        `env:"PROVIDER_URL"`
 	ProviderTimeout        time.Duration `env:"PROVIDER_TIMEOUT" envDefault:"5s"`
 	IdempotencyTTL         time.Duration `env:"IDEMPOTENCY_TTL" envDefault:"24h"`
@@ -110,6 +113,14 @@ func (c Config) validate() error {
 	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
 		errs = append(errs, errors.New("REDIS_URL must be empty or start with redis:// or rediss://"))
 	}
+	switch c.OutboxSink {
+	case OutboxSinkRedis, OutboxSinkNATS:
+	default:
+		errs = append(errs, fmt.Errorf("OUTBOX_SINK must be redis (the stream outbox:events, or the log without REDIS_URL) or nats (JetStream at NATS_URL), got %q", c.OutboxSink))
+	}
+	if err := validateNATSURL(c.NATSURL); err != nil {
+		errs = append(errs, err)
+	}
 	if c.ProviderURL != "" && !strings.HasPrefix(c.ProviderURL, "http://") && !strings.HasPrefix(c.ProviderURL, "https://") {
 		errs = append(errs, errors.New("PROVIDER_URL must be empty (in-process provider) or an http(s):// URL"))
 	}
@@ -141,6 +152,34 @@ func (c Config) validate() error {
 	}
 	errs = append(errs, c.validateSecrets()...)
 	return errors.Join(errs...)
+}
+
+// Values of OUTBOX_SINK.
+const (
+	OutboxSinkRedis = "redis"
+	OutboxSinkNATS  = "nats"
+)
+
+// validateNATSURL accepts what nats.go dials: one URL, or several separated
+// by commas (a cluster's seed servers), each nats://, tls://, ws:// or
+// wss:// with a host.
+func validateNATSURL(v string) error {
+	if v == "" {
+		return errors.New("NATS_URL must not be empty (default nats://127.0.0.1:4222)")
+	}
+	for part := range strings.SplitSeq(v, ",") {
+		part = strings.TrimSpace(part)
+		u, err := url.Parse(part)
+		if err != nil || u.Host == "" || u.Path != "" && u.Path != "/" {
+			return errors.New("NATS_URL must be nats://host:port (or tls://, ws://, wss://), several separated by commas")
+		}
+		switch u.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			return fmt.Errorf("NATS_URL must be nats://host:port (or tls://, ws://, wss://), got scheme %q", u.Scheme)
+		}
+	}
+	return nil
 }
 
 // nameSettings rewrites the library's parse errors, which name the Go field,

@@ -24,6 +24,8 @@ func TestDefaultsAreTheContracts(t *testing.T) {
 	require.True(t, cfg.DemoSeed)
 	require.Equal(t, "whsec_test", cfg.ProviderWebhookSecret)
 	require.EqualValues(t, 1048576, cfg.MaxBodyBytes)
+	require.Equal(t, config.OutboxSinkRedis, cfg.OutboxSink)
+	require.Equal(t, "nats://127.0.0.1:4222", cfg.NATSURL)
 }
 
 func TestBadSettingsAreNamed(t *testing.T) {
@@ -40,6 +42,12 @@ func TestBadSettingsAreNamed(t *testing.T) {
 		"HTTP_IDLE_TIMEOUT=-1s":       "HTTP_IDLE_TIMEOUT",
 		"HTTP_WRITE_TIMEOUT=6s":       "HTTP_WRITE_TIMEOUT (6s) must exceed PROVIDER_TIMEOUT + IDEMPOTENCY_WAIT (7s)",
 		"PROVIDER_TIMEOUT=30s":        "PROVIDER_TIMEOUT (30s) must be below IDEMPOTENCY_LOCK_TIMEOUT (30s)",
+		"OUTBOX_SINK=kafka":           "OUTBOX_SINK must be redis",
+		"OUTBOX_SINK=NATS":            "OUTBOX_SINK must be redis",
+		"NATS_URL=127.0.0.1:4222":     "NATS_URL must be nats://host:port",
+		"NATS_URL=http://nats:4222":   "NATS_URL must be nats://host:port",
+		"NATS_URL=nats://a:1,b:2":     "NATS_URL must be nats://host:port",
+		"NATS_URL=nats:///stream":     "NATS_URL must be nats://host:port",
 	}
 	for kv, name := range cases {
 		t.Run(kv, func(t *testing.T) {
@@ -58,4 +66,22 @@ func TestTimeoutsFitTheLongestRequest(t *testing.T) {
 	require.Less(t, cfg.ProviderTimeout, cfg.IdempotencyLockTimeout)
 	_, err = config.Load([]string{"PROVIDER_TIMEOUT=20s", "HTTP_WRITE_TIMEOUT=23s", "IDEMPOTENCY_LOCK_TIMEOUT=1m"})
 	require.NoError(t, err)
+}
+
+func TestOutboxSinkSettings(t *testing.T) {
+	for _, env := range [][]string{
+		{"OUTBOX_SINK=nats"},
+		{"OUTBOX_SINK=nats", "NATS_URL=nats://n1:4222,nats://n2:4222"},
+		{"OUTBOX_SINK=nats", "NATS_URL=tls://user:secret@nats.internal:4222"},
+		{"OUTBOX_SINK=redis", "REDIS_URL=redis://127.0.0.1:6379/0"},
+	} {
+		cfg, err := config.Load(env)
+		require.NoError(t, err, env)
+		require.Contains(t, []string{config.OutboxSinkRedis, config.OutboxSinkNATS}, cfg.OutboxSink)
+	}
+	_, err := config.Load([]string{"NATS_URL=tls://user:secret@nats.internal"})
+	require.NoError(t, err)
+	_, err = config.Load([]string{"NATS_URL=ftp://user:secret@nats.internal"})
+	require.ErrorContains(t, err, "NATS_URL")
+	require.NotContains(t, err.Error(), "secret", "no credentials in the message")
 }
