@@ -37,7 +37,7 @@ const docTemplate = `{
         },
         "/readyz": {
             "get": {
-                "description": "Checks the database and, when configured, Redis. Without the database nothing works: 503. Without Redis the API still works, slower: degraded, 200.",
+                "description": "Checks the database and, when configured, Redis and the outbox's NATS server, and names the outbox's sink. Without the database nothing works: 503. Without Redis the API still works, slower: degraded, 200. Without NATS (OUTBOX_SINK=nats) the API works and events wait in the database until it is back: degraded, 200.",
                 "produces": [
                     "application/json"
                 ],
@@ -1514,6 +1514,26 @@ const docTemplate = `{
                         "down"
                     ],
                     "example": "up"
+                },
+                "nats": {
+                    "description": "NATS is the NATS server when the outbox publishes there, off\notherwise. Down is degraded: events wait in the database.",
+                    "type": "string",
+                    "enum": [
+                        "up",
+                        "down",
+                        "off"
+                    ],
+                    "example": "off"
+                },
+                "outbox": {
+                    "description": "Outbox names where the outbox dispatcher publishes (OUTBOX_SINK, or\nthe log when it is redis and Redis is off).",
+                    "type": "string",
+                    "enum": [
+                        "redis",
+                        "nats",
+                        "log"
+                    ],
+                    "example": "log"
                 },
                 "redis": {
                     "type": "string",

@@ -48,12 +48,27 @@ type ReadinessResponse struct {
 type ReadinessChecks struct {
 	Database string `json:"database" enums:"up,down" example:"up"`
 	Redis    string `json:"redis" enums:"up,down,off" example:"off"`
+	// Outbox names where the outbox dispatcher publishes (OUTBOX_SINK, or
+	// the log when it is redis and Redis is off).
+	Outbox string `json:"outbox" enums:"redis,nats,log" example:"log"`
+	// NATS is the NATS server when the outbox publishes there, off
+	// otherwise. Down is degraded: events wait in the database.
+	NATS string `json:"nats" enums:"up,down,off" example:"off"`
 }
+
+// Outbox sinks as /readyz reports them.
+const (
+	OutboxRedis = "redis"
+	OutboxNATS  = "nats"
+	OutboxLog   = "log"
+)
 
 // healthHandlers serves the probes.
 type healthHandlers struct {
-	db    Pinger
-	redis Pinger // nil when the Redis layer is off
+	db     Pinger
+	redis  Pinger // nil when the Redis layer is off
+	outbox string // OutboxRedis, OutboxNATS or OutboxLog
+	nats   Pinger // nil unless the outbox publishes to NATS
 }
 
 // healthz godoc
@@ -71,7 +86,7 @@ func (h *healthHandlers) healthz(c *gin.Context) {
 // readyz godoc
 //
 //	@Summary		Readiness probe
-//	@Description	Checks the database and, when configured, Redis. Without the database nothing works: 503. Without Redis the API still works, slower: degraded, 200.
+//	@Description	Checks the database and, when configured, Redis and the outbox's NATS server, and names the outbox's sink. Without the database nothing works: 503. Without Redis the API still works, slower: degraded, 200. Without NATS (OUTBOX_SINK=nats) the API works and events wait in the database until it is back: degraded, 200.
 //	@Tags			health
 //	@Produce		json
 //	@Success		200	{object}	ReadinessResponse
@@ -81,7 +96,7 @@ func (h *healthHandlers) readyz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), ReadyTimeout)
 	defer cancel()
 
-	resp := ReadinessResponse{Status: "ok", Checks: ReadinessChecks{Database: checkUp, Redis: checkOff}}
+	resp := ReadinessResponse{Status: "ok", Checks: ReadinessChecks{Database: checkUp, Redis: checkOff, Outbox: h.outbox, NATS: checkOff}}
 	status := http.StatusOK
 	if err := h.db.Ping(ctx); err != nil {
 		loggerFrom(c).WarnContext(ctx, "readiness: database down", "error", err)
@@ -92,6 +107,13 @@ func (h *healthHandlers) readyz(c *gin.Context) {
 		if err := h.redis.Ping(ctx); err != nil {
 			loggerFrom(c).WarnContext(ctx, "readiness: redis down", "error", err)
 			resp.Status, resp.Checks.Redis = "degraded", checkDown
+		}
+	}
+	if h.nats != nil {
+		resp.Checks.NATS = checkUp
+		if err := h.nats.Ping(ctx); err != nil {
+			loggerFrom(c).WarnContext(ctx, "readiness: nats down", "error", err)
+			resp.Status, resp.Checks.NATS = "degraded", checkDown
 		}
 	}
 	c.JSON(status, resp)

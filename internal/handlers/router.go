@@ -45,6 +45,12 @@ type Deps struct {
 	// Redis is checked by /readyz; nil (an untyped nil) when the Redis
 	// layer is off.
 	Redis Pinger
+	// OutboxSink is where the outbox publishes, for /readyz: OutboxRedis,
+	// OutboxNATS or OutboxLog; empty means OutboxLog.
+	OutboxSink string
+	// NATS is checked by /readyz when the outbox publishes to NATS; nil
+	// otherwise.
+	NATS Pinger
 	// MaxBodyBytes bounds request bodies; zero means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// IdempotencyKeys serves GET /v1/idempotency-keys/{key}
@@ -104,7 +110,11 @@ func NewRouter(d Deps) *gin.Engine {
 	auth := authenticate(d.Auth)
 	r.NoRoute(notFound(auth))
 
-	health := &healthHandlers{db: d.Database, redis: d.Redis}
+	sink := d.OutboxSink
+	if sink == "" {
+		sink = OutboxLog
+	}
+	health := &healthHandlers{db: d.Database, redis: d.Redis, outbox: sink, nats: d.NATS}
 	r.GET("/healthz", health.healthz)
 	r.GET("/readyz", health.readyz)
 	r.GET("/demo", demoPage())

@@ -431,14 +431,19 @@ func TestProbes(t *testing.T) {
 		name     string
 		db       handlers.Pinger
 		redis    handlers.Pinger
+		sink     string
+		nats     handlers.Pinger
 		status   int
 		response string
 	}{
-		{"all up, no redis", up, nil, 200, `{"status":"ok","checks":{"database":"up","redis":"off"}}`},
-		{"all up", up, up, 200, `{"status":"ok","checks":{"database":"up","redis":"up"}}`},
-		{"redis down is degraded, still serving", up, down, 200, `{"status":"degraded","checks":{"database":"up","redis":"down"}}`},
-		{"database down", down, nil, 503, `{"status":"degraded","checks":{"database":"down","redis":"off"}}`},
-		{"both down", down, down, 503, `{"status":"degraded","checks":{"database":"down","redis":"down"}}`},
+		{"all up, no redis", up, nil, "", nil, 200, `{"status":"ok","checks":{"database":"up","redis":"off","outbox":"log","nats":"off"}}`},
+		{"all up", up, up, handlers.OutboxRedis, nil, 200, `{"status":"ok","checks":{"database":"up","redis":"up","outbox":"redis","nats":"off"}}`},
+		{"redis down is degraded, still serving", up, down, handlers.OutboxRedis, nil, 200, `{"status":"degraded","checks":{"database":"up","redis":"down","outbox":"redis","nats":"off"}}`},
+		{"database down", down, nil, "", nil, 503, `{"status":"degraded","checks":{"database":"down","redis":"off","outbox":"log","nats":"off"}}`},
+		{"both down", down, down, handlers.OutboxRedis, nil, 503, `{"status":"degraded","checks":{"database":"down","redis":"down","outbox":"redis","nats":"off"}}`},
+		{"nats up", up, nil, handlers.OutboxNATS, up, 200, `{"status":"ok","checks":{"database":"up","redis":"off","outbox":"nats","nats":"up"}}`},
+		{"nats down is degraded, still serving", up, up, handlers.OutboxNATS, down, 200, `{"status":"degraded","checks":{"database":"up","redis":"up","outbox":"nats","nats":"down"}}`},
+		{"database and nats down", down, nil, handlers.OutboxNATS, down, 503, `{"status":"degraded","checks":{"database":"down","redis":"off","outbox":"nats","nats":"down"}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -446,7 +451,7 @@ func TestProbes(t *testing.T) {
 				Log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 				Auth:   authFunc(func(context.Context, string) (string, error) { return "", merchants.ErrUnauthorized }),
 				Orders: payments.NewService(nil, nil), IdempotentAtomic: passThrough,
-				Database: tt.db, Redis: tt.redis,
+				Database: tt.db, Redis: tt.redis, OutboxSink: tt.sink, NATS: tt.nats,
 			})
 			for path, want := range map[string]struct {
 				status int
