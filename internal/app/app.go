@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkeys/payments/internal/config"
 	"github.com/idemkeys/payments/internal/database"
@@ -141,7 +142,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		Log:          log,
 	}
 	var redisPinger handlers.Pinger
-	var publisher outbox.Publisher = outbox.LogPublisher{Log: log.With("component", "outbox")}
+	var redisClient redis.UniversalClient
 	if cfg.RedisURL != "" {
 		// Redis accelerates (replays, wake-ups, the shared rate limit);
 		// PostgreSQL stays the truth, so Redis being down at start is no
@@ -157,11 +158,15 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		}
 		a.closers = append(a.closers, func() error { cache.Close(); return client.Close() })
 		idemCfg.Cache = cache
-		redisPinger = cache
-		publisher = outbox.RedisStreamPublisher{Client: client}
+		redisPinger, redisClient = cache, client
 		if cfg.RateLimitNewKeys > 0 {
 			idemCfg.Limiter = redisidem.NewLimiter(client, cfg.RateLimitNewKeys, cfg.RateLimitWindow, cfg.RedisTimeout)
 		}
+	}
+	sink, err := a.newOutboxSink(ctx, redisClient)
+	if err != nil {
+		_ = a.close(ctx)
+		return nil, err
 	}
 	keeper := idempotency.New(records, idemCfg)
 	// Closed before the cache it still uses (closers run last first).
@@ -200,6 +205,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Database:     db,
 		Redis:        redisPinger,
+		OutboxSink:   sink.name,
+		NATS:         sink.nats,
 
 		IdempotencyKeys: keeper,
 		HashKey:         handlers.NewKeyHasher([]byte(cfg.LogKeySecret)),
@@ -217,7 +224,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		OnResult:   m.Reconciled,
 		Open:       handlers.NewOpenRecords(idemStore),
 	}, log)
-	dispatcher := outbox.NewDispatcher(db.DB, publisher, cfg.OutboxInterval, log.With("component", "outbox"))
+	dispatcher := outbox.NewDispatcher(db.DB, sink.publisher, cfg.OutboxInterval, log.With("component", "outbox"))
 	a.workers = []func(context.Context){janitor.Run, reconciler.Run, dispatcher.Run}
 	return a, nil
 }
