@@ -92,7 +92,7 @@ swagger-check: swagger ## Regenerate api/ and fail if it differs from what is co
 	@if ! git diff --exit-code -- api/ || [[ -n "$$(git status --porcelain -- api/)" ]]; then \
 		echo "api/ is out of date: run 'make swagger' and commit api/"; exit 1; fi
 
-ci: ## Run what CI runs: .ci/run starts PostgreSQL and Redis if needed, then make test
+ci: ## Run what CI runs: .ci/run starts PostgreSQL, Redis and NATS if needed, then make test
 	bash .ci/run
 
 ## Building
