@@ -120,6 +120,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		return nil, err
 	}
 	storeOpts := []gormstore.Option{gormstore.WithClassify(database.Classify)}
+	if cfg.IdempotencyTombstones {
+		storeOpts = append(storeOpts, gormstore.WithTombstones(cfg.IdempotencyTombstoneTTL))
+	}
 	if cipher != nil {
 		storeOpts = append(storeOpts, gormstore.WithCipher(cipher))
 	}
@@ -136,6 +139,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Timeouts:     idempotency.Timeouts{Cache: cfg.RedisTimeout},
 		Keep:         handlers.Keep,
+		Tombstones:   cfg.IdempotencyTombstones,
 		Transactor:   idemStore,
 		Clock:        clock,
 		Observer:     m.IdempotencyObserver(),

@@ -16,35 +16,37 @@ import (
 
 // Config is every setting of cmd/api.
 type Config struct {
-	HTTPAddr               string        `env:"HTTP_ADDR" envDefault:":8080"`
-	HTTPReadHeaderTimeout  time.Duration `env:"HTTP_READ_HEADER_TIMEOUT" envDefault:"5s"`
-	HTTPReadTimeout        time.Duration `env:"HTTP_READ_TIMEOUT" envDefault:"15s"`
-	HTTPWriteTimeout       time.Duration `env:"HTTP_WRITE_TIMEOUT" envDefault:"30s"`
-	HTTPIdleTimeout        time.Duration `env:"HTTP_IDLE_TIMEOUT" envDefault:"60s"`
-	DatabaseURL            string        `env:"DATABASE_URL"`
-	SQLitePath             string        `env:"SQLITE_PATH" envDefault:"data/payments.db"`
-	RedisURL               string        `env:"REDIS_URL"`
-	RedisTimeout           time.Duration `env:"REDIS_TIMEOUT" envDefault:"200ms"`
-	RateLimitNewKeys       int           `env:"RATE_LIMIT_NEW_KEYS" envDefault:"0"`
-	RateLimitWindow        time.Duration `env:"RATE_LIMIT_WINDOW" envDefault:"1m"`
-	OutboxInterval         time.Duration `env:"OUTBOX_INTERVAL" envDefault:"200ms"`
-	OutboxSink             string        `env:"OUTBOX_SINK" envDefault:"redis"`
-	NATSURL                string        `env:"NATS_URL" envDefault:"nats://127.0.0.1:4222"`
-	ProviderURL            string        `env:"PROVIDER_URL"`
-	ProviderTimeout        time.Duration `env:"PROVIDER_TIMEOUT" envDefault:"5s"`
-	IdempotencyTTL         time.Duration `env:"IDEMPOTENCY_TTL" envDefault:"24h"`
-	IdempotencyLockTimeout time.Duration `env:"IDEMPOTENCY_LOCK_TIMEOUT" envDefault:"30s"`
-	IdempotencyWait        time.Duration `env:"IDEMPOTENCY_WAIT" envDefault:"2s"`
-	ReconcileInterval      time.Duration `env:"RECONCILE_INTERVAL" envDefault:"5s"`
-	DemoSeed               bool          `env:"DEMO_SEED" envDefault:"true"`
-	ProviderWebhookSecret  string        `env:"PROVIDER_WEBHOOK_SECRET" envDefault:"whsec_test"`
-	ProviderWebhookDelay   time.Duration `env:"PROVIDER_WEBHOOK_DELAY" envDefault:"10s"`
-	MaxBodyBytes           int64         `env:"MAX_BODY_BYTES" envDefault:"1048576"`
-	ShutdownTimeout        time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
-	DBMaxConns             int           `env:"DB_MAX_CONNS" envDefault:"20"`
-	DBConnectTimeout       time.Duration `env:"DB_CONNECT_TIMEOUT" envDefault:"30s"`
-	JanitorInterval        time.Duration `env:"JANITOR_INTERVAL" envDefault:"1m"`
-	LogLevel               string        `env:"LOG_LEVEL" envDefault:"info"`
+	HTTPAddr                string        `env:"HTTP_ADDR" envDefault:":8080"`
+	HTTPReadHeaderTimeout   time.Duration `env:"HTTP_READ_HEADER_TIMEOUT" envDefault:"5s"`
+	HTTPReadTimeout         time.Duration `env:"HTTP_READ_TIMEOUT" envDefault:"15s"`
+	HTTPWriteTimeout        time.Duration `env:"HTTP_WRITE_TIMEOUT" envDefault:"30s"`
+	HTTPIdleTimeout         time.Duration `env:"HTTP_IDLE_TIMEOUT" envDefault:"60s"`
+	DatabaseURL             string        `env:"DATABASE_URL"`
+	SQLitePath              string        `env:"SQLITE_PATH" envDefault:"data/payments.db"`
+	RedisURL                string        `env:"REDIS_URL"`
+	RedisTimeout            time.Duration `env:"REDIS_TIMEOUT" envDefault:"200ms"`
+	RateLimitNewKeys        int           `env:"RATE_LIMIT_NEW_KEYS" envDefault:"0"`
+	RateLimitWindow         time.Duration `env:"RATE_LIMIT_WINDOW" envDefault:"1m"`
+	OutboxInterval          time.Duration `env:"OUTBOX_INTERVAL" envDefault:"200ms"`
+	OutboxSink              string        `env:"OUTBOX_SINK" envDefault:"redis"`
+	NATSURL                 string        `env:"NATS_URL" envDefault:"nats://127.0.0.1:4222"`
+	ProviderURL             string        `env:"PROVIDER_URL"`
+	ProviderTimeout         time.Duration `env:"PROVIDER_TIMEOUT" envDefault:"5s"`
+	IdempotencyTTL          time.Duration `env:"IDEMPOTENCY_TTL" envDefault:"24h"`
+	IdempotencyLockTimeout  time.Duration `env:"IDEMPOTENCY_LOCK_TIMEOUT" envDefault:"30s"`
+	IdempotencyWait         time.Duration `env:"IDEMPOTENCY_WAIT" envDefault:"2s"`
+	IdempotencyTombstones   bool          `env:"IDEMPOTENCY_TOMBSTONES" envDefault:"false"`
+	IdempotencyTombstoneTTL time.Duration `env:"IDEMPOTENCY_TOMBSTONE_TTL" envDefault:"720h"`
+	ReconcileInterval       time.Duration `env:"RECONCILE_INTERVAL" envDefault:"5s"`
+	DemoSeed                bool          `env:"DEMO_SEED" envDefault:"true"`
+	ProviderWebhookSecret   string        `env:"PROVIDER_WEBHOOK_SECRET" envDefault:"whsec_test"`
+	ProviderWebhookDelay    time.Duration `env:"PROVIDER_WEBHOOK_DELAY" envDefault:"10s"`
+	MaxBodyBytes            int64         `env:"MAX_BODY_BYTES" envDefault:"1048576"`
+	ShutdownTimeout         time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
+	DBMaxConns              int           `env:"DB_MAX_CONNS" envDefault:"20"`
+	DBConnectTimeout        time.Duration `env:"DB_CONNECT_TIMEOUT" envDefault:"30s"`
+	JanitorInterval         time.Duration `env:"JANITOR_INTERVAL" envDefault:"1m"`
+	LogLevel                string        `env:"LOG_LEVEL" envDefault:"info"`
 
 	// Secrets (secrets.go); no error message or log line ever shows them.
 	LogKeySecret            string `env:"LOG_KEY_SECRET"`
@@ -99,6 +101,7 @@ func (c Config) validate() error {
 	positive("IDEMPOTENCY_TTL", c.IdempotencyTTL)
 	positive("IDEMPOTENCY_LOCK_TIMEOUT", c.IdempotencyLockTimeout)
 	positive("IDEMPOTENCY_WAIT", c.IdempotencyWait)
+	positive("IDEMPOTENCY_TOMBSTONE_TTL", c.IdempotencyTombstoneTTL)
 	positive("RECONCILE_INTERVAL", c.ReconcileInterval)
 	positive("SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
 	positive("DB_CONNECT_TIMEOUT", c.DBConnectTimeout)

@@ -85,7 +85,7 @@ func (r *run) atomic() (*Record, Result, bool) {
 // (expired or released between the insert and the read) means nothing was
 // done: the client's retry runs afresh.
 func (r *run) lostRace() (*Record, Result, bool) {
-	rec, err := r.k.store.Get(r.ctx, r.req.Scope, r.req.Key, r.k.clock.Now())
+	rec, err := r.get()
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil, refused(r.k.inProgress()), true

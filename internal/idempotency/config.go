@@ -40,6 +40,11 @@ type Config struct {
 	// Keep decides which answers are stored and replayed; nil means
 	// KeepSuccess. An answer that is not kept gives the key back.
 	Keep func(Response) bool
+	// Tombstones on: a key whose record expired executes nothing again
+	// (ErrKeyExpired for the same request, ErrKeyReused for another) for as
+	// long as the store remembers it (Store.Tombstone; the store must keep
+	// tombstones too, gormstore.WithTombstones). Off, an expired key is new.
+	Tombstones bool
 
 	// Transactor opens the transaction of Atomic requests; required for
 	// Atomic, unused by Guarded.

@@ -45,6 +45,9 @@ const (
 	// StepTakeOver takes an abandoned record over (the fence grows) and
 	// resumes its operation from the recovery point.
 	StepTakeOver
+	// StepExpired refuses the request: tombstones are on and the key's
+	// record expired; nothing executes.
+	StepExpired
 )
 
 func (s Step) String() string {
@@ -61,6 +64,8 @@ func (s Step) String() string {
 		return "wait"
 	case StepTakeOver:
 		return "take over"
+	case StepExpired:
+		return "expired"
 	}
 	return "unknown"
 }
@@ -78,6 +83,8 @@ func Decide(rec *Record, fingerprint string, now time.Time, mode Mode) Step {
 		return StepReserve
 	case rec.Fingerprint != fingerprint:
 		return StepMismatch
+	case rec.State == StateExpired:
+		return StepExpired
 	case rec.State == StateCompleted && rec.Response != nil:
 		return StepReplay
 	case rec.State == StateExecuting && mode == Guarded && !rec.LockedUntil.After(now):

@@ -18,6 +18,9 @@ var (
 	// ErrKeyReused: the key was used for a different request (other body,
 	// route or path) in the same scope.
 	ErrKeyReused = errors.New("idempotency key reused with a different request")
+	// ErrKeyExpired: with tombstones on, the key's record expired; the
+	// same request again executes nothing.
+	ErrKeyExpired = errors.New("idempotency key expired")
 	// ErrBodyRead: reading the request body failed: the client hung up or
 	// stopped sending. Returned wrapped with the reader's error.
 	ErrBodyRead = errors.New("reading the request body failed")

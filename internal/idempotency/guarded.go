@@ -33,7 +33,7 @@ func (r *run) reserve() (*Record, Result, bool) {
 	case err == nil:
 		return nil, r.execute(rec.Fence, PointStarted, rec.ExpiresAt, OutcomeExecuted), true
 	case errors.Is(err, ErrKeyExists):
-		existing, err := k.store.Get(ctx, r.req.Scope, r.req.Key, k.clock.Now())
+		existing, err := r.get()
 		switch {
 		case errors.Is(err, ErrNotFound):
 			return nil, Result{}, false

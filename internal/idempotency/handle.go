@@ -152,6 +152,8 @@ func (r *run) loop(rec *Record) Result {
 		switch step := Decide(rec, r.req.Fingerprint, r.k.clock.Now(), r.mode); step {
 		case StepMismatch:
 			return refused(ErrKeyReused)
+		case StepExpired:
+			return refused(ErrKeyExpired)
 		case StepReplay:
 			r.waitedFor()
 			return replayed(rec)
@@ -215,7 +217,7 @@ func (r *run) allowNew() (next *Record, refusal *Result) {
 // itself; an Atomic one cannot tell what happened and answers in progress.
 func (r *run) reread() (*Record, Result, bool) {
 	k := r.k
-	rec, err := k.store.Get(r.ctx, r.req.Scope, r.req.Key, k.clock.Now())
+	rec, err := r.get()
 	switch {
 	case errors.Is(err, ErrNotFound) && r.mode == Guarded:
 		return nil, Result{}, false
@@ -225,6 +227,18 @@ func (r *run) reread() (*Record, Result, bool) {
 		return nil, refused(err), true
 	}
 	return rec, Result{}, false
+}
+
+// get reads the key's live record or, with tombstones on, what the store
+// remembers of it past its expiry. It returns ErrNotFound or a store error.
+func (r *run) get() (*Record, error) {
+	k := r.k
+	now := k.clock.Now()
+	rec, err := k.store.Get(r.ctx, r.req.Scope, r.req.Key, now)
+	if errors.Is(err, ErrNotFound) && k.cfg.Tombstones {
+		return k.store.Tombstone(r.ctx, r.req.Scope, r.req.Key, now)
+	}
+	return rec, err
 }
 
 // wait pauses until the record may have changed: a growing pause, or a

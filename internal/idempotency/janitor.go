@@ -25,8 +25,9 @@ type Janitor struct {
 	clock Clock
 	cfg   JanitorConfig
 	log   *slog.Logger
-	// OnPurge, if set, is told how many records each batch deleted.
-	OnPurge func(n int)
+	// OnPurge, if set, is told how many records each batch deleted, and
+	// OnPurgeTombstones how many tombstones.
+	OnPurge, OnPurgeTombstones func(n int)
 }
 
 // NewJanitor returns a Janitor; zero config fields take defaults (1 minute,
@@ -68,14 +69,25 @@ func (j *Janitor) Run(ctx context.Context) {
 }
 
 // PurgeOnce deletes expired records in batches until a batch comes back
-// short, and returns how many it deleted.
+// short, then the tombstones kept past their time the same way, and
+// returns how many records it deleted.
 func (j *Janitor) PurgeOnce(ctx context.Context) (int, error) {
+	total, err := j.drain(ctx, j.store.PurgeExpired, j.OnPurge)
+	if err != nil {
+		return total, err
+	}
+	_, err = j.drain(ctx, j.store.PurgeTombstones, j.OnPurgeTombstones)
+	return total, err
+}
+
+// drain runs purge in batches until one comes back short.
+func (j *Janitor) drain(ctx context.Context, purge func(context.Context, time.Time, int) (int, error), report func(int)) (int, error) {
 	total := 0
 	for {
-		n, err := j.store.PurgeExpired(ctx, j.clock.Now(), j.cfg.BatchSize)
+		n, err := purge(ctx, j.clock.Now(), j.cfg.BatchSize)
 		total += n
-		if n > 0 && j.OnPurge != nil {
-			j.OnPurge(n)
+		if n > 0 && report != nil {
+			report(n)
 		}
 		if err != nil || n < j.cfg.BatchSize {
 			return total, err

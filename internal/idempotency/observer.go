@@ -11,6 +11,7 @@ const (
 	OutcomeRecovered   Outcome = "recovered"    // took over an abandoned record and resumed it
 	OutcomeReplayed    Outcome = "replayed"     // answered from a stored response
 	OutcomeMismatch    Outcome = "mismatch"     // 422: the key holds a different request
+	OutcomeExpired     Outcome = "expired"      // 409: tombstones on, the key's record expired
 	OutcomeInProgress  Outcome = "in_progress"  // 409: the original still runs
 	OutcomeInvalidKey  Outcome = "invalid_key"  // 400: malformed key
 	OutcomeMissingKey  Outcome = "missing_key"  // 400: no key

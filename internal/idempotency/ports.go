@@ -31,8 +31,20 @@ type Store interface {
 	// ErrFenced.
 	Release(ctx context.Context, scope, key string, fence int64, now time.Time) error
 	// PurgeExpired deletes at most limit records that expired at or before
-	// now and returns how many it deleted.
+	// now and returns how many it deleted. A store that keeps tombstones
+	// leaves one for each record it deletes, in the same transaction.
 	PurgeExpired(ctx context.Context, now time.Time, limit int) (int, error)
+
+	// Tombstone returns what the store remembers of a key whose record has
+	// expired: the expired record itself while it is still stored, else the
+	// tombstone its purge left, as a Record in StateExpired (fingerprint,
+	// CreatedAt, ExpiresAt). It returns ErrNotFound when there is neither,
+	// always for a store that keeps no tombstones. The Keeper asks only when
+	// Config.Tombstones is on.
+	Tombstone(ctx context.Context, scope, key string, now time.Time) (*Record, error)
+	// PurgeTombstones deletes at most limit tombstones kept past their time
+	// and returns how many it deleted; zero for a store without them.
+	PurgeTombstones(ctx context.Context, now time.Time, limit int) (int, error)
 }
 
 // Transactor opens the transaction an Atomic request runs in.

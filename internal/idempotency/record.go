@@ -9,10 +9,13 @@ import (
 type State string
 
 // A record is executing from its reservation until its response is stored;
-// a completed record only replays.
+// a completed record only replays. An expired record is what a store with
+// tombstones remembers of a key past its TTL (Store.Tombstone): its
+// fingerprint and times, no answer.
 const (
 	StateExecuting State = "executing"
 	StateCompleted State = "completed"
+	StateExpired   State = "expired"
 )
 
 // Point is a recovery point: the last durable step of an operation that

@@ -100,6 +100,8 @@ func outcomeOf(err error) Outcome {
 		return OutcomeInvalidKey
 	case errors.Is(err, ErrKeyReused):
 		return OutcomeMismatch
+	case errors.Is(err, ErrKeyExpired):
+		return OutcomeExpired
 	case errors.As(err, new(*InProgressError)):
 		return OutcomeInProgress
 	case errors.Is(err, ErrMalformedBody):

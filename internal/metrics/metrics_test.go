@@ -119,6 +119,10 @@ func (s failingStore) Complete(context.Context, string, string, int64, idempoten
 }
 func (s failingStore) Release(context.Context, string, string, int64, time.Time) error { return s.err }
 func (s failingStore) PurgeExpired(context.Context, time.Time, int) (int, error)       { return 0, s.err }
+func (s failingStore) Tombstone(context.Context, string, string, time.Time) (*idempotency.Record, error) {
+	return nil, s.err
+}
+func (s failingStore) PurgeTombstones(context.Context, time.Time, int) (int, error) { return 0, s.err }
 
 func TestStoreErrorsCountFailuresNotAnswers(t *testing.T) {
 	cases := []struct {
@@ -146,13 +150,15 @@ func TestStoreErrorsCountFailuresNotAnswers(t *testing.T) {
 			_ = s.Complete(ctx, "m", "k", 1, idempotency.Response{}, now)
 			_ = s.Release(ctx, "m", "k", 1, now)
 			_, _ = s.PurgeExpired(ctx, now, 10)
+			_, _ = s.Tombstone(ctx, "m", "k", now)
+			_, _ = s.PurgeTombstones(ctx, now, 10)
 
 			got := scrape(t, m)
 			want := 0.0
 			if tc.counted {
 				want = 1
 			}
-			for _, op := range []string{"insert", "get", "take_over", "checkpoint", "complete", "release", "purge"} {
+			for _, op := range []string{"insert", "get", "take_over", "checkpoint", "complete", "release", "purge", "tombstone", "purge_tombstones"} {
 				series := fmt.Sprintf(`idempotency_store_errors_total{op=%q,store="postgres"}`, op)
 				require.Contains(t, got, series)
 				require.Equal(t, want, got[series], op)

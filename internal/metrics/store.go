@@ -20,7 +20,7 @@ func (m *Metrics) InstrumentStore(s idempotency.Store, store string) idempotency
 	return &instrumentedStore{next: s, m: m, store: store}
 }
 
-var storeOps = []string{"insert", "get", "take_over", "checkpoint", "complete", "release", "purge"}
+var storeOps = []string{"insert", "get", "take_over", "checkpoint", "complete", "release", "purge", "tombstone", "purge_tombstones"}
 
 type instrumentedStore struct {
 	next  idempotency.Store
@@ -56,6 +56,16 @@ func (s *instrumentedStore) Release(ctx context.Context, scope, key string, fenc
 func (s *instrumentedStore) PurgeExpired(ctx context.Context, now time.Time, limit int) (int, error) {
 	n, err := s.next.PurgeExpired(ctx, now, limit)
 	return n, s.count("purge", err)
+}
+
+func (s *instrumentedStore) Tombstone(ctx context.Context, scope, key string, now time.Time) (*idempotency.Record, error) {
+	rec, err := s.next.Tombstone(ctx, scope, key, now)
+	return rec, s.count("tombstone", err)
+}
+
+func (s *instrumentedStore) PurgeTombstones(ctx context.Context, now time.Time, limit int) (int, error) {
+	n, err := s.next.PurgeTombstones(ctx, now, limit)
+	return n, s.count("purge_tombstones", err)
 }
 
 // count records err if it is a failure, and returns it unchanged.

@@ -33,6 +33,7 @@ const (
 	CodeIdempotencyKeyInvalid = "idempotency_key_invalid"
 	CodeIdempotencyKeyReused  = "idempotency_key_reused"
 	CodeIdempotencyInProgress = "idempotency_request_in_progress"
+	CodeIdempotencyKeyExpired = "idempotency_key_expired"
 	CodeValidationFailed      = "validation_failed"
 	CodeUnauthorized          = "unauthorized"
 	CodeInvalidSignature      = "invalid_signature"

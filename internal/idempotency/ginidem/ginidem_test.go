@@ -95,6 +95,8 @@ func renderTestError(c *gin.Context, err error) {
 		status, code = 400, "idempotency_key_missing"
 	case errors.Is(err, idempotency.ErrKeyInvalid):
 		status, code = 400, "idempotency_key_invalid"
+	case errors.Is(err, idempotency.ErrKeyExpired):
+		status, code = 409, "idempotency_key_expired"
 	case errors.Is(err, idempotency.ErrKeyReused):
 		status, code = 422, "idempotency_key_reused"
 	case errors.Is(err, idempotency.ErrMalformedBody):

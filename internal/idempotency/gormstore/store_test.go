@@ -46,6 +46,11 @@ func TestStoreContract(t *testing.T) {
 			s := gormstore.New(gormtest.Open(t, dialect))
 			storetest.Run(t, storetest.Subject{Store: s, Tx: s})
 		})
+		t.Run(dialect+"/tombstones", func(t *testing.T) {
+			t.Parallel()
+			s := gormstore.New(gormtest.Open(t, dialect), gormstore.WithTombstones(30*24*time.Hour))
+			storetest.Run(t, storetest.Subject{Store: s, Tx: s, TombstoneTTL: 30 * 24 * time.Hour})
+		})
 		t.Run(dialect+"/encrypted", func(t *testing.T) {
 			t.Parallel()
 			s := gormstore.New(gormtest.Open(t, dialect), gormstore.WithCipher(newCipher(t, "k1", "k1")))

@@ -31,6 +31,9 @@ type Subject struct {
 	// Tx opens transactions the Store joins; nil skips the transaction
 	// cases (a store without transactions cannot serve Atomic routes).
 	Tx idempotency.Transactor
+	// TombstoneTTL is how long the store keeps a tombstone after a record
+	// expired; zero for a store that keeps none.
+	TombstoneTTL time.Duration
 }
 
 const ttl = 24 * time.Hour
@@ -169,6 +172,9 @@ func Run(t *testing.T, subject Subject) {
 	})
 
 	t.Run("expired record is absent and its key new again", func(t *testing.T) {
+		if subject.TombstoneTTL > 0 {
+			t.Skip("with tombstones an expired key is not new again (see tombstones)")
+		}
 		rec := executing("m1", "ttl", t0)
 		require.NoError(t, s.Insert(ctx, rec))
 		require.NoError(t, s.Complete(ctx, "m1", "ttl", rec.Fence, resp, t0))
@@ -187,6 +193,18 @@ func Run(t *testing.T, subject Subject) {
 		require.Equal(t, "fp-new", got.Fingerprint)
 		require.Nil(t, got.Response)
 		require.Equal(t, idempotency.StateExecuting, got.State)
+	})
+
+	t.Run("tombstones", func(t *testing.T) {
+		if subject.TombstoneTTL == 0 {
+			_, err := s.Tombstone(ctx, "m1", "ttl", t0.Add(10*ttl))
+			require.ErrorIs(t, err, idempotency.ErrNotFound, "a store without tombstones remembers nothing")
+			n, err := s.PurgeTombstones(ctx, t0.Add(10*ttl), 10)
+			require.NoError(t, err)
+			require.Zero(t, n)
+			return
+		}
+		tombstones(t, s, subject.TombstoneTTL, t0)
 	})
 
 	t.Run("purge deletes only expired records, in batches", func(t *testing.T) {
@@ -241,4 +259,62 @@ func Run(t *testing.T, subject Subject) {
 		}
 		require.NoError(t, subject.Tx.InTx(ctx, func(context.Context) error { return nil }))
 	})
+}
+
+// tombstones is the contract of a store that keeps them: an expired key is
+// never new again until its tombstone time has passed, before and after the
+// purge, and the purge leaves the tombstone in the same step.
+func tombstones(t *testing.T, s idempotency.Store, tombstoneTTL time.Duration, t0 time.Time) {
+	ctx := context.Background()
+	resp := idempotency.Response{Status: 201, Body: []byte(`{}`)}
+	rec := executing("tomb", "late", t0)
+	require.NoError(t, s.Insert(ctx, rec))
+	require.NoError(t, s.Complete(ctx, "tomb", "late", rec.Fence, resp, t0))
+	expiry := t0.Add(ttl)
+
+	_, err := s.Tombstone(ctx, "tomb", "late", expiry.Add(-time.Second))
+	require.ErrorIs(t, err, idempotency.ErrNotFound, "a live record has no tombstone")
+
+	after := expiry.Add(time.Second)
+	_, err = s.Get(ctx, "tomb", "late", after)
+	require.ErrorIs(t, err, idempotency.ErrNotFound, "expired: absent for Get")
+	require.ErrorIs(t, s.Insert(ctx, executing("tomb", "late", after)), idempotency.ErrKeyExists,
+		"not replaced before the purge")
+	stone, err := s.Tombstone(ctx, "tomb", "late", after)
+	require.NoError(t, err)
+	require.Equal(t, idempotency.StateExpired, stone.State)
+	require.Equal(t, "fp-1", stone.Fingerprint)
+	require.Equal(t, t0, stone.CreatedAt, "first seen")
+
+	n, err := s.PurgeExpired(ctx, after, 100)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, n, 1)
+	require.ErrorIs(t, s.Insert(ctx, executing("tomb", "late", after)), idempotency.ErrKeyExists,
+		"not inserted over its tombstone after the purge")
+	stone, err = s.Tombstone(ctx, "tomb", "late", after)
+	require.NoError(t, err, "the purge left the tombstone")
+	require.Equal(t, "fp-1", stone.Fingerprint)
+	require.Equal(t, t0, stone.CreatedAt)
+	_, err = s.Tombstone(ctx, "tomb-other", "late", after)
+	require.ErrorIs(t, err, idempotency.ErrNotFound, "scoped")
+
+	// A key never used has no tombstone and inserts as ever.
+	require.NoError(t, s.Insert(ctx, executing("tomb", "fresh", after)))
+
+	// Past the tombstone's time the key is new again, and the tombstone is
+	// purged in batches.
+	gone := expiry.Add(tombstoneTTL).Add(time.Second)
+	_, err = s.Tombstone(ctx, "tomb", "late", gone)
+	require.ErrorIs(t, err, idempotency.ErrNotFound)
+	n, err = s.PurgeTombstones(ctx, gone, 100)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, n, 1)
+	again := executing("tomb", "late", gone)
+	require.NoError(t, s.Insert(ctx, again), "the key is new once its tombstone is gone")
+
+	// An expired record the janitor never purged is replaced once its
+	// tombstone time has passed too.
+	old := executing("tomb", "never-purged", t0)
+	require.NoError(t, s.Insert(ctx, old))
+	require.NoError(t, s.Insert(ctx, executing("tomb", "never-purged", gone)))
 }

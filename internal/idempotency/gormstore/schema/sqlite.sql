@@ -29,3 +29,17 @@ CREATE INDEX IF NOT EXISTS idempotency_records_expires ON idempotency_records (e
 -- index holds only those few rows, however large the table.
 CREATE INDEX IF NOT EXISTS idempotency_records_executing ON idempotency_records (created_at)
     WHERE state = 'executing';
+
+-- What is left of a record after the janitor purged it, when the store keeps
+-- tombstones (WithTombstones): enough to refuse a late reuse of the key until
+-- expires_at (the record's expiry plus the tombstone TTL).
+CREATE TABLE IF NOT EXISTS idempotency_tombstones (
+    merchant_id     TEXT NOT NULL,
+    idempotency_key TEXT NOT NULL,
+    fingerprint     TEXT NOT NULL,
+    first_seen_at   TIMESTAMP NOT NULL,
+    purged_at       TIMESTAMP NOT NULL,
+    expires_at      TIMESTAMP NOT NULL,
+    PRIMARY KEY (merchant_id, idempotency_key)
+);
+CREATE INDEX IF NOT EXISTS idempotency_tombstones_expires ON idempotency_tombstones (expires_at);

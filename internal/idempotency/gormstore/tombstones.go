@@ -1,0 +1,189 @@
+package gormstore
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/idemkeys/payments/internal/idempotency"
+)
+
+// Tombstones (WithTombstones): when the janitor purges an expired record it
+// leaves a compact row in idempotency_tombstones (scope, key, fingerprint,
+// first-seen, purge and expiry times) in the same transaction, and a new
+// record is inserted only where no live tombstone stands: one NOT EXISTS
+// on the tombstones' primary key inside the insert itself, so the create
+// path gains no round trip. An expired record that the janitor has not
+// purged yet is never replaced either; Tombstone reports it.
+
+// WithTombstones makes the store keep a tombstone of every record it purges
+// for ttl after the record expired, and refuse to insert a record under a
+// key that has one or whose expired record is still there. The Keeper must
+// have idempotency.Config.Tombstones on to tell such keys apart.
+func WithTombstones(ttl time.Duration) Option {
+	return func(s *Store) { s.tombstoneTTL = ttl }
+}
+
+// insertTombstonedSQL is InsertSQL for a store with tombstones: the same
+// columns, inserted only when no live tombstone holds the key, and an
+// expired record replaced only once its tombstone time has passed too
+// (a record the janitor never got to). PostgreSQL cannot infer the types of
+// parameters in an INSERT ... SELECT, so they are cast there.
+const insertTombstonedSQL = `
+INSERT INTO idempotency_records AS r (
+    merchant_id, idempotency_key, method, path, fingerprint, state, recovery_point,
+    fence, locked_until, response_status, response_headers, response_body, response_key_id,
+    created_at, updated_at, expires_at)
+SELECT {t}, {t}, {t}, {t}, {t}, {t}, {t}, 1, {ts}, {int}, {t}, {bytes}, {t}, {ts}, {ts}, {ts}
+WHERE NOT EXISTS (
+    SELECT 1 FROM idempotency_tombstones b
+    WHERE b.merchant_id = {t} AND b.idempotency_key = {t} AND b.expires_at > {ts})
+ON CONFLICT (merchant_id, idempotency_key) DO UPDATE SET
+    method = excluded.method, path = excluded.path, fingerprint = excluded.fingerprint,
+    state = excluded.state, recovery_point = excluded.recovery_point,
+    fence = r.fence + 1, locked_until = excluded.locked_until,
+    response_status = excluded.response_status, response_headers = excluded.response_headers,
+    response_body = excluded.response_body, response_key_id = excluded.response_key_id,
+    created_at = excluded.created_at,
+    updated_at = excluded.updated_at, expires_at = excluded.expires_at
+WHERE r.expires_at <= {ts}
+RETURNING fence`
+
+// insertTombstoned spells insertTombstonedSQL for the store's dialect.
+func (s *Store) insertTombstoned() string {
+	casts := map[string]string{"{t}": "?", "{ts}": "?", "{int}": "?", "{bytes}": "?"}
+	if s.db.Name() == "postgres" {
+		// "?::type", not CAST(? AS type): GORM spreads a slice argument
+		// (the []byte of a body) over a placeholder that follows "(".
+		casts = map[string]string{"{t}": "?::text", "{ts}": "?::timestamptz", "{int}": "?::integer", "{bytes}": "?::bytea"}
+	}
+	q := insertTombstonedSQL
+	for k, v := range casts {
+		q = strings.ReplaceAll(q, k, v)
+	}
+	return q
+}
+
+// tombstoneRow is one row of idempotency_tombstones.
+type tombstoneRow struct {
+	MerchantID     string
+	IdempotencyKey string
+	Fingerprint    string
+	FirstSeenAt    time.Time
+	PurgedAt       time.Time
+	ExpiresAt      time.Time
+}
+
+func (tombstoneRow) TableName() string { return "idempotency_tombstones" }
+
+// Tombstone implements idempotency.Store: the expired record while it is
+// still stored, else its live tombstone, as a record in StateExpired. It
+// returns idempotency.ErrNotFound for a store without tombstones.
+func (s *Store) Tombstone(ctx context.Context, scope, key string, now time.Time) (*idempotency.Record, error) {
+	if s.tombstoneTTL <= 0 {
+		return nil, idempotency.ErrNotFound
+	}
+	conn := Conn(ctx, s.db)
+	var recs []recordRow
+	err := conn.Select("merchant_id", "idempotency_key", "fingerprint", "created_at", "expires_at").
+		Where("merchant_id = ? AND idempotency_key = ? AND expires_at <= ? AND expires_at > ?", scope, key, now, now.Add(-s.tombstoneTTL)).
+		Limit(1).Find(&recs).Error
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	if len(recs) == 1 {
+		r := recs[0]
+		return expired(scope, key, r.Fingerprint, r.CreatedAt, r.ExpiresAt), nil
+	}
+	var stones []tombstoneRow
+	err = conn.Where("merchant_id = ? AND idempotency_key = ? AND expires_at > ?", scope, key, now).Limit(1).Find(&stones).Error
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	if len(stones) == 0 {
+		return nil, idempotency.ErrNotFound
+	}
+	b := stones[0]
+	return expired(scope, key, b.Fingerprint, b.FirstSeenAt, b.ExpiresAt.Add(-s.tombstoneTTL)), nil
+}
+
+func expired(scope, key, fingerprint string, firstSeen, expiresAt time.Time) *idempotency.Record {
+	return &idempotency.Record{
+		Scope: scope, Key: key, Fingerprint: fingerprint, State: idempotency.StateExpired,
+		CreatedAt: firstSeen.UTC(), UpdatedAt: expiresAt.UTC(), ExpiresAt: expiresAt.UTC(),
+	}
+}
+
+// purgeTombstoning is PurgeExpired for a store with tombstones: one
+// transaction picks a batch of expired records on the expiry index, writes
+// their tombstones and deletes them, so a record is never gone without its
+// tombstone.
+func (s *Store) purgeTombstoning(ctx context.Context, now time.Time, limit int) (int, error) {
+	n := 0
+	err := Transaction(ctx, s.db, func(ctx context.Context) error {
+		conn := Conn(ctx, s.db)
+		var batch []recordRow
+		// The limit is written into the statement; see PurgeExpired.
+		err := conn.Raw(`SELECT merchant_id, idempotency_key, fingerprint, created_at, expires_at
+FROM idempotency_records WHERE expires_at <= ? ORDER BY expires_at LIMIT `+strconv.Itoa(limit), now).Scan(&batch).Error
+		if err != nil || len(batch) == 0 {
+			return err
+		}
+		stones := make([]tombstoneRow, len(batch))
+		keys := make([][]any, len(batch))
+		for i, r := range batch {
+			stones[i] = tombstoneRow{
+				MerchantID: r.MerchantID, IdempotencyKey: r.IdempotencyKey, Fingerprint: r.Fingerprint,
+				FirstSeenAt: r.CreatedAt.UTC(), PurgedAt: now, ExpiresAt: r.ExpiresAt.UTC().Add(s.tombstoneTTL),
+			}
+			keys[i] = []any{r.MerchantID, r.IdempotencyKey}
+		}
+		if err := insertStones(conn, stones); err != nil {
+			return err
+		}
+		res := conn.Exec(`DELETE FROM idempotency_records WHERE (merchant_id, idempotency_key) IN ? AND expires_at <= ?`, keys, now)
+		n = int(res.RowsAffected)
+		return res.Error
+	})
+	return n, s.classify(err)
+}
+
+// insertStones writes tombstones, replacing an older one of the same key
+// (a key reused after its earlier tombstone ran out, and expired again).
+func insertStones(conn *gorm.DB, stones []tombstoneRow) error {
+	var sb strings.Builder
+	sb.WriteString(`INSERT INTO idempotency_tombstones (merchant_id, idempotency_key, fingerprint, first_seen_at, purged_at, expires_at) VALUES `)
+	args := make([]any, 0, 6*len(stones))
+	for i, b := range stones {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString("(?, ?, ?, ?, ?, ?)")
+		args = append(args, b.MerchantID, b.IdempotencyKey, b.Fingerprint, b.FirstSeenAt, b.PurgedAt, b.ExpiresAt)
+	}
+	sb.WriteString(` ON CONFLICT (merchant_id, idempotency_key) DO UPDATE SET fingerprint = excluded.fingerprint,
+    first_seen_at = excluded.first_seen_at, purged_at = excluded.purged_at, expires_at = excluded.expires_at`)
+	return conn.Exec(sb.String(), args...).Error
+}
+
+// PurgeTombstones implements idempotency.Store: it deletes at most limit
+// tombstones whose time has passed, by primary key from a batch found on
+// their expiry index, like PurgeExpired.
+func (s *Store) PurgeTombstones(ctx context.Context, now time.Time, limit int) (int, error) {
+	if s.tombstoneTTL <= 0 {
+		return 0, nil
+	}
+	res := Conn(ctx, s.db).Exec(`
+DELETE FROM idempotency_tombstones
+WHERE (merchant_id, idempotency_key) IN (
+    SELECT merchant_id, idempotency_key FROM idempotency_tombstones
+    WHERE expires_at <= ? ORDER BY expires_at LIMIT `+strconv.Itoa(limit)+`)
+  AND expires_at <= ?`, now, now)
+	if res.Error != nil {
+		return 0, s.classify(res.Error)
+	}
+	return int(res.RowsAffected), nil
+}
