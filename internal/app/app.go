@@ -207,6 +207,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 			return provider.VerifySignature(secret, header, body, time.Now(), 5*time.Minute)
 		},
 		MaxBodyBytes: cfg.MaxBodyBytes,
+		ReadTimeout:  cfg.HTTPReadTimeout,
 		Database:     db,
 		Redis:        redisPinger,
 		OutboxSink:   sink.name,

@@ -1,7 +1,9 @@
 package app_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -267,6 +269,20 @@ func TestDatabaseOutage(t *testing.T) {
 		require.Equal(t, before+1, count(t, "SELECT count(*) FROM orders"))
 	})
 
+	t.Run("a refused body takes no connection: 400 while the database is gone", func(t *testing.T) {
+		// The body is decoded and validated before the transaction (which
+		// begins at the first statement), so a body that is refused is
+		// answered without the database: 400, not 503.
+		outage(func() {
+			for _, body := range []string{wideOrder(), manyMembers(70_000), `{"customer_id":"","currency":"xx","items":[]}`} {
+				a, err := apptest.Do(apptest.Request{Method: "POST", URL: api.URL + "/v1/orders", APIKey: "sk_test_acme", Key: apptest.NewKey(), Body: body, Client: outageClient})
+				require.NoError(t, err)
+				require.Equal(t, http.StatusBadRequest, a.Status, string(a.Body[:min(len(a.Body), 300)]))
+				require.Equal(t, "validation_failed", a.JSON(t)["code"])
+			}
+		})
+	})
+
 	t.Run("payment refused while down, then charged once", func(t *testing.T) {
 		key := apptest.NewKey()
 		outage(func() {
@@ -336,4 +352,60 @@ func TestDatabaseOutage(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "paid", o.JSON(t)["status"])
 	})
+}
+
+// TestDatabaseRefusesNewConnections: a database that refuses connections at
+// connect time (ALLOW_CONNECTIONS false, every session terminated, so the
+// pool must open new connections) is an outage: every keyed create answers
+// 503 with Retry-After, never 500, and the same keys create one order each
+// once connections are allowed again.
+func TestDatabaseRefusesNewConnections(t *testing.T) {
+	base := testkit.PostgresURL()
+	admin, err := database.Open(base, database.Options{MaxOpenConns: 2})
+	if err == nil {
+		err = admin.Ping(context.Background())
+	}
+	if err != nil {
+		testkit.MissingService(t, "PostgreSQL", err)
+	}
+	t.Cleanup(func() { _ = admin.Close() })
+	name := fmt.Sprintf("refuse_%d", time.Now().UnixNano())
+	require.NoError(t, admin.Exec("CREATE DATABASE "+name).Error)
+	t.Cleanup(func() {
+		_ = admin.Exec("ALTER DATABASE " + name + " ALLOW_CONNECTIONS true").Error
+		_ = admin.Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = ?", name).Error
+		_ = admin.Exec("DROP DATABASE IF EXISTS " + name).Error
+	})
+	u, err := url.Parse(base)
+	require.NoError(t, err)
+	u.Path = "/" + name
+	dbURL := u.String()
+
+	api := apptest.Start(t, dbURL)
+	api.CreateOrder(t, "sk_test_acme") // the merchant is cached, the pool warm
+
+	require.NoError(t, admin.Exec("ALTER DATABASE "+name+" ALLOW_CONNECTIONS false").Error)
+	require.NoError(t, admin.Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = ?", name).Error)
+	keys := make([]string, 12)
+	for i := range keys {
+		keys[i] = apptest.NewKey()
+		a, err := apptest.Do(apptest.Request{Method: "POST", URL: api.URL + "/v1/orders", APIKey: "sk_test_acme", Key: keys[i], Body: apptest.OrderBody, Client: outageClient})
+		require.NoError(t, err)
+		requireUnavailable(t, a)
+	}
+	status, db := readiness(t, api.URL)
+	require.Equal(t, http.StatusServiceUnavailable, status)
+	require.Equal(t, "down", db)
+
+	require.NoError(t, admin.Exec("ALTER DATABASE "+name+" ALLOW_CONNECTIONS true").Error)
+	for _, key := range keys {
+		var a apptest.Answer
+		testkit.Eventually(t, 10*time.Second, "the same key creates the order", func() bool {
+			var err error
+			a, err = apptest.Do(apptest.Request{Method: "POST", URL: api.URL + "/v1/orders", APIKey: "sk_test_acme", Key: key, Body: apptest.OrderBody, Client: outageClient})
+			return err == nil && a.Status == http.StatusCreated
+		})
+		require.Empty(t, a.Header.Get("Idempotent-Replayed"), "the refusals stored nothing")
+	}
+	require.EqualValues(t, 13, testkit.Count(t, dbURL, "SELECT count(*) FROM orders"))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -55,6 +56,15 @@ var errInvalidSignature = errors.New("invalid webhook signature")
 // it their error and return. An error it does not know is a 500 whose cause
 // is logged, never shown.
 func RenderError(c *gin.Context, err error) {
+	if bodyTimedOut(err) {
+		// A body that did not arrive within the read deadline: a slow or
+		// stalled sender, answered (and logged) as its fault, not ours.
+		loggerFrom(c).InfoContext(c.Request.Context(), "request body did not arrive in time",
+			"method", c.Request.Method, "route", c.FullPath())
+		problem.Write(c, problem.New(http.StatusRequestTimeout, problem.CodeRequestTimeout, "Request timeout",
+			"The request body did not arrive in time; nothing was done. Send it again, whole."))
+		return
+	}
 	if clientGone(c, err) {
 		// Nobody reads this answer. It is no fault of ours: logged at info
 		// and counted under StatusClientClosed, not as a 500.
@@ -85,6 +95,16 @@ func clientGone(c *gin.Context, err error) bool {
 	}
 	var read *bodyReadError
 	return errors.As(err, &read) || errors.Is(err, idempotency.ErrBodyRead)
+}
+
+// bodyTimedOut reports whether err is a body read cut by the server's read
+// deadline.
+func bodyTimedOut(err error) bool {
+	var netErr net.Error
+	if !errors.As(err, &netErr) || !netErr.Timeout() {
+		return false
+	}
+	return errors.As(err, new(*bodyReadError)) || errors.Is(err, idempotency.ErrBodyRead)
 }
 
 // bodyReadError wraps the error of reading a request body: the connection
@@ -134,10 +154,6 @@ func problemFor(c *gin.Context, err error) problem.Problem {
 	case errors.Is(err, idempotency.ErrKeyReused):
 		return problem.New(http.StatusUnprocessableEntity, problem.CodeIdempotencyKeyReused, "Idempotency key reused",
 			"This Idempotency-Key was already used for a different request (other body, endpoint or path). Use a new key for a new operation.")
-
-	case errors.Is(err, idempotency.ErrKeyExpired):
-		return problem.New(http.StatusConflict, problem.CodeIdempotencyKeyExpired, "Idempotency key expired",
-			"This Idempotency-Key was used for this request longer ago than the keys are kept; nothing was done. If you mean to repeat the operation, send it with a new key.")
 
 	case errors.As(err, &inProgress):
 		c.Header("Retry-After", retryAfterSeconds(inProgress.RetryAfter))

@@ -3,6 +3,7 @@ package handlers
 import (
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 )
@@ -53,6 +54,9 @@ type Deps struct {
 	NATS Pinger
 	// MaxBodyBytes bounds request bodies; zero means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// ReadTimeout is the server's read timeout, if any: a webhook's body is
+	// read within it or WebhookReadTimeout, whichever is shorter.
+	ReadTimeout time.Duration
 	// IdempotencyKeys serves GET /v1/idempotency-keys/{key}
 	// (idempotency.Keeper); nil leaves the route out.
 	IdempotencyKeys KeyLookup
@@ -158,7 +162,10 @@ func NewRouter(d Deps) *gin.Engine {
 		v1.POST("/payments/:id/refunds", d.IdempotentGuarded, pay.refundPayment)
 
 		// Deduplicated by event id in the service, not by Idempotency-Key.
-		hooks := &webhookHandlers{payments: d.Payments, verify: d.VerifyWebhook}
+		hooks := &webhookHandlers{payments: d.Payments, verify: d.VerifyWebhook, readTimeout: WebhookReadTimeout}
+		if d.ReadTimeout > 0 {
+			hooks.readTimeout = min(hooks.readTimeout, d.ReadTimeout)
+		}
 		r.POST("/v1/webhooks/provider", limitBody(min(maxBody, WebhookMaxBodyBytes)), hooks.receiveProviderEvent)
 	}
 

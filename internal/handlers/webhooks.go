@@ -86,6 +86,9 @@ type providerRefund struct {
 type webhookHandlers struct {
 	payments PaymentService
 	verify   func(header string, body []byte) error
+	// readTimeout bounds the reading of the body: WebhookReadTimeout, or
+	// the server's read timeout when that is shorter.
+	readTimeout time.Duration
 }
 
 // receiveProviderEvent godoc
@@ -110,7 +113,7 @@ func (h *webhookHandlers) receiveProviderEvent(c *gin.Context) {
 	// verified before any parsing: nothing unauthenticated reaches a parser.
 	// The read has its own deadline, shorter than the server's, so that a
 	// sender dripping a body holds a connection for seconds, not minutes.
-	_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now().Add(WebhookReadTimeout))
+	_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now().Add(h.readTimeout))
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
 		RenderError(c, &bodyReadError{err: err})

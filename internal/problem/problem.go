@@ -44,6 +44,7 @@ const (
 	CodeRefundExceedsPayment  = "refund_exceeds_payment"
 	CodeVersionMismatch       = "version_mismatch"
 	CodeRequestTooLarge       = "request_too_large"
+	CodeRequestTimeout        = "request_timeout"
 	CodeRateLimited           = "rate_limited"
 	CodeProviderUnavailable   = "provider_unavailable"
 	CodeServiceUnavailable    = "service_unavailable"
