@@ -227,7 +227,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		Interval:   cfg.ReconcileInterval,
 		PendingAge: cfg.IdempotencyLockTimeout,
 		OnResult:   m.Reconciled,
-		Open:       handlers.NewOpenRecords(idemStore),
+		Open:       newOpenRecords(idemStore),
 	}, log)
 	dispatcher := outbox.NewDispatcher(db.DB, sink.publisher, cfg.OutboxInterval, log.With("component", "outbox"))
 	a.workers = []func(context.Context){janitor.Run, reconciler.Run, dispatcher.Run}

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"time"
 
 	"github.com/idemkeys/payments/internal/idempotency"
-	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/payments"
 )
 
@@ -98,40 +96,4 @@ func (f *RecordFinisher) finish(ctx context.Context, merchantID, key, resourceID
 		f.log.WarnContext(ctx, "idempotency: finishing the record failed; the client's retry will settle it",
 			"merchant_id", merchantID, "resource_id", resourceID, "error", err)
 	}
-}
-
-// unlockedRecords is the part of *gormstore.Store OpenRecords uses.
-type unlockedRecords interface {
-	// Unlocked lists open records whose lock ran out; it returns a store
-	// error.
-	Unlocked(ctx context.Context, now time.Time, limit int) ([]gormstore.OpenRecord, error)
-}
-
-// OpenRecords shows the reconciler the idempotency records that were left
-// open with something durable behind them (payments.OpenOperations), so
-// that an operation which settled but whose answer was never stored gets
-// it stored, through the RecordFinisher, even if its client never retries.
-type OpenRecords struct {
-	records unlockedRecords
-	now     func() time.Time
-}
-
-var _ payments.OpenOperations = (*OpenRecords)(nil)
-
-// NewOpenRecords lists open records from store.
-func NewOpenRecords(store *gormstore.Store) *OpenRecords {
-	return &OpenRecords{records: store, now: time.Now}
-}
-
-// Abandoned implements payments.OpenOperations.
-func (o *OpenRecords) Abandoned(ctx context.Context, limit int) ([]payments.OpenOperation, error) {
-	recs, err := o.records.Unlocked(ctx, o.now(), limit)
-	if err != nil {
-		return nil, err
-	}
-	ops := make([]payments.OpenOperation, len(recs))
-	for i, r := range recs {
-		ops[i] = payments.OpenOperation{MerchantID: r.Scope, ResourceID: r.Point.Resource}
-	}
-	return ops, nil
 }
