@@ -144,7 +144,7 @@ func (l Limits) check(ctx context.Context, body []byte) error {
 // holds (1e400), which RFC 8785 cannot spell. Only a literal with an
 // exponent or of more than 300 characters can be, so most are not parsed.
 func outOfRange(lit []byte) bool {
-	if len(lit) <= 300 && bytes.IndexAny(lit, "eE") < 0 {
+	if len(lit) <= 300 && !bytes.ContainsAny(lit, "eE") {
 		return false
 	}
 	_, err := strconv.ParseFloat(string(lit), 64)
