@@ -137,16 +137,27 @@ func (p Problem) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON reads a problem, putting members it does not know into Extra;
 // clients and tests read problems with it.
 func (p *Problem) UnmarshalJSON(data []byte) error {
-	var s standard
-	if err := json.Unmarshal(data, &s); err != nil {
-		return err
-	}
 	var all map[string]json.RawMessage
 	if err := json.Unmarshal(data, &all); err != nil {
 		return err
 	}
+	// The standard members by their exact names: encoding/json matches
+	// names regardless of case, so "Code" would otherwise overwrite
+	// "code"; a member spelled otherwise is an extension.
+	std := make(map[string]json.RawMessage, len(reserved))
 	for _, name := range reserved {
-		delete(all, name)
+		if raw, ok := all[name]; ok {
+			std[name] = raw
+			delete(all, name)
+		}
+	}
+	b, err := json.Marshal(std)
+	if err != nil {
+		return err
+	}
+	var s standard
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
 	}
 	if len(all) > 0 {
 		s.Extra = make(map[string]any, len(all))
