@@ -61,6 +61,197 @@ const docTemplate = `{
                 }
             }
         },
+        "/v1/customers": {
+            "post": {
+                "security": [
+                    {
+                        "ApiKeyAuth": []
+                    }
+                ],
+                "description": "Creates a customer. One customer per email per merchant: another Idempotency-Key with an email already taken (compared case-insensitively) is 409 customer_exists, an answer that is stored and replayed like a success. Idempotent: a retry with the same Idempotency-Key and body replays the first answer byte for byte (with Idempotent-Replayed: true).",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "customers"
+                ],
+                "summary": "Create a customer",
+                "parameters": [
+                    {
+                        "maxLength": 255,
+                        "minLength": 1,
+                        "type": "string",
+                        "description": "Unique key of this operation, reused on every retry of it (1-255 visible ASCII characters)",
+                        "name": "Idempotency-Key",
+                        "in": "header",
+                        "required": true
+                    },
+                    {
+                        "description": "The customer",
+                        "name": "customer",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/handlers.CreateCustomerRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "201": {
+                        "description": "Created",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.CustomerResponse"
+                        },
+                        "headers": {
+                            "Idempotent-Replayed": {
+                                "type": "string",
+                                "description": "true when this answer replays a stored one"
+                            },
+                            "Location": {
+                                "type": "string",
+                                "description": "/v1/customers/{id}"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "validation_failed, idempotency_key_missing or idempotency_key_invalid",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "401": {
+                        "description": "unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "customer_exists (stored and replayed), or idempotency_request_in_progress (with Retry-After)",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            }
+                        }
+                    },
+                    "413": {
+                        "description": "request_too_large",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "422": {
+                        "description": "idempotency_key_reused",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "429": {
+                        "description": "rate_limited (with Retry-After)",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "internal_error",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "service_unavailable (with Retry-After)",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/customers/{id}": {
+            "get": {
+                "security": [
+                    {
+                        "ApiKeyAuth": []
+                    }
+                ],
+                "description": "Returns one of the merchant's customers. Another merchant's customer is not found.",
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "customers"
+                ],
+                "summary": "Get a customer",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "cus_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D",
+                        "description": "Customer id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.CustomerResponse"
+                        }
+                    },
+                    "401": {
+                        "description": "unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "not_found",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal_error",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "service_unavailable (with Retry-After)",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            }
+                        }
+                    }
+                }
+            }
+        },
         "/v1/idempotency-keys/{key}": {
             "get": {
                 "security": [
@@ -1124,6 +1315,29 @@ const docTemplate = `{
         }
     },
     "definitions": {
+        "handlers.CreateCustomerRequest": {
+            "type": "object",
+            "required": [
+                "email",
+                "name"
+            ],
+            "properties": {
+                "email": {
+                    "description": "Email identifies the customer within the merchant: one customer per\nemail, compared case-insensitively (at most 254 characters).",
+                    "type": "string",
+                    "maxLength": 254,
+                    "minLength": 3,
+                    "example": "ada@example.com"
+                },
+                "name": {
+                    "description": "Name is shown to the merchant (1-255 characters).",
+                    "type": "string",
+                    "maxLength": 255,
+                    "minLength": 1,
+                    "example": "Ada Lovelace"
+                }
+            }
+        },
         "handlers.CreateOrderRequest": {
             "type": "object",
             "required": [
@@ -1169,6 +1383,43 @@ const docTemplate = `{
                     "additionalProperties": {
                         "type": "string"
                     }
+                }
+            }
+        },
+        "handlers.CustomerResponse": {
+            "type": "object",
+            "required": [
+                "created_at",
+                "email",
+                "id",
+                "name",
+                "object"
+            ],
+            "properties": {
+                "created_at": {
+                    "description": "CreatedAt is RFC 3339 in UTC.",
+                    "type": "string",
+                    "example": "2025-06-01T12:00:00.123456Z"
+                },
+                "email": {
+                    "description": "Email is as stored: trimmed and in lower case.",
+                    "type": "string",
+                    "example": "ada@example.com"
+                },
+                "id": {
+                    "type": "string",
+                    "example": "cus_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"
+                },
+                "name": {
+                    "type": "string",
+                    "example": "Ada Lovelace"
+                },
+                "object": {
+                    "type": "string",
+                    "enum": [
+                        "customer"
+                    ],
+                    "example": "customer"
                 }
             }
         },
@@ -1747,8 +1998,12 @@ const docTemplate = `{
                     "type": "string",
                     "example": "The request has 1 invalid field."
                 },
+                "error_count": {
+                    "description": "ErrorCount is how many fields were refused when more than Errors\nlists; decoding may stop early at a size limit, so it can be a lower\nbound.",
+                    "type": "integer"
+                },
                 "errors": {
-                    "description": "Errors lists the refused fields of a validation problem.",
+                    "description": "Errors lists the refused fields of a validation problem, at most 20.",
                     "type": "array",
                     "items": {
                         "$ref": "#/definitions/problem.FieldError"
