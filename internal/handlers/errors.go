@@ -155,6 +155,10 @@ func problemFor(c *gin.Context, err error) problem.Problem {
 		return problem.New(http.StatusUnprocessableEntity, problem.CodeIdempotencyKeyReused, "Idempotency key reused",
 			"This Idempotency-Key was already used for a different request (other body, endpoint or path). Use a new key for a new operation.")
 
+	case errors.Is(err, idempotency.ErrKeyExpired):
+		return problem.New(http.StatusConflict, problem.CodeIdempotencyKeyExpired, "Idempotency key expired",
+			"This Idempotency-Key was used for this request longer ago than the keys are kept; nothing was done. If you mean to repeat the operation, send it with a new key.")
+
 	case errors.As(err, &inProgress):
 		c.Header("Retry-After", retryAfterSeconds(inProgress.RetryAfter))
 		return problem.New(http.StatusConflict, problem.CodeIdempotencyInProgress, "Request in progress",
