@@ -44,7 +44,7 @@ func (r *run) atomic() (*Record, Result, bool) {
 	err := k.cfg.Transactor.InTx(r.ctx, func(ctx context.Context) error {
 		started := time.Now()
 		resp = r.handler(ctx, r.req.Body)
-		k.obs.Processed(r.req.Route, time.Since(started))
+		k.obs.Processed(r.ctx, r.req.Route, time.Since(started))
 		switch {
 		case !k.cfg.Keep(resp):
 			return errNotKept

@@ -82,7 +82,7 @@ func (r *run) execute(fence int64, point Point, expiresAt time.Time, outcome Out
 	}()
 	started := time.Now()
 	resp := r.handler(context.WithValue(r.ctx, leaseKey{}, lease), r.req.Body)
-	k.obs.Processed(r.req.Route, time.Since(started))
+	k.obs.Processed(r.ctx, r.req.Route, time.Since(started))
 
 	// The answer is stored even if the client has gone.
 	ctx, cancel := k.writeContext(r.ctx)

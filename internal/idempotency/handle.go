@@ -52,10 +52,10 @@ const maxRounds = 64
 func (k *Keeper) Handle(ctx context.Context, mode Mode, in Input, h Handler) (res Result) {
 	defer func() {
 		if p := recover(); p != nil {
-			k.obs.Outcome(in.Route, OutcomeError)
+			k.obs.Outcome(ctx, in.Route, OutcomeError)
 			panic(p)
 		}
-		k.obs.Outcome(in.Route, res.Outcome)
+		k.obs.Outcome(ctx, in.Route, res.Outcome)
 	}()
 	req, err := k.request(ctx, in)
 	if err != nil {
@@ -104,7 +104,7 @@ func (r *run) handle() Result {
 	start := time.Now()
 	fl, handed, waited, err := k.flights.acquire(waitCtx, id)
 	if waited {
-		k.obs.Waited(r.req.Route, time.Since(start))
+		k.obs.Waited(r.ctx, r.req.Route, time.Since(start))
 	}
 	switch {
 	case err != nil:
@@ -271,7 +271,7 @@ func (r *run) wait() bool {
 // waitedFor tells the Observer how long the request polled, if it did.
 func (r *run) waitedFor() {
 	if r.polling {
-		r.k.obs.Waited(r.req.Route, time.Since(r.pollStart))
+		r.k.obs.Waited(r.ctx, r.req.Route, time.Since(r.pollStart))
 	}
 }
 

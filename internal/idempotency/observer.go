@@ -1,6 +1,9 @@
 package idempotency
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Outcome is what the middleware did with one keyed request.
 type Outcome string
@@ -21,19 +24,20 @@ const (
 	OutcomeError       Outcome = "error"        // the store failed (503 and the like)
 )
 
-// Observer hears what the middleware decides, for metrics. route is the
-// route template (never a key or an id). Implementations must be cheap and
-// safe for concurrent use.
+// Observer hears what the middleware decides, for metrics and tracing.
+// ctx is the request's context (a tracing Observer finds the request's span
+// in it); route is the route template (never a key or an id).
+// Implementations must be cheap and safe for concurrent use.
 type Observer interface {
-	Outcome(route string, o Outcome)
+	Outcome(ctx context.Context, route string, o Outcome)
 	// Waited is how long a duplicate waited for its original.
-	Waited(route string, d time.Duration)
+	Waited(ctx context.Context, route string, d time.Duration)
 	// Processed is how long the handler ran.
-	Processed(route string, d time.Duration)
+	Processed(ctx context.Context, route string, d time.Duration)
 }
 
 type noObserver struct{}
 
-func (noObserver) Outcome(string, Outcome)         {}
-func (noObserver) Waited(string, time.Duration)    {}
-func (noObserver) Processed(string, time.Duration) {}
+func (noObserver) Outcome(context.Context, string, Outcome)         {}
+func (noObserver) Waited(context.Context, string, time.Duration)    {}
+func (noObserver) Processed(context.Context, string, time.Duration) {}

@@ -21,6 +21,7 @@
 package metrics
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -177,15 +178,15 @@ func (m *Metrics) StoreError(store, op string) { m.storeErrors.WithLabelValues(s
 
 type observer struct{ m *Metrics }
 
-func (o observer) Outcome(route string, out idempotency.Outcome) {
+func (o observer) Outcome(_ context.Context, route string, out idempotency.Outcome) {
 	o.m.idemRequests.WithLabelValues(routeLabel(route), string(out)).Inc()
 }
 
-func (o observer) Waited(route string, d time.Duration) {
+func (o observer) Waited(_ context.Context, route string, d time.Duration) {
 	o.m.idemWait.WithLabelValues(routeLabel(route)).Observe(d.Seconds())
 }
 
-func (o observer) Processed(route string, d time.Duration) {
+func (o observer) Processed(_ context.Context, route string, d time.Duration) {
 	o.m.idemProcessing.WithLabelValues(routeLabel(route)).Observe(d.Seconds())
 }
 

@@ -469,19 +469,19 @@ type recordingObserver struct {
 	waits    int
 }
 
-func (o *recordingObserver) Outcome(_ string, out idempotency.Outcome) {
+func (o *recordingObserver) Outcome(_ context.Context, _ string, out idempotency.Outcome) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.outcomes[out]++
 }
 
-func (o *recordingObserver) Waited(string, time.Duration) {
+func (o *recordingObserver) Waited(context.Context, string, time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.waits++
 }
 
-func (o *recordingObserver) Processed(string, time.Duration) {}
+func (o *recordingObserver) Processed(context.Context, string, time.Duration) {}
 
 func TestObserverHearsEveryOutcome(t *testing.T) {
 	obs := &recordingObserver{outcomes: map[idempotency.Outcome]int{}}
