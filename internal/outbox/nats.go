@@ -22,6 +22,8 @@ import (
 //	Nats-Msg-Id          the event id: the broker's deduplication key
 //	Outbox-Event-Type    the event type (also the subject's tail)
 //	Outbox-Merchant-Id   the merchant
+//	traceparent          the W3C trace context of the transaction that
+//	                     wrote the event (absent when it was not traced)
 //
 // The stream drops a message whose Nats-Msg-Id it has seen within its
 // duplicate window, JetStreamDuplicateWindow: the re-publish that follows a
@@ -35,6 +37,8 @@ const (
 
 	HeaderEventType  = "Outbox-Event-Type"
 	HeaderMerchantID = "Outbox-Merchant-Id"
+	// HeaderTraceParent is the W3C trace context header.
+	HeaderTraceParent = "traceparent"
 
 	// JetStreamDuplicateWindow is ten minutes: long enough for an API
 	// instance that died mid-batch to be restarted (DB_CONNECT_TIMEOUT,
@@ -125,6 +129,9 @@ func (p *JetStreamPublisher) Publish(ctx context.Context, events []Event) error 
 		msg.Data = []byte(e.Payload)
 		msg.Header.Set(HeaderEventType, e.Type)
 		msg.Header.Set(HeaderMerchantID, e.MerchantID)
+		if e.TraceParent != "" {
+			msg.Header.Set(HeaderTraceParent, e.TraceParent)
+		}
 		f, err := p.js.PublishMsgAsync(msg, jetstream.WithMsgID(e.ID), jetstream.WithExpectStream(JetStreamStream))
 		if err != nil {
 			return fmt.Errorf("publish %s: %w", e.ID, err)

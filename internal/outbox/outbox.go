@@ -36,6 +36,11 @@ type Event struct {
 	MerchantID string `gorm:"column:merchant_id"`
 	Type       string `gorm:"column:type"`
 	Payload    string `gorm:"column:payload"`
+	// TraceParent is the W3C trace context of the transaction that wrote
+	// the event, "" when it was not traced. Publishers send it on beside
+	// the event (the stream entry's traceparent field, the message's
+	// traceparent header), so a consumer's span continues that trace.
+	TraceParent string `gorm:"column:trace_parent"`
 }
 
 // TableName tells GORM the table, which the migrations own.

@@ -19,6 +19,9 @@ const (
 	FieldType       = "type"
 	FieldMerchantID = "merchant_id"
 	FieldPayload    = "payload"
+	// FieldTraceParent is the W3C trace context of the transaction that
+	// wrote the event; absent when it was not traced.
+	FieldTraceParent = "traceparent"
 )
 
 // DefaultUnreadMaxLen bounds the stream while no consumer group reads it:
@@ -49,10 +52,11 @@ type RedisStreamPublisher struct {
 func (p RedisStreamPublisher) Publish(ctx context.Context, events []Event) error {
 	pipe := p.Client.Pipeline()
 	for _, e := range events {
-		pipe.XAdd(ctx, &redis.XAddArgs{
-			Stream: StreamKey,
-			Values: map[string]any{FieldEventID: e.ID, FieldType: e.Type, FieldMerchantID: e.MerchantID, FieldPayload: e.Payload},
-		})
+		values := map[string]any{FieldEventID: e.ID, FieldType: e.Type, FieldMerchantID: e.MerchantID, FieldPayload: e.Payload}
+		if e.TraceParent != "" {
+			values[FieldTraceParent] = e.TraceParent
+		}
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: StreamKey, Values: values})
 	}
 	_, err := pipe.Exec(ctx)
 	return err

@@ -76,11 +76,17 @@ func (s *Service) tellResolved(ctx context.Context, p *Payment, r *Refund) {
 	if s.resolved == nil {
 		return
 	}
+	// The finisher stores the answer of a request that may be long gone:
+	// its span links back to that request.
 	if p != nil {
+		ctx, end := s.tracer.StartLinked(ctx, SpanFinishPayment, p.TraceParent, AttrPaymentID, p.ID)
 		s.resolved.PaymentResolved(ctx, *p)
+		end(nil)
 	}
 	if r != nil {
+		ctx, end := s.tracer.StartLinked(ctx, SpanFinishRefund, r.TraceParent, AttrRefundID, r.ID)
 		s.resolved.RefundResolved(ctx, *r)
+		end(nil)
 	}
 }
 
@@ -192,35 +198,12 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (int, error) {
 	resolved := 0
 	var errs []error
 	for _, p := range payments {
-		res, err := s.provider.FindCharge(ctx, p.ProviderKey)
-		if errors.Is(err, ErrProviderNoSuchCall) && p.Status == StatusProcessing {
-			res, err = s.provider.Charge(ctx, p.ProviderKey, ChargeRequest{
-				Amount: p.Amount, Currency: p.Currency, PaymentMethod: p.PaymentMethod, Reference: p.ID,
-			})
-		}
-		if errors.Is(err, ErrProviderNoSuchCall) {
-			r.report(ReconcileUnresolved)
-			continue
-		}
+		moved, err := r.reconcilePayment(ctx, p)
 		if err != nil {
-			r.report(ReconcileError)
-			errs = append(errs, fmt.Errorf("payment %s: %w", p.ID, err))
-			continue
+			errs = append(errs, err)
 		}
-		var moved bool
-		err = s.pay.InTx(ctx, func(ctx context.Context) error {
-			p, moved, err = s.applyCharge(ctx, p, res)
-			return err
-		})
-		if err != nil {
-			r.report(ReconcileError)
-			errs = append(errs, fmt.Errorf("payment %s: %w", p.ID, err))
-			continue
-		}
-		r.report(ReconcileResolved)
 		if moved {
 			resolved++
-			s.tellResolved(ctx, &p, nil)
 		}
 	}
 
@@ -230,36 +213,12 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (int, error) {
 		return resolved, errors.Join(append(errs, err)...)
 	}
 	for _, rf := range refunds {
-		res, err := s.provider.FindRefund(ctx, rf.ProviderKey)
-		if errors.Is(err, ErrProviderNoSuchCall) && rf.Status == StatusProcessing {
-			var p Payment
-			if p, err = s.pay.GetPayment(ctx, rf.MerchantID, rf.PaymentID); err == nil {
-				res, err = s.provider.Refund(ctx, rf.ProviderKey, RefundRequest{ChargeID: p.ProviderChargeID, Amount: rf.Amount, Reference: rf.ID})
-			}
-		}
-		if errors.Is(err, ErrProviderNoSuchCall) {
-			r.report(ReconcileUnresolved)
-			continue
-		}
+		moved, err := r.reconcileRefund(ctx, rf)
 		if err != nil {
-			r.report(ReconcileError)
-			errs = append(errs, fmt.Errorf("refund %s: %w", rf.ID, err))
-			continue
+			errs = append(errs, err)
 		}
-		var moved bool
-		err = s.pay.InTx(ctx, func(ctx context.Context) error {
-			rf, moved, err = s.applyRefund(ctx, rf, res)
-			return err
-		})
-		if err != nil {
-			r.report(ReconcileError)
-			errs = append(errs, fmt.Errorf("refund %s: %w", rf.ID, err))
-			continue
-		}
-		r.report(ReconcileResolved)
 		if moved {
 			resolved++
-			s.tellResolved(ctx, nil, &rf)
 		}
 	}
 	if r.cfg.Open != nil {
@@ -270,6 +229,77 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (int, error) {
 		}
 	}
 	return resolved, errors.Join(errs...)
+}
+
+// reconcilePayment asks the provider about one unresolved payment and
+// applies its answer, in a span of its own linked to the request that made
+// the payment. moved reports that this call settled it.
+func (r *Reconciler) reconcilePayment(ctx context.Context, p Payment) (moved bool, err error) {
+	s := r.svc
+	ctx, end := s.tracer.StartLinked(ctx, SpanReconcilePayment, p.TraceParent, AttrPaymentID, p.ID)
+	defer func() { end(err) }()
+	res, err := s.provider.FindCharge(ctx, p.ProviderKey)
+	if errors.Is(err, ErrProviderNoSuchCall) && p.Status == StatusProcessing {
+		res, err = s.provider.Charge(ctx, p.ProviderKey, ChargeRequest{
+			Amount: p.Amount, Currency: p.Currency, PaymentMethod: p.PaymentMethod, Reference: p.ID,
+		})
+	}
+	if errors.Is(err, ErrProviderNoSuchCall) {
+		r.report(ReconcileUnresolved)
+		return false, nil
+	}
+	if err != nil {
+		r.report(ReconcileError)
+		return false, fmt.Errorf("payment %s: %w", p.ID, err)
+	}
+	err = s.pay.InTx(ctx, func(ctx context.Context) error {
+		p, moved, err = s.applyCharge(ctx, p, res)
+		return err
+	})
+	if err != nil {
+		r.report(ReconcileError)
+		return false, fmt.Errorf("payment %s: %w", p.ID, err)
+	}
+	r.report(ReconcileResolved)
+	if moved {
+		s.tellResolved(ctx, &p, nil)
+	}
+	return moved, nil
+}
+
+// reconcileRefund is reconcilePayment for one unresolved refund.
+func (r *Reconciler) reconcileRefund(ctx context.Context, rf Refund) (moved bool, err error) {
+	s := r.svc
+	ctx, end := s.tracer.StartLinked(ctx, SpanReconcileRefund, rf.TraceParent, AttrRefundID, rf.ID)
+	defer func() { end(err) }()
+	res, err := s.provider.FindRefund(ctx, rf.ProviderKey)
+	if errors.Is(err, ErrProviderNoSuchCall) && rf.Status == StatusProcessing {
+		var p Payment
+		if p, err = s.pay.GetPayment(ctx, rf.MerchantID, rf.PaymentID); err == nil {
+			res, err = s.provider.Refund(ctx, rf.ProviderKey, RefundRequest{ChargeID: p.ProviderChargeID, Amount: rf.Amount, Reference: rf.ID})
+		}
+	}
+	if errors.Is(err, ErrProviderNoSuchCall) {
+		r.report(ReconcileUnresolved)
+		return false, nil
+	}
+	if err != nil {
+		r.report(ReconcileError)
+		return false, fmt.Errorf("refund %s: %w", rf.ID, err)
+	}
+	err = s.pay.InTx(ctx, func(ctx context.Context) error {
+		rf, moved, err = s.applyRefund(ctx, rf, res)
+		return err
+	})
+	if err != nil {
+		r.report(ReconcileError)
+		return false, fmt.Errorf("refund %s: %w", rf.ID, err)
+	}
+	r.report(ReconcileResolved)
+	if moved {
+		s.tellResolved(ctx, nil, &rf)
+	}
+	return moved, nil
 }
 
 // finishOpen tells Resolved again about each settled payment or refund

@@ -24,6 +24,7 @@ type paymentRow struct {
 	DeclineCode      *string   `gorm:"column:decline_code"`
 	AmountRefunded   int64     `gorm:"column:amount_refunded"`
 	IdempotencyKey   string    `gorm:"column:idempotency_key"`
+	TraceParent      string    `gorm:"column:trace_parent"`
 	CreatedAt        time.Time `gorm:"column:created_at;autoCreateTime:false"`
 	UpdatedAt        time.Time `gorm:"column:updated_at;autoUpdateTime:false"`
 }
@@ -41,6 +42,7 @@ type refundRow struct {
 	ProviderKey      string    `gorm:"column:provider_key"`
 	ProviderRefundID *string   `gorm:"column:provider_refund_id"`
 	IdempotencyKey   string    `gorm:"column:idempotency_key"`
+	TraceParent      string    `gorm:"column:trace_parent"`
 	CreatedAt        time.Time `gorm:"column:created_at;autoCreateTime:false"`
 	UpdatedAt        time.Time `gorm:"column:updated_at;autoUpdateTime:false"`
 }
@@ -265,7 +267,8 @@ func toPaymentRow(p Payment) paymentRow {
 		MerchantID: p.MerchantID, ID: p.ID, OrderID: p.OrderID, Amount: p.Amount, Currency: p.Currency,
 		PaymentMethod: p.PaymentMethod, Status: string(p.Status), ProviderKey: p.ProviderKey,
 		ProviderChargeID: nullable(p.ProviderChargeID), DeclineCode: nullable(p.DeclineCode),
-		AmountRefunded: p.AmountRefunded, IdempotencyKey: p.IdempotencyKey, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
+		AmountRefunded: p.AmountRefunded, IdempotencyKey: p.IdempotencyKey, TraceParent: p.TraceParent,
+		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
 	}
 }
 
@@ -274,7 +277,7 @@ func toDomainPayment(r paymentRow) Payment {
 		ID: r.ID, MerchantID: r.MerchantID, OrderID: r.OrderID, Amount: r.Amount, Currency: r.Currency,
 		PaymentMethod: r.PaymentMethod, Status: Status(r.Status), ProviderKey: r.ProviderKey,
 		ProviderChargeID: deref(r.ProviderChargeID), DeclineCode: deref(r.DeclineCode),
-		AmountRefunded: r.AmountRefunded, IdempotencyKey: r.IdempotencyKey,
+		AmountRefunded: r.AmountRefunded, IdempotencyKey: r.IdempotencyKey, TraceParent: r.TraceParent,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
 }
@@ -283,7 +286,7 @@ func toRefundRow(r Refund) refundRow {
 	return refundRow{
 		MerchantID: r.MerchantID, ID: r.ID, PaymentID: r.PaymentID, Amount: r.Amount, Currency: r.Currency,
 		Status: string(r.Status), ProviderKey: r.ProviderKey, ProviderRefundID: nullable(r.ProviderRefundID),
-		IdempotencyKey: r.IdempotencyKey, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		IdempotencyKey: r.IdempotencyKey, TraceParent: r.TraceParent, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 }
 
@@ -291,13 +294,13 @@ func toDomainRefund(r refundRow) Refund {
 	return Refund{
 		ID: r.ID, MerchantID: r.MerchantID, PaymentID: r.PaymentID, Amount: r.Amount, Currency: r.Currency,
 		Status: Status(r.Status), ProviderKey: r.ProviderKey, ProviderRefundID: deref(r.ProviderRefundID),
-		IdempotencyKey: r.IdempotencyKey, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		IdempotencyKey: r.IdempotencyKey, TraceParent: r.TraceParent, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
 }
 
 // AppendEvent implements EventStore.
 func (s *GormStore) AppendEvent(ctx context.Context, ev Event) error {
 	return database.Classify(database.Conn(ctx, s.db).Exec(`
-INSERT INTO outbox_events (merchant_id, id, type, payload, created_at) VALUES (?, ?, ?, ?, ?)`,
-		ev.MerchantID, ev.ID, ev.Type, string(ev.Payload), ev.CreatedAt).Error)
+INSERT INTO outbox_events (merchant_id, id, type, payload, trace_parent, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		ev.MerchantID, ev.ID, ev.Type, string(ev.Payload), ev.TraceParent, ev.CreatedAt).Error)
 }

@@ -23,8 +23,12 @@ type Event struct {
 	MerchantID string
 	Type       string
 	// Payload is the event's JSON body.
-	Payload   []byte
-	CreatedAt time.Time
+	Payload []byte
+	// TraceParent is the W3C trace context of the transaction that wrote
+	// the event ("" when it was not traced); the dispatcher sends it on
+	// with the event, and a consumer continues the trace.
+	TraceParent string
+	CreatedAt   time.Time
 }
 
 // EventStore appends events to the outbox (GormStore implements it).
@@ -56,6 +60,7 @@ func (s *Service) emit(ctx context.Context, merchantID, eventType string, payloa
 	if err != nil {
 		return err
 	}
+	ev.TraceParent = s.tracer.TraceParent(ctx)
 	return s.events.AppendEvent(ctx, ev)
 }
 

@@ -74,6 +74,7 @@ func (s *Service) PayOrder(ctx context.Context, merchantID, orderID, idempotency
 			return p, err
 		}
 	}
+	s.tracer.Annotate(ctx, AttrPaymentID, p.ID)
 	if p.Status.Final() {
 		// Finished before a crash, or resolved meanwhile by a webhook or
 		// the reconciler: answer from the row.
@@ -125,7 +126,7 @@ func (s *Service) createPayment(ctx context.Context, merchantID, orderID, key st
 			// The provider key is the payment id: one payment, one charge,
 			// however often we ask.
 			ProviderKey:    id,
-			IdempotencyKey: key, CreatedAt: now, UpdatedAt: now,
+			IdempotencyKey: key, TraceParent: s.tracer.TraceParent(ctx), CreatedAt: now, UpdatedAt: now,
 		}
 		if err := s.pay.CreatePayment(ctx, p); err != nil {
 			return err

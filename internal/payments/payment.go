@@ -82,8 +82,12 @@ type Payment struct {
 	// IdempotencyKey is the client's key of the request that made the
 	// payment: the record to finish when the outcome arrives later.
 	IdempotencyKey string
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// TraceParent is the W3C trace context of the request that made the
+	// payment ("" when it was not traced): the reconciler's and the
+	// finisher's spans link back to it.
+	TraceParent string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 // Refund gives back some or all of a succeeded payment.
@@ -97,8 +101,11 @@ type Refund struct {
 	ProviderKey      string
 	ProviderRefundID string
 	IdempotencyKey   string
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
+	// TraceParent is the trace context of the request that made the
+	// refund, as for a Payment.
+	TraceParent string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 // PayInput is what a client sends to pay an order.

@@ -40,6 +40,7 @@ func (s *Service) RefundPayment(ctx context.Context, merchantID, paymentID, idem
 			return r, err
 		}
 	}
+	s.tracer.Annotate(ctx, AttrRefundID, r.ID)
 	if r.Status.Final() {
 		return r, nil
 	}
@@ -100,7 +101,8 @@ func (s *Service) createRefund(ctx context.Context, merchantID, paymentID, key s
 		}
 		r = Refund{
 			ID: id, MerchantID: merchantID, PaymentID: paymentID, Amount: amount, Currency: p.Currency,
-			Status: StatusPending, ProviderKey: id, IdempotencyKey: key, CreatedAt: now, UpdatedAt: now,
+			Status: StatusPending, ProviderKey: id, IdempotencyKey: key, TraceParent: s.tracer.TraceParent(ctx),
+			CreatedAt: now, UpdatedAt: now,
 		}
 		if err := s.pay.CreateRefund(ctx, r); err != nil {
 			return err

@@ -25,6 +25,7 @@ type Service struct {
 	resolved Resolved
 	hook     PhaseHook
 	events   EventStore
+	tracer   Tracer
 	// customers is optional, like pay: a Service of orders alone serves
 	// tests of the order rules.
 	customers CustomerStore
@@ -69,7 +70,7 @@ func NewService(store Store, clock func() time.Time, opts ...Option) *Service {
 	if clock == nil {
 		clock = time.Now
 	}
-	s := &Service{store: store, clock: clock, ids: newIDGenerator()}
+	s := &Service{store: store, clock: clock, ids: newIDGenerator(), tracer: noTracer{}}
 	for _, o := range opts {
 		o(s)
 	}
