@@ -51,7 +51,7 @@ func handleCreate[Req validatable, Obj any](s *Server, w http.ResponseWriter, r 
 		writeLedgerError(w, err)
 		return
 	}
-	s.deliver(placed.event)
+	s.deliver(r.Context(), placed.event)
 	s.holdAnswer(r.Context(), placed.hold)
 	writeCreated(w, placed.replayed, placed.object)
 }

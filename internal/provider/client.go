@@ -85,6 +85,12 @@ type ClientOptions struct {
 	// knows a request was never sent. With any other transport only dial
 	// errors count as ErrNotExecuted.
 	HTTPClient *http.Client
+	// WrapTransport, if set, wraps the transport of the client's own
+	// HTTPClient (tracing.Tracing.Transport: a span per call and the
+	// traceparent header). The wrapper must send each request on with its
+	// context, whose httptrace hooks tell the Client that a request was
+	// never sent. Unused with HTTPClient.
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 	// Breaker tunes the circuit breaker.
 	Breaker BreakerSettings
 }
@@ -129,15 +135,25 @@ func NewClient(baseURL string, opts ClientOptions) *Client {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultClientTimeout
 	}
+	// traced: the requests carry our httptrace hooks down to an
+	// *http.Transport (see neverSent).
+	traced := false
 	if opts.HTTPClient == nil {
+		var transport http.RoundTripper // nil: http.DefaultTransport
+		if opts.WrapTransport != nil {
+			transport = opts.WrapTransport(http.DefaultTransport)
+		}
 		opts.HTTPClient = &http.Client{
+			Transport: transport,
 			// A redirect is not part of the provider's API; show it as the
 			// unexpected answer it is instead of following it.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
+		traced = true
+	} else {
+		_, traced = opts.HTTPClient.Transport.(*http.Transport)
+		traced = traced || opts.HTTPClient.Transport == nil
 	}
-	_, traced := opts.HTTPClient.Transport.(*http.Transport)
-	traced = traced || opts.HTTPClient.Transport == nil
 
 	failures := opts.Breaker.Failures
 	if failures == 0 {

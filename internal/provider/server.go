@@ -52,8 +52,18 @@ type Config struct {
 	// WebhookBackoff is the wait after the first failed attempt; it doubles
 	// after each further failure, up to a minute. Zero means 500ms.
 	WebhookBackoff time.Duration
-	// WebhookClient sends the events. Nil means a client with a 10 s timeout.
+	// WebhookClient sends the events. Nil means a client with a 10 s
+	// timeout over WebhookTransport.
 	WebhookClient *http.Client
+	// WebhookTransport is the transport of the default WebhookClient; nil
+	// means http.DefaultTransport. A delivery carries the context of the
+	// request whose effect it announces, so a transport that propagates
+	// trace context (tracing.Tracing.Transport) continues that request's
+	// trace.
+	WebhookTransport http.RoundTripper
+	// Instrument, if set, wraps the HTTP handler (tracing.Tracing.Handler:
+	// a span per request that continues the caller's trace).
+	Instrument func(http.Handler) http.Handler
 
 	// SlowDelay is how long pm_fault_slow waits before answering. Zero means
 	// DefaultSlowDelay.
@@ -127,6 +137,9 @@ func New(cfg Config) *Server {
 		cancel: cancel,
 	}
 	s.handler = s.routes()
+	if cfg.Instrument != nil {
+		s.handler = cfg.Instrument(s.handler)
+	}
 	return s
 }
 
@@ -145,7 +158,7 @@ func withDefaults(cfg Config) Config {
 		cfg.WebhookBackoff = defaultWebhookBackoff
 	}
 	if cfg.WebhookClient == nil {
-		cfg.WebhookClient = &http.Client{Timeout: defaultWebhookTimeout}
+		cfg.WebhookClient = &http.Client{Timeout: defaultWebhookTimeout, Transport: cfg.WebhookTransport}
 	}
 	if cfg.SlowDelay <= 0 {
 		cfg.SlowDelay = DefaultSlowDelay

@@ -50,12 +50,19 @@ func (s *Server) newEventLocked(eventType string, object any) *pendingEvent {
 // deliver sends ev in the background; nil is a no-op. Delivery is at least
 // once: each copy is retried with backoff until the receiver answers 2xx, up
 // to WebhookMaxAttempts, and some events get a second copy on purpose.
-func (s *Server) deliver(ev *pendingEvent) {
+//
+// The deliveries carry the values of origin, the context of the request that
+// caused the event (its trace above all), but end with the server, not with
+// that request.
+func (s *Server) deliver(origin context.Context, ev *pendingEvent) {
 	if ev == nil {
 		return
 	}
 	go func() {
 		defer s.deliveries.Done()
+		ctx, cancel := context.WithCancel(context.WithoutCancel(origin))
+		defer cancel()
+		defer context.AfterFunc(s.ctx, cancel)()
 		if !sleep(s.ctx, s.cfg.WebhookDelay) {
 			return
 		}
@@ -64,7 +71,7 @@ func (s *Server) deliver(ev *pendingEvent) {
 			copies = 2
 		}
 		for range copies {
-			if !s.deliverCopy(ev) {
+			if !s.deliverCopy(ctx, ev) {
 				return
 			}
 		}
@@ -73,10 +80,10 @@ func (s *Server) deliver(ev *pendingEvent) {
 
 // deliverCopy makes the attempts for one copy of ev and says whether one of
 // them landed.
-func (s *Server) deliverCopy(ev *pendingEvent) bool {
+func (s *Server) deliverCopy(ctx context.Context, ev *pendingEvent) bool {
 	backoff := s.cfg.WebhookBackoff
 	for attempt := 1; ; attempt++ {
-		err := s.post(ev)
+		err := s.post(ctx, ev)
 		if err == nil {
 			return true
 		}
@@ -99,8 +106,8 @@ func (s *Server) deliverCopy(ev *pendingEvent) bool {
 // post makes one delivery attempt. Each attempt is signed afresh, with the
 // time it is sent, so a retry an hour later still passes the receiver's
 // five-minute check.
-func (s *Server) post(ev *pendingEvent) error {
-	req, err := http.NewRequestWithContext(s.ctx, http.MethodPost, s.cfg.WebhookURL, bytes.NewReader(ev.body))
+func (s *Server) post(ctx context.Context, ev *pendingEvent) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.WebhookURL, bytes.NewReader(ev.body))
 	if err != nil {
 		return fmt.Errorf("build webhook request: %w", err)
 	}
