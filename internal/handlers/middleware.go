@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/merchants"
@@ -38,11 +40,21 @@ type (
 // sends a sane one, made up otherwise, and echoed in the answer.
 const HeaderRequestID = "X-Request-Id"
 
+// Attributes of the request's span, beside the HTTP ones of otelgin. The
+// key hash is the access log's; a span never holds a whole key.
+const (
+	AttrRequestID  = "request.id"
+	AttrMerchantID = "merchant.id"
+	AttrKeyHash    = "idempotency.key_hash"
+)
+
 // requestContext gives the request an id and a logger that carries it, and
 // writes one access log line when the request is done. The line holds no
 // header values: API keys never reach the logs, and an idempotency key only
 // as hashKey's short keyed hash (idempotency_key_hash), which is enough to
-// follow one key's retries through the logs.
+// follow one key's retries through the logs. The request's span, if it is
+// traced, gets the same id and hash, and the route instead of a path that
+// holds a key.
 func requestContext(log *slog.Logger, hashKey func(key string) string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := time.Now()
@@ -54,13 +66,35 @@ func requestContext(log *slog.Logger, hashKey func(key string) string) gin.Handl
 		reqLog := log.With("request_id", id)
 		c.Set(loggerKey{}, reqLog)
 
-		c.Next()
-
 		path, key := c.Request.URL.Path, c.GetHeader(idempotency.HeaderKey)
+		scrubbed := false
 		if k, ok := strings.CutPrefix(path, idempotencyKeysPrefix); ok {
 			// The path holds a key itself (whether a route matched or
 			// not): log the route instead.
-			path, key = routeIdempotencyKey, k
+			path, key, scrubbed = routeIdempotencyKey, k, true
+		}
+		keyHash := ""
+		if key != "" {
+			keyHash = hashKey(key)
+		}
+		span := trace.SpanFromContext(c.Request.Context())
+		if span.IsRecording() {
+			attrs := []attribute.KeyValue{attribute.String(AttrRequestID, id)}
+			if keyHash != "" {
+				attrs = append(attrs, attribute.String(AttrKeyHash, keyHash))
+			}
+			if scrubbed {
+				// Replaces the raw path the HTTP instrumentation put on
+				// the span when it started it, before anything is exported.
+				attrs = append(attrs, attribute.String("url.path", path), attribute.String("http.target", path))
+			}
+			span.SetAttributes(attrs...)
+		}
+
+		c.Next()
+
+		if m := MerchantID(c); m != "" && span.IsRecording() {
+			span.SetAttributes(attribute.String(AttrMerchantID, m))
 		}
 		attrs := []slog.Attr{
 			slog.String("method", c.Request.Method),
@@ -70,8 +104,8 @@ func requestContext(log *slog.Logger, hashKey func(key string) string) gin.Handl
 			slog.String("merchant_id", MerchantID(c)),
 			slog.Duration("duration", time.Since(start)),
 		}
-		if key != "" {
-			attrs = append(attrs, slog.String("idempotency_key_hash", hashKey(key)))
+		if keyHash != "" {
+			attrs = append(attrs, slog.String("idempotency_key_hash", keyHash))
 		}
 		reqLog.LogAttrs(c.Request.Context(), slog.LevelInfo, "request", attrs...)
 	}

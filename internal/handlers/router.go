@@ -64,11 +64,16 @@ type Deps struct {
 	// access log carries instead (NewKeyHasher); nil means NewKeyHasher
 	// with a random per-process secret.
 	HashKey func(key string) string
-	// Middleware runs on every request (metrics, tracing), after the
-	// request id, logging and recovery and before authentication. Gin applies
+	// Middleware runs on every request (metrics), after the request id,
+	// logging and recovery and before authentication. Gin applies
 	// middleware only to routes registered after it, so it must come in here
 	// rather than be added to the engine later.
 	Middleware []gin.HandlerFunc
+	// Tracing, if set, runs first on every request: it starts the request's
+	// span (otelgin), so that the access log line, the recovery's 500 and
+	// everything after them happen inside it. The request's id, merchant
+	// and key hash are put on that span; a key in the path never is.
+	Tracing gin.HandlerFunc
 }
 
 // NewRouter builds the Gin engine of the API. Routes that need nothing from
@@ -108,6 +113,9 @@ func NewRouter(d Deps) *gin.Engine {
 	// client address for anything that matters, and must not believe
 	// X-Forwarded-For from anyone.
 	_ = r.SetTrustedProxies(nil)
+	if d.Tracing != nil {
+		r.Use(d.Tracing)
+	}
 	r.Use(requestContext(log, hashKey), recovery())
 	r.Use(d.Middleware...)
 
