@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/idemkeys/payments/internal/provider"
+	"github.com/idemkeys/payments/internal/tracing"
 )
 
 // shutdownTimeout bounds the wait for in-flight requests at shutdown.
@@ -36,6 +38,11 @@ Runs the mock payment provider. Configured by the environment:
   CHAOS_LOST_RESPONSE_RATE  share of first requests whose answer is lost, 0..1 [0]
   CHAOS_UNAVAILABLE_RATE    share of first requests answered 503, 0..1 [0]
   CHAOS_LATENCY             most random latency added to first requests, e.g. 50ms [0]
+  OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+                            send traces there over OTLP/HTTP, continuing the
+                            caller's (W3C traceparent) [empty: no tracing]
+  OTEL_TRACES_EXPORTER      otlp, or none to turn tracing off [otlp]
+  OTEL_SERVICE_NAME         the service name in traces [payments-provider]
 `
 
 func main() {
@@ -64,19 +71,34 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("unexpected arguments %q; configure with environment variables (-h lists them)", flags.Args())
 	}
 
-	addr, cfg, err := loadConfig(getenv)
+	addr, cfg, traces, err := loadConfig(getenv)
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(stdout, nil))
+	log := slog.New(tracing.LogHandler(slog.NewJSONHandler(stdout, nil)))
 	cfg.Logger = log
+
+	tr, err := tracing.Start(ctx, serviceName, traces, log.With("component", "tracing"))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// After the server has stopped: the last spans are flushed.
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		defer cancel()
+		if err := tr.Shutdown(flushCtx); err != nil {
+			log.Warn("tracing: flush at exit failed", "error", err)
+		}
+	}()
+	cfg.Instrument = func(h http.Handler) http.Handler { return tr.Handler(h, "provider") }
+	cfg.WebhookTransport = tr.Transport(nil)
 
 	running, err := provider.Start(ctx, addr, cfg)
 	if err != nil {
 		return err
 	}
 	log.Info("mock provider listening", "url", running.URL,
-		"webhooks", cfg.WebhookURL != "", "chaos", cfg.Chaos != provider.Chaos{})
+		"webhooks", cfg.WebhookURL != "", "chaos", cfg.Chaos != provider.Chaos{}, "tracing", tr.Enabled())
 
 	<-ctx.Done()
 	log.Info("shutting down")
@@ -86,8 +108,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	return running.Shutdown(shutdownCtx)
 }
 
+// serviceName is the provider's service.name in traces.
+const serviceName = "payments-provider"
+
 // loadConfig reads the environment. It reports every bad variable at once.
-func loadConfig(getenv func(string) string) (string, provider.Config, error) {
+func loadConfig(getenv func(string) string) (string, provider.Config, tracing.Settings, error) {
 	addr := getenv("HTTP_ADDR")
 	if addr == "" {
 		addr = ":8081"
@@ -121,7 +146,9 @@ func loadConfig(getenv func(string) string) (string, provider.Config, error) {
 			errs = append(errs, fmt.Errorf("CHAOS_LATENCY %q: want a duration such as 50ms", v))
 		}
 	}
-	return addr, cfg, errors.Join(errs...)
+	traces, err := tracing.FromEnv(getenv)
+	errs = append(errs, err)
+	return addr, cfg, traces, errors.Join(errs...)
 }
 
 // parseRate reads a share from 0 to 1; empty is 0.

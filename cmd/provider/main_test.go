@@ -113,6 +113,9 @@ func TestRun_RefusesBadConfiguration(t *testing.T) {
 		{"webhook URL relative", map[string]string{"WEBHOOK_URL": "/v1/webhooks/provider"}, nil, []string{"WEBHOOK_URL"}},
 		{"every problem at once", map[string]string{"CHAOS_LATENCY": "x", "CHAOS_UNAVAILABLE_RATE": "2"}, nil,
 			[]string{"CHAOS_LATENCY", "CHAOS_UNAVAILABLE_RATE"}},
+		{"unknown traces exporter", map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, nil, []string{"OTEL_TRACES_EXPORTER"}},
+		{"OTLP over gRPC", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://localhost:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, nil,
+			[]string{"OTEL_EXPORTER_OTLP_PROTOCOL"}},
 		{"stray arguments", nil, []string{"serve"}, []string{"unexpected arguments"}},
 		{"bad address", map[string]string{"HTTP_ADDR": "256.0.0.1:1"}, nil, []string{"listen"}},
 	}
@@ -129,20 +132,22 @@ func TestRun_RefusesBadConfiguration(t *testing.T) {
 
 func TestLoadConfig(t *testing.T) {
 	t.Run("defaults", func(t *testing.T) {
-		addr, cfg, err := loadConfig(env(nil))
+		addr, cfg, traces, err := loadConfig(env(nil))
 		require.NoError(t, err)
 		require.Equal(t, ":8081", addr)
 		require.Equal(t, provider.Config{}, cfg, "the zero Config carries the documented defaults")
+		require.False(t, traces.Enabled(), "no OTLP endpoint, no tracing")
 	})
 	t.Run("everything set", func(t *testing.T) {
-		addr, cfg, err := loadConfig(env(map[string]string{
-			"HTTP_ADDR":                ":9000",
-			"WEBHOOK_URL":              "http://localhost:8080/v1/webhooks/provider",
-			"WEBHOOK_SECRET":           "s",
-			"DUPLICATE_WEBHOOK_RATE":   "0.5",
-			"CHAOS_LOST_RESPONSE_RATE": "0.01",
-			"CHAOS_UNAVAILABLE_RATE":   "0.02",
-			"CHAOS_LATENCY":            "50ms",
+		addr, cfg, traces, err := loadConfig(env(map[string]string{
+			"HTTP_ADDR":                   ":9000",
+			"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318",
+			"WEBHOOK_URL":                 "http://localhost:8080/v1/webhooks/provider",
+			"WEBHOOK_SECRET":              "s",
+			"DUPLICATE_WEBHOOK_RATE":      "0.5",
+			"CHAOS_LOST_RESPONSE_RATE":    "0.01",
+			"CHAOS_UNAVAILABLE_RATE":      "0.02",
+			"CHAOS_LATENCY":               "50ms",
 		}))
 		require.NoError(t, err)
 		require.Equal(t, ":9000", addr)
@@ -152,9 +157,10 @@ func TestLoadConfig(t *testing.T) {
 			DuplicateWebhookRate: 0.5,
 			Chaos:                provider.Chaos{LostResponseRate: 0.01, UnavailableRate: 0.02, Latency: 50 * time.Millisecond},
 		}, cfg)
+		require.Equal(t, "http://collector:4318/v1/traces", traces.Endpoint)
 	})
 	t.Run("no duplicates", func(t *testing.T) {
-		_, cfg, err := loadConfig(env(map[string]string{"DUPLICATE_WEBHOOK_RATE": "0"}))
+		_, cfg, _, err := loadConfig(env(map[string]string{"DUPLICATE_WEBHOOK_RATE": "0"}))
 		require.NoError(t, err)
 		require.Negative(t, cfg.DuplicateWebhookRate, "zero in the environment means none, not the default")
 	})
@@ -164,7 +170,7 @@ func TestRun_Help(t *testing.T) {
 	out := &testkit.SyncBuffer{}
 	require.NoError(t, run(t.Context(), []string{"-h"}, env(nil), out))
 	for _, name := range []string{"HTTP_ADDR", "WEBHOOK_URL", "WEBHOOK_SECRET", "DUPLICATE_WEBHOOK_RATE",
-		"CHAOS_LOST_RESPONSE_RATE", "CHAOS_UNAVAILABLE_RATE", "CHAOS_LATENCY"} {
+		"CHAOS_LOST_RESPONSE_RATE", "CHAOS_UNAVAILABLE_RATE", "CHAOS_LATENCY", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_EXPORTER"} {
 		require.Contains(t, out.String(), name)
 	}
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/idemkeys/payments/internal/provider"
 	"github.com/idemkeys/payments/internal/provider/paymentsport"
 	"github.com/idemkeys/payments/internal/redisconn"
+	"github.com/idemkeys/payments/internal/tracing"
 )
 
 // Run serves the program on cfg.HTTPAddr until ctx ends, then stops it
@@ -62,8 +63,12 @@ type App struct {
 	db       *database.DB
 	workers  []func(ctx context.Context)
 	provider *provider.Running // the in-process provider, if any
+	tracing  *tracing.Tracing
 	closers  []func() error
 }
+
+// shutdownFlushTimeout bounds the last export of spans at the end.
+const shutdownFlushTimeout = 5 * time.Second
 
 // New wires the program for cfg. ln is the API's listener: the in-process
 // provider sends its webhooks there. The database is open and migrated when
@@ -81,6 +86,15 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		return nil, err
 	}
 	a := &App{cfg: cfg, log: log, db: db}
+	if err := a.startTracing(ctx, o); err != nil {
+		_ = a.close(ctx)
+		return nil, err
+	}
+	tr := a.tracing
+	if err := traceDatabase(db.DB, tr); err != nil {
+		_ = a.close(ctx)
+		return nil, err
+	}
 	merchantStore := merchants.NewStore(db.DB, time.Now)
 	if cfg.DemoSeed {
 		if err := merchantStore.SeedDemo(ctx); err != nil {
@@ -102,6 +116,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 			// 202-and-reconcile path that lost responses take.
 			WebhookDelay: cfg.ProviderWebhookDelay,
 			Logger:       log.With("component", "provider"),
+			// The mock continues the API's traces as cmd/provider does.
+			Instrument:       func(h http.Handler) http.Handler { return tr.Handler(h, "provider") },
+			WebhookTransport: tr.Transport(nil),
 		})
 		if err != nil {
 			_ = a.close(ctx)
@@ -111,7 +128,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		providerURL = running.URL
 		log.Info("in-process payment provider started", "url", providerURL)
 	}
-	providerClient := provider.NewClient(providerURL, provider.ClientOptions{Timeout: cfg.ProviderTimeout})
+	providerClient := provider.NewClient(providerURL, provider.ClientOptions{Timeout: cfg.ProviderTimeout, WrapTransport: tr.Transport})
 
 	clock := idempotency.SystemClock{}
 	cipher, err := responseCipher(cfg, log)
@@ -145,6 +162,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		Observer:     m.IdempotencyObserver(),
 		Log:          log,
 	}
+	if tr.Enabled() {
+		idemCfg.Observer = tracing.Observer(idemCfg.Observer)
+	}
 	var redisPinger handlers.Pinger
 	var redisClient redis.UniversalClient
 	if cfg.RedisURL != "" {
@@ -152,6 +172,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		// PostgreSQL stays the truth, so Redis being down at start is no
 		// reason to refuse to start.
 		client, err := redisconn.Open(cfg.RedisURL, redisconn.Options{Timeout: cfg.RedisTimeout})
+		if err == nil {
+			err = traceRedis(client, tr)
+		}
 		if err != nil {
 			_ = a.close(ctx)
 			return nil, err
@@ -187,6 +210,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		payments.WithResolved(handlers.NewRecordFinisher(keeper, log)),
 		payments.WithEvents(store),
 		payments.WithCustomers(store),
+		payments.WithTracer(tr),
 	}, o.service...)
 	service := payments.NewService(store, time.Now, serviceOpts...)
 	m.WatchDatabase(idemStore, store, 2*time.Second)
@@ -216,6 +240,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		IdempotencyKeys: keeper,
 		HashKey:         handlers.NewKeyHasher([]byte(cfg.LogKeySecret)),
 		Middleware:      []gin.HandlerFunc{m.HTTPMiddleware()},
+		Tracing:         traceRequests(tr),
 	})
 	handlers.RegisterSwagger(router)
 	router.GET("/metrics", gin.WrapH(m.Handler()))
@@ -310,9 +335,11 @@ func (a *App) close(ctx context.Context) error {
 }
 
 // NewLogger is the program's logger: JSON lines on w at level (debug, info,
-// warn or error, as config.Config.LogLevel holds it).
+// warn or error, as config.Config.LogLevel holds it), with the trace and
+// span ids of a record logged with a traced context.
 func NewLogger(w io.Writer, level string) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(strings.ToUpper(level)))
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+	// Lines logged inside a trace carry its trace_id and span_id.
+	return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})))
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/idemkeys/payments/internal/idempotency/ginidem"
 	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/tracing"
 )
 
 // An Option changes how New wires the program. The program as deployed
@@ -14,6 +15,13 @@ type Option func(*options)
 type options struct {
 	service []payments.Option
 	orders  func(*ginidem.Middleware) gin.HandlerFunc
+	tracing *tracing.Tracing
+}
+
+// WithTracing replaces the tracing that the OTEL_* settings would start by
+// t, whose owner shuts it down (tests record spans in memory with it).
+func WithTracing(t *tracing.Tracing) Option {
+	return func(o *options) { o.tracing = t }
 }
 
 // WithServiceOptions passes opts to the payments service after the

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+
+	"github.com/idemkeys/payments/internal/tracing"
 )
 
 // Config is every setting of cmd/api.
@@ -52,6 +54,10 @@ type Config struct {
 	LogKeySecret            string `env:"LOG_KEY_SECRET"`
 	ResponseEncryptionKeys  string `env:"RESPONSE_ENCRYPTION_KEYS"`
 	ResponseEncryptionKeyID string `env:"RESPONSE_ENCRYPTION_KEY_ID"`
+
+	// Tracing is what the standard OTEL_* variables say (tracing.FromEnv,
+	// shared with cmd/provider): on with an OTLP endpoint, off otherwise.
+	Tracing tracing.Settings
 }
 
 // Load parses the settings from environ (KEY=value pairs, as os.Environ
@@ -67,7 +73,9 @@ func Load(environ []string) (Config, error) {
 	if err := env.ParseWithOptions(&cfg, env.Options{Environment: vars}); err != nil {
 		return Config{}, fmt.Errorf("configuration: %w", nameSettings(err))
 	}
-	if err := cfg.validate(); err != nil {
+	tr, trErr := tracing.FromEnv(func(k string) string { return vars[k] })
+	cfg.Tracing = tr
+	if err := errors.Join(cfg.validate(), trErr); err != nil {
 		return Config{}, fmt.Errorf("configuration: %w", err)
 	}
 	return cfg, nil
