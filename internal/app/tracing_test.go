@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemkeys/payments/internal/app"
 	"github.com/idemkeys/payments/internal/app/apptest"
+	"github.com/idemkeys/payments/internal/outbox"
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/provider"
 	"github.com/idemkeys/payments/internal/testkit"
@@ -137,9 +138,11 @@ func TestTraceFollowsALostResponseToItsStoredAnswer(t *testing.T) {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			tr, recorded := recordSpans(t)
+			rs := testkit.StartRedis(t)
 			api := apptest.Start(t, testkit.DatabaseURL(t, dialect), debugLogs, apptest.WithApp(app.WithTracing(tr)),
 				apptest.WithSilentProvider(provider.Config{Instrument: func(h http.Handler) http.Handler { return tr.Handler(h, "provider") }}),
-				apptest.Env("PROVIDER_TIMEOUT=300ms", "RECONCILE_INTERVAL=100ms", "LOG_KEY_SECRET=a-log-secret-for-the-tests"))
+				apptest.Env("PROVIDER_TIMEOUT=300ms", "RECONCILE_INTERVAL=100ms", "LOG_KEY_SECRET=a-log-secret-for-the-tests",
+					"REDIS_URL="+rs.URL(), "OUTBOX_INTERVAL=50ms"))
 
 			suffix := apptest.NewKey()
 			orderKey, payKey := "trace-order-"+suffix, "trace-pay-"+suffix
@@ -162,6 +165,9 @@ func TestTraceFollowsALostResponseToItsStoredAnswer(t *testing.T) {
 			// A path that is a key, matched and unmatched.
 			require.Equal(t, 200, apptest.Call(t, "GET", api.URL+"/v1/idempotency-keys/"+url.PathEscape(orderKey), "sk_test_acme", "", "").Status)
 			require.Equal(t, 404, apptest.Call(t, "POST", api.URL+"/v1/idempotency-keys/"+url.PathEscape(payKey), "sk_test_acme", "", "").Status)
+			testkit.Eventually(t, 10*time.Second, "the outbox published every event", func() bool {
+				return api.Count(t, "SELECT count(*) FROM outbox_events WHERE published_at IS NULL") == 0
+			})
 			require.NoError(t, api.Stop())
 			all := recorded()
 			charges := apptest.Ledger(t, api.Provider.URL+"/v1/charges?reference="+paymentID)
@@ -219,6 +225,28 @@ func TestTraceFollowsALostResponseToItsStoredAnswer(t *testing.T) {
 			require.EqualValues(t, 1, api.Count(t, "SELECT count(*) FROM outbox_events WHERE type = 'payment.succeeded' AND trace_parent LIKE ?",
 				"00-"+rec.SpanContext.TraceID().String()+"-%"))
 
+			// Redis, inside the requests (the replay's cache look-up), and
+			// the outbox's stream entries with the trace context stored.
+			var redisInRequest bool
+			for _, s := range all {
+				redisInRequest = redisInRequest || (all.attr(s, "db.system") == "redis" && s.Parent.IsValid())
+			}
+			require.True(t, redisInRequest, "Redis commands are spans of the requests\n%s", all)
+			entries, err := rs.Client(t).XRange(context.Background(), outbox.StreamKey, "-", "+").Result()
+			require.NoError(t, err)
+			var carried int
+			for _, e := range entries {
+				switch e.Values[outbox.FieldType] {
+				case payments.EventOrderCreated:
+					require.Equal(t, traceParentOf(orderReq), e.Values[outbox.FieldTraceParent])
+					carried++
+				case payments.EventPaymentSucceeded:
+					require.Contains(t, e.Values[outbox.FieldTraceParent], rec.SpanContext.TraceID().String())
+					carried++
+				}
+			}
+			require.Equal(t, 2, carried, "both events went out with their trace context")
+
 			// The key-scrubbing: no raw key, API key or body anywhere.
 			keyRoutes := append(all.find("GET /v1/idempotency-keys/*key", "", ""), all.find("POST", "", "")...)
 			require.NotEmpty(t, keyRoutes)
@@ -227,7 +255,7 @@ func TestTraceFollowsALostResponseToItsStoredAnswer(t *testing.T) {
 			}
 			for _, s := range all {
 				txt := text(s)
-				for _, secret := range []string{orderKey, payKey, url.PathEscape(orderKey), "sk_test_acme", "Bearer", secretMarker, "pm_fault_lost_response\"", `"items"`} {
+				for _, secret := range []string{orderKey, payKey, url.PathEscape(orderKey), "sk_test_acme", "Bearer", secretMarker, "pm_fault_lost_response\"", `"sku":"SKU-1"`, "Coffee"} {
 					require.NotContains(t, txt, secret, "span %q", s.Name)
 				}
 			}
