@@ -98,7 +98,7 @@ func fetchAndHandle(ctx context.Context, cons jetstream.Consumer, batch int, h *
 			h.ackWithRetry(ctx, delivery{ack: func(ctx context.Context) error { return msg.TermWithReason("no event id") }})
 			continue
 		}
-		if err := h.handle(ctx, delivery{Event: e, ack: ack}); err != nil && !errors.Is(err, ErrBadEvent) {
+		if err := h.handle(ctx, delivery{Event: e, ack: ack, traceParent: msg.Headers().Get(headerTraceParent)}); err != nil && !errors.Is(err, ErrBadEvent) {
 			return fmt.Errorf("message %s is delivered again after AckWait: %w", e.ID, err)
 		}
 	}

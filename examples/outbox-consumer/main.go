@@ -35,6 +35,8 @@
 //	CONSUMER_CLAIM_AFTER   redeliver what was not acknowledged after this long [30s]
 //	CONSUMER_BATCH         messages read at once [100]
 //	LOG_LEVEL              debug, info, warn or error [info]
+//	OTEL_EXPORTER_OTLP_ENDPOINT  trace each event in the trace of the request
+//	                       that caused it, over OTLP/HTTP (tracing.go) [empty: off]
 package main
 
 import (
@@ -48,6 +50,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 func main() {
@@ -125,7 +129,16 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	defer store.Close()
-	h := &handler{store: store, log: log, crash: cfg.crash}
+	tracer, flush, err := startTracing(ctx, getenv)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = flush(flushCtx)
+	}()
+	h := &handler{store: store, log: log, crash: cfg.crash, tracer: tracer}
 	log.Info("outbox consumer started", "sink", cfg.sink, "group", cfg.group, "name", cfg.name, "claim_after", cfg.claimAfter)
 	switch cfg.sink {
 	case "redis":
@@ -141,19 +154,24 @@ type delivery struct {
 	// ack tells the broker the message is done with; it returns once the
 	// broker has it (or failed to).
 	ack func(ctx context.Context) error
+	// traceParent is the trace context the event came with, "" if none.
+	traceParent string
 }
 
 // handler applies deliveries one at a time, whichever broker they come from.
 type handler struct {
-	store *Store
-	log   *slog.Logger
-	crash *crasher
+	store  *Store
+	log    *slog.Logger
+	crash  *crasher
+	tracer trace.Tracer
 }
 
 // handle applies d and acknowledges it. It returns an error when the event
 // was not applied; the message then stays unacknowledged and comes back
 // after CONSUMER_CLAIM_AFTER.
-func (h *handler) handle(ctx context.Context, d delivery) error {
+func (h *handler) handle(ctx context.Context, d delivery) (err error) {
+	ctx, end := startSpan(ctx, h.tracer, d)
+	defer func() { end(err) }()
 	h.crash.crashAt(crashBeforeApply, d.ID)
 	applied, err := h.store.Apply(ctx, d.Event)
 	if err != nil {

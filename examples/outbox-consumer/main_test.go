@@ -74,11 +74,13 @@ func TestWireFormatMatchesThePublisher(t *testing.T) {
 	require.Equal(t, outbox.FieldType, fieldType)
 	require.Equal(t, outbox.FieldMerchantID, fieldMerchantID)
 	require.Equal(t, outbox.FieldPayload, fieldPayload)
+	require.Equal(t, outbox.FieldTraceParent, fieldTraceParent)
 
 	require.Equal(t, outbox.JetStreamStream, natsStream)
 	require.Equal(t, outbox.JetStreamConfig().Subjects, []string{natsSubjects})
 	require.Equal(t, outbox.HeaderEventType, headerEventType)
 	require.Equal(t, outbox.HeaderMerchantID, headerMerchantID)
+	require.Equal(t, outbox.HeaderTraceParent, headerTraceParent)
 	require.Equal(t, "Nats-Msg-Id", headerMsgID)
 }
 

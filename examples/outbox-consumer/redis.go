@@ -118,7 +118,8 @@ func (c *redisConsumer) handleAll(ctx context.Context, msgs []redis.XMessage) er
 			c.h.ackWithRetry(ctx, delivery{Event: Event{ID: m.ID}, ack: ack})
 			continue
 		}
-		if err := c.h.handle(ctx, delivery{Event: e, ack: ack}); err != nil && !errors.Is(err, ErrBadEvent) {
+		traceParent, _ := m.Values[fieldTraceParent].(string)
+		if err := c.h.handle(ctx, delivery{Event: e, ack: ack, traceParent: traceParent}); err != nil && !errors.Is(err, ErrBadEvent) {
 			return fmt.Errorf("entry %s stays pending and is claimed again: %w", m.ID, err)
 		}
 	}

@@ -12,6 +12,9 @@ const (
 	fieldType       = "type"
 	fieldMerchantID = "merchant_id"
 	fieldPayload    = "payload"
+	// fieldTraceParent is the W3C trace context of the transaction that
+	// wrote the event; absent when the API did not trace it.
+	fieldTraceParent = "traceparent"
 )
 
 // The JetStream side (OUTBOX_SINK=nats): the stream the API creates, the
@@ -25,4 +28,6 @@ const (
 	headerMsgID      = "Nats-Msg-Id"
 	headerEventType  = "Outbox-Event-Type"
 	headerMerchantID = "Outbox-Merchant-Id"
+	// headerTraceParent is the W3C trace context header, as fieldTraceParent.
+	headerTraceParent = "traceparent"
 )
