@@ -31,7 +31,7 @@ type spans []tracetest.SpanStub
 func (ss spans) attr(s tracetest.SpanStub, key string) string {
 	for _, kv := range s.Attributes {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
