@@ -286,8 +286,20 @@ func TestTraceWebhookCarriesTheProvidersTrace(t *testing.T) {
 	orderID := api.CreateOrder(t, "sk_test_acme")
 	paid := api.Pay(t, orderID, apptest.NewKey(), "pm_card_visa")
 	require.Equal(t, 201, paid.Status, string(paid.Body))
-	testkit.Eventually(t, 15*time.Second, "the webhook arrived", func() bool {
-		return len(recorded().servers().find("POST /v1/webhooks/provider", "", "")) == 1
+	// The provider's client span ends after the API's server span, once
+	// the answer is back: wait for both.
+	testkit.Eventually(t, 15*time.Second, "the webhook arrived and its delivery ended", func() bool {
+		all := recorded()
+		hooks := all.servers().find("POST /v1/webhooks/provider", "", "")
+		if len(hooks) != 1 {
+			return false
+		}
+		for _, s := range all {
+			if s.SpanContext.SpanID() == hooks[0].Parent.SpanID() {
+				return true
+			}
+		}
+		return false
 	})
 	all := recorded()
 	req := all.one(t, "POST /v1/orders/:id/payments", "", "")
