@@ -2,9 +2,13 @@ package idempotency
 
 import "context"
 
-// cached asks the cache, if any, for a completed record of the request's
-// key, within Timeouts.Cache. A miss and a cache error look alike: nil.
+// cached looks for a completed record of the request's key in this
+// process's memory, then in the cache, if any, within Timeouts.Cache. A
+// miss and a cache error look alike: nil.
 func (k *Keeper) cached(ctx context.Context, req Request) *Record {
+	if rec := k.local.get(req.Scope, req.Key, k.clock.Now()); rec != nil {
+		return rec
+	}
 	if k.cfg.Cache == nil {
 		return nil
 	}
@@ -14,6 +18,7 @@ func (k *Keeper) cached(ctx context.Context, req Request) *Record {
 	if err != nil {
 		return nil
 	}
+	k.local.put(rec)
 	return rec
 }
 
@@ -21,6 +26,7 @@ func (k *Keeper) cached(ctx context.Context, req Request) *Record {
 // wakes its waiters everywhere. It runs after the answer is decided, off the
 // request's path, and never fails the request.
 func (k *Keeper) published(rec *Record) {
+	k.local.put(rec)
 	if k.cfg.Cache == nil || rec == nil {
 		return
 	}

@@ -55,6 +55,9 @@ type Config struct {
 	Observer Observer
 	// Cache, if set, serves replays and cross-instance wake-ups.
 	Cache Cache
+	// LocalCacheSize bounds the completed records kept in this process's
+	// memory for replays (zero: DefaultLocalCacheSize; negative: none).
+	LocalCacheSize int
 	// Limiter, if set, bounds how many new keys a scope may start.
 	Limiter Limiter
 	// Log receives the Keeper's warnings; nil means slog.Default().
@@ -102,6 +105,9 @@ func (c Config) withDefaults() Config {
 	def(&t.PollMax, 200*time.Millisecond)
 	def(&t.RetryMin, 100*time.Millisecond)
 	def(&t.RetryMax, 2*time.Second)
+	if c.LocalCacheSize == 0 {
+		c.LocalCacheSize = DefaultLocalCacheSize
+	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}

@@ -156,6 +156,7 @@ func (r *run) loop(rec *Record) Result {
 			return refused(ErrKeyExpired)
 		case StepReplay:
 			r.waitedFor()
+			r.k.local.put(rec)
 			return replayed(rec)
 		case StepExecute, StepReserve:
 			next, refusal := r.allowNew()

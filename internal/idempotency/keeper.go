@@ -17,6 +17,7 @@ type Keeper struct {
 	clock   Clock
 	obs     Observer
 	flights *flights
+	local   *localCache
 
 	// Background work (record writes retried after a failure, cache
 	// updates) runs under bg until Close, and is counted in work.
@@ -31,7 +32,7 @@ func New(store Store, cfg Config) *Keeper {
 	cfg = cfg.withDefaults()
 	bg, stop := context.WithCancel(context.Background())
 	return &Keeper{
-		store: store, cfg: cfg, clock: cfg.Clock, obs: cfg.Observer, flights: newFlights(),
+		store: store, cfg: cfg, clock: cfg.Clock, obs: cfg.Observer, flights: newFlights(), local: newLocalCache(cfg.LocalCacheSize),
 		bg: bg, stopBG: stop,
 	}
 }
