@@ -143,6 +143,16 @@ func WithTx(ctx context.Context, tx *gorm.DB) context.Context { return gormstore
 // or db bound to ctx.
 func Conn(ctx context.Context, db *gorm.DB) *gorm.DB { return gormstore.Conn(ctx, db) }
 
+// Exec runs a write whose failure can only be the request's failure (an
+// insert of rows whose ids are made in Go). Inside an Atomic request's
+// transaction on PostgreSQL it is deferred and sent with the idempotency
+// record in one pipeline at the commit (gormstore.Exec), whose error is then
+// the commit's. A write whose failure is an answer (a unique clash) must use
+// Conn instead.
+func Exec(ctx context.Context, db *gorm.DB, query string, args ...any) error {
+	return Classify(gormstore.Exec(ctx, db, query, args...))
+}
+
 // InTx reports whether ctx already carries a transaction.
 func InTx(ctx context.Context) bool { return gormstore.InTx(ctx) }
 

@@ -300,7 +300,8 @@ func toDomainRefund(r refundRow) Refund {
 
 // AppendEvent implements EventStore.
 func (s *GormStore) AppendEvent(ctx context.Context, ev Event) error {
-	return database.Classify(database.Conn(ctx, s.db).Exec(`
-INSERT INTO outbox_events (merchant_id, id, type, payload, trace_parent, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		ev.MerchantID, ev.ID, ev.Type, string(ev.Payload), ev.TraceParent, ev.CreatedAt).Error)
+	// Deferred with the business write it belongs to (database.Exec): the
+	// event id is made in Go, so the insert cannot clash.
+	return database.Exec(ctx, s.db, `INSERT INTO outbox_events (merchant_id, id, type, payload, trace_parent, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		ev.MerchantID, ev.ID, ev.Type, string(ev.Payload), ev.TraceParent, ev.CreatedAt)
 }

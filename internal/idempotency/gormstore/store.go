@@ -134,6 +134,12 @@ func (s *Store) Insert(ctx context.Context, rec *idempotency.Record) error {
 	if s.tombstoneTTL > 0 {
 		args = append(args, rec.Scope, rec.Key, rec.CreatedAt, rec.CreatedAt.Add(-s.tombstoneTTL))
 	}
+	// In an Atomic request's transaction on PostgreSQL the insert goes in
+	// the commit's pipeline (pipeline.go), and a refusal comes back from
+	// the commit as ErrKeyExists.
+	if u, ok := ctx.Value(txKey{}).(*unit); ok && u.deferWrite(pendingWrite{query: s.insertQuery, args: args, into: &rec.Fence}) {
+		return nil
+	}
 	var fence int64
 	err = Conn(ctx, s.db).Raw(s.insertQuery, args...).Row().Scan(&fence)
 	switch {

@@ -19,14 +19,20 @@ type txKey struct{}
 // the first Conn; one given to WithTx has begun already.
 type unit struct {
 	mu  sync.Mutex
+	ctx context.Context
 	db  *gorm.DB // the handle to begin on, bound to the owner's context
 	tx  *gorm.DB // nil until begun
 	err error    // the begin's error, if it failed
+	// pipelined: writes may be deferred (Exec) and sent together at the
+	// commit (PostgreSQL only); pending holds them until then.
+	pipelined bool
+	pending   []pendingWrite
 }
 
 // conn returns the unit's transaction, beginning it on first use. A begin
 // that fails returns a handle carrying the error, so the caller's statement
-// fails with it and runs nothing.
+// fails with it and runs nothing. Writes deferred until now go first, so
+// that the caller's statement sees them.
 func (u *unit) conn() *gorm.DB {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -34,16 +40,43 @@ func (u *unit) conn() *gorm.DB {
 		u.tx = u.db.Begin()
 		u.err = u.tx.Error
 	}
+	if len(u.pending) > 0 && u.err == nil {
+		u.err = u.flushInto(u.tx)
+	}
+	if u.err != nil && u.tx.Error == nil {
+		_ = u.tx.AddError(u.err)
+	}
 	return u.tx
 }
 
-// end commits or rolls back whatever began.
+// deferWrite queues w if the unit may still pipeline: nothing has begun
+// the transaction yet. It reports whether it did.
+func (u *unit) deferWrite(w pendingWrite) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !u.pipelined || u.tx != nil {
+		return false
+	}
+	u.pending = append(u.pending, w)
+	return true
+}
+
+// end commits or rolls back whatever began, sending the deferred writes
+// first on a commit.
 func (u *unit) end(commit bool) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	switch {
+	case u.tx == nil && len(u.pending) > 0 && commit:
+		return u.pipeline()
 	case u.tx == nil:
 		return nil
+	case len(u.pending) > 0 && commit && u.err == nil:
+		if err := u.flushInto(u.tx); err != nil {
+			_ = u.tx.Rollback()
+			return err
+		}
+		return u.tx.Commit().Error
 	case u.err != nil:
 		return u.err
 	case commit:
@@ -91,10 +124,13 @@ func Transaction(ctx context.Context, db *gorm.DB, fn func(ctx context.Context) 
 // InTx implements idempotency.Transactor: fn runs with a context carrying a
 // transaction that begins at its first statement, so that what fn does
 // before any statement (decoding and validating a body) holds no pool
-// connection. It commits when fn returns nil, and rolls back otherwise, or
-// when fn panics (the panic goes on up).
+// connection. On PostgreSQL, writes made with Exec (and the record's own
+// insert) are deferred and sent at the commit in one pipeline (see
+// pipeline.go). It commits when fn returns nil, and rolls back otherwise,
+// or when fn panics (the panic goes on up). A record insert refused at the
+// commit returns idempotency.ErrKeyExists, and nothing commits.
 func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) (err error) {
-	u := &unit{db: s.db.WithContext(ctx)}
+	u := &unit{ctx: ctx, db: s.db.WithContext(ctx), pipelined: s.db.Name() == "postgres"}
 	defer func() {
 		if p := recover(); p != nil {
 			_ = u.end(false)

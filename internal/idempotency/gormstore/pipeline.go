@@ -1,0 +1,157 @@
+package gormstore
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"gorm.io/gorm"
+
+	"github.com/idemkeys/payments/internal/idempotency"
+)
+
+// The pipeline is the one place that goes around GORM, and why: an Atomic
+// create on PostgreSQL is a transaction of three inserts (the order, its
+// outbox event, the idempotency record), and through GORM each statement
+// is a round trip of its own, five with BEGIN and COMMIT, each paying the
+// builders, database/sql and a write and a read on the socket. The three
+// inserts need no answer from the database but their errors (their ids are
+// made in Go), so they are deferred until the commit and sent together on
+// the connection's pgx underneath database/sql: BEGIN and the inserts in
+// one round trip, then COMMIT, or ROLLBACK when the record's insert found
+// the key taken. Two round trips instead of five, the same statements and
+// the same transaction.
+//
+// Only writes whose failure can be nothing but the request's failure may be
+// deferred: a write whose failure is an answer (a unique clash told to the
+// client as 409) must run at once, with Conn. A statement run with Conn
+// flushes what was deferred first, into the transaction it begins. SQLite
+// runs every write at once.
+
+// pendingWrite is a deferred statement: its SQL with ? placeholders and
+// its arguments. When into is set the statement returns one row of one
+// integer column, and no row means the key is taken (the record's insert).
+type pendingWrite struct {
+	query string
+	args  []any
+	into  *int64
+}
+
+// Exec runs a write whose failure can only be the request's failure (an
+// insert of rows whose ids are made in Go): at once, or, inside the lazy
+// transaction of an Atomic request on PostgreSQL, deferred and sent with the
+// others when the transaction commits. Its error then comes back from the
+// commit; it returns nil here.
+func Exec(ctx context.Context, db *gorm.DB, query string, args ...any) error {
+	if u, ok := ctx.Value(txKey{}).(*unit); ok && u.deferWrite(pendingWrite{query: query, args: args}) {
+		return nil
+	}
+	return Conn(ctx, db).Exec(query, args...).Error
+}
+
+// flushInto runs the deferred writes one by one in an open transaction (a
+// statement came that needs the transaction now).
+func (u *unit) flushInto(tx *gorm.DB) error {
+	pending := u.pending
+	u.pending = nil
+	for _, w := range pending {
+		if w.into != nil {
+			err := tx.Raw(w.query, w.args...).Row().Scan(w.into)
+			if errors.Is(err, sql.ErrNoRows) {
+				return idempotency.ErrKeyExists
+			}
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if err := tx.Exec(w.query, w.args...).Error; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pipeline sends BEGIN and the deferred writes in one round trip on a pool
+// connection's pgx, then COMMIT (or ROLLBACK after a failure or a refused
+// record).
+func (u *unit) pipeline() error {
+	pending := u.pending
+	u.pending = nil
+	sqlDB, err := u.db.DB()
+	if err != nil {
+		return err
+	}
+	conn, err := sqlDB.Conn(u.ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("gormstore: pipeline needs the pgx driver, got %T", dc)
+		}
+		pc := sc.Conn()
+		batch := &pgx.Batch{}
+		batch.Queue("BEGIN")
+		for _, w := range pending {
+			batch.Queue(dollars(w.query), w.args...)
+		}
+		results := pc.SendBatch(u.ctx, batch)
+		_, err := results.Exec()
+		for _, w := range pending {
+			if err != nil {
+				break
+			}
+			if w.into != nil {
+				if err = results.QueryRow().Scan(w.into); errors.Is(err, pgx.ErrNoRows) {
+					err = idempotency.ErrKeyExists
+				}
+				continue
+			}
+			_, err = results.Exec()
+		}
+		if cerr := results.Close(); err == nil {
+			err = cerr
+		}
+		end := "COMMIT"
+		if err != nil {
+			end = "ROLLBACK"
+		}
+		if _, endErr := pc.Exec(u.ctx, end); endErr != nil {
+			// The connection is in an unknown state: database/sql must not
+			// hand it out again.
+			if err == nil {
+				err = endErr
+			}
+			return errors.Join(err, driver.ErrBadConn)
+		}
+		return err
+	})
+}
+
+// dollars rewrites the ? placeholders of a statement as PostgreSQL's $n.
+// The deferred statements are this package's and the stores' own, with no
+// ? inside a literal.
+func dollars(query string) string {
+	var sb strings.Builder
+	sb.Grow(len(query) + 16)
+	n := 0
+	for i := 0; i < len(query); i++ {
+		if query[i] == '?' {
+			n++
+			sb.WriteByte('$')
+			sb.WriteString(strconv.Itoa(n))
+			continue
+		}
+		sb.WriteByte(query[i])
+	}
+	return sb.String()
+}
