@@ -33,7 +33,7 @@ func TestLocalCache(t *testing.T) {
 	if n := len(c.recs); n != 3 {
 		t.Fatalf("bounded: %d entries", n)
 	}
-	var off *localCache = newLocalCache(-1)
+	off := newLocalCache(-1)
 	off.put(done("a", now.Add(time.Hour)))
 	if off.get("m1", "a", now) != nil {
 		t.Fatal("a negative size turns it off")
