@@ -1,0 +1,82 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+
+	"github.com/idemkeys/payments/internal/app"
+	"github.com/idemkeys/payments/internal/app/apptest"
+	"github.com/idemkeys/payments/internal/config"
+	"github.com/idemkeys/payments/internal/testkit"
+)
+
+// BenchmarkHandler is the API's own work on a create and a replay, through
+// the program's handler (app.New) with no socket in between: its
+// allocations per request, which do not move with the machine's load, and
+// its time, which does. The database is real.
+//
+//	go test -run '^$' -bench BenchmarkHandler -benchmem ./internal/app
+func BenchmarkHandler(b *testing.B) {
+	for _, dialect := range testkit.Dialects {
+		b.Run(string(dialect), func(b *testing.B) {
+			h := benchHandler(b, testkit.DatabaseURL(b, dialect))
+			b.Run("create", func(b *testing.B) {
+				b.ReportAllocs()
+				n := 0
+				for b.Loop() {
+					n++
+					if code := serveOrder(h, "bench-"+strconv.Itoa(n)); code != http.StatusCreated {
+						b.Fatalf("status %d", code)
+					}
+				}
+			})
+			b.Run("replay", func(b *testing.B) {
+				if code := serveOrder(h, "bench-replay"); code != http.StatusCreated {
+					b.Fatalf("status %d", code)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if code := serveOrder(h, "bench-replay"); code != http.StatusCreated {
+						b.Fatalf("status %d", code)
+					}
+				}
+			})
+		})
+	}
+}
+
+func benchHandler(b *testing.B, dbURL string) http.Handler {
+	b.Helper()
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = ln.Close() })
+	cfg, err := config.Load([]string{"DATABASE_URL=" + dbURL, "LOG_LEVEL=error", "HTTP_ADDR=" + ln.Addr().String()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := app.New(context.Background(), cfg, app.NewLogger(io.Discard, cfg.LogLevel), ln)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return a.Handler()
+}
+
+var benchOrder = []byte(apptest.OrderBody)
+
+func serveOrder(h http.Handler, key string) int {
+	req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/v1/orders", bytes.NewReader(benchOrder))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer sk_test_acme")
+	req.Header.Set("Idempotency-Key", key)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w.Code
+}
