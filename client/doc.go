@@ -34,7 +34,7 @@
 // before the first attempt, and every retry of that call sends it again with
 // the same body bytes. It is never made inside the retry loop: a client that
 // makes a new key per attempt turns every lost answer into a second order or
-// a second charge, and the server cannot tell (the repository's README
+// a second charge, and the server cannot tell (docs/guide/without-a-key.md
 // measures exactly that).
 //
 // The key the call used is on the result (Order.IdempotencyKey and so on)

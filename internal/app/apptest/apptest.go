@@ -40,6 +40,8 @@ type API struct {
 	Provider *provider.Running
 	// Process is the running binary, for StartBinary; nil in-process.
 	Process *testkit.Process
+	// Handler is the program's handler, for Start; nil for StartBinary.
+	Handler http.Handler
 
 	logs *testkit.SyncBuffer
 	stop func() error
@@ -115,6 +117,7 @@ func Start(t testing.TB, databaseURL string, opts ...Option) *API {
 		_ = ln.Close()
 		t.Fatalf("api did not start: %v\n%s", err, a.logs.String())
 	}
+	a.Handler = program.Handler()
 	served := make(chan error, 1)
 	go func() { served <- program.Serve(ctx, ln) }()
 	var once sync.Once
