@@ -39,10 +39,10 @@ help: ## Show this list
 ## Running
 
 run: ## Run the API on embedded SQLite (./data/) with the in-process provider; needs only Go
-	DATABASE_URL= $(GO) run ./cmd/api
+	DATABASE_URL= $(GO) run -tags nomsgpack ./cmd/api
 
 run-pg: db ## Run the API on local PostgreSQL (PG_URL); set REDIS_URL to add Redis
-	DATABASE_URL='$(PG_URL)' $(GO) run ./cmd/api
+	DATABASE_URL='$(PG_URL)' $(GO) run -tags nomsgpack ./cmd/api
 
 db: ## Create the PostgreSQL database named in PG_URL if it is missing
 	@scripts/ensure-db.sh '$(PG_URL)'
