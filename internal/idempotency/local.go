@@ -6,8 +6,11 @@ import (
 )
 
 // DefaultLocalCacheSize is how many completed records an instance keeps in
-// memory when Config.LocalCacheSize is zero: a few megabytes of answers.
-const DefaultLocalCacheSize = 10_000
+// memory when Config.LocalCacheSize is zero: about 2 KB each with an
+// order's answer, so some 8 MB of live heap (twice that at the garbage
+// collector's peak). Retries come within seconds of the original, so the
+// newest few thousand keys are the ones replays ask for.
+const DefaultLocalCacheSize = 4096
 
 // localCache holds completed records this instance committed or read, so
 // that a replay on the instance that stored the answer touches neither the
