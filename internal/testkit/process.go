@@ -136,6 +136,16 @@ func (p *Process) Running() bool {
 	return p.cmd != nil
 }
 
+// Pid is the running process's id, 0 when it is not running.
+func (p *Process) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Starts is how many times the process was started.
 func (p *Process) Starts() int {
 	p.mu.Lock()

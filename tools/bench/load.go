@@ -33,6 +33,18 @@ type result struct {
 	// Note is shown beside the figures (what was checked, or why a row is
 	// missing).
 	Note string
+	// CPU is what the API process spent (user + system) during the
+	// measured window, less what it spends idle in as long (zero for the
+	// raw loop, which runs in the bench itself).
+	CPU time.Duration
+}
+
+// CPUPerRequest is CPU over requests (zero when unmeasured).
+func (r result) CPUPerRequest() time.Duration {
+	if r.Requests == 0 {
+		return 0
+	}
+	return r.CPU / time.Duration(r.Requests)
 }
 
 // Rate is requests per second.
@@ -111,6 +123,7 @@ func sleep(ctx context.Context, d time.Duration) {
 type api struct {
 	base   string
 	client *http.Client
+	pid    int // the API's process, whose CPU measure reads
 }
 
 func newAPI(base string, conns int) *api {

@@ -67,7 +67,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	o := options{sizes: []int{1_000, 10_000, 100_000, 1_000_000}}
 	fs.StringVar(&o.out, "out", "docs/benchmarks.md", "write the report here as markdown; empty: print only")
-	fs.IntVar(&o.clients, "clients", 32, "concurrent closed-loop clients in each throughput phase")
+	fs.IntVar(&o.clients, "clients", 16, "concurrent closed-loop clients in each throughput phase")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured time of each throughput phase")
 	fs.DurationVar(&o.warm, "warm", 2*time.Second, "unmeasured warm-up before each phase")
 	fs.IntVar(&o.storm, "storm", 1000, "concurrent requests on one key in the retry storm")
@@ -95,6 +95,17 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	rep := &report{started: time.Now(), opts: o, machine: describeMachine(ctx, b.pg)}
 	rep.main, err = b.sideBySide(ctx)
 	if err != nil {
+		return err
+	}
+	for _, x := range []struct {
+		name string
+		a    *api
+	}{{"the API without Redis", b.plain}, {"the API with Redis", b.cached}} {
+		if rss, err := peakRSS(x.a.pid); err == nil {
+			rep.rss = append(rep.rss, rssRow{x.name, rss})
+		}
+	}
+	if rep.micro, err = b.microFigures(ctx); err != nil {
 		return err
 	}
 	if !o.sideOnly {

@@ -11,6 +11,9 @@ import (
 // sideBySide holds the medians of phases (a) to (e), by letter.
 type sideBySide struct {
 	Raw, Without, Create, CreateRedis, ReplayPG, ReplayRedis result
+	// ReplayOne and ReplayOneRedis replay a single key, as a client
+	// retrying one operation does: the in-process cache answers them.
+	ReplayOne, ReplayOneRedis result
 	// RawNoRecord is (a) without the record's statement.
 	RawNoRecord result
 	// Guarded is the common design beside ours: the key reserved, then
@@ -82,18 +85,32 @@ func (b *bench) sideBySide(ctx context.Context) (sideBySide, error) {
 	}
 	b.say("(e) replays from Redis over %d keys", len(redisKeys))
 	res.ReplayRedis = b.measure(ctx, b.cached, "(e) replay from Redis", window, b.cached.replayed(redisKeys))
+
+	b.say("(d1) and (e1) replays of one key, without Redis and with it")
+	res.ReplayOne = b.measure(ctx, b.plain, "(d1) replay of one key, without Redis", window, b.plain.replayed(pgKeys[:1]))
+	res.ReplayOneRedis = b.measure(ctx, b.cached, "(e1) replay of one key, with Redis", window, b.cached.replayed(redisKeys[:1]))
 	return res, nil
 }
 
 // measure runs a closed loop against target and counts the times, during
 // it, that a request of target's waited for a database connection.
+// It also reads the API process's CPU over the measured window, less what
+// the process spends idle in as long (sampled just before), so that
+// CPUPerRequest is what a request costs the API.
 func (b *bench) measure(ctx context.Context, target *api, name string, window func(context.Context), do op) result {
+	const idleSample = 2 * time.Second
+	idle, idleErr := idleCPU(ctx, target.pid, idleSample)
 	before, errBefore := poolWaits(ctx, target.base)
-	r := closedLoop(ctx, name, b.opts.clients, b.opts.warm, window, do)
+	var spent time.Duration
+	var cpuErr error
+	r := closedLoop(ctx, name, b.opts.clients, b.opts.warm, cpuWindow(target.pid, window, &spent, &cpuErr), do)
 	after, errAfter := poolWaits(ctx, target.base)
 	r.PoolWaits = after - before
 	if errBefore != nil || errAfter != nil {
 		r.PoolWaits = -1
+	}
+	if idleErr == nil && cpuErr == nil {
+		r.CPU = max(0, spent-time.Duration(float64(idle)*r.Elapsed.Seconds()/idleSample.Seconds()))
 	}
 	return r
 }

@@ -84,7 +84,9 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 		if err := p.Start(2 * time.Minute); err != nil {
 			return nil, err
 		}
-		return newAPI("http://"+addr, 2*o.clients), nil
+		a := newAPI("http://"+addr, 2*o.clients)
+		a.pid = p.Pid()
+		return a, nil
 	}
 	// The first start applies the migrations; the others find them done.
 	if b.plain, err = start("api", served, "JANITOR_INTERVAL=1s"); err != nil {
