@@ -20,13 +20,13 @@ func TestQuickRun(t *testing.T) {
 		testkit.MissingService(t, "PostgreSQL server programs or redis-server", err)
 	}
 	var out bytes.Buffer
-	err := run(t.Context(), []string{"-quick", "-out", "", "-storm", "300"}, &out)
+	err := run(t.Context(), []string{"-quick", "-out", "", "-storm", "300", "-micro=false"}, &out)
 	t.Log(out.String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"(a) raw SQL", "(b) create without idempotency", "(c) idempotent create",
-		"(g) create, key reserved", "(d) replay from PostgreSQL", "(e) replay from Redis", "retry storm without Redis", "retry storm with Redis",
+		"(g) create, key reserved", "(d) replay from PostgreSQL", "(e) replay from Redis", "(d1) replay of one key", "(e1) replay of one key", "API CPU µs/req", "peak RSS", "retry storm without Redis", "retry storm with Redis",
 		"| 1001 |", "janitor purging"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q", want)

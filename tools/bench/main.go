@@ -60,6 +60,7 @@ type options struct {
 	purge    int
 	quick    bool
 	sideOnly bool
+	micro    bool
 	logs     io.Writer
 }
 
@@ -74,6 +75,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.IntVar(&o.purge, "purge", 1_000_000, "expired records the janitor purges under load")
 	fs.BoolVar(&o.quick, "quick", false, "a smoke run: short phases, 1k and 10k records, a 20k purge")
 	fs.BoolVar(&o.sideOnly, "side-only", false, "run only the side-by-side phases (a) to (g), no storm, growth or purge")
+	fs.BoolVar(&o.micro, "micro", true, "measure allocations and callgrind instructions per request (builds internal/app's tests)")
 	verbose := fs.Bool("v", false, "show the servers' logs")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -105,8 +107,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			rep.rss = append(rep.rss, rssRow{x.name, rss})
 		}
 	}
-	if rep.micro, err = b.microFigures(ctx); err != nil {
-		return err
+	if o.micro {
+		if rep.micro, err = b.microFigures(ctx); err != nil {
+			return err
+		}
+	} else {
+		rep.micro.Note = "Run with -micro=false: no allocations or instruction counts"
 	}
 	if !o.sideOnly {
 		if rep.storm, err = b.retryStorm(ctx); err != nil {
