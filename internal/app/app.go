@@ -243,6 +243,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		Tracing:         traceRequests(tr),
 	})
 	handlers.RegisterSwagger(router)
+	if a.provider != nil {
+		if err := devProviderRoutes(router, providerURL); err != nil {
+			_ = a.close(ctx)
+			return nil, err
+		}
+	}
 	router.GET("/metrics", gin.WrapH(m.Handler()))
 	a.handler = router
 
