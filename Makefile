@@ -25,7 +25,7 @@ GOLANGCI_LINT := $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lin
 SWAG := $(GO) run github.com/swaggo/swag/cmd/swag@v1.16.6
 SWAG_INIT_FLAGS := -g cmd/api/main.go -o api --parseInternal
 
-.PHONY: help run run-pg db provider demo merchant migrate test test-short fuzz bench lint fmt \
+.PHONY: help run run-pg db provider demo merchant migrate test test-short fuzz bench chaos lint fmt \
 	swagger swagger-check build clean compose-up compose-down ci
 
 help: ## Show this list

@@ -151,7 +151,7 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (int, error) {
 		// By the whole primary key: an event id alone is unique too, but
 		// no index leads with it, and matching on it alone scanned the
 		// whole table on every batch (a second each at a million events,
-		// seen under cmd/bench).
+		// seen under tools/bench).
 		keys := make([][]any, len(events))
 		for i, e := range events {
 			keys[i] = []any{e.MerchantID, e.ID}

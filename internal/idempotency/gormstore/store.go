@@ -128,7 +128,7 @@ func (s *Store) Insert(ctx context.Context, rec *idempotency.Record) error {
 	}
 	// Row, not Scan: GORM's Scan records every statement through a logger
 	// that spells out the SQL with its values, which cost 5% of the CPU of
-	// a whole order creation in a profile (cmd/bench).
+	// a whole order creation in a profile (tools/bench).
 	args := []any{rec.Scope, rec.Key, rec.Method, rec.Path, rec.Fingerprint, string(rec.State), rec.Point.String(),
 		rec.LockedUntil, status, headers, body, keyID, rec.CreatedAt, rec.UpdatedAt, rec.ExpiresAt}
 	if s.tombstoneTTL > 0 {
@@ -227,7 +227,7 @@ WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executi
 // The batch size is written into the statement, not passed as a parameter:
 // the driver prepares the statement once, and after a few runs PostgreSQL
 // may switch to a generic plan, which for "LIMIT $n" guesses a tenth of the
-// table and picks a hash join over a full scan. Under cmd/bench that plan
+// table and picks a hash join over a full scan. Under tools/bench that plan
 // took minutes per batch on a table of two million records, and purged
 // nothing while load ran. With the limit known, the generic plan walks the
 // expiry index and deletes by primary key, as intended.
