@@ -35,4 +35,3 @@ func devProviderRoutes(r *gin.Engine, providerURL string) error {
 	}
 	return nil
 }
-

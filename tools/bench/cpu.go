@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -72,8 +73,8 @@ func cpuWindow(pid int, window func(context.Context), spent *time.Duration, fail
 		before, err := processCPU(pid)
 		window(ctx)
 		after, err2 := processCPU(pid)
-		if err != nil || err2 != nil {
-			*failed = fmt.Errorf("reading the API's CPU: %v %v", err, err2)
+		if err := errors.Join(err, err2); err != nil {
+			*failed = fmt.Errorf("reading the API's CPU: %w", err)
 			return
 		}
 		*spent = after - before
