@@ -102,6 +102,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 			return nil, fmt.Errorf("seed demo merchants: %w", err)
 		}
 	}
+	announceDevelopment(cfg, log)
 
 	providerURL := cfg.ProviderURL
 	if providerURL == "" {
@@ -263,6 +264,32 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	dispatcher := outbox.NewDispatcher(db.DB, sink.publisher, cfg.OutboxInterval, log.With("component", "outbox"))
 	a.workers = []func(context.Context){janitor.Run, reconciler.Run, dispatcher.Run}
 	return a, nil
+}
+
+// announceDevelopment says at start what a development deployment lets
+// anyone do, so that nobody mistakes it for a production one. It names the
+// settings, never a key or a secret: the log may travel further than the
+// machine.
+func announceDevelopment(cfg config.Config, log *slog.Logger) {
+	if cfg.Production() {
+		return
+	}
+	var public []string
+	if cfg.DemoSeed {
+		public = append(public, "the demo merchants acme and globex, whose API keys are public (DEMO_SEED)")
+	}
+	if cfg.ProviderWebhookSecret == config.DemoWebhookSecret {
+		public = append(public, "the well-known test webhook secret (PROVIDER_WEBHOOK_SECRET)")
+	}
+	if cfg.LogKeySecret == "" {
+		public = append(public, "no LOG_KEY_SECRET: log hashes use a random per-process secret and Redis key names a fixed development one")
+	}
+	if len(public) == 0 {
+		log.Info("development mode (APP_ENV=development)")
+		return
+	}
+	log.Warn("development mode (APP_ENV=development): not for production; in force: "+strings.Join(public, "; "),
+		"app_env", cfg.AppEnv)
 }
 
 // Handler is the program's HTTP handler: every route, /metrics and

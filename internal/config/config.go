@@ -18,6 +18,10 @@ import (
 
 // Config is every setting of cmd/api.
 type Config struct {
+	// AppEnv is development (the default: the demo merchants and the test
+	// webhook secret are allowed) or production (they are refused; see
+	// validateProduction).
+	AppEnv                  string        `env:"APP_ENV" envDefault:"development"`
 	HTTPAddr                string        `env:"HTTP_ADDR" envDefault:":8080"`
 	HTTPReadHeaderTimeout   time.Duration `env:"HTTP_READ_HEADER_TIMEOUT" envDefault:"5s"`
 	HTTPReadTimeout         time.Duration `env:"HTTP_READ_TIMEOUT" envDefault:"15s"`
@@ -27,8 +31,8 @@ type Config struct {
 	SQLitePath              string        `env:"SQLITE_PATH" envDefault:"data/payments.db"`
 	RedisURL                string        `env:"REDIS_URL"`
 	RedisTimeout            time.Duration `env:"REDIS_TIMEOUT" envDefault:"200ms"`
-	RateLimitNewKeys        int           `env:"RATE_LIMIT_NEW_KEYS" envDefault:"0"`
-	RateLimitWindow         time.Duration `env:"RATE_LIMIT_WINDOW" envDefault:"1m"`
+	RateLimitNewKeys        int           `env:"RATE_LIMIT_NEW_KEYS" envDefault:"100"`
+	RateLimitWindow         time.Duration `env:"RATE_LIMIT_WINDOW" envDefault:"1s"`
 	OutboxInterval          time.Duration `env:"OUTBOX_INTERVAL" envDefault:"200ms"`
 	OutboxSink              string        `env:"OUTBOX_SINK" envDefault:"redis"`
 	NATSURL                 string        `env:"NATS_URL" envDefault:"nats://127.0.0.1:4222"`
@@ -48,6 +52,7 @@ type Config struct {
 	DBMaxConns              int           `env:"DB_MAX_CONNS" envDefault:"20"`
 	DBConnectTimeout        time.Duration `env:"DB_CONNECT_TIMEOUT" envDefault:"30s"`
 	JanitorInterval         time.Duration `env:"JANITOR_INTERVAL" envDefault:"1m"`
+	EventRetention          time.Duration `env:"EVENT_RETENTION" envDefault:"168h"`
 	LogLevel                string        `env:"LOG_LEVEL" envDefault:"info"`
 
 	// Secrets (secrets.go); no error message or log line ever shows them.
@@ -72,6 +77,11 @@ func Load(environ []string) (Config, error) {
 	var cfg Config
 	if err := env.ParseWithOptions(&cfg, env.Options{Environment: vars}); err != nil {
 		return Config{}, fmt.Errorf("configuration: %w", nameSettings(err))
+	}
+	if vars["DEMO_SEED"] == "" && cfg.AppEnv == AppEnvProduction {
+		// The demo merchants' keys are public: a production deployment
+		// never seeds them unless asked, and then refuses (validateProduction).
+		cfg.DemoSeed = false
 	}
 	tr, trErr := tracing.FromEnv(func(k string) string { return vars[k] })
 	cfg.Tracing = tr
@@ -114,6 +124,14 @@ func (c Config) validate() error {
 	positive("SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
 	positive("DB_CONNECT_TIMEOUT", c.DBConnectTimeout)
 	positive("JANITOR_INTERVAL", c.JanitorInterval)
+	positive("EVENT_RETENTION", c.EventRetention)
+	switch c.AppEnv {
+	case AppEnvDevelopment:
+	case AppEnvProduction:
+		errs = append(errs, c.validateProduction()...)
+	default:
+		errs = append(errs, fmt.Errorf("APP_ENV must be development or production, got %q", c.AppEnv))
+	}
 	if c.HTTPAddr == "" {
 		errs = append(errs, errors.New("HTTP_ADDR must not be empty"))
 	}
@@ -141,9 +159,6 @@ func (c Config) validate() error {
 	if c.RateLimitNewKeys < 0 {
 		errs = append(errs, fmt.Errorf("RATE_LIMIT_NEW_KEYS must be 0 (off) or positive, got %d", c.RateLimitNewKeys))
 	}
-	if c.RateLimitNewKeys > 0 && c.RedisURL == "" {
-		errs = append(errs, errors.New("RATE_LIMIT_NEW_KEYS needs REDIS_URL: the limit is shared by every instance through Redis"))
-	}
 	if c.ProviderWebhookDelay < 0 {
 		errs = append(errs, fmt.Errorf("PROVIDER_WEBHOOK_DELAY must not be negative, got %s", c.ProviderWebhookDelay))
 	}
@@ -163,6 +178,44 @@ func (c Config) validate() error {
 	}
 	errs = append(errs, c.validateSecrets()...)
 	return errors.Join(errs...)
+}
+
+// Values of APP_ENV.
+const (
+	AppEnvDevelopment = "development"
+	AppEnvProduction  = "production"
+)
+
+// Production refuses what only a development machine may use.
+const (
+	// DemoWebhookSecret is the well-known test secret of the mock provider.
+	DemoWebhookSecret = "whsec_test"
+	// MinProductionWebhookSecret is the shortest webhook secret production
+	// accepts, in bytes: 256 bits, as long as the HMAC-SHA256 it keys.
+	MinProductionWebhookSecret = 32
+)
+
+// Production reports whether APP_ENV is production.
+func (c Config) Production() bool { return c.AppEnv == AppEnvProduction }
+
+// validateProduction lists what production refuses, each by its setting,
+// and nothing else: the in-process provider, SQLite and no Redis all stay
+// allowed (a single small deployment is still a deployment).
+func (c Config) validateProduction() []error {
+	var errs []error
+	if c.DemoSeed {
+		errs = append(errs, errors.New("DEMO_SEED must be false in production (APP_ENV=production): the demo merchants' API keys are public"))
+	}
+	switch {
+	case c.ProviderWebhookSecret == DemoWebhookSecret:
+		errs = append(errs, errors.New("PROVIDER_WEBHOOK_SECRET must be set in production (APP_ENV=production): the default is the well-known test secret"))
+	case len(c.ProviderWebhookSecret) < MinProductionWebhookSecret:
+		errs = append(errs, fmt.Errorf("PROVIDER_WEBHOOK_SECRET must be at least %d bytes in production (APP_ENV=production), got %d (e.g. openssl rand -hex 32)", MinProductionWebhookSecret, len(c.ProviderWebhookSecret)))
+	}
+	if c.LogKeySecret == "" {
+		errs = append(errs, fmt.Errorf("LOG_KEY_SECRET must be set in production (APP_ENV=production): every instance keys log hashes and Redis key names with it (at least %d characters, e.g. openssl rand -hex 32)", minLogKeySecret))
+	}
+	return errs
 }
 
 // Values of OUTBOX_SINK.

@@ -94,8 +94,8 @@ func FuzzLoad(f *testing.F) {
 			t.Fatalf("IDEMPOTENCY_TTL %s accepted", cfg.IdempotencyTTL)
 		case cfg.MaxBodyBytes <= 0:
 			t.Fatalf("MAX_BODY_BYTES %d accepted", cfg.MaxBodyBytes)
-		case cfg.RateLimitNewKeys < 0, cfg.RateLimitNewKeys > 0 && cfg.RedisURL == "":
-			t.Fatalf("RATE_LIMIT_NEW_KEYS %d accepted with REDIS_URL %q", cfg.RateLimitNewKeys, cfg.RedisURL)
+		case cfg.RateLimitNewKeys < 0:
+			t.Fatalf("RATE_LIMIT_NEW_KEYS %d accepted", cfg.RateLimitNewKeys)
 		case cfg.DatabaseURL != "" && !strings.HasPrefix(cfg.DatabaseURL, "postgres://") &&
 			!strings.HasPrefix(cfg.DatabaseURL, "postgresql://") && !strings.HasPrefix(cfg.DatabaseURL, "sqlite:"):
 			t.Fatalf("DATABASE_URL %q accepted", cfg.DatabaseURL)

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +27,72 @@ func TestDefaultsAreTheContracts(t *testing.T) {
 	require.EqualValues(t, 1048576, cfg.MaxBodyBytes)
 	require.Equal(t, config.OutboxSinkRedis, cfg.OutboxSink)
 	require.Equal(t, "nats://127.0.0.1:4222", cfg.NATSURL)
+	require.Equal(t, config.AppEnvDevelopment, cfg.AppEnv)
+	require.False(t, cfg.Production())
+	require.Equal(t, 168*time.Hour, cfg.EventRetention)
+	require.Equal(t, 100, cfg.RateLimitNewKeys, "the new-key limit is on by default")
+	require.Equal(t, time.Second, cfg.RateLimitWindow)
+}
+
+// goodProduction is the least a production deployment sets.
+var goodProduction = []string{
+	"APP_ENV=production",
+	"PROVIDER_WEBHOOK_SECRET=" + strings.Repeat("w", config.MinProductionWebhookSecret),
+	"LOG_KEY_SECRET=" + strings.Repeat("l", 32),
+}
+
+// TestProductionRefusesEachBadSettingByName: each setting that only a
+// development machine may use stops production at start, naming the
+// setting and never repeating a secret.
+func TestProductionRefusesEachBadSettingByName(t *testing.T) {
+	webhook, logSecret := goodProduction[1], goodProduction[2]
+	cases := map[string]struct {
+		env  []string
+		want string
+	}{
+		"demo seed":              {[]string{webhook, logSecret, "DEMO_SEED=true"}, "DEMO_SEED must be false in production"},
+		"default webhook secret": {[]string{logSecret}, "PROVIDER_WEBHOOK_SECRET must be set in production"},
+		"test webhook secret":    {[]string{logSecret, "PROVIDER_WEBHOOK_SECRET=whsec_test"}, "PROVIDER_WEBHOOK_SECRET must be set in production"},
+		"short webhook secret":   {[]string{logSecret, "PROVIDER_WEBHOOK_SECRET=" + strings.Repeat("s", 31)}, "PROVIDER_WEBHOOK_SECRET must be at least 32 bytes in production"},
+		"no log key secret":      {[]string{webhook}, "LOG_KEY_SECRET must be set in production"},
+		"unknown environment":    {[]string{"APP_ENV=staging"}, `APP_ENV must be development or production, got "staging"`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := config.Load(append([]string{"APP_ENV=production"}, tc.env...))
+			require.ErrorContains(t, err, tc.want)
+			for _, secret := range []string{strings.Repeat("s", 31), strings.Repeat("w", 32), strings.Repeat("l", 32)} {
+				require.NotContains(t, err.Error(), secret)
+			}
+		})
+	}
+	// All at once: every refusal is named in one go.
+	_, err := config.Load([]string{"APP_ENV=production", "DEMO_SEED=true"})
+	for _, name := range []string{"DEMO_SEED", "PROVIDER_WEBHOOK_SECRET", "LOG_KEY_SECRET"} {
+		require.ErrorContains(t, err, name)
+	}
+}
+
+// TestProductionStartsWithGoodSettings: production needs nothing beyond
+// its two secrets; the demo seed is off unless asked for, and the
+// in-process provider, SQLite and no Redis stay allowed.
+func TestProductionStartsWithGoodSettings(t *testing.T) {
+	cfg, err := config.Load(goodProduction)
+	require.NoError(t, err)
+	require.True(t, cfg.Production())
+	require.False(t, cfg.DemoSeed, "production does not seed the demo merchants by default")
+	require.Empty(t, cfg.ProviderURL)
+	require.Empty(t, cfg.DatabaseURL)
+	require.Empty(t, cfg.RedisURL)
+
+	cfg, err = config.Load(append(append([]string{}, goodProduction...), "DEMO_SEED=false"))
+	require.NoError(t, err)
+	require.False(t, cfg.DemoSeed)
+
+	// Development allows what production refuses.
+	cfg, err = config.Load([]string{"APP_ENV=development", "DEMO_SEED=true"})
+	require.NoError(t, err)
+	require.True(t, cfg.DemoSeed)
 }
 
 func TestBadSettingsAreNamed(t *testing.T) {
@@ -48,6 +115,10 @@ func TestBadSettingsAreNamed(t *testing.T) {
 		"NATS_URL=http://nats:4222":   "NATS_URL must be nats://host:port",
 		"NATS_URL=nats://a:1,b:2":     "NATS_URL must be nats://host:port",
 		"NATS_URL=nats:///stream":     "NATS_URL must be nats://host:port",
+		"EVENT_RETENTION=0s":          "EVENT_RETENTION",
+		"EVENT_RETENTION=a week":      "EVENT_RETENTION",
+		"RATE_LIMIT_NEW_KEYS=-1":      "RATE_LIMIT_NEW_KEYS",
+		"RATE_LIMIT_WINDOW=0s":        "RATE_LIMIT_WINDOW",
 	}
 	for kv, name := range cases {
 		t.Run(kv, func(t *testing.T) {

@@ -71,7 +71,7 @@ func (c Config) validateSecrets() []error {
 		errs = append(errs, err)
 	}
 	if c.LogKeySecret != "" && len(c.LogKeySecret) < minLogKeySecret {
-		errs = append(errs, fmt.Errorf("LOG_KEY_SECRET must be empty (a random key per process) or at least %d characters", minLogKeySecret))
+		errs = append(errs, fmt.Errorf("LOG_KEY_SECRET must be empty (development only) or at least %d characters", minLogKeySecret))
 	}
 	return errs
 }

@@ -1,0 +1,112 @@
+package app_test
+
+import (
+	"context"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkeys/payments/internal/app/apptest"
+	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/testkit"
+)
+
+// Production secrets for the tests: long enough, and not the test ones.
+var (
+	prodWebhookSecret = "whsec_" + strings.Repeat("p", 40)
+	prodLogKeySecret  = strings.Repeat("k", 32)
+)
+
+// TestProductionRefusesEachBadSettingAtStart runs the binary as an operator
+// would, with APP_ENV=production and one setting that only development may
+// use: it exits at once, naming the setting, and never prints a secret.
+func TestProductionRefusesEachBadSettingAtStart(t *testing.T) {
+	testkit.EndToEnd(t)
+	bin, _ := apptest.Binaries(t)
+	dbURL := "sqlite:" + t.TempDir() + "/payments.db"
+	good := []string{"APP_ENV=production", "DATABASE_URL=" + dbURL, "HTTP_ADDR=" + testkit.FreeAddr(t),
+		"PROVIDER_WEBHOOK_SECRET=" + prodWebhookSecret, "LOG_KEY_SECRET=" + prodLogKeySecret}
+	cases := map[string]struct {
+		env  []string
+		want string
+	}{
+		"demo seed":            {[]string{"DEMO_SEED=true"}, "DEMO_SEED"},
+		"test webhook secret":  {[]string{"PROVIDER_WEBHOOK_SECRET=whsec_test"}, "PROVIDER_WEBHOOK_SECRET"},
+		"short webhook secret": {[]string{"PROVIDER_WEBHOOK_SECRET=whsec_short_secret"}, "PROVIDER_WEBHOOK_SECRET must be at least 32 bytes"},
+		"no log key secret":    {[]string{"LOG_KEY_SECRET="}, "LOG_KEY_SECRET"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin)
+			cmd.Env = append(append([]string{}, good...), tc.env...)
+			out, err := cmd.CombinedOutput()
+			require.Error(t, err, "production started with %v:\n%s", tc.env, out)
+			var exit *exec.ExitError
+			require.ErrorAs(t, err, &exit)
+			require.Equal(t, 1, exit.ExitCode())
+			require.Contains(t, string(out), tc.want)
+			require.NotContains(t, string(out), "listening")
+			for _, secret := range []string{prodWebhookSecret, prodLogKeySecret, "whsec_short_secret"} {
+				require.NotContains(t, string(out), secret)
+			}
+		})
+	}
+}
+
+// TestProductionStartsWithGoodSettings: with its two secrets production
+// starts (in-process provider, SQLite or PostgreSQL, no Redis), the demo keys
+// do not work there, and a merchant made with create-merchant does.
+func TestProductionStartsWithGoodSettings(t *testing.T) {
+	testkit.EndToEnd(t)
+	bin, _ := apptest.Binaries(t)
+	for _, dialect := range testkit.Dialects {
+		t.Run(string(dialect), func(t *testing.T) {
+			dbURL := testkit.DatabaseURL(t, dialect)
+			prod := []string{"APP_ENV=production", "DEMO_SEED=", "PROVIDER_WEBHOOK_SECRET=" + prodWebhookSecret, "LOG_KEY_SECRET=" + prodLogKeySecret}
+			// DEMO_SEED= unsets the tests' default: production then
+			// seeds nothing.
+			api := apptest.StartBinary(t, bin, dbURL, apptest.Env(prod...))
+			require.NotContains(t, api.Logs(), "development mode")
+
+			denied := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", apptest.NewKey(), apptest.OrderBody)
+			require.Equal(t, 401, denied.Status, "the public demo key works in production")
+			require.Zero(t, api.Count(t, "SELECT count(*) FROM merchants"))
+
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, "create-merchant", "-name", "shop")
+			cmd.Env = append([]string{"DATABASE_URL=" + dbURL}, prod...)
+			out, err := cmd.Output()
+			require.NoError(t, err, string(out))
+			key := regexp.MustCompile(`sk_live_[0-9a-f]{32}`).FindString(string(out))
+			require.NotEmpty(t, key, string(out))
+
+			created := apptest.Call(t, "POST", api.URL+"/v1/orders", key, apptest.NewKey(), apptest.OrderBody)
+			require.Equal(t, 201, created.Status, string(created.Body))
+			require.NotContains(t, api.Logs(), key, "the log holds an API key")
+		})
+	}
+}
+
+// TestDevelopmentSaysWhatIsInForce: the default environment starts with
+// the demo merchants and the test secret, and says so once at start,
+// naming the settings without printing a key or a secret.
+func TestDevelopmentSaysWhatIsInForce(t *testing.T) {
+	testkit.EndToEnd(t)
+	api := apptest.Start(t, testkit.DatabaseURL(t, database.SQLite))
+	logs := api.Logs()
+	require.Contains(t, logs, "development mode (APP_ENV=development)")
+	require.Contains(t, logs, "DEMO_SEED")
+	require.Contains(t, logs, "PROVIDER_WEBHOOK_SECRET")
+	for _, secret := range []string{"sk_test_acme", "sk_test_globex", "whsec_test"} {
+		require.NotContains(t, logs, secret)
+	}
+	ok := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", apptest.NewKey(), apptest.OrderBody)
+	require.Equal(t, 201, ok.Status, string(ok.Body))
+}
