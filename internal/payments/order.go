@@ -114,8 +114,14 @@ func (in NewOrderInput) Validate() error {
 			itemsValid = itemsValid && len(fe) == before
 		}
 		// Only bounded lines make a total that cannot overflow.
-		if itemsValid && total(in.Items) > MaxAmountTotal {
+		switch sum := total(in.Items); {
+		case !itemsValid:
+		case sum > MaxAmountTotal:
 			fe.add("items", fmt.Sprintf("the order total must be at most %d", int64(MaxAmountTotal)))
+		case sum == 0:
+			// An order is made to be paid, and no provider charges zero:
+			// a zero total could never leave pending_payment.
+			fe.add("items", "the order total must be positive: at least one item needs a unit_amount above 0")
 		}
 	}
 
@@ -127,6 +133,10 @@ func (in NewOrderInput) Validate() error {
 			path := "metadata." + k
 			if k == "" || !utf8.ValidString(k) || utf8.RuneCountInString(k) > MaxMetadataKeyLength || !printable(k) {
 				fe.add(path, fmt.Sprintf("key must be 1 to %d printable characters", MaxMetadataKeyLength))
+				continue
+			}
+			if hasInvisible(k) {
+				fe.add(path, "key "+msgInvisible)
 				continue
 			}
 			checkText(&fe, path, in.Metadata[k], MaxMetadataValueLen, false)
@@ -202,7 +212,30 @@ func checkText(fe *fieldErrors, field, s string, maxLen int, required bool) {
 		fe.add(field, fmt.Sprintf("must be at most %d characters", maxLen))
 	case !printable(s):
 		fe.add(field, "must not contain control characters")
+	case hasInvisible(s):
+		fe.add(field, msgInvisible)
 	}
+}
+
+// msgInvisible is the refusal of text that hasInvisible finds.
+const msgInvisible = "must not contain bidirectional controls (U+202A to U+202E, U+2066 to U+2069) or zero-width spaces (U+200B, U+2060, U+FEFF)"
+
+// hasInvisible reports whether s holds a character that changes how text
+// around it is shown without being seen itself: the bidirectional
+// embeddings, overrides and isolates, which can make "SKU-1<U+202E>2-UKS" read as
+// something else on a receipt or a dashboard (the Trojan Source trick), and
+// the zero-width spaces, which make two names that look alike differ. The
+// zero-width non-joiner and joiner (U+200C, U+200D) stay allowed: Persian,
+// the Indic scripts and emoji sequences need them.
+func hasInvisible(s string) bool {
+	for _, r := range s {
+		switch {
+		case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069,
+			r == 0x200b, r == 0x2060, r == 0xfeff:
+			return true
+		}
+	}
+	return false
 }
 
 func printable(s string) bool {

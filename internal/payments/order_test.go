@@ -12,6 +12,9 @@ import (
 	"github.com/idemkeys/payments/internal/payments"
 )
 
+// invisible is the refusal of bidirectional controls and zero-width spaces.
+const invisible = "must not contain bidirectional controls (U+202A to U+202E, U+2066 to U+2069) or zero-width spaces (U+200B, U+2060, U+FEFF)"
+
 func validInput() payments.NewOrderInput {
 	return payments.NewOrderInput{
 		CustomerID: "cus_1",
@@ -37,7 +40,28 @@ func TestNewOrderInputValidate(t *testing.T) {
 		want   []payments.FieldError // nil: valid
 	}{
 		{name: "valid", change: func(*payments.NewOrderInput) {}},
-		{name: "zero unit amount is free, and valid", change: func(in *payments.NewOrderInput) { in.Items[0].UnitAmount = 0 }},
+		{name: "a free item beside a paid one is valid", change: func(in *payments.NewOrderInput) {
+			in.Items = append(in.Items, payments.Item{SKU: "GIFT", Name: "Sticker", Quantity: 1, UnitAmount: 0})
+		}},
+		{name: "zero total", change: func(in *payments.NewOrderInput) { in.Items[0].UnitAmount = 0 },
+			want: []payments.FieldError{{Field: "items", Message: "the order total must be positive: at least one item needs a unit_amount above 0"}}},
+		{name: "joiners that scripts and emoji need", change: func(in *payments.NewOrderInput) {
+			in.Items[0].Name = "می\u200cخواهم 👩\u200d💻"
+			in.Items[0].SKU = "SKU\u200d1"
+			in.Metadata = map[string]string{"ZW\u200cNJ": "a\u200db"}
+		}},
+		{name: "bidi override in the name", change: func(in *payments.NewOrderInput) { in.Items[0].Name = "Coffee\u202e eert" },
+			want: []payments.FieldError{{Field: "items[0].name", Message: invisible}}},
+		{name: "bidi isolate in the sku", change: func(in *payments.NewOrderInput) { in.Items[0].SKU = "SKU\u20661\u2069" },
+			want: []payments.FieldError{{Field: "items[0].sku", Message: invisible}}},
+		{name: "zero-width space in the sku", change: func(in *payments.NewOrderInput) { in.Items[0].SKU = "SKU\u200b-1" },
+			want: []payments.FieldError{{Field: "items[0].sku", Message: invisible}}},
+		{name: "byte order mark in the name", change: func(in *payments.NewOrderInput) { in.Items[0].Name = "\ufeffCoffee" },
+			want: []payments.FieldError{{Field: "items[0].name", Message: invisible}}},
+		{name: "embedding in a metadata key", change: func(in *payments.NewOrderInput) { in.Metadata = map[string]string{"\u202aref": "1"} },
+			want: []payments.FieldError{{Field: "metadata.\u202aref", Message: "key " + invisible}}},
+		{name: "word joiner in a metadata value", change: func(in *payments.NewOrderInput) { in.Metadata = map[string]string{"ref": "a\u2060b"} },
+			want: []payments.FieldError{{Field: "metadata.ref", Message: invisible}}},
 		{name: "nil metadata", change: func(in *payments.NewOrderInput) { in.Metadata = nil }},
 		{name: "customer missing", change: func(in *payments.NewOrderInput) { in.CustomerID = "" },
 			want: []payments.FieldError{{Field: "customer_id", Message: "is required"}}},
