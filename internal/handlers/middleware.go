@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -68,9 +69,10 @@ func requestContext(log *slog.Logger, hashKey func(key string) string) gin.Handl
 
 		path, key := c.Request.URL.Path, c.GetHeader(idempotency.HeaderKey)
 		scrubbed := false
-		if k, ok := strings.CutPrefix(path, idempotencyKeysPrefix); ok {
+		if k, ok := keyInPath(c.Request.URL); ok {
 			// The path holds a key itself (whether a route matched or
-			// not): log the route instead.
+			// not, however it is spelled): log the route instead, and
+			// the hash of the path's key rather than the header's.
 			path, key, scrubbed = routeIdempotencyKey, k, true
 		}
 		keyHash := ""
@@ -109,6 +111,42 @@ func requestContext(log *slog.Logger, hashKey func(key string) string) gin.Handl
 		}
 		reqLog.LogAttrs(c.Request.Context(), slog.LevelInfo, "request", attrs...)
 	}
+}
+
+// keysSegment is the path segment after which a path holds an idempotency key.
+const keysSegment = "idempotency-keys"
+
+// maxUnescapes bounds how many layers of percent-encoding keyInPath peels.
+const maxUnescapes = 4
+
+// keyInPath reports whether the path of u may hold an idempotency key, and
+// returns it (empty when the path stops at the segment). The router matches
+// the decoded path exactly, but the access log must not depend on that: a
+// path that only resembles the route (/v1//idempotency-keys/K,
+// /V1/Idempotency-Keys/K, /v1/./idempotency-keys/K, a segment
+// percent-encoded once or more) is a 404 that would otherwise log the key
+// raw. So the path is decoded until it stops changing, compared without
+// case, and everything after the first "idempotency-keys" counts as the key.
+// A false positive only costs a log line its path, which it then shows as
+// the route.
+func keyInPath(u *url.URL) (string, bool) {
+	// The key as the route reads it, from the path decoded once, so that
+	// the line's hash is the header's for the same key ("a%41" included).
+	if i := strings.Index(strings.ToLower(u.Path), keysSegment); i >= 0 {
+		return strings.TrimLeft(u.Path[i+len(keysSegment):], "/"), true
+	}
+	p := u.Path
+	for range maxUnescapes {
+		d, err := url.PathUnescape(p)
+		if err != nil || d == p {
+			break
+		}
+		p = d
+	}
+	if i := strings.Index(strings.ToLower(p), keysSegment); i >= 0 {
+		return strings.TrimLeft(p[i+len(keysSegment):], "/"), true
+	}
+	return "", false
 }
 
 // loggerFrom returns the request's logger; outside requestContext (a test
