@@ -180,7 +180,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 			_ = a.close(ctx)
 			return nil, err
 		}
-		cache := redisidem.NewCache(client, log.With("component", "redis"))
+		cache := redisidem.NewCache(client, cfg.RedisKeySecret(), log.With("component", "redis"))
 		if cipher != nil {
 			cache.WithCipher(cipher)
 		}

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -74,6 +76,29 @@ func (c Config) validateSecrets() []error {
 		errs = append(errs, fmt.Errorf("LOG_KEY_SECRET must be empty (development only) or at least %d characters", minLogKeySecret))
 	}
 	return errs
+}
+
+// developmentRedisKeyLabel keys the Redis names in development without
+// LOG_KEY_SECRET: a public constant, so that every development instance
+// still shares one cache (a random per-process secret would split it), at
+// the price of names that anyone reading that Redis can recompute.
+// Production requires LOG_KEY_SECRET, so it never uses this.
+const developmentRedisKeyLabel = "idemkeys development: LOG_KEY_SECRET unset"
+
+// RedisKeySecret is the secret of the keyed hash that names idempotency
+// keys in Redis (entries and wake-up messages). It is derived from
+// LOG_KEY_SECRET, which every instance shares, as HMAC-SHA256(LOG_KEY_SECRET,
+// "redis key names"), so that a log line's key hash and a Redis name of the
+// same key are unrelated. Without LOG_KEY_SECRET (development only) it is
+// derived from a public constant instead.
+func (c Config) RedisKeySecret() []byte {
+	base := c.LogKeySecret
+	if base == "" {
+		base = developmentRedisKeyLabel
+	}
+	mac := hmac.New(sha256.New, []byte(base))
+	mac.Write([]byte("redis key names"))
+	return mac.Sum(nil)
 }
 
 func decodeKey(s string) ([]byte, error) {

@@ -3,6 +3,7 @@ package config_test
 import (
 	"bytes"
 	"encoding/base64"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -72,4 +73,21 @@ func TestBadSecretsAreNamedNotShown(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRedisKeySecret: derived from LOG_KEY_SECRET (so every instance with it
+// shares the cache), never equal to it, and fixed without it in development.
+func TestRedisKeySecret(t *testing.T) {
+	a, err := config.Load([]string{"LOG_KEY_SECRET=" + strings.Repeat("a", 32)})
+	require.NoError(t, err)
+	b, err := config.Load([]string{"LOG_KEY_SECRET=" + strings.Repeat("b", 32)})
+	require.NoError(t, err)
+	dev, err := config.Load(nil)
+	require.NoError(t, err)
+	require.Len(t, a.RedisKeySecret(), 32)
+	require.Equal(t, a.RedisKeySecret(), a.RedisKeySecret())
+	require.NotEqual(t, a.RedisKeySecret(), b.RedisKeySecret())
+	require.NotEqual(t, []byte(a.LogKeySecret), a.RedisKeySecret())
+	require.Equal(t, dev.RedisKeySecret(), dev.RedisKeySecret(), "development instances share one cache")
+	require.NotEqual(t, dev.RedisKeySecret(), a.RedisKeySecret())
 }

@@ -214,7 +214,7 @@ func BenchmarkMiddlewareReplay(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		cache := redisidem.NewCache(client, nil)
+		cache := redisidem.NewCache(client, []byte("a-redis-key-secret-for-benchmarks"), nil)
 		b.Cleanup(func() { cache.Close(); _ = client.Close() })
 		run(b, newBenchEngine(b, "sqlite", cache), func() bool {
 			_, err := cache.GetCompleted(context.Background(), "m1", "replay-1")

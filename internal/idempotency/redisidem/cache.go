@@ -4,7 +4,9 @@
 package redisidem
 
 import (
+	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -20,14 +22,20 @@ import (
 
 // Cache is the idempotency.Cache on Redis (one node or a cluster).
 //
-// Keys are "idem:{<scope>}:<hash of the key>": the braces are a Redis
-// Cluster hash tag, so one merchant's keys live on one slot, and the client's
-// key is hashed because it may contain braces itself. Completions are
-// announced on one pub/sub channel that every instance listens to; a waiter
-// registers locally for its key.
+// Keys are "idem:{<scope>}:<hash>": the braces are a Redis Cluster hash
+// tag, so one merchant's keys live on one slot. The hash is an HMAC-SHA256
+// of the scope and the client's key under a secret that every instance
+// shares: whoever can read Redis (a replica, a backup, a MONITOR session)
+// can neither confirm a guessed key ("order-1042") nor tell that two
+// merchants used the same one, as an unkeyed hash would let them. The secret
+// must be the same on every instance, or they would not find each other's
+// entries and wake-ups. Completions are announced on one pub/sub channel
+// that every instance listens to, carrying the scope and the same hash; a
+// waiter registers locally for its key.
 type Cache struct {
 	client redis.UniversalClient
 	log    *slog.Logger
+	secret []byte
 
 	mu      sync.Mutex
 	waiters map[string]map[chan struct{}]struct{}
@@ -54,14 +62,19 @@ func (c *Cache) WithCipher(rc *idempotency.ResponseCipher) *Cache {
 // redisChannel carries "<scope>\x00<key hash>" for every completion.
 const redisChannel = "idem:done"
 
-// NewCache returns a cache over client and starts listening for
-// completions until Close.
-func NewCache(client redis.UniversalClient, log *slog.Logger) *Cache {
+// NewCache returns a cache over client whose key names are keyed by
+// keySecret (shared by every instance; at least 16 bytes), and starts
+// listening for completions until Close. It panics on a shorter secret: a
+// wiring mistake must stop the process at start.
+func NewCache(client redis.UniversalClient, keySecret []byte, log *slog.Logger) *Cache {
+	if len(keySecret) < MinKeySecret {
+		panic("redisidem: the key secret must be at least 16 bytes")
+	}
 	if log == nil {
 		log = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Cache{client: client, log: log, waiters: map[string]map[chan struct{}]struct{}{}, healthy: true, cancel: cancel, done: make(chan struct{})}
+	c := &Cache{client: client, log: log, secret: bytes.Clone(keySecret), waiters: map[string]map[chan struct{}]struct{}{}, healthy: true, cancel: cancel, done: make(chan struct{})}
 	go c.listen(ctx)
 	return c
 }
@@ -72,14 +85,25 @@ func (c *Cache) Close() {
 	<-c.done
 }
 
-func keyHash(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:16])
+// MinKeySecret is the shortest secret NewCache accepts, in bytes.
+const MinKeySecret = 16
+
+// keyHash names the key of scope in Redis: 128 bits of its keyed hash.
+func (c *Cache) keyHash(scope, key string) string {
+	mac := hmac.New(sha256.New, c.secret)
+	mac.Write([]byte(scope))
+	mac.Write([]byte{0})
+	mac.Write([]byte(key))
+	return hex.EncodeToString(mac.Sum(nil)[:16])
 }
 
-func redisKey(scope, key string) string {
-	return "idem:{" + scope + "}:" + keyHash(key)
+func (c *Cache) redisKey(scope, key string) string {
+	return "idem:{" + scope + "}:" + c.keyHash(scope, key)
 }
+
+// RedisKey is the name of the entry of key in scope, for tests that look
+// at Redis itself.
+func (c *Cache) RedisKey(scope, key string) string { return c.redisKey(scope, key) }
 
 // cachedRecord is what Redis holds: enough to replay or refuse a mismatch.
 type cachedRecord struct {
@@ -107,7 +131,7 @@ func (c *Cache) GetCompleted(ctx context.Context, scope, key string) (*idempoten
 	if c.skipping() {
 		return nil, errSkipped
 	}
-	b, err := c.client.Get(ctx, redisKey(scope, key)).Bytes()
+	b, err := c.client.Get(ctx, c.redisKey(scope, key)).Bytes()
 	if errors.Is(err, redis.Nil) {
 		c.observe(nil)
 		return nil, idempotency.ErrNotFound
@@ -164,7 +188,7 @@ func (c *Cache) PutCompleted(ctx context.Context, rec *idempotency.Record) error
 	if err != nil {
 		return err
 	}
-	err = c.client.Set(ctx, redisKey(rec.Scope, rec.Key), b, ttl).Err()
+	err = c.client.Set(ctx, c.redisKey(rec.Scope, rec.Key), b, ttl).Err()
 	c.observe(err)
 	return err
 }
@@ -174,14 +198,14 @@ func (c *Cache) Notify(ctx context.Context, scope, key string) error {
 	if c.skipping() {
 		return errSkipped
 	}
-	err := c.client.Publish(ctx, redisChannel, scope+"\x00"+keyHash(key)).Err()
+	err := c.client.Publish(ctx, redisChannel, scope+"\x00"+c.keyHash(scope, key)).Err()
 	c.observe(err)
 	return err
 }
 
 // Subscribe implements idempotency.Cache.
 func (c *Cache) Subscribe(scope, key string) (<-chan struct{}, func()) {
-	id := scope + "\x00" + keyHash(key)
+	id := scope + "\x00" + c.keyHash(scope, key)
 	ch := make(chan struct{}, 1)
 	c.mu.Lock()
 	if c.waiters[id] == nil {

@@ -2,7 +2,10 @@ package redisidem_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,12 +17,54 @@ import (
 	"github.com/idemkeys/payments/internal/testkit"
 )
 
+// testKeySecret keys the Redis names of the tests' caches.
+var testKeySecret = []byte("a-redis-key-secret-for-tests")
+
+// TestRedisNamesAreKeyed: the name of a key's entry is no unkeyed hash of
+// the key, differs between merchants for the same key and between secrets,
+// and is the same on every instance with the same secret, which find each
+// other's entries.
+func TestRedisNamesAreKeyed(t *testing.T) {
+	rs := testkit.StartRedis(t)
+	open := func(secret string) *redisidem.Cache {
+		client, err := redisconn.Open(rs.URL(), redisconn.Options{Timeout: 100 * time.Millisecond})
+		require.NoError(t, err)
+		c := redisidem.NewCache(client, []byte(secret), nil)
+		t.Cleanup(func() { c.Close(); _ = client.Close() })
+		return c
+	}
+	a, b, other := open("one-shared-secret-0123"), open("one-shared-secret-0123"), open("another-secret-456789")
+	const key = "order-1042"
+	name := a.RedisKey("m1", key)
+	require.True(t, strings.HasPrefix(name, "idem:{m1}:"), name)
+	suffix := strings.TrimPrefix(name, "idem:{m1}:")
+	require.Len(t, suffix, 32)
+	plain := sha256.Sum256([]byte(key))
+	require.NotContains(t, hex.EncodeToString(plain[:]), suffix, "an unkeyed hash lets a reader of Redis confirm a guess")
+	require.NotContains(t, name, key)
+	require.NotEqual(t, suffix, strings.TrimPrefix(a.RedisKey("m2", key), "idem:{m2}:"), "two merchants with one key look alike")
+	require.Equal(t, name, b.RedisKey("m1", key))
+	require.NotEqual(t, name, other.RedisKey("m1", key))
+
+	rec := &idempotency.Record{
+		Scope: "m1", Key: key, Fingerprint: "fp", State: idempotency.StateCompleted,
+		Response:  &idempotency.Response{Status: 201, ContentType: "application/json", Body: []byte(`{"a":1}`)},
+		ExpiresAt: time.Now().Add(time.Hour),
+	}
+	require.NoError(t, a.PutCompleted(t.Context(), rec))
+	_, err := b.GetCompleted(t.Context(), "m1", key)
+	require.NoError(t, err, "instances with one secret share the cache")
+	_, err = other.GetCompleted(t.Context(), "m1", key)
+	require.ErrorIs(t, err, idempotency.ErrNotFound)
+	require.Panics(t, func() { redisidem.NewCache(nil, []byte("short"), nil) })
+}
+
 func TestRedisCache(t *testing.T) {
 	rs := testkit.StartRedis(t)
 	open := func() *redisidem.Cache {
 		client, err := redisconn.Open(rs.URL(), redisconn.Options{Timeout: 100 * time.Millisecond})
 		require.NoError(t, err)
-		c := redisidem.NewCache(client, nil)
+		c := redisidem.NewCache(client, testKeySecret, nil)
 		t.Cleanup(func() { c.Close(); _ = client.Close() })
 		return c
 	}
@@ -91,7 +136,7 @@ func TestRedisCacheOnACluster(t *testing.T) {
 	open := func() *redisidem.Cache {
 		client, err := redisconn.Open(cluster.URL(), redisconn.Options{Timeout: time.Second})
 		require.NoError(t, err)
-		c := redisidem.NewCache(client, nil)
+		c := redisidem.NewCache(client, testKeySecret, nil)
 		t.Cleanup(func() { c.Close(); _ = client.Close() })
 		return c
 	}
@@ -143,7 +188,7 @@ func TestRedisCacheEncryptsBodiesWhenTheStoreDoes(t *testing.T) {
 	require.NoError(t, err)
 	cipher, err := idempotency.NewResponseCipher(map[string][]byte{"k1": make([]byte, 32)}, "k1")
 	require.NoError(t, err)
-	c := redisidem.NewCache(client, nil).WithCipher(cipher)
+	c := redisidem.NewCache(client, testKeySecret, nil).WithCipher(cipher)
 	t.Cleanup(func() { c.Close(); _ = client.Close() })
 	ctx := context.Background()
 	secret := []byte(`{"card_holder":"VERY SECRET NAME"}`)
