@@ -50,3 +50,9 @@ func (c *keyCache) put(hash, merchantID string, now time.Time) {
 	}
 	c.entries[hash] = cacheEntry{merchantID: merchantID, expires: now.Add(c.ttl)}
 }
+
+func (c *keyCache) drop(hash string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, hash)
+}

@@ -8,10 +8,17 @@
 // (The demo keys are short, but they are public anyway.)
 //
 // Authenticate sits on the hot path, so a small in-process cache maps key
-// hashes to merchants for a minute. Only known keys are cached; an unknown
-// key always asks the database, so a key made on another instance works at
-// once. A revoked key (when revocation exists) may keep working on an
-// instance for up to the cache TTL.
+// hashes to merchants for a minute. A revoked key (when revocation exists)
+// may keep working on an instance for up to the cache TTL.
+//
+// Unknown keys are remembered too, apart, for a shorter while
+// (UnknownKeyTTL) and in a bounded set of their own (UnknownKeyCacheSize): a
+// flood of requests with a wrong key then costs one database read per key
+// and instance, not one per request, and cannot push the known keys out of
+// their cache. A key is made with 128 random bits and shown only once, so
+// nobody sends it before it exists; the one key a negative entry could
+// delay is a key made on another instance after this one was asked for it,
+// and only for UnknownKeyTTL (a key made here clears its entry at once).
 package merchants
 
 import (
@@ -51,10 +58,12 @@ const (
 	MaxKeyLength = 255
 )
 
-// Cache settings of Authenticate.
+// Cache settings of Authenticate: known keys, and apart the unknown ones.
 const (
-	CacheTTL  = time.Minute
-	CacheSize = 10_000
+	CacheTTL            = time.Minute
+	CacheSize           = 10_000
+	UnknownKeyTTL       = 10 * time.Second
+	UnknownKeyCacheSize = 10_000
 )
 
 // Merchant is one account of the API.
@@ -69,6 +78,9 @@ type Store struct {
 	db    *gorm.DB
 	clock func() time.Time
 	cache *keyCache
+	// unknown holds the hashes of keys the database did not know, each
+	// mapped to "".
+	unknown *keyCache
 	// lookups lets one database read serve every request that missed the
 	// cache for the same key at the same moment: when a key's entry
 	// expires under a retry storm, a thousand requests would otherwise
@@ -83,7 +95,7 @@ func NewStore(db *gorm.DB, clock func() time.Time) *Store {
 	if clock == nil {
 		clock = time.Now
 	}
-	return &Store{db: db, clock: clock, cache: newKeyCache(CacheTTL, CacheSize)}
+	return &Store{db: db, clock: clock, cache: newKeyCache(CacheTTL, CacheSize), unknown: newKeyCache(UnknownKeyTTL, UnknownKeyCacheSize)}
 }
 
 type merchantRow struct {
@@ -140,6 +152,7 @@ func (s *Store) Create(ctx context.Context, name string) (Merchant, string, erro
 	if err != nil {
 		return Merchant{}, "", fmt.Errorf("create merchant: %w", err)
 	}
+	s.unknown.drop(hashKey(apiKey))
 	return m, apiKey, nil
 }
 
@@ -154,6 +167,9 @@ func (s *Store) Authenticate(ctx context.Context, apiKey string) (string, error)
 	if merchantID, ok := s.cache.get(hash, s.clock()); ok {
 		return merchantID, nil
 	}
+	if _, ok := s.unknown.get(hash, s.clock()); ok {
+		return "", ErrUnauthorized
+	}
 	// The shared read must not fail for everyone because the first caller
 	// hung up, so it runs on its own deadline.
 	id, err, _ := s.lookups.Do(hash, func() (any, error) {
@@ -161,6 +177,9 @@ func (s *Store) Authenticate(ctx context.Context, apiKey string) (string, error)
 		defer cancel()
 		var row apiKeyRow
 		err := database.Conn(ctx, s.db).Select("merchant_id").Where("key_hash = ?", hash).Take(&row).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			s.unknown.put(hash, "", s.clock())
+		}
 		if err != nil {
 			return "", err
 		}
@@ -209,6 +228,7 @@ func (s *Store) SeedDemo(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("seed merchant %s: %w", d.name, err)
 		}
+		s.unknown.drop(hashKey(d.apiKey))
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package merchants_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"sync"
@@ -205,6 +206,59 @@ func TestAuthenticateStormReadsOnce(t *testing.T) {
 			// One read, or very few if a goroutine was descheduled between
 			// its cache miss and joining the read; never one per request.
 			require.LessOrEqual(t, reads.Load(), int64(3), "database reads for %d concurrent requests", burst)
+		})
+	}
+}
+
+// TestUnknownKeyFloodReadsOnce: a flood of requests with a wrong key costs
+// one database read, not one per request, until UnknownKeyTTL; a flood of
+// distinct wrong keys keeps the negative cache bounded and never pushes a
+// known key out of its own cache.
+func TestUnknownKeyFloodReadsOnce(t *testing.T) {
+	for _, d := range testkit.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			db := testkit.OpenDB(t, d)
+			ctx := context.Background()
+			c := testkit.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+			store := merchants.NewStore(db.DB, c.Now)
+			require.NoError(t, store.SeedDemo(ctx))
+			var reads atomic.Int64
+			require.NoError(t, db.DB.Callback().Query().Before("gorm:query").Register("test:count_key_reads", func(tx *gorm.DB) {
+				if tx.Statement.Table == "api_keys" {
+					reads.Add(1)
+				}
+			}))
+			_, err := store.Authenticate(ctx, "sk_test_acme")
+			require.NoError(t, err)
+			reads.Store(0)
+
+			const flood = 2000
+			for range flood {
+				_, err := store.Authenticate(ctx, "sk_live_guessed0000000000000000000000")
+				require.ErrorIs(t, err, merchants.ErrUnauthorized)
+			}
+			require.EqualValues(t, 1, reads.Load(), "database reads for %d requests with one unknown key", flood)
+
+			c.Advance(merchants.UnknownKeyTTL)
+			_, err = store.Authenticate(ctx, "sk_live_guessed0000000000000000000000")
+			require.ErrorIs(t, err, merchants.ErrUnauthorized)
+			require.EqualValues(t, 2, reads.Load(), "the negative entry expires")
+
+			// Distinct wrong keys: one read each, a bounded set, and the
+			// known key still answers from its cache.
+			reads.Store(0)
+			for i := range merchants.UnknownKeyCacheSize + 500 {
+				_, err := store.Authenticate(ctx, fmt.Sprintf("sk_live_wrong%d", i))
+				require.ErrorIs(t, err, merchants.ErrUnauthorized)
+			}
+			require.EqualValues(t, merchants.UnknownKeyCacheSize+500, reads.Load())
+			reads.Store(0)
+			got, err := store.Authenticate(ctx, "sk_test_acme")
+			require.NoError(t, err)
+			require.Equal(t, "mch_acme", got)
+			require.Zero(t, reads.Load(), "wrong keys pushed a known key out of its cache")
+			require.LessOrEqual(t, merchants.UnknownKeysCachedForTest(store), merchants.UnknownKeyCacheSize)
 		})
 	}
 }
