@@ -188,8 +188,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		idemCfg.Cache = cache
 		redisPinger, redisClient = cache, client
 		if cfg.RateLimitNewKeys > 0 {
-			idemCfg.Limiter = redisidem.NewLimiter(client, cfg.RateLimitNewKeys, cfg.RateLimitWindow, cfg.RedisTimeout)
+			limiter := redisidem.NewLimiter(client, cfg.RateLimitNewKeys, cfg.RateLimitWindow, cfg.RedisTimeout)
+			a.closers = append(a.closers, func() error { limiter.Close(); return nil })
+			idemCfg.Limiter = limiter
 		}
+	}
+	if idemCfg.Limiter == nil && cfg.RateLimitNewKeys > 0 {
+		// No Redis: the same quota, counted by this instance alone.
+		idemCfg.Limiter = idempotency.NewLocalLimiter(cfg.RateLimitNewKeys, cfg.RateLimitWindow, clock)
 	}
 	sink, err := a.newOutboxSink(ctx, redisClient)
 	if err != nil {

@@ -202,3 +202,76 @@ func TestRedisKilledMidLoad(t *testing.T) {
 	}
 	require.EqualValues(t, keys, testkit.Count(t, dbURL, "SELECT count(*) FROM orders"), "one order per key")
 }
+
+// TestNewKeyLimitHoldsWithRedisDownAndWithout: the new-key limit answers
+// 429 with Redis up, after Redis died, and with no Redis configured; never
+// unlimited. Two instances sharing Redis share the quota, give or take what
+// one starts before it first hears of the other (one sync).
+func TestNewKeyLimitHoldsWithRedisDownAndWithout(t *testing.T) {
+	testkit.EndToEnd(t)
+	limited := func(t *testing.T, api *apptest.API, apiKey string, n int) (created, refused int) {
+		t.Helper()
+		for range n {
+			r := apptest.Call(t, "POST", api.URL+"/v1/orders", apiKey, apptest.NewKey(), apptest.OrderBody)
+			switch r.Status {
+			case 201:
+				created++
+			case 429:
+				refused++
+				require.Equal(t, "rate_limited", r.JSON(t)["code"])
+				require.NotEmpty(t, r.Header.Get("Retry-After"))
+			default:
+				t.Fatalf("status %d: %s", r.Status, r.Body)
+			}
+		}
+		return created, refused
+	}
+	quota := []string{"RATE_LIMIT_NEW_KEYS=4", "RATE_LIMIT_WINDOW=1h"}
+
+	t.Run("no redis: per instance", func(t *testing.T) {
+		api := apptest.Start(t, testkit.DatabaseURL(t, database.SQLite), apptest.Env(quota...))
+		created, refused := limited(t, api, "sk_test_acme", 10)
+		require.Equal(t, 4, created)
+		require.Equal(t, 6, refused)
+	})
+
+	t.Run("redis up, shared; then down, per instance", func(t *testing.T) {
+		rs := testkit.StartRedis(t)
+		dbURL := testkit.DatabaseURL(t, database.Postgres)
+		env := append([]string{"REDIS_URL=" + rs.URL(), "REDIS_TIMEOUT=100ms"}, quota...)
+		a := apptest.Start(t, dbURL, apptest.Env(env...))
+		b := apptest.Start(t, dbURL, apptest.Env(env...))
+
+		created, _ := limited(t, a, "sk_test_acme", 4)
+		require.Equal(t, 4, created)
+		// a adds its keys to the shared counter within one sync.
+		testkit.Eventually(t, 30*time.Second, "a's keys reach the shared counter", func() bool {
+			keys, err := rs.Client(t).Keys(t.Context(), "rl:{mch_acme}:*").Result()
+			if err != nil || len(keys) != 1 {
+				return false
+			}
+			n, err := rs.Client(t).Get(t.Context(), keys[0]).Int()
+			return err == nil && n == 4
+		})
+		// b starts at most one key before its first sync tells it of a's four.
+		total := created
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			c, r := limited(t, b, "sk_test_acme", 1)
+			total += c
+			if r == 1 {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "b never heard of a's keys")
+			// Slower than b's first sync, which its first key asks for.
+			time.Sleep(200 * time.Millisecond)
+		}
+		require.LessOrEqual(t, total, 5, "the shared quota of 4, overshot by at most b's first key")
+		require.EqualValues(t, total, testkit.Count(t, dbURL, "SELECT count(*) FROM orders"))
+
+		rs.Kill()
+		created, refused := limited(t, a, "sk_test_globex", 10)
+		require.Equal(t, 4, created, "Redis down: the per-instance quota, never unlimited")
+		require.Equal(t, 6, refused)
+	})
+}

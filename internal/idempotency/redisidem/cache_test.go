@@ -171,6 +171,7 @@ func TestRedisCacheOnACluster(t *testing.T) {
 	require.NoError(t, err)
 	defer client.Close()
 	limiter := redisidem.NewLimiter(client, 2, time.Hour, 0)
+	defer limiter.Close()
 	for range 2 {
 		_, ok := limiter.AllowNewKey(ctx, "m1")
 		require.True(t, ok)
@@ -180,6 +181,7 @@ func TestRedisCacheOnACluster(t *testing.T) {
 	require.Greater(t, retry, time.Duration(0))
 	_, ok = limiter.AllowNewKey(ctx, "m2")
 	require.True(t, ok, "per merchant")
+	require.NoError(t, limiter.Sync(ctx), "the counters of several slots in one pipeline")
 }
 
 func TestRedisCacheEncryptsBodiesWhenTheStoreDoes(t *testing.T) {

@@ -3,46 +3,162 @@ package redisidem
 import (
 	"context"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Limiter is a fixed-window limit shared by every instance: one counter
-// per merchant and window, "rl:{<scope>}:<window start>". When Redis does
-// not answer it lets the request through: the limit protects capacity, and
-// correctness does not depend on it.
+// Limiter is a fixed-window limit on new keys per scope (merchant), shared
+// by every instance through Redis without a Redis call on the request path.
+//
+// Each instance decides alone, from what it knows: the keys it started
+// itself in the current window, plus the keys the other instances had
+// started when it last heard from Redis. A background loop adds this
+// instance's new keys to one counter per scope and window,
+// "rl:{<scope>}:<window start>", every SyncInterval, in one pipelined round
+// trip for all scopes, and reads back the total. So a create pays nothing
+// for the limit, and the shared limit may be overshot by what the other
+// instances start within one SyncInterval (each instance that first sees a
+// scope in a window knows nothing of the others until its first sync).
+//
+// An instance never starts more than limit keys of a scope per window by
+// itself: when Redis cannot answer, the others' counts stay at what was
+// last heard for the window and are forgotten when it turns, which leaves
+// the per-instance limit. Never unlimited.
 type Limiter struct {
-	client  redis.UniversalClient
-	limit   int64
-	window  time.Duration
-	timeout time.Duration
+	client   redis.UniversalClient
+	limit    int64
+	window   time.Duration
+	timeout  time.Duration
+	interval time.Duration
+	now      func() time.Time
+
+	mu     sync.Mutex
+	scopes map[string]*scopeCount
+
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
-// NewLimiter allows limit new keys per merchant per window.
-// A call gives up after timeout (zero: 150ms) and lets the request through.
+// scopeCount is what an instance knows of one scope in one window.
+type scopeCount struct {
+	start   time.Time
+	own     int64 // keys this instance started
+	pending int64 // of those, not yet added to Redis
+	others  int64 // keys the other instances had started, as last heard
+}
+
+// SyncInterval bounds how often a Limiter talks to Redis: a tenth of the
+// window, at most 100 ms and at least 10 ms.
+func SyncInterval(window time.Duration) time.Duration {
+	return min(max(window/10, 10*time.Millisecond), 100*time.Millisecond)
+}
+
+// NewLimiter allows limit new keys per scope per window and starts syncing
+// with Redis until Close. A sync gives up after timeout (zero: 150ms).
 func NewLimiter(client redis.UniversalClient, limit int, window, timeout time.Duration) *Limiter {
 	if timeout <= 0 {
 		timeout = 150 * time.Millisecond
 	}
-	return &Limiter{client: client, limit: int64(limit), window: window, timeout: timeout}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &Limiter{
+		client: client, limit: int64(limit), window: window, timeout: timeout, interval: SyncInterval(window),
+		now: time.Now, scopes: map[string]*scopeCount{}, cancel: cancel, done: make(chan struct{}),
+	}
+	go l.run(ctx)
+	return l
 }
 
-// AllowNewKey implements idempotency.Limiter.
-func (l *Limiter) AllowNewKey(ctx context.Context, scope string) (time.Duration, bool) {
-	now := time.Now()
+// Close stops syncing; keys started since the last sync are not added.
+func (l *Limiter) Close() {
+	l.cancel()
+	<-l.done
+}
+
+// AllowNewKey implements idempotency.Limiter. It never calls Redis.
+func (l *Limiter) AllowNewKey(_ context.Context, scope string) (time.Duration, bool) {
+	now := l.now()
 	start := now.Truncate(l.window)
-	key := "rl:{" + scope + "}:" + strconv.FormatInt(start.UnixMilli(), 10)
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
-	pipe := l.client.TxPipeline()
-	incr := pipe.Incr(ctx, key)
-	pipe.PExpire(ctx, key, l.window)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, true
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.scopes[scope]
+	if s == nil || !s.start.Equal(start) {
+		s = &scopeCount{start: start}
+		l.scopes[scope] = s
 	}
-	if incr.Val() > l.limit {
+	if s.own >= l.limit || s.own+s.others >= l.limit {
 		return start.Add(l.window).Sub(now), false
 	}
+	s.own++
+	s.pending++
 	return 0, true
+}
+
+func (l *Limiter) run(ctx context.Context) {
+	defer close(l.done)
+	t := time.NewTicker(l.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = l.Sync(ctx)
+		}
+	}
+}
+
+// Sync adds this instance's new keys to the shared counters and learns the
+// others', in one round trip; the loop calls it every SyncInterval, tests
+// call it to skip the wait. On an error the keys stay pending for the next
+// sync.
+func (l *Limiter) Sync(ctx context.Context) error {
+	start := l.now().Truncate(l.window)
+	type flush struct {
+		scope string
+		s     *scopeCount
+		n     int64
+		incr  *redis.IntCmd
+	}
+	var batch []flush
+	l.mu.Lock()
+	for scope, s := range l.scopes {
+		switch {
+		case !s.start.Equal(start):
+			// A past window: its counter no longer decides anything.
+			delete(l.scopes, scope)
+		case s.own > 0:
+			// Scopes with no new key still learn the others' count.
+			batch = append(batch, flush{scope: scope, s: s, n: s.pending})
+			s.pending = 0
+		}
+	}
+	l.mu.Unlock()
+	if len(batch) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	window := strconv.FormatInt(start.UnixMilli(), 10)
+	pipe := l.client.Pipeline()
+	for i := range batch {
+		key := "rl:{" + batch[i].scope + "}:" + window
+		batch[i].incr = pipe.IncrBy(ctx, key, batch[i].n)
+		// Twice the window: a slow clock on one instance still finds it.
+		pipe.PExpire(ctx, key, 2*l.window)
+	}
+	_, err := pipe.Exec(ctx)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, f := range batch {
+		if f.incr.Err() != nil {
+			f.s.pending += f.n
+			continue
+		}
+		// Every key this instance added so far is in the total.
+		added := f.s.own - f.s.pending
+		f.s.others = max(f.incr.Val()-added, 0)
+	}
+	return err
 }

@@ -1,0 +1,29 @@
+package idempotency_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/testkit"
+)
+
+func TestLocalLimiter(t *testing.T) {
+	c := testkit.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	l := idempotency.NewLocalLimiter(3, time.Second, c)
+	for range 3 {
+		_, ok := l.AllowNewKey(t.Context(), "m1")
+		require.True(t, ok)
+	}
+	c.Advance(250 * time.Millisecond)
+	retry, ok := l.AllowNewKey(t.Context(), "m1")
+	require.False(t, ok)
+	require.Equal(t, 750*time.Millisecond, retry, "until the window turns")
+	_, ok = l.AllowNewKey(t.Context(), "m2")
+	require.True(t, ok, "per scope")
+	c.Advance(750 * time.Millisecond)
+	_, ok = l.AllowNewKey(t.Context(), "m1")
+	require.True(t, ok, "a new window")
+}
