@@ -67,6 +67,10 @@ type App struct {
 	closers  []func() error
 }
 
+// webhookRedeliveryWindow is how long common providers redeliver a webhook
+// (Stripe: 3 days); a shorter EVENT_RETENTION is allowed, with a warning.
+const webhookRedeliveryWindow = 72 * time.Hour
+
 // shutdownFlushTimeout bounds the last export of spans at the end.
 const shutdownFlushTimeout = 5 * time.Second
 
@@ -268,7 +272,19 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		Open:       newOpenRecords(idemStore),
 	}, log)
 	dispatcher := outbox.NewDispatcher(db.DB, sink.publisher, cfg.OutboxInterval, log.With("component", "outbox"))
-	a.workers = []func(context.Context){janitor.Run, reconciler.Run, dispatcher.Run}
+	purge := &retention{
+		keep: cfg.EventRetention, interval: cfg.JanitorInterval, batch: retentionBatch, pause: retentionPause,
+		now: func() time.Time { return time.Now().UTC() }, log: log.With("component", "retention"),
+		purges: []retentionPurge{
+			{name: "outbox_events", purge: dispatcher.PurgePublished},
+			{name: "webhook_events", purge: store.PurgeWebhookEvents},
+		},
+	}
+	if cfg.EventRetention < webhookRedeliveryWindow {
+		log.Warn("EVENT_RETENTION is shorter than the redelivery window of common providers (3 days): an event redelivered after its inbox row is purged is checked with the provider again",
+			"event_retention", cfg.EventRetention)
+	}
+	a.workers = []func(context.Context){janitor.Run, reconciler.Run, dispatcher.Run, purge.run}
 	return a, nil
 }
 

@@ -240,6 +240,23 @@ ON CONFLICT (event_id) DO NOTHING`, id, eventType, now)
 	return res.RowsAffected == 1, nil
 }
 
+// PurgeWebhookEvents deletes at most limit inbox rows received before
+// before, oldest first, and returns how many it deleted (the retention
+// purge). An event redelivered after its row is gone is applied again,
+// which asks the provider and changes nothing that is already settled; the
+// retention must only outlast the provider's redelivery window for the
+// inbox to keep saying "applied once". It returns an error wrapping
+// database.ErrUnavailable when the database cannot answer.
+func (s *GormStore) PurgeWebhookEvents(ctx context.Context, before time.Time, limit int) (int, error) {
+	res := database.Conn(ctx, s.db).Exec(`
+DELETE FROM webhook_events WHERE event_id IN (
+    SELECT event_id FROM webhook_events WHERE received_at < ? ORDER BY received_at LIMIT ?)`, before.UTC(), limit)
+	if res.Error != nil {
+		return 0, database.Classify(res.Error)
+	}
+	return int(res.RowsAffected), nil
+}
+
 func statusStrings(ss []Status) []string {
 	out := make([]string, len(ss))
 	for i, s := range ss {

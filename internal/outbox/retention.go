@@ -1,0 +1,24 @@
+package outbox
+
+import (
+	"context"
+	"time"
+
+	"github.com/idemkeys/payments/internal/database"
+)
+
+// PurgePublished deletes at most limit events published before before,
+// oldest first, and returns how many it deleted (the retention purge,
+// EVENT_RETENTION). An unpublished event is never deleted, however old:
+// the table is the truth until the event is out. It returns an error
+// wrapping database.ErrUnavailable when the database cannot answer.
+func (d *Dispatcher) PurgePublished(ctx context.Context, before time.Time, limit int) (int, error) {
+	res := database.Conn(ctx, d.db).Exec(`
+DELETE FROM outbox_events WHERE (merchant_id, id) IN (
+    SELECT merchant_id, id FROM outbox_events
+    WHERE published_at IS NOT NULL AND published_at < ? ORDER BY published_at LIMIT ?)`, before.UTC(), limit)
+	if res.Error != nil {
+		return 0, database.Classify(res.Error)
+	}
+	return int(res.RowsAffected), nil
+}
