@@ -103,8 +103,16 @@ build: ## Build static binaries bin/api and bin/provider
 clean: ## Remove bin/ (the SQLite data in ./data/ is left alone)
 	rm -rf bin/
 
-compose-up: ## Start PostgreSQL, Redis, the provider and the API with Docker Compose
+compose-env: ## Write deploy/compose.env (git-ignored) with fresh secrets for Compose's production mode
+	@scripts/compose-env.sh deploy/compose.env
+
+compose-up: ## Start PostgreSQL, Redis, the provider and the API (production mode) with Docker Compose; needs deploy/compose.env
+	@[[ -f deploy/compose.env ]] || { echo "deploy/compose.env is missing: run make compose-env first"; exit 2; }
 	docker compose up --build
+
+compose-merchant: ## Create a merchant in the Compose database and print its API key once: make compose-merchant NAME=initech
+	@[[ -n "$(NAME)" ]] || { echo "usage: make compose-merchant NAME=<name>"; exit 2; }
+	docker compose run --rm api api create-merchant -name '$(NAME)'
 
 compose-down: ## Stop the Compose services (add -v by hand to drop the database volume)
 	docker compose down
