@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/oklog/ulid/v2"
@@ -46,7 +47,9 @@ var (
 	ErrUnauthorized = errors.New("unknown API key")
 	// ErrNameTaken: another merchant has this name.
 	ErrNameTaken = errors.New("merchant name taken")
-	// ErrInvalidName: the name is empty, blank or longer than MaxNameLength.
+	// ErrInvalidName: the name is empty, blank, longer than MaxNameLength,
+	// or holds control characters, bidirectional controls or zero-width
+	// spaces (the rules of the payments package's text fields).
 	ErrInvalidName = errors.New("invalid merchant name")
 )
 
@@ -124,7 +127,7 @@ func (s *Store) now() time.Time { return s.clock().UTC().Truncate(time.Microseco
 // is not stored and cannot be shown again. It returns ErrInvalidName,
 // ErrNameTaken, or an error wrapping database.ErrUnavailable.
 func (s *Store) Create(ctx context.Context, name string) (Merchant, string, error) {
-	if strings.TrimSpace(name) == "" || !utf8.ValidString(name) || utf8.RuneCountInString(name) > MaxNameLength {
+	if strings.TrimSpace(name) == "" || !utf8.ValidString(name) || utf8.RuneCountInString(name) > MaxNameLength || strings.ContainsFunc(name, invisible) {
 		return Merchant{}, "", ErrInvalidName
 	}
 	now := s.now()
@@ -231,6 +234,19 @@ func (s *Store) SeedDemo(ctx context.Context) error {
 		s.unknown.drop(hashKey(d.apiKey))
 	}
 	return nil
+}
+
+// invisible reports a character a merchant name must not hold: a control
+// character, a bidirectional embedding, override or isolate, or a
+// zero-width space, any of which lets one name pass for another on a
+// dashboard. The joiners U+200C and U+200D stay allowed.
+func invisible(r rune) bool {
+	switch {
+	case unicode.IsControl(r), r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069,
+		r == 0x200b, r == 0x2060, r == 0xfeff:
+		return true
+	}
+	return false
 }
 
 // newAPIKey returns "sk_live_" and 32 hex characters: 128 random bits.

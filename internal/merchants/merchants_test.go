@@ -60,7 +60,7 @@ func TestCreateAndAuthenticate(t *testing.T) {
 				_, _, err := store.Create(ctx, "initech")
 				require.ErrorIs(t, err, merchants.ErrNameTaken)
 			})
-			for _, name := range []string{"", "   ", strings.Repeat("n", 256)} {
+			for _, name := range []string{"", "   ", strings.Repeat("n", 256), "acme\u202e", "ac\u200bme", "acme\x00"} {
 				t.Run("invalid name "+strings.TrimSpace(name[:min(len(name), 5)]), func(t *testing.T) {
 					_, _, err := store.Create(ctx, name)
 					require.ErrorIs(t, err, merchants.ErrInvalidName)
