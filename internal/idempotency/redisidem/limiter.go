@@ -17,10 +17,12 @@ import (
 // started when it last heard from Redis. A background loop adds this
 // instance's new keys to one counter per scope and window,
 // "rl:{<scope>}:<window start>", every SyncInterval, in one pipelined round
-// trip for all scopes, and reads back the total. So a create pays nothing
-// for the limit, and the shared limit may be overshot by what the other
-// instances start within one SyncInterval (each instance that first sees a
-// scope in a window knows nothing of the others until its first sync).
+// trip for all scopes, and reads back the total; a scope seen for the first
+// time in a window asks for a sync at once, so that the instance soon
+// knows what the others started. So a create pays nothing for the limit,
+// and the shared limit may be overshot by what the instances start before
+// they hear of each other: about one sync, a round trip after a scope's
+// first key in a window, at most SyncInterval later.
 //
 // An instance never starts more than limit keys of a scope per window by
 // itself: when Redis cannot answer, the others' counts stay at what was
@@ -36,6 +38,8 @@ type Limiter struct {
 
 	mu     sync.Mutex
 	scopes map[string]*scopeCount
+	// kick asks the loop for a sync now (buffered: one request pending).
+	kick chan struct{}
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -64,7 +68,7 @@ func NewLimiter(client redis.UniversalClient, limit int, window, timeout time.Du
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Limiter{
 		client: client, limit: int64(limit), window: window, timeout: timeout, interval: SyncInterval(window),
-		now: time.Now, scopes: map[string]*scopeCount{}, cancel: cancel, done: make(chan struct{}),
+		now: time.Now, scopes: map[string]*scopeCount{}, kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{}),
 	}
 	go l.run(ctx)
 	return l
@@ -86,6 +90,11 @@ func (l *Limiter) AllowNewKey(_ context.Context, scope string) (time.Duration, b
 	if s == nil || !s.start.Equal(start) {
 		s = &scopeCount{start: start}
 		l.scopes[scope] = s
+		// Nothing known yet of the others' keys in this window.
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
 	}
 	if s.own >= l.limit || s.own+s.others >= l.limit {
 		return start.Add(l.window).Sub(now), false
@@ -104,6 +113,8 @@ func (l *Limiter) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			_ = l.Sync(ctx)
+		case <-l.kick:
 			_ = l.Sync(ctx)
 		}
 	}

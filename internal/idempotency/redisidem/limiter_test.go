@@ -61,7 +61,9 @@ func TestLimiterIsSharedThroughRedis(t *testing.T) {
 	require.NoError(t, a.Sync(t.Context()))
 	before := countA.n.Load()
 	require.Equal(t, 6, allowed(t, a, "m1", 6))
-	require.LessOrEqual(t, countA.n.Load()-before, int64(2), "six decisions sent commands of their own (at most one background sync may run)")
+	// The background syncs meanwhile (the one m1's first key asks for,
+	// and at most one of the ticker) send two commands each.
+	require.LessOrEqual(t, countA.n.Load()-before, int64(4), "six decisions sent commands of their own")
 
 	require.NoError(t, a.Sync(t.Context()))
 	// b's first key learns nothing yet; its sync learns a's six.
