@@ -462,7 +462,7 @@ const docTemplate = `{
                         }
                     },
                     "400": {
-                        "description": "validation_failed, idempotency_key_missing or idempotency_key_invalid",
+                        "description": "validation_failed (also a total of 0, or bidirectional controls or zero-width spaces in a text field), idempotency_key_missing or idempotency_key_invalid",
                         "schema": {
                             "$ref": "#/definitions/problem.Problem"
                         }
@@ -495,6 +495,18 @@ const docTemplate = `{
                         "description": "idempotency_key_reused",
                         "schema": {
                             "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "429": {
+                        "description": "rate_limited (with Retry-After): too many new keys from the merchant",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            }
                         }
                     },
                     "500": {
@@ -709,7 +721,7 @@ const docTemplate = `{
                         }
                     },
                     "429": {
-                        "description": "rate_limited (with Retry-After), when new keys are limited",
+                        "description": "rate_limited (with Retry-After): too many new keys from the merchant",
                         "schema": {
                             "$ref": "#/definitions/problem.Problem"
                         },
@@ -888,6 +900,18 @@ const docTemplate = `{
                         "description": "idempotency_key_reused",
                         "schema": {
                             "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "429": {
+                        "description": "rate_limited (with Retry-After): too many new keys from the merchant",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            }
                         }
                     },
                     "500": {
@@ -1206,6 +1230,18 @@ const docTemplate = `{
                         "description": "idempotency_key_reused",
                         "schema": {
                             "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "429": {
+                        "description": "rate_limited (with Retry-After): too many new keys from the merchant",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            }
                         }
                     },
                     "500": {

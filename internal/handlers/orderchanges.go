@@ -86,7 +86,7 @@ func (h *orderHandlers) putShippingAddress(c *gin.Context) {
 //	@Failure		412				{object}	problem.Problem		"version_mismatch: the order changed since the If-Match version; nothing was changed"
 //	@Failure		413				{object}	problem.Problem		"request_too_large"
 //	@Failure		422				{object}	problem.Problem		"idempotency_key_reused"
-//	@Failure		429				{object}	problem.Problem		"rate_limited (with Retry-After), when new keys are limited"
+//	@Failure		429				{object}	problem.Problem		"rate_limited (with Retry-After): too many new keys from the merchant"
 //	@Failure		500				{object}	problem.Problem		"internal_error"
 //	@Failure		503				{object}	problem.Problem		"service_unavailable (with Retry-After)"
 //	@Header			409,429,503		{integer}	Retry-After			"seconds to wait before retrying"

@@ -115,14 +115,15 @@ type orderHandlers struct {
 //	@Header			201				{string}	Location			"/v1/orders/{id}"
 //	@Header			201				{string}	ETag				"The order's version as a strong entity tag (not on a replay, whose body carries the version)"
 //	@Header			201				{string}	Idempotent-Replayed	"true when this answer replays a stored one"
-//	@Failure		400				{object}	problem.Problem		"validation_failed, idempotency_key_missing or idempotency_key_invalid"
+//	@Failure		400				{object}	problem.Problem		"validation_failed (also a total of 0, or bidirectional controls or zero-width spaces in a text field), idempotency_key_missing or idempotency_key_invalid"
 //	@Failure		401				{object}	problem.Problem		"unauthorized"
 //	@Failure		409				{object}	problem.Problem		"idempotency_request_in_progress (with Retry-After)"
 //	@Failure		413				{object}	problem.Problem		"request_too_large"
 //	@Failure		422				{object}	problem.Problem		"idempotency_key_reused"
+//	@Failure		429				{object}	problem.Problem		"rate_limited (with Retry-After): too many new keys from the merchant"
 //	@Failure		500				{object}	problem.Problem		"internal_error"
 //	@Failure		503				{object}	problem.Problem		"service_unavailable (with Retry-After)"
-//	@Header			409,503			{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			409,429,503		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Router			/v1/orders [post]
 func (h *orderHandlers) createOrder(c *gin.Context) {
 	var req CreateOrderRequest

@@ -287,10 +287,11 @@ func (r leaseRecovery) Checkpoint(ctx context.Context, step, resourceID string) 
 //	@Failure		409				{object}	problem.Problem	"order_already_paid (stored and replayed), or idempotency_request_in_progress (with Retry-After)"
 //	@Failure		413				{object}	problem.Problem	"request_too_large"
 //	@Failure		422				{object}	problem.Problem	"idempotency_key_reused"
+//	@Failure		429				{object}	problem.Problem	"rate_limited (with Retry-After): too many new keys from the merchant"
 //	@Failure		500				{object}	problem.Problem	"internal_error"
 //	@Failure		502				{object}	problem.Problem	"provider_unavailable: nothing was charged; retry with the same key"
 //	@Failure		503				{object}	problem.Problem	"service_unavailable (with Retry-After)"
-//	@Header			409,503			{integer}	Retry-After		"seconds to wait before retrying"
+//	@Header			409,429,503		{integer}	Retry-After		"seconds to wait before retrying"
 //	@Header			201,402,409		{string}	Idempotent-Replayed	"true when this answer replays a stored one (202 is never stored, so never replayed)"
 //	@Router			/v1/orders/{id}/payments [post]
 func (h *paymentHandlers) payOrder(c *gin.Context) {
@@ -370,10 +371,11 @@ func (h *paymentHandlers) getPayment(c *gin.Context) {
 //	@Failure		409				{object}	problem.Problem			"refund_exceeds_payment (stored and replayed), or idempotency_request_in_progress (with Retry-After)"
 //	@Failure		413				{object}	problem.Problem			"request_too_large"
 //	@Failure		422				{object}	problem.Problem			"idempotency_key_reused"
+//	@Failure		429				{object}	problem.Problem			"rate_limited (with Retry-After): too many new keys from the merchant"
 //	@Failure		500				{object}	problem.Problem			"internal_error"
 //	@Failure		502				{object}	problem.Problem			"provider_unavailable: nothing was refunded; retry with the same key"
 //	@Failure		503				{object}	problem.Problem			"service_unavailable (with Retry-After)"
-//	@Header			409,503			{integer}	Retry-After				"seconds to wait before retrying"
+//	@Header			409,429,503		{integer}	Retry-After				"seconds to wait before retrying"
 //	@Header			201,409			{string}	Idempotent-Replayed		"true when this answer replays a stored one (202 is never stored, so never replayed)"
 //	@Router			/v1/payments/{id}/refunds [post]
 func (h *paymentHandlers) refundPayment(c *gin.Context) {
