@@ -254,7 +254,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		Tracing:         traceRequests(tr),
 	})
 	handlers.RegisterSwagger(router)
-	if a.provider != nil {
+	if a.provider != nil && !cfg.Production() {
+		// The ledger holds every merchant's charges, unauthenticated: a
+		// development aid that production never serves, in-process
+		// provider or not.
 		if err := devProviderRoutes(router, providerURL); err != nil {
 			_ = a.close(ctx)
 			return nil, err

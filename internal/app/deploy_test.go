@@ -77,6 +77,8 @@ func TestProductionStartsWithGoodSettings(t *testing.T) {
 			denied := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", apptest.NewKey(), apptest.OrderBody)
 			require.Equal(t, 401, denied.Status, "the public demo key works in production")
 			require.Zero(t, api.Count(t, "SELECT count(*) FROM merchants"))
+			ledger := apptest.Call(t, "GET", api.URL+"/dev/provider/v1/ledger", "", "", "")
+			require.Equal(t, 404, ledger.Status, "production serves the in-process provider's ledger")
 
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
@@ -109,4 +111,6 @@ func TestDevelopmentSaysWhatIsInForce(t *testing.T) {
 	}
 	ok := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", apptest.NewKey(), apptest.OrderBody)
 	require.Equal(t, 201, ok.Status, string(ok.Body))
+	ledger := apptest.Call(t, "GET", api.URL+"/dev/provider/v1/ledger", "", "", "")
+	require.Equal(t, 200, ledger.Status, "development serves the in-process provider's ledger")
 }
