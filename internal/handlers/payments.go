@@ -21,8 +21,9 @@ type PaymentService interface {
 	// PayOrder charges the order's total. It returns the payment
 	// (succeeded, or processing when the provider's outcome is unknown), or:
 	// a *payments.ValidationError; an error wrapping payments.ErrNotFound,
-	// payments.ErrOrderAlreadyPaid, a *payments.DeclinedError (with the
-	// failed payment), payments.ErrProviderUnavailable,
+	// payments.ErrOrderAlreadyPaid, payments.ErrPaymentInProgress, a
+	// *payments.DeclinedError (with the failed payment), a
+	// *payments.CanceledError, a *payments.UnavailableError,
 	// idempotency.ErrFenced (rec lost the operation) or
 	// database.ErrUnavailable.
 	PayOrder(ctx context.Context, merchantID, orderID, idempotencyKey string, in payments.PayInput, rec payments.Recovery) (payments.Payment, error)
@@ -33,13 +34,19 @@ type PaymentService interface {
 	// the refund (succeeded, failed, or processing when the outcome is
 	// unknown), or: a *payments.ValidationError; an error wrapping
 	// payments.ErrNotFound, payments.ErrRefundExceedsPayment,
-	// payments.ErrProviderUnavailable, idempotency.ErrFenced or
+	// payments.ErrPaymentInProgress, a *payments.CanceledError, a
+	// *payments.UnavailableError, idempotency.ErrFenced or
 	// database.ErrUnavailable.
 	RefundPayment(ctx context.Context, merchantID, paymentID, idempotencyKey string, in payments.RefundInput, rec payments.Recovery) (payments.Refund, error)
+	// GetRefund returns an error wrapping payments.ErrNotFound or
+	// database.ErrUnavailable.
+	GetRefund(ctx context.Context, merchantID, id string) (payments.Refund, error)
 	// ApplyProviderEvent applies a verified webhook event at most once per
-	// event id; applied is false for a repeat or an event about nothing we
-	// know. It returns an error wrapping database.ErrUnavailable.
-	ApplyProviderEvent(ctx context.Context, ev payments.ProviderEvent) (applied bool, err error)
+	// event id, and only what the provider confirms; the outcome says what
+	// became of it. It returns an error wrapping
+	// payments.ErrProviderUnreachable (nothing applied) or
+	// database.ErrUnavailable.
+	ApplyProviderEvent(ctx context.Context, ev payments.ProviderEvent) (payments.EventOutcome, error)
 }
 
 // PayOrderRequest is the body of POST /v1/orders/{id}/payments.
@@ -72,7 +79,9 @@ type PaymentResponse struct {
 	// Status is processing while the provider's outcome is unknown; the
 	// reconciler, a provider webhook or a retry with the same
 	// Idempotency-Key settles it.
-	Status        string `json:"status" enums:"processing,succeeded,failed" example:"succeeded"`
+	// canceled: it never reached the provider and was abandoned; the
+	// order is payable again with a new key.
+	Status        string `json:"status" enums:"processing,succeeded,failed,canceled" example:"succeeded"`
 	PaymentMethod string `json:"payment_method" example:"pm_card_visa"`
 	// ProviderChargeID is the provider's id of the charge; null until the
 	// provider has answered.
@@ -93,8 +102,9 @@ type RefundResponse struct {
 	Amount    int64  `json:"amount" example:"1000"`
 	Currency  string `json:"currency" example:"BRL"`
 	// Status is processing while the provider's outcome is unknown. A
-	// failed refund gave nothing back.
-	Status string `json:"status" enums:"processing,succeeded,failed" example:"succeeded"`
+	// failed refund gave nothing back; a canceled one never reached the
+	// provider, and its amount is free again.
+	Status string `json:"status" enums:"processing,succeeded,failed,canceled" example:"succeeded"`
 	// CreatedAt is RFC 3339 in UTC.
 	CreatedAt time.Time `json:"created_at" example:"2025-06-01T12:00:00.123456Z"`
 }
@@ -111,14 +121,18 @@ const contentTypeJSON = "application/json"
 //	succeeded              201 payment, Location /v1/payments/{id}
 //	pending, processing    202 payment (status processing), Location
 //	failed                 402 payment_declined with payment_id and decline_code
+//	canceled               409 payment_canceled with payment_id
 //
 // It is a pure function of p. The handler answers with it, and the
 // RecordFinisher stores it when the reconciler or a webhook settles the
 // payment later; since both build it here, the client's retry replays
 // exactly the answer a request would have given.
 func PaymentAnswer(p payments.Payment) idempotency.Response {
-	if p.Status == payments.StatusFailed {
+	switch p.Status {
+	case payments.StatusFailed:
 		return problemAnswer(declinedProblem(&payments.DeclinedError{PaymentID: p.ID, DeclineCode: p.DeclineCode}))
+	case payments.StatusCanceled:
+		return problemAnswer(canceledProblem(&payments.CanceledError{PaymentID: p.ID}))
 	}
 	status := http.StatusCreated
 	if !p.Status.Final() {
@@ -136,14 +150,18 @@ func PaymentAnswer(p payments.Payment) idempotency.Response {
 //
 //	succeeded, failed      201 refund
 //	pending, processing    202 refund (status processing)
+//	canceled               409 refund_canceled with refund_id
 //
 // A failed refund is a final outcome like a succeeded one (the contract
-// answers it 201), not a problem. There is no Location: the API has no
-// route that shows a refund on its own; a client follows a 202 by retrying
-// the POST with the same Idempotency-Key (202 until the outcome is known,
-// then the final 201), and sees refunded amounts on the payment. Like
-// PaymentAnswer it is pure, for the same reason.
+// answers it 201), not a problem. There is no Location header, so that the
+// answers stored before GET /v1/refunds/{id} existed replay as they were; a
+// client follows a 202 by retrying the POST with the same Idempotency-Key
+// (202 until the outcome is known, then the final 201), or reads the refund
+// by its id. Like PaymentAnswer it is pure, for the same reason.
 func RefundAnswer(r payments.Refund) idempotency.Response {
+	if r.Status == payments.StatusCanceled {
+		return problemAnswer(canceledProblem(&payments.CanceledError{RefundID: r.ID}))
+	}
 	status := http.StatusCreated
 	if !r.Status.Final() {
 		status = http.StatusAccepted
@@ -348,6 +366,30 @@ func (h *paymentHandlers) getPayment(c *gin.Context) {
 		return
 	}
 	c.Data(http.StatusOK, contentTypeJSON, encodeJSON(toPaymentResponse(p)))
+}
+
+// getRefund godoc
+//
+//	@Summary		Get a refund
+//	@Description	Returns one of the merchant's refunds; a 502 of a refund names its refund_id. Another merchant's refund is not found. A refund whose provider outcome is not known yet shows status processing.
+//	@Tags			payments
+//	@Produce		json,application/problem+json
+//	@Security		ApiKeyAuth
+//	@Param			id	path		string	true	"Refund id"	example(re_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
+//	@Success		200	{object}	RefundResponse
+//	@Failure		401	{object}	problem.Problem	"unauthorized"
+//	@Failure		404	{object}	problem.Problem	"not_found"
+//	@Failure		500	{object}	problem.Problem	"internal_error"
+//	@Failure		503	{object}	problem.Problem	"service_unavailable (with Retry-After)"
+//	@Header			503	{integer}	Retry-After		"seconds to wait before retrying"
+//	@Router			/v1/refunds/{id} [get]
+func (h *paymentHandlers) getRefund(c *gin.Context) {
+	r, err := h.payments.GetRefund(c.Request.Context(), MerchantID(c), c.Param("id"))
+	if err != nil {
+		RenderError(c, err)
+		return
+	}
+	c.Data(http.StatusOK, contentTypeJSON, encodeJSON(toRefundResponse(r)))
 }
 
 // refundPayment godoc
