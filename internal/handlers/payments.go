@@ -286,7 +286,7 @@ func (r leaseRecovery) Checkpoint(ctx context.Context, step, resourceID string) 
 // payOrder godoc
 //
 //	@Summary		Pay an order
-//	@Description	Charges the order's amount_total at the payment provider with payment_method. 201: the payment succeeded and the order is paid. 402: the provider declined; the payment is failed and the order stays pending_payment, so a new Idempotency-Key with another method may try again. 202: the provider's outcome is unknown (timeout, lost answer); the payment is processing until the reconciler, a provider webhook or a retry with the same key settles it, and such a retry answers 202 while unknown and the final 201 or 402 once known. 502: the provider did nothing; retry with the same key, which resumes the same payment (same provider key, never a second charge).
+//	@Description	Charges the order's amount_total at the payment provider with payment_method. 201: the payment succeeded and the order is paid. 402: the provider declined; the payment is failed and the order stays pending_payment, so a new Idempotency-Key with another method may try again. 202: the provider's outcome is unknown (timeout, lost answer); the payment is processing until the reconciler, a provider webhook or a retry with the same key settles it, and such a retry answers 202 while unknown and the final 201 or 402 once known. 502: the provider did nothing (payment_id names the attempt); retry with the same key, which resumes the same payment (same provider key, never a second charge), until the reconciler cancels an attempt abandoned for PENDING_CANCEL_AFTER: the key then answers 409 payment_canceled and the order is payable again with a new key. 409 payment_in_progress: another payment of the order is in flight; nothing was done or stored, retry after Retry-After.
 //	@Description	Idempotent: a retry with the same Idempotency-Key and body replays a final answer (201, 402, 409) byte for byte with Idempotent-Replayed: true, and the provider is charged at most once per key.
 //	@Tags			payments
 //	@Accept			json
@@ -302,11 +302,11 @@ func (r leaseRecovery) Checkpoint(ctx context.Context, step, resourceID string) 
 //	@Failure		401				{object}	problem.Problem	"unauthorized"
 //	@Failure		402				{object}	problem.Problem{payment_id=string,decline_code=string}	"payment_declined, with the members payment_id and decline_code"
 //	@Failure		404				{object}	problem.Problem	"not_found: no such order"
-//	@Failure		409				{object}	problem.Problem	"order_already_paid (stored and replayed), or idempotency_request_in_progress (with Retry-After)"
+//	@Failure		409				{object}	problem.Problem{payment_id=string}	"order_already_paid (the order is paid; stored and replayed), payment_canceled (the key's payment never reached the provider and was canceled; with payment_id; stored), payment_in_progress (another payment of the order is in flight; with Retry-After; not stored), or idempotency_request_in_progress (with Retry-After)"
 //	@Failure		413				{object}	problem.Problem	"request_too_large"
 //	@Failure		422				{object}	problem.Problem	"idempotency_key_reused"
 //	@Failure		500				{object}	problem.Problem	"internal_error"
-//	@Failure		502				{object}	problem.Problem	"provider_unavailable: nothing was charged; retry with the same key"
+//	@Failure		502				{object}	problem.Problem{payment_id=string}	"provider_unavailable: nothing was charged; payment_id names the attempt, which a retry with the same key resumes until it is canceled (PENDING_CANCEL_AFTER)"
 //	@Failure		503				{object}	problem.Problem	"service_unavailable (with Retry-After)"
 //	@Header			409,503			{integer}	Retry-After		"seconds to wait before retrying"
 //	@Header			201,402,409		{string}	Idempotent-Replayed	"true when this answer replays a stored one (202 is never stored, so never replayed)"
@@ -395,7 +395,7 @@ func (h *paymentHandlers) getRefund(c *gin.Context) {
 // refundPayment godoc
 //
 //	@Summary		Refund a payment
-//	@Description	Refunds amount (all that is left when omitted) of a succeeded payment through the provider. 201: the refund is final, succeeded or failed; a succeeded refund adds to the payment's amount_refunded, and the payment stays succeeded. 202: the provider's outcome is unknown; retry with the same Idempotency-Key to learn it (202 while unknown, then the final 201). There is no Location header: refunds have no route of their own.
+//	@Description	Refunds amount (all that is left when omitted) of a succeeded payment through the provider. 201: the refund is final, succeeded or failed; a succeeded refund adds to the payment's amount_refunded, and the payment stays succeeded. 202: the provider's outcome is unknown; retry with the same Idempotency-Key to learn it (202 while unknown, then the final 201). There is no Location header; GET /v1/refunds/{id} reads a refund. 502: the provider did nothing (refund_id names the attempt); retry with the same key until it is canceled (409 refund_canceled; the amount is free again).
 //	@Description	Idempotent: a retry with the same Idempotency-Key and body replays a final answer (201, 409) byte for byte with Idempotent-Replayed: true, and the provider refunds at most once per key.
 //	@Tags			payments
 //	@Accept			json
@@ -409,11 +409,11 @@ func (h *paymentHandlers) getRefund(c *gin.Context) {
 //	@Failure		400				{object}	problem.Problem			"validation_failed, idempotency_key_missing or idempotency_key_invalid"
 //	@Failure		401				{object}	problem.Problem			"unauthorized"
 //	@Failure		404				{object}	problem.Problem			"not_found: no such payment"
-//	@Failure		409				{object}	problem.Problem			"refund_exceeds_payment (stored and replayed), or idempotency_request_in_progress (with Retry-After)"
+//	@Failure		409				{object}	problem.Problem{refund_id=string}	"refund_exceeds_payment (stored and replayed), refund_canceled (the key's refund never reached the provider and was canceled; with refund_id; stored), payment_in_progress (the payment is still processing; with Retry-After; not stored), or idempotency_request_in_progress (with Retry-After)"
 //	@Failure		413				{object}	problem.Problem			"request_too_large"
 //	@Failure		422				{object}	problem.Problem			"idempotency_key_reused"
 //	@Failure		500				{object}	problem.Problem			"internal_error"
-//	@Failure		502				{object}	problem.Problem			"provider_unavailable: nothing was refunded; retry with the same key"
+//	@Failure		502				{object}	problem.Problem{refund_id=string}	"provider_unavailable: nothing was refunded; refund_id names the attempt, which a retry with the same key resumes until it is canceled (PENDING_CANCEL_AFTER)"
 //	@Failure		503				{object}	problem.Problem			"service_unavailable (with Retry-After)"
 //	@Header			409,503			{integer}	Retry-After				"seconds to wait before retrying"
 //	@Header			201,409			{string}	Idempotent-Replayed		"true when this answer replays a stored one (202 is never stored, so never replayed)"
