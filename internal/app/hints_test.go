@@ -310,7 +310,8 @@ func TestRetryRacingCancel(t *testing.T) {
 					// lookups would then be refused too.
 					serial.Lock()
 					refused := w.Pay(t, order, key, provider.MethodFaultUnavailable)
-					require.Equal(t, 201, w.Pay(t, w.CreateOrder(t, "sk_test_acme"), apptest.NewKey(), provider.MethodCardVisa).Status)
+					ok := w.Pay(t, w.CreateOrder(t, "sk_test_acme"), apptest.NewKey(), provider.MethodCardVisa)
+					require.Contains(t, []int{201, 202}, ok.Status, "a call that reached the provider (202: slower than its timeout): %s", ok.Body)
 					serial.Unlock()
 					require.Equal(t, 502, refused.Status, string(refused.Body))
 					pay := refused.JSON(t)["payment_id"].(string)
