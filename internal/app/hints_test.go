@@ -191,9 +191,11 @@ func TestWebhookProviderUnreachableIs503(t *testing.T) {
 }
 
 // cancelEnv makes the cancel window short: it must exceed the lock
-// timeout, which must exceed the provider timeout.
-var cancelEnv = apptest.Env("PROVIDER_TIMEOUT=300ms", "IDEMPOTENCY_LOCK_TIMEOUT=1s", "IDEMPOTENCY_WAIT=1s",
-	"PENDING_CANCEL_AFTER=2s", "RECONCILE_INTERVAL=100ms")
+// timeout, which must exceed the provider timeout. The provider timeout is
+// generous, so that a loaded machine does not turn the provider's quick 503
+// (a 502 here) into a timeout (a 202).
+var cancelEnv = apptest.Env("PROVIDER_TIMEOUT=2s", "IDEMPOTENCY_LOCK_TIMEOUT=3s", "IDEMPOTENCY_WAIT=1s",
+	"PENDING_CANCEL_AFTER=4s", "RECONCILE_INTERVAL=100ms")
 
 // waitStatus polls the database until the row has the status, for at most
 // a generous bound.
@@ -294,8 +296,8 @@ func TestRetryRacingCancel(t *testing.T) {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			w := apptest.Start(t, testkit.DatabaseURL(t, dialect), apptest.WithSilentProvider(provider.Config{}),
-				apptest.Env("PROVIDER_TIMEOUT=300ms", "IDEMPOTENCY_LOCK_TIMEOUT=1s", "IDEMPOTENCY_WAIT=3s",
-					"PENDING_CANCEL_AFTER=2s", "RECONCILE_INTERVAL=20ms"))
+				apptest.Env("PROVIDER_TIMEOUT=2s", "IDEMPOTENCY_LOCK_TIMEOUT=3s", "IDEMPOTENCY_WAIT=4s",
+					"PENDING_CANCEL_AFTER=4s", "RECONCILE_INTERVAL=20ms"))
 			const runs = 20
 			outcome := map[string]int{}
 			var mu, serial sync.Mutex
@@ -316,7 +318,7 @@ func TestRetryRacingCancel(t *testing.T) {
 					require.Equal(t, 502, refused.Status, string(refused.Body))
 					pay := refused.JSON(t)["payment_id"].(string)
 					// From a little before the window ends to a little after.
-					time.Sleep(1700*time.Millisecond + time.Duration(i)*40*time.Millisecond)
+					time.Sleep(3700*time.Millisecond + time.Duration(i)*40*time.Millisecond)
 					retry := w.Pay(t, order, key, provider.MethodFaultUnavailable)
 					// Answers that are not final for the key (the claim
 					// holds the record, a provider call slower than its
