@@ -691,7 +691,7 @@ const docTemplate = `{
                         }
                     },
                     "409": {
-                        "description": "order_already_paid (stored and replayed), or idempotency_request_in_progress (with Retry-After)",
+                        "description": "order_already_paid (the order is paid; stored and replayed), payment_in_progress (a payment of the order is in flight; with Retry-After; not stored), or idempotency_request_in_progress (with Retry-After)",
                         "schema": {
                             "$ref": "#/definitions/problem.Problem"
                         },
@@ -760,7 +760,7 @@ const docTemplate = `{
                         "ApiKeyAuth": []
                     }
                 ],
-                "description": "Charges the order's amount_total at the payment provider with payment_method. 201: the payment succeeded and the order is paid. 402: the provider declined; the payment is failed and the order stays pending_payment, so a new Idempotency-Key with another method may try again. 202: the provider's outcome is unknown (timeout, lost answer); the payment is processing until the reconciler, a provider webhook or a retry with the same key settles it, and such a retry answers 202 while unknown and the final 201 or 402 once known. 502: the provider did nothing; retry with the same key, which resumes the same payment (same provider key, never a second charge).\nIdempotent: a retry with the same Idempotency-Key and body replays a final answer (201, 402, 409) byte for byte with Idempotent-Replayed: true, and the provider is charged at most once per key.",
+                "description": "Charges the order's amount_total at the payment provider with payment_method. 201: the payment succeeded and the order is paid. 402: the provider declined; the payment is failed and the order stays pending_payment, so a new Idempotency-Key with another method may try again. 202: the provider's outcome is unknown (timeout, lost answer); the payment is processing until the reconciler, a provider webhook or a retry with the same key settles it, and such a retry answers 202 while unknown and the final 201 or 402 once known. 502: the provider did nothing (payment_id names the attempt); retry with the same key, which resumes the same payment (same provider key, never a second charge), until the reconciler cancels an attempt abandoned for PENDING_CANCEL_AFTER: the key then answers 409 payment_canceled and the order is payable again with a new key. 409 payment_in_progress: another payment of the order is in flight; nothing was done or stored, retry after Retry-After.\nIdempotent: a retry with the same Idempotency-Key and body replays a final answer (201, 402, 409) byte for byte with Idempotent-Replayed: true, and the provider is charged at most once per key.",
                 "consumes": [
                     "application/json"
                 ],
@@ -875,9 +875,21 @@ const docTemplate = `{
                         }
                     },
                     "409": {
-                        "description": "order_already_paid (stored and replayed), or idempotency_request_in_progress (with Retry-After)",
+                        "description": "order_already_paid (the order is paid; stored and replayed), payment_canceled (the key's payment never reached the provider and was canceled; with payment_id; stored), payment_in_progress (another payment of the order is in flight; with Retry-After; not stored), or idempotency_request_in_progress (with Retry-After)",
                         "schema": {
-                            "$ref": "#/definitions/problem.Problem"
+                            "allOf": [
+                                {
+                                    "$ref": "#/definitions/problem.Problem"
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "payment_id": {
+                                            "type": "string"
+                                        }
+                                    }
+                                }
+                            ]
                         },
                         "headers": {
                             "Idempotent-Replayed": {
@@ -921,9 +933,21 @@ const docTemplate = `{
                         }
                     },
                     "502": {
-                        "description": "provider_unavailable: nothing was charged; retry with the same key",
+                        "description": "provider_unavailable: nothing was charged; payment_id names the attempt, which a retry with the same key resumes until it is canceled (PENDING_CANCEL_AFTER)",
                         "schema": {
-                            "$ref": "#/definitions/problem.Problem"
+                            "allOf": [
+                                {
+                                    "$ref": "#/definitions/problem.Problem"
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "payment_id": {
+                                            "type": "string"
+                                        }
+                                    }
+                                }
+                            ]
                         }
                     },
                     "503": {
@@ -1128,7 +1152,7 @@ const docTemplate = `{
                         "ApiKeyAuth": []
                     }
                 ],
-                "description": "Refunds amount (all that is left when omitted) of a succeeded payment through the provider. 201: the refund is final, succeeded or failed; a succeeded refund adds to the payment's amount_refunded, and the payment stays succeeded. 202: the provider's outcome is unknown; retry with the same Idempotency-Key to learn it (202 while unknown, then the final 201). There is no Location header: refunds have no route of their own.\nIdempotent: a retry with the same Idempotency-Key and body replays a final answer (201, 409) byte for byte with Idempotent-Replayed: true, and the provider refunds at most once per key.",
+                "description": "Refunds amount (all that is left when omitted) of a succeeded payment through the provider. 201: the refund is final, succeeded or failed; a succeeded refund adds to the payment's amount_refunded, and the payment stays succeeded. 202: the provider's outcome is unknown; retry with the same Idempotency-Key to learn it (202 while unknown, then the final 201). There is no Location header; GET /v1/refunds/{id} reads a refund. 502: the provider did nothing (refund_id names the attempt); retry with the same key until it is canceled (409 refund_canceled; the amount is free again).\nIdempotent: a retry with the same Idempotency-Key and body replays a final answer (201, 409) byte for byte with Idempotent-Replayed: true, and the provider refunds at most once per key.",
                 "consumes": [
                     "application/json"
                 ],
@@ -1205,9 +1229,21 @@ const docTemplate = `{
                         }
                     },
                     "409": {
-                        "description": "refund_exceeds_payment (stored and replayed), or idempotency_request_in_progress (with Retry-After)",
+                        "description": "refund_exceeds_payment (stored and replayed), refund_canceled (the key's refund never reached the provider and was canceled; with refund_id; stored), payment_in_progress (the payment is still processing; with Retry-After; not stored), or idempotency_request_in_progress (with Retry-After)",
                         "schema": {
-                            "$ref": "#/definitions/problem.Problem"
+                            "allOf": [
+                                {
+                                    "$ref": "#/definitions/problem.Problem"
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "refund_id": {
+                                            "type": "string"
+                                        }
+                                    }
+                                }
+                            ]
                         },
                         "headers": {
                             "Idempotent-Replayed": {
@@ -1251,7 +1287,85 @@ const docTemplate = `{
                         }
                     },
                     "502": {
-                        "description": "provider_unavailable: nothing was refunded; retry with the same key",
+                        "description": "provider_unavailable: nothing was refunded; refund_id names the attempt, which a retry with the same key resumes until it is canceled (PENDING_CANCEL_AFTER)",
+                        "schema": {
+                            "allOf": [
+                                {
+                                    "$ref": "#/definitions/problem.Problem"
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "refund_id": {
+                                            "type": "string"
+                                        }
+                                    }
+                                }
+                            ]
+                        }
+                    },
+                    "503": {
+                        "description": "service_unavailable (with Retry-After)",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/refunds/{id}": {
+            "get": {
+                "security": [
+                    {
+                        "ApiKeyAuth": []
+                    }
+                ],
+                "description": "Returns one of the merchant's refunds; a 502 of a refund names its refund_id. Another merchant's refund is not found. A refund whose provider outcome is not known yet shows status processing.",
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "payments"
+                ],
+                "summary": "Get a refund",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "re_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D",
+                        "description": "Refund id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.RefundResponse"
+                        }
+                    },
+                    "401": {
+                        "description": "unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "not_found",
+                        "schema": {
+                            "$ref": "#/definitions/problem.Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal_error",
                         "schema": {
                             "$ref": "#/definitions/problem.Problem"
                         }
@@ -1273,7 +1387,7 @@ const docTemplate = `{
         },
         "/v1/webhooks/provider": {
             "post": {
-                "description": "The payment provider's webhook: it reports charges and refunds, among them the outcomes a request could not learn (a lost answer, a timeout). It takes no API key; the Provider-Signature header authenticates it, checked against the raw body before anything is parsed. Delivery is at least once: each event id is applied once, and every delivery of it is answered 200. Events never move a payment or refund backwards. Unknown event types are answered 200 and ignored.",
+                "description": "The payment provider's webhook: it reports charges and refunds, among them the outcomes a request could not learn (a lost answer, a timeout). It takes no API key; the Provider-Signature header authenticates it, checked against the raw body before anything is parsed. A signed event is a hint, not the truth: the API asks the provider's API about the payment or refund it names (by our provider key) and applies what the provider says, after checking its amount and currency against ours; an event the provider does not confirm changes nothing and is not recorded (answered 200). When the provider cannot be asked, the answer is 503 provider_unavailable and nothing is applied, so the provider delivers again. Delivery is at least once: each confirmed event id is applied once, and every delivery of it is answered 200. Events never move a payment or refund backwards. Unknown event types are answered 200 and ignored.",
                 "consumes": [
                     "application/json"
                 ],
@@ -1335,7 +1449,7 @@ const docTemplate = `{
                         }
                     },
                     "503": {
-                        "description": "service_unavailable (with Retry-After); the provider delivers again",
+                        "description": "service_unavailable (the database), or provider_unavailable (the provider could not be asked about the event), with Retry-After; nothing was applied and the provider delivers again",
                         "schema": {
                             "$ref": "#/definitions/problem.Problem"
                         },
@@ -1739,12 +1853,13 @@ const docTemplate = `{
                     "example": "ch_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"
                 },
                 "status": {
-                    "description": "Status is processing while the provider's outcome is unknown; the\nreconciler, a provider webhook or a retry with the same\nIdempotency-Key settles it.",
+                    "description": "Status is processing while the provider's outcome is unknown; the\nreconciler, a provider webhook or a retry with the same\nIdempotency-Key settles it.\ncanceled: it never reached the provider and was abandoned; the\norder is payable again with a new key.",
                     "type": "string",
                     "enum": [
                         "processing",
                         "succeeded",
-                        "failed"
+                        "failed",
+                        "canceled"
                     ],
                     "example": "succeeded"
                 }
@@ -1893,12 +2008,13 @@ const docTemplate = `{
                     "example": "pay_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"
                 },
                 "status": {
-                    "description": "Status is processing while the provider's outcome is unknown. A\nfailed refund gave nothing back.",
+                    "description": "Status is processing while the provider's outcome is unknown. A\nfailed refund gave nothing back; a canceled one never reached the\nprovider, and its amount is free again.",
                     "type": "string",
                     "enum": [
                         "processing",
                         "succeeded",
-                        "failed"
+                        "failed",
+                        "canceled"
                     ],
                     "example": "succeeded"
                 }

@@ -62,6 +62,12 @@ func (c *Client) GetPayment(ctx context.Context, id string) (*Payment, error) {
 	return call[Payment](ctx, c, newGet("/v1/payments/"+url.PathEscape(id)))
 }
 
+// GetRefund reads a refund: GET /v1/refunds/{id} (a 502 of RefundPayment
+// names its RefundID). Errors as for GetPayment.
+func (c *Client) GetRefund(ctx context.Context, id string) (*Refund, error) {
+	return call[Refund](ctx, c, newGet("/v1/refunds/"+url.PathEscape(id)))
+}
+
 // RefundPayment refunds params.Amount of a succeeded payment (zero: all that
 // is left): POST /v1/payments/{id}/refunds. Like PayOrder, a 202 is retried
 // under the same key, and a refund still processing when the attempts or the

@@ -231,6 +231,12 @@ func TestFinalAnswersAreNotRetried(t *testing.T) {
 				require.True(t, e.Replayed)
 			}},
 		{"409 order already paid", problem(409, "order_already_paid"), client.ErrOrderAlreadyPaid, nil},
+		{"409 payment canceled: final, pay again with a new key", answer(409, `{"type":"t","title":"Payment canceled","status":409,"detail":"D","code":"payment_canceled","payment_id":"pay_7"}`, "Idempotent-Replayed", "true"),
+			client.ErrPaymentCanceled, func(t *testing.T, e *client.APIError) {
+				require.Equal(t, "pay_7", e.PaymentID)
+				require.True(t, e.Replayed)
+				require.False(t, e.Retryable())
+			}},
 		{"404", problem(404, "not_found"), client.ErrNotFound, nil},
 		{"401", problem(401, "unauthorized"), client.ErrUnauthorized, nil},
 	} {
@@ -445,4 +451,52 @@ func TestAnAnswerThatIsNotAProblem(t *testing.T) {
 	require.Empty(t, apiErr.Code)
 	require.Contains(t, apiErr.Detail, "bad request")
 	require.Equal(t, "{}", s.requests()[0].Body, "no amount: refund all that is left")
+}
+
+func TestPaymentInProgressIsRetriedWithTheSameKey(t *testing.T) {
+	s := newScript(t,
+		problem(409, "payment_in_progress", "Retry-After", "2"),
+		problem(409, "payment_in_progress", "Retry-After", "3"),
+		answer(201, succeededJSON),
+	)
+	c, sl := newClient(s, client.WithBackoff(10*time.Millisecond, 50*time.Millisecond))
+	p, err := c.PayOrder(context.Background(), "ord_1", client.PayParams{PaymentMethod: "pm_card_visa"})
+	require.NoError(t, err)
+	require.Equal(t, client.StatusSucceeded, p.Status)
+	require.Equal(t, []time.Duration{2 * time.Second, 3 * time.Second}, sl.recorded(), "after Retry-After each time")
+	got := s.requests()
+	require.Len(t, got, 3)
+	for _, r := range got {
+		require.Equal(t, got[0].Key, r.Key, "the same key: the server stored nothing, so it runs again")
+	}
+
+	// Attempts run out: the conflict comes back, matching its sentinel.
+	s = newScript(t, problem(409, "payment_in_progress", "Retry-After", "1"))
+	c, _ = newClient(s, client.WithMaxAttempts(3))
+	_, err = c.PayOrder(context.Background(), "ord_1", client.PayParams{PaymentMethod: "pm_card_visa"})
+	require.ErrorIs(t, err, client.ErrPaymentInProgress)
+	require.Len(t, s.requests(), 3)
+}
+
+func TestRefundCanceledIsFinal(t *testing.T) {
+	s := newScript(t,
+		answer(502, `{"type":"t","title":"Provider unavailable","status":502,"detail":"D","code":"provider_unavailable","refund_id":"re_5"}`),
+		answer(409, `{"type":"t","title":"Refund canceled","status":409,"detail":"D","code":"refund_canceled","refund_id":"re_5"}`),
+		answer(201, `{"id":"re_6"}`),
+	)
+	c, _ := newClient(s)
+	_, err := c.RefundPayment(context.Background(), "pay_1", client.RefundParams{Amount: 100})
+	require.ErrorIs(t, err, client.ErrRefundCanceled)
+	var apiErr *client.APIError
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, "re_5", apiErr.RefundID)
+	got := s.requests()
+	require.Len(t, got, 2, "the 502 is retried with the same key, the cancel is not retried at all")
+	require.Equal(t, got[0].Key, got[1].Key)
+
+	// Refunding again is a new operation: a new call, a new key.
+	r, err := c.RefundPayment(context.Background(), "pay_1", client.RefundParams{Amount: 100})
+	require.NoError(t, err)
+	require.Equal(t, "re_6", r.ID)
+	require.NotEqual(t, got[0].Key, s.requests()[2].Key)
 }

@@ -66,6 +66,10 @@
 //     precisely the case the key is for;
 //   - 409 idempotency_request_in_progress: the original attempt is still
 //     running on the server; the retry gets its result;
+//   - 409 payment_in_progress: the order or payment has a payment or refund
+//     in flight; the server did nothing and stored nothing, so the same key
+//     after Retry-After runs again (and, once the other payment settled,
+//     gets the final answer: order_already_paid, or a success);
 //   - 429 rate_limited, 502 provider_unavailable (nothing was charged; the
 //     retry resumes the same payment), 503 service_unavailable, and the other
 //     5xx answers: the server says "retry later with the same key";
@@ -77,8 +81,12 @@
 //
 // It never retries the answers that are final for this key: 400 (validation,
 // a missing or invalid key), 401, 402 payment_declined, 404, 409
-// order_already_paid and refund_exceeds_payment, 412, 413, and 422
-// idempotency_key_reused. Retrying those would get the same answer, or a
+// order_already_paid, refund_exceeds_payment, customer_exists,
+// payment_canceled and refund_canceled, 412, 413, and 422
+// idempotency_key_reused. payment_canceled (refund_canceled) says the key's
+// payment never reached the provider and was canceled after
+// PENDING_CANCEL_AFTER: paying again is a new operation, so call PayOrder
+// again, which makes a new key; never resend the old one. Retrying those would get the same answer, or a
 // replay of it. They come back as an *APIError, which errors.Is matches
 // against the sentinel of its code (ErrPaymentDeclined, ErrKeyReused, ...).
 //

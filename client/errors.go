@@ -21,15 +21,26 @@ var ErrStillProcessing = errors.New("still processing")
 //
 //	if errors.Is(err, client.ErrPaymentDeclined) { ... }
 var (
-	ErrKeyMissing           = errors.New("idempotency_key_missing")
-	ErrKeyInvalid           = errors.New("idempotency_key_invalid")
-	ErrKeyReused            = errors.New("idempotency_key_reused")
-	ErrInProgress           = errors.New("idempotency_request_in_progress")
-	ErrValidation           = errors.New("validation_failed")
-	ErrUnauthorized         = errors.New("unauthorized")
-	ErrNotFound             = errors.New("not_found")
-	ErrPaymentDeclined      = errors.New("payment_declined")
-	ErrOrderAlreadyPaid     = errors.New("order_already_paid")
+	ErrKeyMissing       = errors.New("idempotency_key_missing")
+	ErrKeyInvalid       = errors.New("idempotency_key_invalid")
+	ErrKeyReused        = errors.New("idempotency_key_reused")
+	ErrInProgress       = errors.New("idempotency_request_in_progress")
+	ErrValidation       = errors.New("validation_failed")
+	ErrUnauthorized     = errors.New("unauthorized")
+	ErrNotFound         = errors.New("not_found")
+	ErrPaymentDeclined  = errors.New("payment_declined")
+	ErrOrderAlreadyPaid = errors.New("order_already_paid")
+	// ErrPaymentInProgress: the order or payment has a payment or refund in
+	// flight. Not final: the client retries it under the same key after
+	// Retry-After, and it comes back only when the attempts run out.
+	ErrPaymentInProgress = errors.New("payment_in_progress")
+	// ErrPaymentCanceled: the key's payment never reached the provider
+	// and was canceled. Final for the key: the order is payable again,
+	// with a new key (a new PayOrder call makes one).
+	ErrPaymentCanceled = errors.New("payment_canceled")
+	// ErrRefundCanceled: likewise for a refund; its amount is free again.
+	ErrRefundCanceled       = errors.New("refund_canceled")
+	ErrCustomerExists       = errors.New("customer_exists")
 	ErrRefundExceedsPayment = errors.New("refund_exceeds_payment")
 	ErrVersionMismatch      = errors.New("version_mismatch")
 	ErrRequestTooLarge      = errors.New("request_too_large")
@@ -44,6 +55,7 @@ var (
 var sentinels = byText(
 	ErrKeyMissing, ErrKeyInvalid, ErrKeyReused, ErrInProgress, ErrValidation,
 	ErrUnauthorized, ErrNotFound, ErrPaymentDeclined, ErrOrderAlreadyPaid,
+	ErrPaymentInProgress, ErrPaymentCanceled, ErrRefundCanceled, ErrCustomerExists,
 	ErrRefundExceedsPayment, ErrVersionMismatch, ErrRequestTooLarge,
 	ErrRateLimited, ErrProviderUnavailable, ErrServiceUnavailable, ErrInternal,
 )
@@ -79,8 +91,12 @@ type APIError struct {
 	Type string `json:"type"`
 	// Fields lists the refused fields of a validation_failed answer.
 	Fields []FieldError `json:"errors"`
-	// PaymentID is the failed payment of a payment_declined answer.
+	// PaymentID is the payment of a payment_declined, payment_canceled or
+	// provider_unavailable answer.
 	PaymentID string `json:"payment_id"`
+	// RefundID is the refund of a refund_canceled or provider_unavailable
+	// answer.
+	RefundID string `json:"refund_id"`
 	// DeclineCode says why the provider declined, like "card_declined".
 	DeclineCode string `json:"decline_code"`
 	// RetryAfter is the answer's Retry-After, zero when it had none.
@@ -112,12 +128,13 @@ func (e *APIError) Is(target error) bool {
 }
 
 // Retryable reports whether the same request, under the same key, may get
-// another answer later: a 409 in progress, a 429, or a 5xx. Every other
-// answer is final for its key.
+// another answer later: a 409 in progress (idempotency_request_in_progress,
+// payment_in_progress), a 429, or a 5xx. Every other answer is final for its
+// key, payment_canceled and refund_canceled included.
 func (e *APIError) Retryable() bool {
 	switch e.Status {
 	case http.StatusConflict:
-		return e.Code == "idempotency_request_in_progress"
+		return e.Code == "idempotency_request_in_progress" || e.Code == "payment_in_progress"
 	case http.StatusTooManyRequests:
 		return true
 	case http.StatusNotImplemented, http.StatusHTTPVersionNotSupported:

@@ -32,6 +32,9 @@ const (
 	StatusProcessing = "processing"
 	StatusSucceeded  = "succeeded"
 	StatusFailed     = "failed"
+	// StatusCanceled means it never reached the provider and was
+	// abandoned; nothing was charged or refunded.
+	StatusCanceled = "canceled"
 )
 
 // OrderItem is one line of an order. Amounts are integers in the currency's

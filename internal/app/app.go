@@ -219,6 +219,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	serviceOpts := append([]payments.Option{
 		payments.WithPayments(store, m.InstrumentProvider(paymentsport.New(providerClient))),
 		payments.WithResolved(handlers.NewRecordFinisher(keeper, log)),
+		payments.WithProviderEvents(cfg.ProviderTimeout, m.WebhookEvent, log),
 		payments.WithEvents(store),
 		payments.WithCustomers(store),
 		payments.WithTracer(tr),
@@ -269,10 +270,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	janitor := idempotency.NewJanitor(records, clock, idempotency.JanitorConfig{Interval: cfg.JanitorInterval}, log)
 	janitor.OnPurge = m.Purged
 	reconciler := payments.NewReconciler(service, payments.ReconcilerConfig{
-		Interval:   cfg.ReconcileInterval,
-		PendingAge: cfg.IdempotencyLockTimeout,
-		OnResult:   m.Reconciled,
-		Open:       newOpenRecords(idemStore),
+		Interval:    cfg.ReconcileInterval,
+		PendingAge:  cfg.IdempotencyLockTimeout,
+		OnResult:    m.Reconciled,
+		Open:        newOpenRecords(idemStore),
+		CancelAfter: cfg.PendingCancelAfter,
+		Fence:       handlers.NewRecordFence(keeper, log),
 	}, log)
 	dispatcher := outbox.NewDispatcher(db.DB, sink.publisher, cfg.OutboxInterval, log.With("component", "outbox"))
 	purge := &retention{

@@ -44,6 +44,7 @@ type Config struct {
 	IdempotencyTombstones   bool          `env:"IDEMPOTENCY_TOMBSTONES" envDefault:"false"`
 	IdempotencyTombstoneTTL time.Duration `env:"IDEMPOTENCY_TOMBSTONE_TTL" envDefault:"720h"`
 	ReconcileInterval       time.Duration `env:"RECONCILE_INTERVAL" envDefault:"5s"`
+	PendingCancelAfter      time.Duration `env:"PENDING_CANCEL_AFTER" envDefault:"15m"`
 	DemoSeed                bool          `env:"DEMO_SEED" envDefault:"true"`
 	ProviderWebhookSecret   string        `env:"PROVIDER_WEBHOOK_SECRET" envDefault:"whsec_test"`
 	ProviderWebhookDelay    time.Duration `env:"PROVIDER_WEBHOOK_DELAY" envDefault:"10s"`
@@ -115,6 +116,11 @@ func (c Config) validate() error {
 	// while the first call is still open.
 	if c.ProviderTimeout >= c.IdempotencyLockTimeout {
 		errs = append(errs, fmt.Errorf("PROVIDER_TIMEOUT (%s) must be below IDEMPOTENCY_LOCK_TIMEOUT (%s): a request still waiting for the provider must keep its lock", c.ProviderTimeout, c.IdempotencyLockTimeout))
+	}
+	// A cancel takes the key's record over; a request still holding its
+	// lock must not be that old, or its attempt could race the cancel.
+	if c.PendingCancelAfter <= c.IdempotencyLockTimeout {
+		errs = append(errs, fmt.Errorf("PENDING_CANCEL_AFTER (%s) must exceed IDEMPOTENCY_LOCK_TIMEOUT (%s): an attempt is canceled only when no request can still hold its key", c.PendingCancelAfter, c.IdempotencyLockTimeout))
 	}
 	positive("IDEMPOTENCY_TTL", c.IdempotencyTTL)
 	positive("IDEMPOTENCY_LOCK_TIMEOUT", c.IdempotencyLockTimeout)

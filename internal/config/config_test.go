@@ -22,6 +22,7 @@ func TestDefaultsAreTheContracts(t *testing.T) {
 	require.Equal(t, 30*time.Second, cfg.IdempotencyLockTimeout)
 	require.Equal(t, 2*time.Second, cfg.IdempotencyWait)
 	require.Equal(t, 5*time.Second, cfg.ReconcileInterval)
+	require.Equal(t, 15*time.Minute, cfg.PendingCancelAfter)
 	require.True(t, cfg.DemoSeed)
 	require.Equal(t, "whsec_test", cfg.ProviderWebhookSecret)
 	require.EqualValues(t, 1048576, cfg.MaxBodyBytes)
@@ -109,6 +110,8 @@ func TestBadSettingsAreNamed(t *testing.T) {
 		"HTTP_IDLE_TIMEOUT=-1s":       "HTTP_IDLE_TIMEOUT",
 		"HTTP_WRITE_TIMEOUT=6s":       "HTTP_WRITE_TIMEOUT (6s) must exceed PROVIDER_TIMEOUT + IDEMPOTENCY_WAIT (7s)",
 		"PROVIDER_TIMEOUT=30s":        "PROVIDER_TIMEOUT (30s) must be below IDEMPOTENCY_LOCK_TIMEOUT (30s)",
+		"PENDING_CANCEL_AFTER=30s":    "PENDING_CANCEL_AFTER (30s) must exceed IDEMPOTENCY_LOCK_TIMEOUT (30s)",
+		"PENDING_CANCEL_AFTER=never":  "PENDING_CANCEL_AFTER",
 		"OUTBOX_SINK=kafka":           "OUTBOX_SINK must be redis",
 		"OUTBOX_SINK=NATS":            "OUTBOX_SINK must be redis",
 		"NATS_URL=127.0.0.1:4222":     "NATS_URL must be nats://host:port",

@@ -126,6 +126,8 @@ func problemFor(c *gin.Context, err error) problem.Problem {
 		invalid     *payments.ValidationError
 		badRequest  *requestError
 		declined    *payments.DeclinedError
+		canceled    *payments.CanceledError
+		unavailable *payments.UnavailableError
 	)
 	switch {
 	case errors.As(err, &tooLarge):
@@ -198,9 +200,17 @@ func problemFor(c *gin.Context, err error) problem.Problem {
 	case errors.As(err, &declined):
 		return declinedProblem(declined)
 
+	case errors.As(err, &canceled):
+		return canceledProblem(canceled)
+
 	case errors.Is(err, payments.ErrOrderAlreadyPaid):
 		return problem.New(http.StatusConflict, problem.CodeOrderAlreadyPaid, "Order already paid",
-			"The order is paid, or a payment for it is still in flight. Fetch the order to see its state.")
+			"The order is paid. Fetch the order to see its state.")
+
+	case errors.Is(err, payments.ErrPaymentInProgress):
+		c.Header("Retry-After", retryAfterSeconds(PaymentInProgressRetryAfter))
+		return problem.New(http.StatusConflict, problem.CodePaymentInProgress, "Payment in progress",
+			"The order or payment has a payment or refund in flight; nothing was done. Retry after the time in Retry-After, with the same Idempotency-Key: this answer is not stored.")
 
 	case errors.Is(err, payments.ErrCustomerExists):
 		return problem.New(http.StatusConflict, problem.CodeCustomerExists, "Customer exists",
@@ -213,6 +223,23 @@ func problemFor(c *gin.Context, err error) problem.Problem {
 	case errors.Is(err, payments.ErrVersionMismatch):
 		return problem.New(http.StatusPreconditionFailed, problem.CodeVersionMismatch, "Version mismatch",
 			"The order has changed since the version in If-Match; nothing was changed. Fetch it again (its ETag is the current version), decide again, and send the new ETag.")
+
+	case errors.Is(err, payments.ErrProviderUnreachable):
+		// A webhook event the provider could not be asked about: nothing
+		// was applied, and the provider delivers it again.
+		c.Header("Retry-After", "5")
+		return problem.New(http.StatusServiceUnavailable, problem.CodeProviderUnavailable, "Provider unavailable",
+			"The payment provider could not be asked about this event, so nothing was applied. Deliver it again later.")
+
+	case errors.As(err, &unavailable):
+		p := problem.New(http.StatusBadGateway, problem.CodeProviderUnavailable, "Provider unavailable",
+			fmt.Sprintf("The payment provider failed before doing anything; nothing was charged or refunded. Retry with the same Idempotency-Key: it resumes the same operation, until an attempt abandoned for %s is canceled.", PendingCancelAfterHint))
+		if unavailable.RefundID != "" {
+			p.Extra = map[string]any{"refund_id": unavailable.RefundID}
+		} else {
+			p.Extra = map[string]any{"payment_id": unavailable.PaymentID}
+		}
+		return p
 
 	case errors.Is(err, payments.ErrProviderUnavailable):
 		return problem.New(http.StatusBadGateway, problem.CodeProviderUnavailable, "Provider unavailable",
@@ -251,6 +278,32 @@ func declinedProblem(e *payments.DeclinedError) problem.Problem {
 	p.Extra = map[string]any{"payment_id": e.PaymentID, "decline_code": e.DeclineCode}
 	return p
 }
+
+// canceledProblem is the 409 of a payment or refund the reconciler canceled,
+// built from the ids alone so that the reconciler (which stores it) and a
+// request (which answers it) write the same bytes.
+func canceledProblem(e *payments.CanceledError) problem.Problem {
+	if e.RefundID != "" {
+		p := problem.New(http.StatusConflict, problem.CodeRefundCanceled, "Refund canceled",
+			"This refund never reached the provider and was abandoned, so it was canceled; nothing was refunded and its amount is free again. To refund, send a new request with a new Idempotency-Key.")
+		p.Extra = map[string]any{"refund_id": e.RefundID}
+		return p
+	}
+	p := problem.New(http.StatusConflict, problem.CodePaymentCanceled, "Payment canceled",
+		"This payment never reached the provider and was abandoned, so it was canceled; nothing was charged. The order is payable again: pay it with a new Idempotency-Key.")
+	p.Extra = map[string]any{"payment_id": e.PaymentID}
+	return p
+}
+
+// PaymentInProgressRetryAfter is the Retry-After of payment_in_progress: a
+// payment in flight settles within a provider call, or, when its outcome is
+// unknown, within a few reconciler rounds.
+const PaymentInProgressRetryAfter = 2 * time.Second
+
+// PendingCancelAfterHint names the setting in the 502's detail; the detail
+// must not depend on the configured value, since a retry that resumes and
+// fails again answers the same bytes.
+const PendingCancelAfterHint = "PENDING_CANCEL_AFTER"
 
 // validationProblem is the 400 of a refused request: at most MaxFieldErrors
 // fields listed, and error_count when more were found (a lower bound when

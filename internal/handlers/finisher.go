@@ -97,3 +97,86 @@ func (f *RecordFinisher) finish(ctx context.Context, merchantID, key, resourceID
 			"merchant_id", merchantID, "resource_id", resourceID, "error", err)
 	}
 }
+
+// recordClaimer is the part of *idempotency.Keeper the fence uses.
+type recordClaimer interface {
+	// Claim takes the open record of key over. It returns
+	// idempotency.ErrNotFound, idempotency.ErrLocked or a store error.
+	Claim(ctx context.Context, merchantID, key, resourceID string) (*idempotency.Claim, error)
+}
+
+// RecordFence is the reconciler's KeyFence: before it cancels an abandoned
+// payment or refund it takes the client's record over through the Keeper,
+// and the cancel stores, under that fence and in its own transaction, the
+// answer a request gives for the canceled state (PaymentAnswer,
+// RefundAnswer: 409 payment_canceled or refund_canceled), so the key
+// replays it from then on.
+type RecordFence struct {
+	records recordClaimer
+	log     *slog.Logger
+}
+
+var _ payments.KeyFence = (*RecordFence)(nil)
+
+// NewRecordFence returns a fence over keeper's records; a nil log means
+// slog.Default().
+func NewRecordFence(keeper *idempotency.Keeper, log *slog.Logger) *RecordFence {
+	if keeper == nil {
+		panic("handlers: NewRecordFence needs a keeper")
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &RecordFence{records: keeper, log: log}
+}
+
+// HoldPayment implements payments.KeyFence.
+func (f *RecordFence) HoldPayment(ctx context.Context, p payments.Payment) (payments.Hold, error) {
+	canceled := p
+	canceled.Status = payments.StatusCanceled
+	return f.hold(ctx, p.MerchantID, p.IdempotencyKey, p.ID, PaymentAnswer(canceled))
+}
+
+// HoldRefund implements payments.KeyFence.
+func (f *RecordFence) HoldRefund(ctx context.Context, r payments.Refund) (payments.Hold, error) {
+	canceled := r
+	canceled.Status = payments.StatusCanceled
+	return f.hold(ctx, r.MerchantID, r.IdempotencyKey, r.ID, RefundAnswer(canceled))
+}
+
+func (f *RecordFence) hold(ctx context.Context, merchantID, key, resourceID string, answer idempotency.Response) (payments.Hold, error) {
+	if key == "" {
+		return nil, nil
+	}
+	claim, err := f.records.Claim(ctx, merchantID, key, resourceID)
+	switch {
+	case errors.Is(err, idempotency.ErrNotFound):
+		return nil, nil // no open record: nothing can resume the operation
+	case errors.Is(err, idempotency.ErrLocked):
+		return nil, payments.ErrKeyBusy
+	case err != nil:
+		return nil, err
+	}
+	return &recordHold{claim: claim, answer: answer, log: f.log, resourceID: resourceID}, nil
+}
+
+// recordHold is a claimed record and the answer it will store.
+type recordHold struct {
+	claim      *idempotency.Claim
+	answer     idempotency.Response
+	log        *slog.Logger
+	resourceID string
+}
+
+func (h *recordHold) Canceled(ctx context.Context) error { return h.claim.Complete(ctx, h.answer) }
+
+func (h *recordHold) Published() { h.claim.Published() }
+
+func (h *recordHold) Release(ctx context.Context) {
+	if err := h.claim.Release(ctx); err != nil && !errors.Is(err, idempotency.ErrFenced) {
+		// The record stays locked until its lock runs out, then a retry
+		// resumes it: a delay, not a fault.
+		h.log.WarnContext(ctx, "idempotency: giving a held record back failed; it unlocks at its lock timeout",
+			"resource_id", h.resourceID, "error", err)
+	}
+}

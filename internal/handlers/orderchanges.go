@@ -82,7 +82,7 @@ func (h *orderHandlers) putShippingAddress(c *gin.Context) {
 //	@Failure		400				{object}	problem.Problem		"validation_failed (the item, an order that would exceed 100 items or the total limit, a malformed If-Match), idempotency_key_missing or idempotency_key_invalid"
 //	@Failure		401				{object}	problem.Problem		"unauthorized"
 //	@Failure		404				{object}	problem.Problem		"not_found"
-//	@Failure		409				{object}	problem.Problem		"order_already_paid (stored and replayed), or idempotency_request_in_progress (with Retry-After)"
+//	@Failure		409				{object}	problem.Problem		"order_already_paid (the order is paid; stored and replayed), payment_in_progress (a payment of the order is in flight; with Retry-After; not stored), or idempotency_request_in_progress (with Retry-After)"
 //	@Failure		412				{object}	problem.Problem		"version_mismatch: the order changed since the If-Match version; nothing was changed"
 //	@Failure		413				{object}	problem.Problem		"request_too_large"
 //	@Failure		422				{object}	problem.Problem		"idempotency_key_reused"

@@ -21,8 +21,9 @@ type PaymentService interface {
 	// PayOrder charges the order's total. It returns the payment
 	// (succeeded, or processing when the provider's outcome is unknown), or:
 	// a *payments.ValidationError; an error wrapping payments.ErrNotFound,
-	// payments.ErrOrderAlreadyPaid, a *payments.DeclinedError (with the
-	// failed payment), payments.ErrProviderUnavailable,
+	// payments.ErrOrderAlreadyPaid, payments.ErrPaymentInProgress, a
+	// *payments.DeclinedError (with the failed payment), a
+	// *payments.CanceledError, a *payments.UnavailableError,
 	// idempotency.ErrFenced (rec lost the operation) or
 	// database.ErrUnavailable.
 	PayOrder(ctx context.Context, merchantID, orderID, idempotencyKey string, in payments.PayInput, rec payments.Recovery) (payments.Payment, error)
@@ -33,13 +34,19 @@ type PaymentService interface {
 	// the refund (succeeded, failed, or processing when the outcome is
 	// unknown), or: a *payments.ValidationError; an error wrapping
 	// payments.ErrNotFound, payments.ErrRefundExceedsPayment,
-	// payments.ErrProviderUnavailable, idempotency.ErrFenced or
+	// payments.ErrPaymentInProgress, a *payments.CanceledError, a
+	// *payments.UnavailableError, idempotency.ErrFenced or
 	// database.ErrUnavailable.
 	RefundPayment(ctx context.Context, merchantID, paymentID, idempotencyKey string, in payments.RefundInput, rec payments.Recovery) (payments.Refund, error)
+	// GetRefund returns an error wrapping payments.ErrNotFound or
+	// database.ErrUnavailable.
+	GetRefund(ctx context.Context, merchantID, id string) (payments.Refund, error)
 	// ApplyProviderEvent applies a verified webhook event at most once per
-	// event id; applied is false for a repeat or an event about nothing we
-	// know. It returns an error wrapping database.ErrUnavailable.
-	ApplyProviderEvent(ctx context.Context, ev payments.ProviderEvent) (applied bool, err error)
+	// event id, and only what the provider confirms; the outcome says what
+	// became of it. It returns an error wrapping
+	// payments.ErrProviderUnreachable (nothing applied) or
+	// database.ErrUnavailable.
+	ApplyProviderEvent(ctx context.Context, ev payments.ProviderEvent) (payments.EventOutcome, error)
 }
 
 // PayOrderRequest is the body of POST /v1/orders/{id}/payments.
@@ -72,7 +79,9 @@ type PaymentResponse struct {
 	// Status is processing while the provider's outcome is unknown; the
 	// reconciler, a provider webhook or a retry with the same
 	// Idempotency-Key settles it.
-	Status        string `json:"status" enums:"processing,succeeded,failed" example:"succeeded"`
+	// canceled: it never reached the provider and was abandoned; the
+	// order is payable again with a new key.
+	Status        string `json:"status" enums:"processing,succeeded,failed,canceled" example:"succeeded"`
 	PaymentMethod string `json:"payment_method" example:"pm_card_visa"`
 	// ProviderChargeID is the provider's id of the charge; null until the
 	// provider has answered.
@@ -93,8 +102,9 @@ type RefundResponse struct {
 	Amount    int64  `json:"amount" example:"1000"`
 	Currency  string `json:"currency" example:"BRL"`
 	// Status is processing while the provider's outcome is unknown. A
-	// failed refund gave nothing back.
-	Status string `json:"status" enums:"processing,succeeded,failed" example:"succeeded"`
+	// failed refund gave nothing back; a canceled one never reached the
+	// provider, and its amount is free again.
+	Status string `json:"status" enums:"processing,succeeded,failed,canceled" example:"succeeded"`
 	// CreatedAt is RFC 3339 in UTC.
 	CreatedAt time.Time `json:"created_at" example:"2025-06-01T12:00:00.123456Z"`
 }
@@ -111,14 +121,18 @@ const contentTypeJSON = "application/json"
 //	succeeded              201 payment, Location /v1/payments/{id}
 //	pending, processing    202 payment (status processing), Location
 //	failed                 402 payment_declined with payment_id and decline_code
+//	canceled               409 payment_canceled with payment_id
 //
 // It is a pure function of p. The handler answers with it, and the
 // RecordFinisher stores it when the reconciler or a webhook settles the
 // payment later; since both build it here, the client's retry replays
 // exactly the answer a request would have given.
 func PaymentAnswer(p payments.Payment) idempotency.Response {
-	if p.Status == payments.StatusFailed {
+	switch p.Status {
+	case payments.StatusFailed:
 		return problemAnswer(declinedProblem(&payments.DeclinedError{PaymentID: p.ID, DeclineCode: p.DeclineCode}))
+	case payments.StatusCanceled:
+		return problemAnswer(canceledProblem(&payments.CanceledError{PaymentID: p.ID}))
 	}
 	status := http.StatusCreated
 	if !p.Status.Final() {
@@ -136,14 +150,18 @@ func PaymentAnswer(p payments.Payment) idempotency.Response {
 //
 //	succeeded, failed      201 refund
 //	pending, processing    202 refund (status processing)
+//	canceled               409 refund_canceled with refund_id
 //
 // A failed refund is a final outcome like a succeeded one (the contract
-// answers it 201), not a problem. There is no Location: the API has no
-// route that shows a refund on its own; a client follows a 202 by retrying
-// the POST with the same Idempotency-Key (202 until the outcome is known,
-// then the final 201), and sees refunded amounts on the payment. Like
-// PaymentAnswer it is pure, for the same reason.
+// answers it 201), not a problem. There is no Location header, so that the
+// answers stored before GET /v1/refunds/{id} existed replay as they were; a
+// client follows a 202 by retrying the POST with the same Idempotency-Key
+// (202 until the outcome is known, then the final 201), or reads the refund
+// by its id. Like PaymentAnswer it is pure, for the same reason.
 func RefundAnswer(r payments.Refund) idempotency.Response {
+	if r.Status == payments.StatusCanceled {
+		return problemAnswer(canceledProblem(&payments.CanceledError{RefundID: r.ID}))
+	}
 	status := http.StatusCreated
 	if !r.Status.Final() {
 		status = http.StatusAccepted
@@ -268,7 +286,7 @@ func (r leaseRecovery) Checkpoint(ctx context.Context, step, resourceID string) 
 // payOrder godoc
 //
 //	@Summary		Pay an order
-//	@Description	Charges the order's amount_total at the payment provider with payment_method. 201: the payment succeeded and the order is paid. 402: the provider declined; the payment is failed and the order stays pending_payment, so a new Idempotency-Key with another method may try again. 202: the provider's outcome is unknown (timeout, lost answer); the payment is processing until the reconciler, a provider webhook or a retry with the same key settles it, and such a retry answers 202 while unknown and the final 201 or 402 once known. 502: the provider did nothing; retry with the same key, which resumes the same payment (same provider key, never a second charge).
+//	@Description	Charges the order's amount_total at the payment provider with payment_method. 201: the payment succeeded and the order is paid. 402: the provider declined; the payment is failed and the order stays pending_payment, so a new Idempotency-Key with another method may try again. 202: the provider's outcome is unknown (timeout, lost answer); the payment is processing until the reconciler, a provider webhook or a retry with the same key settles it, and such a retry answers 202 while unknown and the final 201 or 402 once known. 502: the provider did nothing (payment_id names the attempt); retry with the same key, which resumes the same payment (same provider key, never a second charge), until the reconciler cancels an attempt abandoned for PENDING_CANCEL_AFTER: the key then answers 409 payment_canceled and the order is payable again with a new key. 409 payment_in_progress: another payment of the order is in flight; nothing was done or stored, retry after Retry-After.
 //	@Description	Idempotent: a retry with the same Idempotency-Key and body replays a final answer (201, 402, 409) byte for byte with Idempotent-Replayed: true, and the provider is charged at most once per key.
 //	@Tags			payments
 //	@Accept			json
@@ -284,12 +302,12 @@ func (r leaseRecovery) Checkpoint(ctx context.Context, step, resourceID string) 
 //	@Failure		401				{object}	problem.Problem	"unauthorized"
 //	@Failure		402				{object}	problem.Problem{payment_id=string,decline_code=string}	"payment_declined, with the members payment_id and decline_code"
 //	@Failure		404				{object}	problem.Problem	"not_found: no such order"
-//	@Failure		409				{object}	problem.Problem	"order_already_paid (stored and replayed), or idempotency_request_in_progress (with Retry-After)"
+//	@Failure		409				{object}	problem.Problem{payment_id=string}	"order_already_paid (the order is paid; stored and replayed), payment_canceled (the key's payment never reached the provider and was canceled; with payment_id; stored), payment_in_progress (another payment of the order is in flight; with Retry-After; not stored), or idempotency_request_in_progress (with Retry-After)"
 //	@Failure		413				{object}	problem.Problem	"request_too_large"
 //	@Failure		422				{object}	problem.Problem	"idempotency_key_reused"
 //	@Failure		429				{object}	problem.Problem	"rate_limited (with Retry-After): too many new keys from the merchant"
 //	@Failure		500				{object}	problem.Problem	"internal_error"
-//	@Failure		502				{object}	problem.Problem	"provider_unavailable: nothing was charged; retry with the same key"
+//	@Failure		502				{object}	problem.Problem{payment_id=string}	"provider_unavailable: nothing was charged; payment_id names the attempt, which a retry with the same key resumes until it is canceled (PENDING_CANCEL_AFTER)"
 //	@Failure		503				{object}	problem.Problem	"service_unavailable (with Retry-After)"
 //	@Header			409,429,503		{integer}	Retry-After		"seconds to wait before retrying"
 //	@Header			201,402,409		{string}	Idempotent-Replayed	"true when this answer replays a stored one (202 is never stored, so never replayed)"
@@ -351,10 +369,34 @@ func (h *paymentHandlers) getPayment(c *gin.Context) {
 	c.Data(http.StatusOK, contentTypeJSON, encodeJSON(toPaymentResponse(p)))
 }
 
+// getRefund godoc
+//
+//	@Summary		Get a refund
+//	@Description	Returns one of the merchant's refunds; a 502 of a refund names its refund_id. Another merchant's refund is not found. A refund whose provider outcome is not known yet shows status processing.
+//	@Tags			payments
+//	@Produce		json,application/problem+json
+//	@Security		ApiKeyAuth
+//	@Param			id	path		string	true	"Refund id"	example(re_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
+//	@Success		200	{object}	RefundResponse
+//	@Failure		401	{object}	problem.Problem	"unauthorized"
+//	@Failure		404	{object}	problem.Problem	"not_found"
+//	@Failure		500	{object}	problem.Problem	"internal_error"
+//	@Failure		503	{object}	problem.Problem	"service_unavailable (with Retry-After)"
+//	@Header			503	{integer}	Retry-After		"seconds to wait before retrying"
+//	@Router			/v1/refunds/{id} [get]
+func (h *paymentHandlers) getRefund(c *gin.Context) {
+	r, err := h.payments.GetRefund(c.Request.Context(), MerchantID(c), c.Param("id"))
+	if err != nil {
+		RenderError(c, err)
+		return
+	}
+	c.Data(http.StatusOK, contentTypeJSON, encodeJSON(toRefundResponse(r)))
+}
+
 // refundPayment godoc
 //
 //	@Summary		Refund a payment
-//	@Description	Refunds amount (all that is left when omitted) of a succeeded payment through the provider. 201: the refund is final, succeeded or failed; a succeeded refund adds to the payment's amount_refunded, and the payment stays succeeded. 202: the provider's outcome is unknown; retry with the same Idempotency-Key to learn it (202 while unknown, then the final 201). There is no Location header: refunds have no route of their own.
+//	@Description	Refunds amount (all that is left when omitted) of a succeeded payment through the provider. 201: the refund is final, succeeded or failed; a succeeded refund adds to the payment's amount_refunded, and the payment stays succeeded. 202: the provider's outcome is unknown; retry with the same Idempotency-Key to learn it (202 while unknown, then the final 201). There is no Location header; GET /v1/refunds/{id} reads a refund. 502: the provider did nothing (refund_id names the attempt); retry with the same key until it is canceled (409 refund_canceled; the amount is free again).
 //	@Description	Idempotent: a retry with the same Idempotency-Key and body replays a final answer (201, 409) byte for byte with Idempotent-Replayed: true, and the provider refunds at most once per key.
 //	@Tags			payments
 //	@Accept			json
@@ -368,12 +410,12 @@ func (h *paymentHandlers) getPayment(c *gin.Context) {
 //	@Failure		400				{object}	problem.Problem			"validation_failed, idempotency_key_missing or idempotency_key_invalid"
 //	@Failure		401				{object}	problem.Problem			"unauthorized"
 //	@Failure		404				{object}	problem.Problem			"not_found: no such payment"
-//	@Failure		409				{object}	problem.Problem			"refund_exceeds_payment (stored and replayed), or idempotency_request_in_progress (with Retry-After)"
+//	@Failure		409				{object}	problem.Problem{refund_id=string}	"refund_exceeds_payment (stored and replayed), refund_canceled (the key's refund never reached the provider and was canceled; with refund_id; stored), payment_in_progress (the payment is still processing; with Retry-After; not stored), or idempotency_request_in_progress (with Retry-After)"
 //	@Failure		413				{object}	problem.Problem			"request_too_large"
 //	@Failure		422				{object}	problem.Problem			"idempotency_key_reused"
 //	@Failure		429				{object}	problem.Problem			"rate_limited (with Retry-After): too many new keys from the merchant"
 //	@Failure		500				{object}	problem.Problem			"internal_error"
-//	@Failure		502				{object}	problem.Problem			"provider_unavailable: nothing was refunded; retry with the same key"
+//	@Failure		502				{object}	problem.Problem{refund_id=string}	"provider_unavailable: nothing was refunded; refund_id names the attempt, which a retry with the same key resumes until it is canceled (PENDING_CANCEL_AFTER)"
 //	@Failure		503				{object}	problem.Problem			"service_unavailable (with Retry-After)"
 //	@Header			409,429,503		{integer}	Retry-After				"seconds to wait before retrying"
 //	@Header			201,409			{string}	Idempotent-Replayed		"true when this answer replays a stored one (202 is never stored, so never replayed)"

@@ -32,7 +32,7 @@ type fakePayments struct {
 	pay    func(ctx context.Context, merchantID, orderID, key string, in payments.PayInput, rec payments.Recovery) (payments.Payment, error)
 	get    func(merchantID, id string) (payments.Payment, error)
 	refund func(ctx context.Context, merchantID, paymentID, key string, in payments.RefundInput, rec payments.Recovery) (payments.Refund, error)
-	apply  func(ev payments.ProviderEvent) (bool, error)
+	apply  func(ev payments.ProviderEvent) (payments.EventOutcome, error)
 
 	mu     sync.Mutex
 	calls  map[string]int
@@ -77,13 +77,18 @@ func (f *fakePayments) RefundPayment(ctx context.Context, merchantID, paymentID,
 	return f.refund(ctx, merchantID, paymentID, key, in, rec)
 }
 
-func (f *fakePayments) ApplyProviderEvent(_ context.Context, ev payments.ProviderEvent) (bool, error) {
+func (f *fakePayments) GetRefund(_ context.Context, merchantID, id string) (payments.Refund, error) {
+	f.count("get_refund")
+	return payments.Refund{}, payments.ErrNotFound
+}
+
+func (f *fakePayments) ApplyProviderEvent(_ context.Context, ev payments.ProviderEvent) (payments.EventOutcome, error) {
 	f.count("apply")
 	f.mu.Lock()
 	f.events = append(f.events, ev)
 	f.mu.Unlock()
 	if f.apply == nil {
-		return true, nil
+		return payments.EventApplied, nil
 	}
 	return f.apply(ev)
 }

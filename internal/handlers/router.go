@@ -168,6 +168,7 @@ func NewRouter(d Deps) *gin.Engine {
 		v1.POST("/orders/:id/payments", d.IdempotentGuarded, pay.payOrder)
 		v1.GET("/payments/:id", pay.getPayment)
 		v1.POST("/payments/:id/refunds", d.IdempotentGuarded, pay.refundPayment)
+		v1.GET("/refunds/:id", pay.getRefund)
 
 		// Deduplicated by event id in the service, not by Idempotency-Key.
 		hooks := &webhookHandlers{payments: d.Payments, verify: d.VerifyWebhook, readTimeout: WebhookReadTimeout}

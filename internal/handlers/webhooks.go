@@ -68,6 +68,8 @@ type providerCharge struct {
 	ID             string `json:"id"`
 	Object         string `json:"object"`
 	Status         string `json:"status"`
+	Amount         int64  `json:"amount"`
+	Currency       string `json:"currency"`
 	DeclineCode    string `json:"decline_code"`
 	Reference      string `json:"reference"`
 	IdempotencyKey string `json:"idempotency_key"`
@@ -78,6 +80,8 @@ type providerRefund struct {
 	ID             string `json:"id"`
 	Object         string `json:"object"`
 	Status         string `json:"status"`
+	Amount         int64  `json:"amount"`
+	Currency       string `json:"currency"`
 	Reference      string `json:"reference"`
 	IdempotencyKey string `json:"idempotency_key"`
 }
@@ -94,7 +98,7 @@ type webhookHandlers struct {
 // receiveProviderEvent godoc
 //
 //	@Summary		Receive a provider event
-//	@Description	The payment provider's webhook: it reports charges and refunds, among them the outcomes a request could not learn (a lost answer, a timeout). It takes no API key; the Provider-Signature header authenticates it, checked against the raw body before anything is parsed. Delivery is at least once: each event id is applied once, and every delivery of it is answered 200. Events never move a payment or refund backwards. Unknown event types are answered 200 and ignored.
+//	@Description	The payment provider's webhook: it reports charges and refunds, among them the outcomes a request could not learn (a lost answer, a timeout). It takes no API key; the Provider-Signature header authenticates it, checked against the raw body before anything is parsed. A signed event is a hint, not the truth: the API asks the provider's API about the payment or refund it names (by our provider key) and applies what the provider says, after checking its amount and currency against ours; an event the provider does not confirm changes nothing and is not recorded (answered 200). When the provider cannot be asked, the answer is 503 provider_unavailable and nothing is applied, so the provider delivers again. Delivery is at least once: each confirmed event id is applied once, and every delivery of it is answered 200. Events never move a payment or refund backwards. Unknown event types are answered 200 and ignored.
 //	@Tags			webhooks
 //	@Accept			json
 //	@Produce		json,application/problem+json
@@ -105,7 +109,7 @@ type webhookHandlers struct {
 //	@Failure		401					{object}	problem.Problem	"invalid_signature"
 //	@Failure		413					{object}	problem.Problem	"request_too_large"
 //	@Failure		500					{object}	problem.Problem	"internal_error; the provider delivers again"
-//	@Failure		503					{object}	problem.Problem	"service_unavailable (with Retry-After); the provider delivers again"
+//	@Failure		503					{object}	problem.Problem	"service_unavailable (the database), or provider_unavailable (the provider could not be asked about the event), with Retry-After; nothing was applied and the provider delivers again"
 //	@Header			503					{integer}	Retry-After		"seconds to wait before retrying"
 //	@Router			/v1/webhooks/provider [post]
 func (h *webhookHandlers) receiveProviderEvent(c *gin.Context) {
@@ -136,13 +140,16 @@ func (h *webhookHandlers) receiveProviderEvent(c *gin.Context) {
 		c.JSON(http.StatusOK, WebhookAck{Received: true})
 		return
 	}
-	applied, err := h.payments.ApplyProviderEvent(c.Request.Context(), ev)
+	outcome, err := h.payments.ApplyProviderEvent(c.Request.Context(), ev)
 	if err != nil {
-		// Not acknowledged: the provider delivers the event again later.
+		// Not acknowledged: the provider delivers the event again later
+		// (503 when it could not be asked about the event).
 		RenderError(c, err)
 		return
 	}
-	loggerFrom(c).InfoContext(c.Request.Context(), "webhook received", "event_id", ev.ID, "type", ev.Type, "applied", applied)
+	// A forged or mismatched event is acknowledged too: delivering it
+	// again would change nothing. The service has logged and counted it.
+	loggerFrom(c).InfoContext(c.Request.Context(), "webhook received", "event_id", ev.ID, "type", ev.Type, "outcome", string(outcome))
 	c.JSON(http.StatusOK, WebhookAck{Received: true})
 }
 
@@ -188,6 +195,8 @@ func toProviderEvent(body []byte) (ev payments.ProviderEvent, ok bool, err error
 			DeclineCode: ch.DeclineCode,
 			Reference:   ch.Reference,
 			Key:         ch.IdempotencyKey,
+			Amount:      ch.Amount,
+			Currency:    ch.Currency,
 		}
 
 	case eventRefundSucceeded:
@@ -205,6 +214,8 @@ func toProviderEvent(body []byte) (ev payments.ProviderEvent, ok bool, err error
 			Succeeded: rf.Status == "succeeded",
 			Reference: rf.Reference,
 			Key:       rf.IdempotencyKey,
+			Amount:    rf.Amount,
+			Currency:  rf.Currency,
 		}
 
 	default:

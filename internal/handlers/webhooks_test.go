@@ -59,15 +59,15 @@ func TestWebhookAppliesEvents(t *testing.T) {
 			return eventBody(t, "evt_1", provider.EventChargeSucceeded, succeededCharge)
 		},
 			payments.ProviderEvent{ID: "evt_1", Type: "charge.succeeded", Charge: &payments.ChargeResult{
-				ChargeID: "ch_1", Succeeded: true, Reference: "pay_1", Key: "pk_1"}}},
+				ChargeID: "ch_1", Succeeded: true, Reference: "pay_1", Key: "pk_1", Amount: 2500, Currency: "BRL"}}},
 		{"charge declined", func(t *testing.T) string { return eventBody(t, "evt_2", provider.EventChargeDeclined, declinedCharge) },
 			payments.ProviderEvent{ID: "evt_2", Type: "charge.declined", Charge: &payments.ChargeResult{
-				ChargeID: "ch_2", Succeeded: false, DeclineCode: "card_declined", Reference: "pay_2", Key: "pk_2"}}},
+				ChargeID: "ch_2", Succeeded: false, DeclineCode: "card_declined", Reference: "pay_2", Key: "pk_2", Amount: 2500, Currency: "BRL"}}},
 		{"refund succeeded", func(t *testing.T) string {
 			return eventBody(t, "evt_3", provider.EventRefundSucceeded, succeededRefund)
 		},
 			payments.ProviderEvent{ID: "evt_3", Type: "refund.succeeded", Refund: &payments.RefundResult{
-				RefundID: "rf_1", Succeeded: true, Reference: "re_1", Key: "pk_3"}}},
+				RefundID: "rf_1", Succeeded: true, Reference: "re_1", Key: "pk_3", Amount: 1000, Currency: "BRL"}}},
 		{"members the API does not know are fine", func(t *testing.T) string {
 			return `{"id":"evt_4","type":"charge.succeeded","created":1,"livemode":false,"data":{"object":` +
 				`{"id":"ch_1","object":"charge","status":"succeeded","reference":"pay_1","idempotency_key":"pk_1","risk_score":12}}}`
@@ -86,7 +86,7 @@ func TestWebhookAppliesEvents(t *testing.T) {
 	}
 
 	t.Run("a repeat is acknowledged too", func(t *testing.T) {
-		svc := &fakePayments{apply: func(payments.ProviderEvent) (bool, error) { return false, nil }}
+		svc := &fakePayments{apply: func(payments.ProviderEvent) (payments.EventOutcome, error) { return payments.EventRepeat, nil }}
 		r := paymentsRouter(t, svc, nil, nil)
 		w := signedPost(r, eventBody(t, "evt_1", provider.EventChargeSucceeded, succeededCharge), time.Now())
 		require.Equal(t, http.StatusOK, w.Code)
@@ -193,7 +193,7 @@ func TestWebhookServiceErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.code, func(t *testing.T) {
-			svc := &fakePayments{apply: func(payments.ProviderEvent) (bool, error) { return false, tt.err }}
+			svc := &fakePayments{apply: func(payments.ProviderEvent) (payments.EventOutcome, error) { return "", tt.err }}
 			r := paymentsRouter(t, svc, nil, nil)
 			w := signedPost(r, eventBody(t, "evt_1", provider.EventChargeSucceeded, succeededCharge), time.Now())
 			requireProblem(t, w, tt.status, tt.code)

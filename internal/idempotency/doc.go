@@ -61,6 +61,13 @@
 // resumes from the last recovery point. The previous owner, if it was only
 // slow and not dead, now fails every write with ErrFenced.
 //
+// Work outside any request can take a record over too (Keeper.Claim, in
+// finish.go): a reconciler that is about to cancel an abandoned operation
+// claims its record first, as a retry would, so a late retry of the key
+// waits for it, and stores the key's final answer with the fence in the
+// same transaction as the cancel. Whichever of the two owns the record
+// first wins; the other finds it taken.
+//
 // # What is stored, and what gives the key back
 //
 // Final outcomes are stored and replayed with Idempotent-Replayed: true and

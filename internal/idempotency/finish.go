@@ -15,27 +15,86 @@ import (
 // operation's), ErrLocked (a request is running it and will finish it), or
 // a store error.
 func (k *Keeper) Finish(ctx context.Context, scope, key, resourceID string, resp Response) error {
-	now := k.clock.Now()
-	rec, err := k.store.Get(ctx, scope, key, now)
+	c, err := k.Claim(ctx, scope, key, resourceID)
 	if err != nil {
 		return err
 	}
+	if err := c.Complete(ctx, resp); err != nil {
+		return err
+	}
+	c.Published()
+	return nil
+}
+
+// Claim takes the open record of key over for work outside any request (a
+// reconciler about to settle or cancel the operation), exactly as a retry
+// takes over an abandoned record: the fence goes up and the record is locked
+// for LockTimeout. A retry that arrives meanwhile waits for the claim, and
+// one that took the record over first makes the claim fail; so whatever the
+// claimant then decides, inside its own transaction (Claim.Complete joins
+// it), no request is resuming the operation at the same time.
+//
+// resourceID must be the resource of the record's recovery point. It returns
+// ErrNotFound (no open record for that operation: nothing can resume it),
+// ErrLocked (a request is running it now, or someone else claimed it first),
+// or a store error.
+func (k *Keeper) Claim(ctx context.Context, scope, key, resourceID string) (*Claim, error) {
+	now := k.clock.Now()
+	rec, err := k.store.Get(ctx, scope, key, now)
+	if err != nil {
+		return nil, err
+	}
 	if rec.State != StateExecuting || rec.Point.Resource != resourceID {
-		return ErrNotFound
+		return nil, ErrNotFound
 	}
 	if rec.LockedUntil.After(now) {
-		return ErrLocked
+		return nil, ErrLocked
 	}
 	if err := k.store.TakeOver(ctx, scope, key, rec.Fence, now, now.Add(k.cfg.LockTimeout)); err != nil {
 		if errors.Is(err, ErrFenced) {
-			return ErrLocked
+			return nil, ErrLocked
 		}
+		return nil, err
+	}
+	rec.Fence++
+	return &Claim{k: k, rec: rec}, nil
+}
+
+// Claim is the ownership of an open record taken by Keeper.Claim. Its
+// writes are fenced like a Lease's: they fail with ErrFenced once a retry
+// has taken the record over (after the claim's lock ran out).
+type Claim struct {
+	k   *Keeper
+	rec *Record
+}
+
+// Complete stores resp as the record's final answer, in the transaction
+// carried by ctx if there is one, so the answer commits with the change it
+// describes. Call Published after that transaction commits. It returns
+// ErrFenced or a store error.
+func (c *Claim) Complete(ctx context.Context, resp Response) error {
+	if err := c.k.store.Complete(ctx, c.rec.Scope, c.rec.Key, c.rec.Fence, resp, c.k.clock.Now()); err != nil {
 		return err
 	}
-	if err := k.store.Complete(ctx, scope, key, rec.Fence+1, resp, now); err != nil {
+	c.rec.State, c.rec.Response = StateCompleted, &resp
+	return nil
+}
+
+// Published tells the caches and the waiting duplicates about the answer
+// Complete stored, once it has committed.
+func (c *Claim) Published() {
+	if c.rec.State == StateCompleted {
+		c.k.published(c.rec)
+	}
+}
+
+// Release gives the record back unchanged and unlocked, for the next retry
+// to resume at once: the claimant decided to leave the operation alone. It
+// returns ErrFenced or a store error.
+func (c *Claim) Release(ctx context.Context) error {
+	if err := c.k.store.Release(ctx, c.rec.Scope, c.rec.Key, c.rec.Fence, c.k.clock.Now()); err != nil {
 		return err
 	}
-	rec.State, rec.Response = StateCompleted, &resp
-	k.published(rec)
+	c.k.released(c.rec.Scope, c.rec.Key)
 	return nil
 }

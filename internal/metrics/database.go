@@ -56,6 +56,9 @@ var (
 	descUnresolved = prometheus.NewDesc("payments_unresolved",
 		"Payments and refunds whose provider outcome is not known yet, by kind (payment, refund) and status (pending, processing).",
 		[]string{"kind", "status"}, nil)
+	descOldestPending = prometheus.NewDesc("payments_oldest_pending_attempt_age_seconds",
+		"Time since the last attempt of the oldest pending payment or refund (one that has not reached the provider); 0 when none. Above PENDING_CANCEL_AFTER plus a few reconciler rounds, the reconciler is not canceling abandoned attempts.",
+		nil, nil)
 	descDBStatsUp = prometheus.NewDesc("db_stats_up",
 		"1 when the scrape-time database queries behind idempotency_records_executing, idempotency_oldest_lock_age_seconds and payments_unresolved succeeded, else 0.",
 		nil, nil)
@@ -72,6 +75,7 @@ func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descExecuting
 	ch <- descOldestLock
 	ch <- descUnresolved
+	ch <- descOldestPending
 	ch <- descDBStatsUp
 }
 
@@ -102,6 +106,11 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(descUnresolved, prometheus.GaugeValue, float64(kind.counts[st]), kind.name, string(st))
 			}
 		}
+		age := 0.0
+		if !counts.OldestPendingAttempt.IsZero() {
+			age = max(0, now.Sub(counts.OldestPendingAttempt).Seconds())
+		}
+		ch <- prometheus.MustNewConstMetric(descOldestPending, prometheus.GaugeValue, age)
 	}
 	ch <- prometheus.MustNewConstMetric(descDBStatsUp, prometheus.GaugeValue, up)
 }

@@ -57,6 +57,7 @@ type Metrics struct {
 	providerCalls    *prometheus.CounterVec
 	providerDuration *prometheus.HistogramVec
 	reconciliations  *prometheus.CounterVec
+	webhookEvents    *prometheus.CounterVec
 }
 
 // New returns the API's metrics on a fresh registry, with the Go runtime
@@ -102,14 +103,19 @@ func New() *Metrics {
 		}, []string{"op"}),
 		reconciliations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "payments_reconciliations_total",
-			Help: "Payments and refunds the reconciler looked at, by result: resolved, unresolved, error.",
+			Help: "Payments and refunds the reconciler looked at, by result: resolved, unresolved, canceled, error.",
 		}, []string{"result"}),
+		webhookEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "payments_webhook_events_total",
+			Help: "Signed provider events by what became of them once the provider was asked: applied, repeat, unknown, forged (the provider does not confirm it), mismatch (the provider's amount or currency differs from ours).",
+		}, []string{"outcome"}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.httpDuration, m.idemRequests, m.idemWait, m.idemProcessing, m.janitorPurged,
 		m.storeErrors, m.providerCalls, m.providerDuration, m.reconciliations,
+		m.webhookEvents,
 	)
 	// The bounded label sets start at zero, so rate() and absent() work
 	// from the first scrape.
@@ -119,8 +125,11 @@ func New() *Metrics {
 			m.providerCalls.WithLabelValues(op, o)
 		}
 	}
-	for _, r := range []string{payments.ReconcileResolved, payments.ReconcileUnresolved, payments.ReconcileError} {
+	for _, r := range []string{payments.ReconcileResolved, payments.ReconcileUnresolved, payments.ReconcileCanceled, payments.ReconcileError} {
 		m.reconciliations.WithLabelValues(r)
+	}
+	for _, o := range []payments.EventOutcome{payments.EventApplied, payments.EventRepeat, payments.EventUnknown, payments.EventForged, payments.EventMismatch} {
+		m.webhookEvents.WithLabelValues(string(o))
 	}
 	return m
 }
@@ -167,6 +176,10 @@ func (m *Metrics) IdempotencyObserver() idempotency.Observer { return observer{m
 
 // Purged counts records the janitor deleted (idempotency.Janitor.OnPurge).
 func (m *Metrics) Purged(n int) { m.janitorPurged.Add(float64(n)) }
+
+// WebhookEvent counts one provider event's outcome
+// (payments.WithProviderEvents).
+func (m *Metrics) WebhookEvent(outcome string) { m.webhookEvents.WithLabelValues(outcome).Inc() }
 
 // Reconciled counts one reconciliation result
 // (payments.ReconcilerConfig.OnResult).

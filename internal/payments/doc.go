@@ -39,8 +39,30 @@
 // the key, and repeats the call if the provider never saw it). Every
 // resolution is a conditional update from pending or processing, so they can
 // race freely: the first wins, the others change nothing, and nothing moves a
-// final payment backwards. The Resolved hook then finishes the client's open
+// final payment backwards. A conflict with a payment in flight is
+// ErrPaymentInProgress, which clears, not ErrOrderAlreadyPaid, which is final. The Resolved hook then finishes the client's open
 // idempotency record with the final answer.
+//
+// # Webhooks are hints
+//
+// A signed webhook event only says who sent it. ApplyProviderEvent asks the
+// provider about the payment or refund the event names, by our provider
+// key, outside any transaction and bounded in time, and applies what the
+// provider says, after checking its amount and currency against ours. An
+// event the provider contradicts changes nothing and is not recorded in the
+// inbox; one it cannot be asked about is ErrProviderUnreachable (the
+// provider delivers it again).
+//
+// # Abandoned attempts end
+//
+// A payment or refund that never reached the provider (a 502 never
+// retried) would hold its order, or its share of the payment, forever. Its
+// last attempt is recorded (LastAttemptAt: its creation, and each retry that
+// resumes it, fenced by the retry's recovery point), and the Reconciler
+// cancels it after CancelAfter of none, once the provider confirms it has no
+// call under the key: with the key's record taken over first (KeyFence), and
+// the attempt time re-checked in the cancel's own transaction, which also
+// stores the key's answer. Canceled is final; the order is payable again.
 //
 // # Invariants held by the database
 //

@@ -10,7 +10,9 @@ import (
 )
 
 // ProviderEvent is a provider webhook event, as payments needs it: its id
-// (the inbox key) and the charge or refund it reports.
+// (the inbox key) and the charge or refund it reports, as the event tells
+// it. The event is a hint: ApplyProviderEvent asks the provider before it
+// believes any of it.
 type ProviderEvent struct {
 	ID     string
 	Type   string
@@ -18,58 +20,204 @@ type ProviderEvent struct {
 	Refund *RefundResult
 }
 
-// ApplyProviderEvent applies a verified webhook event once: the event id goes
-// into the inbox in the same transaction as the effect, so a repeated
-// delivery changes nothing, and a crash between the two leaves neither.
-// Events never move a payment or refund backwards, and an event whose
-// provider key does not match ours is ignored. applied is false for a
-// repeat, or for an event that changed nothing.
-func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent) (applied bool, err error) {
+// EventOutcome is what became of a provider event.
+type EventOutcome string
+
+// The outcomes of ApplyProviderEvent.
+const (
+	// EventApplied: the provider confirmed the event, and it moved a
+	// payment or refund.
+	EventApplied EventOutcome = "applied"
+	// EventRepeat: confirmed, but it changed nothing (a repeated delivery,
+	// or news the payment or refund already had).
+	EventRepeat EventOutcome = "repeat"
+	// EventUnknown: about no payment or refund of ours; ignored.
+	EventUnknown EventOutcome = "unknown"
+	// EventForged: the provider does not confirm it (no such call, another
+	// charge or refund, another outcome or amount). Nothing changed and the
+	// event id is not recorded.
+	EventForged EventOutcome = "forged"
+	// EventMismatch: the provider confirms a call whose amount or currency
+	// differs from ours. Nothing changed: a human must look (an alert).
+	EventMismatch EventOutcome = "mismatch"
+)
+
+// ErrProviderUnreachable: the provider could not be asked about an event, so
+// nothing was applied; the provider is to deliver it again.
+var ErrProviderUnreachable = errors.New("the provider could not be asked about the event")
+
+// DefaultEventLookupTimeout bounds the provider lookup of one event.
+const DefaultEventLookupTimeout = 5 * time.Second
+
+// ApplyProviderEvent applies a verified webhook event once, and only what the
+// provider confirms. A signature says who sent the event, not that it is
+// true (a leaked or default secret signs anything), so the event is a hint:
+// the payment or refund it names is looked up, the provider is asked about
+// it by our own provider key (as the reconciler asks), and what the
+// provider answers is applied, after its amount and currency are checked
+// against ours. That lookup happens before the inbox transaction, bounded by
+// the lookup timeout, so no transaction waits on the provider.
+//
+// An event that the provider contradicts changes nothing and its id is not
+// recorded (EventForged); a provider whose amount or currency differ from
+// ours changes nothing either (EventMismatch). A confirmed event goes into
+// the inbox in the same transaction as its effect, so a repeated delivery
+// changes nothing and a crash between the two leaves neither. Nothing moves
+// a payment or refund backwards.
+//
+// It returns ErrProviderUnreachable (wrapped) when the provider could not
+// be asked, or a database error; nothing was applied then.
+func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent) (EventOutcome, error) {
 	if s.pay == nil {
-		return false, errNoPayments
+		return "", errNoPayments
 	}
-	var payment *Payment
-	var refund *Refund
+	var (
+		outcome EventOutcome
+		apply   func(ctx context.Context) (moved bool, err error)
+		payment *Payment
+		refund  *Refund
+		err     error
+	)
+	switch {
+	case ev.Charge != nil:
+		outcome, apply, err = s.confirmCharge(ctx, ev, &payment)
+	case ev.Refund != nil:
+		outcome, apply, err = s.confirmRefund(ctx, ev, &refund)
+	default:
+		return EventUnknown, nil
+	}
+	if err != nil || apply == nil {
+		s.observeEvent(outcome)
+		if err != nil {
+			return outcome, fmt.Errorf("provider event %s: %w", ev.ID, err)
+		}
+		return outcome, nil
+	}
+	var moved bool
 	err = s.pay.InTx(ctx, func(ctx context.Context) error {
 		isNew, err := s.pay.RecordEvent(ctx, ev.ID, ev.Type, s.now())
 		if err != nil || !isNew {
 			return err
 		}
-		switch {
-		case ev.Charge != nil:
-			p, err := s.pay.FindPayment(ctx, ev.Charge.Reference)
-			if errors.Is(err, ErrNotFound) || (err == nil && p.ProviderKey != ev.Charge.Key) {
-				return nil // not ours: keep it in the inbox, do nothing
-			}
-			if err != nil {
-				return err
-			}
-			p, moved, err := s.applyCharge(ctx, p, *ev.Charge)
-			if moved {
-				payment = &p
-			}
-			return err
-		case ev.Refund != nil:
-			r, err := s.pay.FindRefund(ctx, ev.Refund.Reference)
-			if errors.Is(err, ErrNotFound) || (err == nil && r.ProviderKey != ev.Refund.Key) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			r, moved, err := s.applyRefund(ctx, r, *ev.Refund)
-			if moved {
-				refund = &r
-			}
-			return err
-		}
-		return nil
+		moved, err = apply(ctx)
+		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("apply provider event %s: %w", ev.ID, err)
+		return "", fmt.Errorf("apply provider event %s: %w", ev.ID, err)
 	}
-	s.tellResolved(ctx, payment, refund)
-	return payment != nil || refund != nil, nil
+	outcome = EventRepeat
+	if moved {
+		outcome = EventApplied
+		s.tellResolved(ctx, payment, refund)
+	}
+	s.observeEvent(outcome)
+	return outcome, nil
+}
+
+// lookupContext bounds one provider lookup made for an event.
+func (s *Service) lookupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := s.eventLookup
+	if d <= 0 {
+		d = DefaultEventLookupTimeout
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// confirmCharge asks the provider about the payment a charge event names.
+// It returns the outcome so far and, when the provider confirms the event,
+// apply, which applies the provider's answer inside the inbox transaction
+// and leaves the moved payment in *moved.
+func (s *Service) confirmCharge(ctx context.Context, ev ProviderEvent, moved **Payment) (EventOutcome, func(context.Context) (bool, error), error) {
+	p, err := s.pay.FindPayment(ctx, ev.Charge.Reference)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return EventUnknown, nil, nil
+	case err != nil:
+		return "", nil, err
+	case p.ProviderKey != ev.Charge.Key && ev.Charge.Key != "":
+		// Our payment, but not our key: nothing the provider could have
+		// sent about it.
+		s.eventLog(ctx, "webhook: event names our payment under another key; not believed", ev, p.ID)
+		return EventForged, nil, nil
+	}
+	lookupCtx, cancel := s.lookupContext(ctx)
+	res, err := s.provider.FindCharge(lookupCtx, p.ProviderKey)
+	cancel()
+	switch {
+	case errors.Is(err, ErrProviderNoSuchCall):
+		s.eventLog(ctx, "webhook: the provider has no charge for this payment; event not believed", ev, p.ID)
+		return EventForged, nil, nil
+	case err != nil:
+		return "", nil, fmt.Errorf("%w: %w", ErrProviderUnreachable, err)
+	case res.ChargeID != ev.Charge.ChargeID || res.Succeeded != ev.Charge.Succeeded ||
+		(ev.Charge.Amount != 0 && ev.Charge.Amount != res.Amount) || (ev.Charge.Currency != "" && ev.Charge.Currency != res.Currency):
+		s.eventLog(ctx, "webhook: the provider contradicts the event; not believed", ev, p.ID)
+		return EventForged, nil, nil
+	case res.Amount != p.Amount || res.Currency != p.Currency:
+		s.log.ErrorContext(ctx, "webhook: the provider's charge differs from our payment in amount or currency; nothing applied",
+			"event_id", ev.ID, "payment_id", p.ID, "amount", p.Amount, "currency", p.Currency,
+			"provider_amount", res.Amount, "provider_currency", res.Currency)
+		return EventMismatch, nil, nil
+	}
+	return "", func(ctx context.Context) (bool, error) {
+		next, ok, err := s.applyCharge(ctx, p, res)
+		if ok {
+			*moved = &next
+		}
+		return ok, err
+	}, nil
+}
+
+// confirmRefund is confirmCharge for a refund event.
+func (s *Service) confirmRefund(ctx context.Context, ev ProviderEvent, moved **Refund) (EventOutcome, func(context.Context) (bool, error), error) {
+	r, err := s.pay.FindRefund(ctx, ev.Refund.Reference)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return EventUnknown, nil, nil
+	case err != nil:
+		return "", nil, err
+	case r.ProviderKey != ev.Refund.Key && ev.Refund.Key != "":
+		s.eventLog(ctx, "webhook: event names our refund under another key; not believed", ev, r.ID)
+		return EventForged, nil, nil
+	}
+	lookupCtx, cancel := s.lookupContext(ctx)
+	res, err := s.provider.FindRefund(lookupCtx, r.ProviderKey)
+	cancel()
+	switch {
+	case errors.Is(err, ErrProviderNoSuchCall):
+		s.eventLog(ctx, "webhook: the provider has no refund for this refund; event not believed", ev, r.ID)
+		return EventForged, nil, nil
+	case err != nil:
+		return "", nil, fmt.Errorf("%w: %w", ErrProviderUnreachable, err)
+	case res.RefundID != ev.Refund.RefundID || res.Succeeded != ev.Refund.Succeeded ||
+		(ev.Refund.Amount != 0 && ev.Refund.Amount != res.Amount) || (ev.Refund.Currency != "" && ev.Refund.Currency != res.Currency):
+		s.eventLog(ctx, "webhook: the provider contradicts the event; not believed", ev, r.ID)
+		return EventForged, nil, nil
+	case res.Amount != r.Amount || res.Currency != r.Currency:
+		s.log.ErrorContext(ctx, "webhook: the provider's refund differs from ours in amount or currency; nothing applied",
+			"event_id", ev.ID, "refund_id", r.ID, "amount", r.Amount, "currency", r.Currency,
+			"provider_amount", res.Amount, "provider_currency", res.Currency)
+		return EventMismatch, nil, nil
+	}
+	return "", func(ctx context.Context) (bool, error) {
+		next, ok, err := s.applyRefund(ctx, r, res)
+		if ok {
+			*moved = &next
+		}
+		return ok, err
+	}, nil
+}
+
+// eventLog logs an event the provider does not confirm: signed, so sent by
+// someone who holds the webhook secret, which is worth a warning.
+func (s *Service) eventLog(ctx context.Context, msg string, ev ProviderEvent, id string) {
+	s.log.WarnContext(ctx, msg, "event_id", ev.ID, "type", ev.Type, "resource_id", id)
+}
+
+func (s *Service) observeEvent(o EventOutcome) {
+	if s.onEvent != nil && o != "" {
+		s.onEvent(string(o))
+	}
 }
 
 func (s *Service) tellResolved(ctx context.Context, p *Payment, r *Refund) {
@@ -110,6 +258,15 @@ type ReconcilerConfig struct {
 	// (through Resolved), which nothing else would do when the client got
 	// its answer but the record did not.
 	Open OpenOperations
+	// CancelAfter (PENDING_CANCEL_AFTER) is how long a pending payment or
+	// refund may go without an attempt before the reconciler cancels it,
+	// once the provider confirms it has no call under the key. Zero never
+	// cancels. It must exceed the lock timeout, so that no request still
+	// holds the key's lock when its attempt is that old.
+	CancelAfter time.Duration
+	// Fence takes the key's record over before a cancel; required for
+	// cancels (without it, nothing is canceled).
+	Fence KeyFence
 }
 
 // Results of reconciling one payment or refund, as OnResult hears them.
@@ -122,6 +279,9 @@ const (
 	ReconcileUnresolved = "unresolved"
 	// ReconcileError: asking the provider or applying its answer failed.
 	ReconcileError = "error"
+	// ReconcileCanceled: the payment or refund never reached the provider
+	// and had no attempt for CancelAfter; canceled.
+	ReconcileCanceled = "canceled"
 )
 
 // Reconciler resolves payments and refunds whose provider outcome is
@@ -131,9 +291,17 @@ const (
 //     the provider has none, repeat it under the same key. The client was
 //     told "processing", so completing it is what it expects, and the key
 //     makes the repeat safe.
-//   - pending for longer than PendingAge (a process died around the call):
-//     find the call by key and apply it; if there is none, nothing happened,
-//     and the client's retry will resume it.
+//   - pending for longer than PendingAge (a process died around the call,
+//     or the provider was unavailable): find the call by key and apply it;
+//     if there is none, nothing happened, and the client's retry will
+//     resume it.
+//   - pending with no attempt for CancelAfter (the client gave up after a
+//     502): take the key's record over (KeyFence), ask the provider, and if
+//     it has no call under the key, cancel it in one transaction that
+//     re-checks the attempt time and stores the key's final answer under
+//     the fence. A late retry either resumed first (its attempt time is
+//     new, or it holds the lock) and wins, or finds it canceled. A
+//     processing payment is never canceled: it may have been charged.
 //
 // Several instances may reconcile at once: every state change is a
 // conditional update (only from pending or processing), so the first wins
@@ -238,6 +406,9 @@ func (r *Reconciler) reconcilePayment(ctx context.Context, p Payment) (moved boo
 	s := r.svc
 	ctx, end := s.tracer.StartLinked(ctx, SpanReconcilePayment, p.TraceParent, AttrPaymentID, p.ID)
 	defer func() { end(err) }()
+	if r.due(p.Status, p.LastAttemptAt) {
+		return r.cancelPayment(ctx, p)
+	}
 	res, err := s.provider.FindCharge(ctx, p.ProviderKey)
 	if errors.Is(err, ErrProviderNoSuchCall) && p.Status == StatusProcessing {
 		res, err = s.provider.Charge(ctx, p.ProviderKey, ChargeRequest{
@@ -272,6 +443,9 @@ func (r *Reconciler) reconcileRefund(ctx context.Context, rf Refund) (moved bool
 	s := r.svc
 	ctx, end := s.tracer.StartLinked(ctx, SpanReconcileRefund, rf.TraceParent, AttrRefundID, rf.ID)
 	defer func() { end(err) }()
+	if r.due(rf.Status, rf.LastAttemptAt) {
+		return r.cancelRefund(ctx, rf)
+	}
 	res, err := s.provider.FindRefund(ctx, rf.ProviderKey)
 	if errors.Is(err, ErrProviderNoSuchCall) && rf.Status == StatusProcessing {
 		var p Payment
@@ -300,6 +474,203 @@ func (r *Reconciler) reconcileRefund(ctx context.Context, rf Refund) (moved bool
 		s.tellResolved(ctx, nil, &rf)
 	}
 	return moved, nil
+}
+
+// due reports whether a payment or refund is a candidate for a cancel: still
+// pending (never processing: that one may have been charged) and without an
+// attempt for CancelAfter.
+func (r *Reconciler) due(st Status, lastAttempt time.Time) bool {
+	return st == StatusPending && r.cfg.CancelAfter > 0 && r.cfg.Fence != nil &&
+		lastAttempt.Before(r.svc.now().Add(-r.cfg.CancelAfter))
+}
+
+// cancelPayment ends an abandoned pending payment: it holds the key's
+// record, asks the provider, and either applies the charge the provider
+// did make after all, or cancels in one transaction that re-checks, under
+// the order's and the payment's row locks, that the payment is still
+// pending with no new attempt, and stores the key's 409 payment_canceled
+// under the fence. The order is then payable again (a canceled payment is
+// not active).
+func (r *Reconciler) cancelPayment(ctx context.Context, p Payment) (bool, error) {
+	s := r.svc
+	hold, err := r.cfg.Fence.HoldPayment(ctx, p)
+	switch {
+	case errors.Is(err, ErrKeyBusy):
+		r.report(ReconcileUnresolved)
+		return false, nil
+	case err != nil:
+		r.report(ReconcileError)
+		return false, fmt.Errorf("payment %s: hold its key: %w", p.ID, err)
+	}
+	release := func() {
+		if hold != nil {
+			hold.Release(ctx)
+		}
+	}
+	res, err := s.provider.FindCharge(ctx, p.ProviderKey)
+	if err == nil {
+		// It reached the provider after all: settle it as usual, with the
+		// record given back first so that the finisher may store the
+		// answer.
+		release()
+		var moved bool
+		err = s.pay.InTx(ctx, func(ctx context.Context) error {
+			p, moved, err = s.applyCharge(ctx, p, res)
+			return err
+		})
+		if err != nil {
+			r.report(ReconcileError)
+			return false, fmt.Errorf("payment %s: %w", p.ID, err)
+		}
+		r.report(ReconcileResolved)
+		if moved {
+			s.tellResolved(ctx, &p, nil)
+		}
+		return moved, nil
+	}
+	if !errors.Is(err, ErrProviderNoSuchCall) {
+		release()
+		r.report(ReconcileError)
+		return false, fmt.Errorf("payment %s: %w", p.ID, err)
+	}
+	canceled := false
+	err = s.pay.InTx(ctx, func(ctx context.Context) error {
+		if _, err := s.pay.LockOrder(ctx, p.MerchantID, p.OrderID); err != nil {
+			return err
+		}
+		cur, err := s.pay.LockPayment(ctx, p.MerchantID, p.ID)
+		if err != nil {
+			return err
+		}
+		if !r.due(cur.Status, cur.LastAttemptAt) {
+			return nil // a retry came first: it wins
+		}
+		next := cur
+		next.Status, next.UpdatedAt = StatusCanceled, s.now()
+		ok, err := s.pay.MovePayment(ctx, next, StatusPending)
+		if err != nil || !ok {
+			return err
+		}
+		if err := s.emit(ctx, p.MerchantID, EventPaymentCanceled, paymentEvent{
+			ID: next.ID, OrderID: next.OrderID, Amount: next.Amount, Currency: next.Currency, Status: string(next.Status),
+		}, next.UpdatedAt); err != nil {
+			return err
+		}
+		if hold != nil {
+			if err := hold.Canceled(ctx); err != nil {
+				return err
+			}
+		}
+		canceled = true
+		return nil
+	})
+	if err != nil || !canceled {
+		release()
+		if err != nil {
+			r.report(ReconcileError)
+			return false, fmt.Errorf("cancel payment %s: %w", p.ID, err)
+		}
+		r.report(ReconcileUnresolved)
+		return false, nil
+	}
+	if hold != nil {
+		hold.Published()
+	}
+	r.log.InfoContext(ctx, "reconciler: canceled a payment that never reached the provider",
+		"merchant_id", p.MerchantID, "payment_id", p.ID, "last_attempt_at", p.LastAttemptAt)
+	r.report(ReconcileCanceled)
+	return true, nil
+}
+
+// cancelRefund is cancelPayment for a refund; the cancel releases what it
+// reserved of the payment (a canceled refund is not counted).
+func (r *Reconciler) cancelRefund(ctx context.Context, rf Refund) (bool, error) {
+	s := r.svc
+	hold, err := r.cfg.Fence.HoldRefund(ctx, rf)
+	switch {
+	case errors.Is(err, ErrKeyBusy):
+		r.report(ReconcileUnresolved)
+		return false, nil
+	case err != nil:
+		r.report(ReconcileError)
+		return false, fmt.Errorf("refund %s: hold its key: %w", rf.ID, err)
+	}
+	release := func() {
+		if hold != nil {
+			hold.Release(ctx)
+		}
+	}
+	res, err := s.provider.FindRefund(ctx, rf.ProviderKey)
+	if err == nil {
+		release()
+		var moved bool
+		err = s.pay.InTx(ctx, func(ctx context.Context) error {
+			rf, moved, err = s.applyRefund(ctx, rf, res)
+			return err
+		})
+		if err != nil {
+			r.report(ReconcileError)
+			return false, fmt.Errorf("refund %s: %w", rf.ID, err)
+		}
+		r.report(ReconcileResolved)
+		if moved {
+			s.tellResolved(ctx, nil, &rf)
+		}
+		return moved, nil
+	}
+	if !errors.Is(err, ErrProviderNoSuchCall) {
+		release()
+		r.report(ReconcileError)
+		return false, fmt.Errorf("refund %s: %w", rf.ID, err)
+	}
+	canceled := false
+	err = s.pay.InTx(ctx, func(ctx context.Context) error {
+		// The payment's row first, as a new refund takes it.
+		if _, err := s.pay.LockPayment(ctx, rf.MerchantID, rf.PaymentID); err != nil {
+			return err
+		}
+		cur, err := s.pay.LockRefund(ctx, rf.MerchantID, rf.ID)
+		if err != nil {
+			return err
+		}
+		if !r.due(cur.Status, cur.LastAttemptAt) {
+			return nil
+		}
+		next := cur
+		next.Status, next.UpdatedAt = StatusCanceled, s.now()
+		ok, err := s.pay.MoveRefund(ctx, next, StatusPending)
+		if err != nil || !ok {
+			return err
+		}
+		if err := s.emit(ctx, rf.MerchantID, EventRefundCanceled, refundEvent{
+			ID: next.ID, PaymentID: next.PaymentID, Amount: next.Amount, Currency: next.Currency, Status: string(next.Status),
+		}, next.UpdatedAt); err != nil {
+			return err
+		}
+		if hold != nil {
+			if err := hold.Canceled(ctx); err != nil {
+				return err
+			}
+		}
+		canceled = true
+		return nil
+	})
+	if err != nil || !canceled {
+		release()
+		if err != nil {
+			r.report(ReconcileError)
+			return false, fmt.Errorf("cancel refund %s: %w", rf.ID, err)
+		}
+		r.report(ReconcileUnresolved)
+		return false, nil
+	}
+	if hold != nil {
+		hold.Published()
+	}
+	r.log.InfoContext(ctx, "reconciler: canceled a refund that never reached the provider",
+		"merchant_id", rf.MerchantID, "refund_id", rf.ID, "last_attempt_at", rf.LastAttemptAt)
+	r.report(ReconcileCanceled)
+	return true, nil
 }
 
 // finishOpen tells Resolved again about each settled payment or refund

@@ -25,6 +25,7 @@ type paymentRow struct {
 	AmountRefunded   int64     `gorm:"column:amount_refunded"`
 	IdempotencyKey   string    `gorm:"column:idempotency_key"`
 	TraceParent      string    `gorm:"column:trace_parent"`
+	LastAttemptAt    time.Time `gorm:"column:last_attempt_at"`
 	CreatedAt        time.Time `gorm:"column:created_at;autoCreateTime:false"`
 	UpdatedAt        time.Time `gorm:"column:updated_at;autoUpdateTime:false"`
 }
@@ -43,6 +44,7 @@ type refundRow struct {
 	ProviderRefundID *string   `gorm:"column:provider_refund_id"`
 	IdempotencyKey   string    `gorm:"column:idempotency_key"`
 	TraceParent      string    `gorm:"column:trace_parent"`
+	LastAttemptAt    time.Time `gorm:"column:last_attempt_at"`
 	CreatedAt        time.Time `gorm:"column:created_at;autoCreateTime:false"`
 	UpdatedAt        time.Time `gorm:"column:updated_at;autoUpdateTime:false"`
 }
@@ -89,12 +91,12 @@ WHERE merchant_id = ? AND id = ? AND status = ?`,
 
 // CreatePayment implements PaymentStore. The partial unique index
 // payments_one_active_per_order turns a second active payment into
-// ErrOrderAlreadyPaid, whatever raced.
+// ErrPaymentInProgress, whatever raced.
 func (s *GormStore) CreatePayment(ctx context.Context, p Payment) error {
 	row := toPaymentRow(p)
 	err := database.Conn(ctx, s.db).Create(&row).Error
 	if database.IsUniqueViolation(err) {
-		return ErrOrderAlreadyPaid
+		return ErrPaymentInProgress
 	}
 	return database.Classify(err)
 }
@@ -138,6 +140,33 @@ WHERE merchant_id = ? AND id = ? AND status IN ?`,
 		return false, database.Classify(res.Error)
 	}
 	return res.RowsAffected == 1, nil
+}
+
+// TouchPayment implements PaymentStore.
+func (s *GormStore) TouchPayment(ctx context.Context, merchantID, id string, now time.Time) (bool, error) {
+	res := database.Conn(ctx, s.db).Exec(`
+UPDATE payments SET last_attempt_at = ?
+WHERE merchant_id = ? AND id = ? AND status IN ('pending', 'processing')`, now, merchantID, id)
+	if res.Error != nil {
+		return false, database.Classify(res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// TouchRefund implements PaymentStore.
+func (s *GormStore) TouchRefund(ctx context.Context, merchantID, id string, now time.Time) (bool, error) {
+	res := database.Conn(ctx, s.db).Exec(`
+UPDATE refunds SET last_attempt_at = ?
+WHERE merchant_id = ? AND id = ? AND status IN ('pending', 'processing')`, now, merchantID, id)
+	if res.Error != nil {
+		return false, database.Classify(res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// LockRefund implements PaymentStore.
+func (s *GormStore) LockRefund(ctx context.Context, merchantID, id string) (Refund, error) {
+	return s.takeRefund(s.forUpdate(database.Conn(ctx, s.db)).Where("merchant_id = ? AND id = ?", merchantID, id))
 }
 
 // AddRefunded implements PaymentStore.
@@ -197,7 +226,7 @@ func (s *GormStore) ReservedRefunds(ctx context.Context, merchantID, paymentID s
 	var sum int64
 	err := database.Conn(ctx, s.db).Raw(`
 SELECT COALESCE(SUM(amount), 0) FROM refunds
-WHERE merchant_id = ? AND payment_id = ? AND status <> 'failed'`, merchantID, paymentID).Scan(&sum).Error
+WHERE merchant_id = ? AND payment_id = ? AND status NOT IN ('failed', 'canceled')`, merchantID, paymentID).Scan(&sum).Error
 	return sum, database.Classify(err)
 }
 
@@ -285,7 +314,7 @@ func toPaymentRow(p Payment) paymentRow {
 		PaymentMethod: p.PaymentMethod, Status: string(p.Status), ProviderKey: p.ProviderKey,
 		ProviderChargeID: nullable(p.ProviderChargeID), DeclineCode: nullable(p.DeclineCode),
 		AmountRefunded: p.AmountRefunded, IdempotencyKey: p.IdempotencyKey, TraceParent: p.TraceParent,
-		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
+		LastAttemptAt: p.LastAttemptAt, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
 	}
 }
 
@@ -295,7 +324,7 @@ func toDomainPayment(r paymentRow) Payment {
 		PaymentMethod: r.PaymentMethod, Status: Status(r.Status), ProviderKey: r.ProviderKey,
 		ProviderChargeID: deref(r.ProviderChargeID), DeclineCode: deref(r.DeclineCode),
 		AmountRefunded: r.AmountRefunded, IdempotencyKey: r.IdempotencyKey, TraceParent: r.TraceParent,
-		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		LastAttemptAt: r.LastAttemptAt.UTC(), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
 }
 
@@ -303,7 +332,8 @@ func toRefundRow(r Refund) refundRow {
 	return refundRow{
 		MerchantID: r.MerchantID, ID: r.ID, PaymentID: r.PaymentID, Amount: r.Amount, Currency: r.Currency,
 		Status: string(r.Status), ProviderKey: r.ProviderKey, ProviderRefundID: nullable(r.ProviderRefundID),
-		IdempotencyKey: r.IdempotencyKey, TraceParent: r.TraceParent, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		IdempotencyKey: r.IdempotencyKey, TraceParent: r.TraceParent, LastAttemptAt: r.LastAttemptAt,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 }
 
@@ -311,7 +341,8 @@ func toDomainRefund(r refundRow) Refund {
 	return Refund{
 		ID: r.ID, MerchantID: r.MerchantID, PaymentID: r.PaymentID, Amount: r.Amount, Currency: r.Currency,
 		Status: Status(r.Status), ProviderKey: r.ProviderKey, ProviderRefundID: deref(r.ProviderRefundID),
-		IdempotencyKey: r.IdempotencyKey, TraceParent: r.TraceParent, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		IdempotencyKey: r.IdempotencyKey, TraceParent: r.TraceParent, LastAttemptAt: r.LastAttemptAt.UTC(),
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
 }
 

@@ -192,7 +192,8 @@ func (s *Service) whyUnchanged(ctx context.Context, merchantID, orderID string) 
 //
 // It returns a *ValidationError (the item, or an order that would exceed
 // MaxItems or MaxAmountTotal), or an error wrapping ErrNotFound,
-// ErrVersionMismatch, ErrOrderAlreadyPaid or database.ErrUnavailable.
+// ErrVersionMismatch, ErrOrderAlreadyPaid, ErrPaymentInProgress or
+// database.ErrUnavailable.
 func (s *Service) AddOrderItem(ctx context.Context, merchantID, orderID string, it Item, pre Precondition) (Order, error) {
 	var fe fieldErrors
 	checkItem(&fe, "", it)
@@ -232,8 +233,9 @@ func (s *Service) AddOrderItem(ctx context.Context, merchantID, orderID string, 
 		}
 		if !ok {
 			// Under the row lock the version and status are as read, so
-			// only a payment in flight can have stopped the UPDATE.
-			return ErrOrderAlreadyPaid
+			// only a payment in flight can have stopped the UPDATE: a
+			// conflict that clears when it settles.
+			return ErrPaymentInProgress
 		}
 		updated = next
 		return nil

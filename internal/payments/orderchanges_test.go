@@ -320,7 +320,12 @@ func TestAddOrderItemRefusedOncePaymentTookTheTotal(t *testing.T) {
 						require.Equal(t, before.Items+1, readStoredOrder(t, db, o.ID).Items)
 						return
 					}
-					require.ErrorIs(t, err, payments.ErrOrderAlreadyPaid)
+					if tc.status == payments.StatusSucceeded {
+						require.ErrorIs(t, err, payments.ErrOrderAlreadyPaid)
+					} else {
+						// In flight: a conflict that clears, not stored.
+						require.ErrorIs(t, err, payments.ErrPaymentInProgress)
+					}
 					require.Equal(t, before, readStoredOrder(t, db, o.ID))
 				})
 			}
@@ -379,7 +384,7 @@ func TestAddOrderItemWaitsForAPaymentsFirstPhase(t *testing.T) {
 			}
 			close(release)
 			require.NoError(t, <-paid)
-			require.ErrorIs(t, <-added, payments.ErrOrderAlreadyPaid)
+			require.ErrorIs(t, <-added, payments.ErrPaymentInProgress, "the payment is in flight (pending) when the item comes")
 
 			var amount int64
 			require.NoError(t, db.Raw("SELECT amount FROM payments WHERE order_id = ?", o.ID).Scan(&amount).Error)

@@ -14,6 +14,8 @@ const (
 	EventPaymentSucceeded = "payment.succeeded"
 	EventPaymentFailed    = "payment.failed"
 	EventRefundSucceeded  = "refund.succeeded"
+	EventPaymentCanceled  = "payment.canceled"
+	EventRefundCanceled   = "refund.canceled"
 )
 
 // Event is a domain event, written to the outbox in the transaction of the

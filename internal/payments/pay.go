@@ -43,7 +43,9 @@ var errNoPayments = errors.New("payments are not configured on this service")
 //
 // It returns the payment (succeeded, or processing when the provider's
 // outcome is unknown), or: *ValidationError; ErrNotFound; ErrOrderAlreadyPaid;
-// *DeclinedError (the payment failed); ErrProviderUnavailable (nothing
+// ErrPaymentInProgress (another payment of the order is in flight);
+// *DeclinedError (the payment failed); *CanceledError (the key's payment
+// was canceled); *UnavailableError, wrapping ErrProviderUnavailable (nothing
 // charged; the payment stays pending and the same key resumes it); the
 // Recovery's error when the operation was taken over; database errors.
 func (s *Service) PayOrder(ctx context.Context, merchantID, orderID, idempotencyKey string, in PayInput, rec Recovery) (Payment, error) {
@@ -58,7 +60,8 @@ func (s *Service) PayOrder(ctx context.Context, merchantID, orderID, idempotency
 	ctx = context.WithoutCancel(ctx)
 
 	var p Payment
-	if id := resumedID(rec); id != "" {
+	resumed := resumedID(rec) != ""
+	if id := resumedID(rec); resumed {
 		got, err := s.pay.GetPayment(ctx, merchantID, id)
 		if err != nil {
 			return Payment{}, fmt.Errorf("resume payment %s: %w", id, err)
@@ -75,9 +78,19 @@ func (s *Service) PayOrder(ctx context.Context, merchantID, orderID, idempotency
 		}
 	}
 	s.tracer.Annotate(ctx, AttrPaymentID, p.ID)
+	if resumed && !p.Status.Final() {
+		// A retry resuming the payment: record the attempt (fenced, with
+		// the recovery point), so the reconciler does not cancel what a
+		// client is still trying, and learn whether it canceled first.
+		touched, err := s.touchPayment(ctx, p, rec)
+		if err != nil {
+			return p, err
+		}
+		p = touched
+	}
 	if p.Status.Final() {
-		// Finished before a crash, or resolved meanwhile by a webhook or
-		// the reconciler: answer from the row.
+		// Finished before a crash, resolved meanwhile by a webhook or the
+		// reconciler, or canceled by it: answer from the row.
 		return p, paymentOutcome(p)
 	}
 
@@ -89,7 +102,7 @@ func (s *Service) PayOrder(ctx context.Context, merchantID, orderID, idempotency
 	}
 	switch {
 	case errors.Is(err, ErrProviderNotExecuted):
-		return p, fmt.Errorf("charge %s: %w: %w", p.ID, ErrProviderUnavailable, err)
+		return p, &UnavailableError{PaymentID: p.ID, Err: err}
 	case err != nil:
 		// Unknown: it may have charged. Record that, and answer 202; the
 		// reconciler, a webhook or a retry under the same key resolves it.
@@ -115,6 +128,8 @@ func (s *Service) createPayment(ctx context.Context, merchantID, orderID, key st
 		if o.Status == OrderPaid {
 			return ErrOrderAlreadyPaid
 		}
+		// Not paid: a clash on payments_one_active_per_order below is a
+		// payment still in flight, ErrPaymentInProgress.
 		now := s.now()
 		id, err := s.ids.newID(paymentIDPrefix, now)
 		if err != nil {
@@ -126,7 +141,7 @@ func (s *Service) createPayment(ctx context.Context, merchantID, orderID, key st
 			// The provider key is the payment id: one payment, one charge,
 			// however often we ask.
 			ProviderKey:    id,
-			IdempotencyKey: key, TraceParent: s.tracer.TraceParent(ctx), CreatedAt: now, UpdatedAt: now,
+			IdempotencyKey: key, TraceParent: s.tracer.TraceParent(ctx), LastAttemptAt: now, CreatedAt: now, UpdatedAt: now,
 		}
 		if err := s.pay.CreatePayment(ctx, p); err != nil {
 			return err
@@ -135,6 +150,37 @@ func (s *Service) createPayment(ctx context.Context, merchantID, orderID, key st
 	})
 	if err != nil {
 		return Payment{}, fmt.Errorf("pay order %s: %w", orderID, err)
+	}
+	return p, nil
+}
+
+// touchPayment records a retry's attempt on a payment it resumes: the
+// attempt time, if the payment is still pending or processing, and the
+// recovery point again, which fails (ErrFenced) if the request no longer
+// owns the key, in one transaction. The reconciler's cancel re-checks the
+// attempt time inside its own transaction, with the key's record taken over
+// first, so of the two exactly one wins: the payment is either resumed (and
+// not canceled for another PENDING_CANCEL_AFTER) or found canceled here.
+func (s *Service) touchPayment(ctx context.Context, p Payment, rec Recovery) (Payment, error) {
+	err := s.pay.InTx(ctx, func(ctx context.Context) error {
+		step, id := rec.RecoveryPoint()
+		if err := rec.Checkpoint(ctx, step, id); err != nil {
+			return err
+		}
+		now := s.now()
+		touched, err := s.pay.TouchPayment(ctx, p.MerchantID, p.ID, now)
+		if err != nil {
+			return err
+		}
+		if touched {
+			p.LastAttemptAt = now
+			return nil
+		}
+		p, err = s.pay.GetPayment(ctx, p.MerchantID, p.ID)
+		return err
+	})
+	if err != nil {
+		return p, fmt.Errorf("resume payment %s: %w", p.ID, err)
 	}
 	return p, nil
 }
@@ -236,8 +282,11 @@ func (s *Service) applyCharge(ctx context.Context, p Payment, r ChargeResult) (P
 // paymentOutcome is the error that goes with a payment's state: a decline
 // for a failed payment, nil otherwise.
 func paymentOutcome(p Payment) error {
-	if p.Status == StatusFailed {
+	switch p.Status {
+	case StatusFailed:
 		return &DeclinedError{PaymentID: p.ID, DeclineCode: p.DeclineCode}
+	case StatusCanceled:
+		return &CanceledError{PaymentID: p.ID}
 	}
 	return nil
 }

@@ -16,14 +16,20 @@ const (
 // Status is where a payment or a refund is in its life:
 //
 //	pending ──provider call──▶ succeeded | failed
-//	   │                           ▲
-//	   └──outcome unknown──▶ processing
+//	   │  │                        ▲
+//	   │  └──outcome unknown──▶ processing
+//	   └──abandoned──▶ canceled
 //
 // pending means the row exists and the provider call has not been made, or
 // may have been made by a process that died before it could record the
 // outcome; processing means a call was made and its outcome is unknown
-// (a timeout, a lost response). succeeded and failed are final: nothing
-// moves a payment out of them, whatever arrives late or out of order.
+// (a timeout, a lost response). canceled means it never reached the
+// provider (the provider confirmed it has no call under the key) and no
+// request has worked on it for PENDING_CANCEL_AFTER: the reconciler ended
+// it. succeeded, failed and canceled are final: nothing moves a payment out
+// of them, whatever arrives late or out of order. Only pending may be
+// canceled: a processing payment may have been charged, and only the
+// provider's answer settles it.
 type Status string
 
 // The states of the machine above.
@@ -32,10 +38,13 @@ const (
 	StatusProcessing Status = "processing"
 	StatusSucceeded  Status = "succeeded"
 	StatusFailed     Status = "failed"
+	StatusCanceled   Status = "canceled"
 )
 
 // Final reports whether s can no longer change.
-func (s Status) Final() bool { return s == StatusSucceeded || s == StatusFailed }
+func (s Status) Final() bool {
+	return s == StatusSucceeded || s == StatusFailed || s == StatusCanceled
+}
 
 // canMove is the transition table. Staying put is allowed (a repeat),
 // going back never is.
@@ -44,7 +53,7 @@ func (s Status) canMove(to Status) bool {
 	case StatusPending:
 		return true
 	case StatusProcessing:
-		return to != StatusPending
+		return to != StatusPending && to != StatusCanceled
 	default:
 		return s == to
 	}
@@ -55,7 +64,7 @@ func (s Status) canMove(to Status) bool {
 // what the table refuses, whatever races.
 func (s Status) sources() []Status {
 	var from []Status
-	for _, st := range []Status{StatusPending, StatusProcessing, StatusSucceeded, StatusFailed} {
+	for _, st := range []Status{StatusPending, StatusProcessing, StatusSucceeded, StatusFailed, StatusCanceled} {
 		if st != s && st.canMove(s) {
 			from = append(from, st)
 		}
@@ -86,8 +95,12 @@ type Payment struct {
 	// payment ("" when it was not traced): the reconciler's and the
 	// finisher's spans link back to it.
 	TraceParent string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// LastAttemptAt is when a request last worked on the payment: its
+	// creation, or a retry under its key resuming it. The reconciler
+	// cancels a pending payment only after PENDING_CANCEL_AFTER of none.
+	LastAttemptAt time.Time
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
 }
 
 // Refund gives back some or all of a succeeded payment.
@@ -104,8 +117,10 @@ type Refund struct {
 	// TraceParent is the trace context of the request that made the
 	// refund, as for a Payment.
 	TraceParent string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// LastAttemptAt is as for a Payment.
+	LastAttemptAt time.Time
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
 }
 
 // PayInput is what a client sends to pay an order.
@@ -149,11 +164,20 @@ func (in RefundInput) Validate() error {
 
 // Errors of payments and refunds (see also errors.go).
 var (
-	// ErrOrderAlreadyPaid: the order is paid, or has a payment in flight.
-	ErrOrderAlreadyPaid = errors.New("order already paid or has a payment in flight")
+	// ErrOrderAlreadyPaid: the order is paid. Final.
+	ErrOrderAlreadyPaid = errors.New("order already paid")
+	// ErrPaymentInProgress: the order or the payment has a payment or
+	// refund in flight (pending or processing); the conflict clears when
+	// it settles, so it is temporary.
+	ErrPaymentInProgress = errors.New("a payment or refund of this order is in flight")
 	// ErrRefundExceedsPayment: more than is left to refund, or the payment
-	// has not succeeded.
+	// has not succeeded (and is not in flight either).
 	ErrRefundExceedsPayment = errors.New("refund exceeds what is left of the payment")
+	// ErrPaymentCanceled: the key's payment was canceled by the reconciler
+	// (it never reached the provider). *CanceledError says which.
+	ErrPaymentCanceled = errors.New("payment canceled")
+	// ErrRefundCanceled: the key's refund was canceled, likewise.
+	ErrRefundCanceled = errors.New("refund canceled")
 	// ErrProviderUnavailable: the provider did not execute the call (down,
 	// refusing, circuit open). Nothing was charged; the same key may retry.
 	ErrProviderUnavailable = errors.New("payment provider unavailable")
@@ -173,3 +197,46 @@ func (e *DeclinedError) Error() string {
 
 // Unwrap lets errors.Is(err, ErrPaymentDeclined) match.
 func (e *DeclinedError) Unwrap() error { return ErrPaymentDeclined }
+
+// CanceledError is the final answer of a payment or refund the reconciler
+// canceled. It wraps ErrPaymentCanceled (PaymentID set) or
+// ErrRefundCanceled (RefundID set).
+type CanceledError struct {
+	PaymentID string
+	RefundID  string
+}
+
+func (e *CanceledError) Error() string {
+	if e.RefundID != "" {
+		return fmt.Sprintf("refund %s canceled: it never reached the provider", e.RefundID)
+	}
+	return fmt.Sprintf("payment %s canceled: it never reached the provider", e.PaymentID)
+}
+
+// Unwrap lets errors.Is match ErrPaymentCanceled or ErrRefundCanceled.
+func (e *CanceledError) Unwrap() error {
+	if e.RefundID != "" {
+		return ErrRefundCanceled
+	}
+	return ErrPaymentCanceled
+}
+
+// UnavailableError is a provider that did nothing (ErrProviderUnavailable,
+// which it wraps with the cause): it names the payment or refund that the
+// same key resumes.
+type UnavailableError struct {
+	PaymentID string
+	RefundID  string
+	Err       error
+}
+
+func (e *UnavailableError) Error() string {
+	id := e.PaymentID
+	if e.RefundID != "" {
+		id = e.RefundID
+	}
+	return fmt.Sprintf("%s: %v: %v", id, ErrProviderUnavailable, e.Err)
+}
+
+// Unwrap lets errors.Is match ErrProviderUnavailable and the cause.
+func (e *UnavailableError) Unwrap() []error { return []error{ErrProviderUnavailable, e.Err} }

@@ -57,6 +57,10 @@ type ChargeResult struct {
 	DeclineCode string
 	Reference   string
 	Key         string
+	// Amount and Currency are what the provider charged (zero and "" when
+	// it refused the request outright and charged nothing).
+	Amount   int64
+	Currency string
 }
 
 // RefundRequest asks the provider to refund part of a charge.
@@ -73,6 +77,10 @@ type RefundResult struct {
 	Succeeded bool
 	Reference string
 	Key       string
+	// Amount and Currency are what the provider refunded (zero and "" for
+	// a refusal).
+	Amount   int64
+	Currency string
 }
 
 // Recovery is the idempotency layer's memory of how far the current keyed
@@ -116,3 +124,36 @@ type OpenOperations interface {
 	// abandoned first, or a store error.
 	Abandoned(ctx context.Context, limit int) ([]OpenOperation, error)
 }
+
+// KeyFence lets the reconciler cancel an abandoned payment or refund without
+// racing a late retry of its client's key: it takes the key's open record
+// over first (a retry then waits, or finds the record taken), and the cancel
+// re-checks the attempt time inside its own transaction, where it also
+// stores the key's final answer under the fence. The idempotency layer,
+// through the HTTP layer's answers, implements it (handlers.RecordFence).
+type KeyFence interface {
+	// HoldPayment takes over the open record of p's key whose recovery
+	// point names p. It returns a nil Hold and a nil error when there is no
+	// such record (nothing can resume the payment then), ErrKeyBusy when a
+	// request is working on it now, or a store error.
+	HoldPayment(ctx context.Context, p Payment) (Hold, error)
+	// HoldRefund is HoldPayment for a refund.
+	HoldRefund(ctx context.Context, r Refund) (Hold, error)
+}
+
+// Hold is a key's record taken over by KeyFence.
+type Hold interface {
+	// Canceled stores the final answer of the canceled payment or refund
+	// (the one held), in the transaction carried by ctx. It returns an
+	// error when the hold was lost (a retry took the record over after
+	// the hold's lock ran out): the transaction must then roll back.
+	Canceled(ctx context.Context) error
+	// Published is called after the transaction of Canceled committed.
+	Published()
+	// Release gives the record back unchanged, for the next retry.
+	Release(ctx context.Context)
+}
+
+// ErrKeyBusy: a request is working on the operation under its key right
+// now; the reconciler leaves it to that request.
+var ErrKeyBusy = errors.New("a request is working on this key")

@@ -13,7 +13,9 @@ import (
 //
 // It returns the refund (succeeded, failed, or processing when the outcome
 // is unknown), or: *ValidationError; ErrNotFound; ErrRefundExceedsPayment;
-// ErrProviderUnavailable; the Recovery's error; database errors.
+// ErrPaymentInProgress (the payment is not settled yet); *CanceledError;
+// *UnavailableError (wrapping ErrProviderUnavailable); the Recovery's
+// error; database errors.
 func (s *Service) RefundPayment(ctx context.Context, merchantID, paymentID, idempotencyKey string, in RefundInput, rec Recovery) (Refund, error) {
 	if s.pay == nil {
 		return Refund{}, errNoPayments
@@ -24,7 +26,8 @@ func (s *Service) RefundPayment(ctx context.Context, merchantID, paymentID, idem
 	ctx = context.WithoutCancel(ctx)
 
 	var r Refund
-	if id := resumedID(rec); id != "" {
+	resumed := resumedID(rec) != ""
+	if id := resumedID(rec); resumed {
 		got, err := s.pay.GetRefund(ctx, merchantID, id)
 		if err != nil {
 			return Refund{}, fmt.Errorf("resume refund %s: %w", id, err)
@@ -41,8 +44,16 @@ func (s *Service) RefundPayment(ctx context.Context, merchantID, paymentID, idem
 		}
 	}
 	s.tracer.Annotate(ctx, AttrRefundID, r.ID)
+	if resumed && !r.Status.Final() {
+		// As for a payment (touchPayment): the attempt is recorded, fenced.
+		touched, err := s.touchRefund(ctx, r, rec)
+		if err != nil {
+			return r, err
+		}
+		r = touched
+	}
 	if r.Status.Final() {
-		return r, nil
+		return r, refundOutcome(r)
 	}
 	p, err := s.pay.GetPayment(ctx, merchantID, r.PaymentID)
 	if err != nil {
@@ -55,7 +66,7 @@ func (s *Service) RefundPayment(ctx context.Context, merchantID, paymentID, idem
 	}
 	switch {
 	case errors.Is(err, ErrProviderNotExecuted):
-		return r, fmt.Errorf("refund %s: %w: %w", r.ID, ErrProviderUnavailable, err)
+		return r, &UnavailableError{RefundID: r.ID, Err: err}
 	case err != nil:
 		return s.markRefundUnknown(ctx, r, rec)
 	}
@@ -79,7 +90,12 @@ func (s *Service) createRefund(ctx context.Context, merchantID, paymentID, key s
 		if err != nil {
 			return err
 		}
-		if p.Status != StatusSucceeded {
+		switch p.Status {
+		case StatusSucceeded:
+		case StatusPending, StatusProcessing:
+			// It may yet succeed: a conflict that clears.
+			return fmt.Errorf("%w: the payment is %s", ErrPaymentInProgress, p.Status)
+		default:
 			return fmt.Errorf("%w: the payment is %s", ErrRefundExceedsPayment, p.Status)
 		}
 		reserved, err := s.pay.ReservedRefunds(ctx, merchantID, paymentID)
@@ -102,7 +118,7 @@ func (s *Service) createRefund(ctx context.Context, merchantID, paymentID, key s
 		r = Refund{
 			ID: id, MerchantID: merchantID, PaymentID: paymentID, Amount: amount, Currency: p.Currency,
 			Status: StatusPending, ProviderKey: id, IdempotencyKey: key, TraceParent: s.tracer.TraceParent(ctx),
-			CreatedAt: now, UpdatedAt: now,
+			LastAttemptAt: now, CreatedAt: now, UpdatedAt: now,
 		}
 		if err := s.pay.CreateRefund(ctx, r); err != nil {
 			return err
@@ -113,6 +129,40 @@ func (s *Service) createRefund(ctx context.Context, merchantID, paymentID, key s
 		return Refund{}, fmt.Errorf("refund payment %s: %w", paymentID, err)
 	}
 	return r, nil
+}
+
+// touchRefund is touchPayment for a refund.
+func (s *Service) touchRefund(ctx context.Context, r Refund, rec Recovery) (Refund, error) {
+	err := s.pay.InTx(ctx, func(ctx context.Context) error {
+		step, id := rec.RecoveryPoint()
+		if err := rec.Checkpoint(ctx, step, id); err != nil {
+			return err
+		}
+		now := s.now()
+		touched, err := s.pay.TouchRefund(ctx, r.MerchantID, r.ID, now)
+		if err != nil {
+			return err
+		}
+		if touched {
+			r.LastAttemptAt = now
+			return nil
+		}
+		r, err = s.pay.GetRefund(ctx, r.MerchantID, r.ID)
+		return err
+	})
+	if err != nil {
+		return r, fmt.Errorf("resume refund %s: %w", r.ID, err)
+	}
+	return r, nil
+}
+
+// refundOutcome is the error that goes with a final refund: a cancel is
+// one (the key answers 409 refund_canceled), a failed refund is not (201).
+func refundOutcome(r Refund) error {
+	if r.Status == StatusCanceled {
+		return &CanceledError{RefundID: r.ID}
+	}
+	return nil
 }
 
 func (s *Service) markRefundUnknown(ctx context.Context, r Refund, rec Recovery) (Refund, error) {
@@ -183,4 +233,16 @@ func (s *Service) applyRefund(ctx context.Context, r Refund, res RefundResult) (
 		}
 	}
 	return next, true, nil
+}
+
+// GetRefund returns the merchant's refund. It returns ErrNotFound.
+func (s *Service) GetRefund(ctx context.Context, merchantID, id string) (Refund, error) {
+	if s.pay == nil {
+		return Refund{}, errNoPayments
+	}
+	r, err := s.pay.GetRefund(ctx, merchantID, id)
+	if err != nil {
+		return Refund{}, fmt.Errorf("get refund %s: %w", id, err)
+	}
+	return r, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -29,6 +30,11 @@ type Service struct {
 	// customers is optional, like pay: a Service of orders alone serves
 	// tests of the order rules.
 	customers CustomerStore
+	// eventLookup bounds the provider lookup of one webhook event;
+	// onEvent hears each event's outcome (metrics).
+	eventLookup time.Duration
+	onEvent     func(outcome string)
+	log         *slog.Logger
 }
 
 // Option configures a Service.
@@ -38,6 +44,20 @@ type Option func(*Service)
 // that charges.
 func WithPayments(store PaymentStore, provider Provider) Option {
 	return func(s *Service) { s.pay, s.provider = store, provider }
+}
+
+// WithProviderEvents tunes how webhook events are confirmed: lookup bounds
+// the provider lookup of one event (zero: DefaultEventLookupTimeout), and
+// onOutcome, if set, hears each event's EventOutcome (metrics; cheap and
+// safe for concurrent use). log, if set, receives forged and mismatched
+// events.
+func WithProviderEvents(lookup time.Duration, onOutcome func(outcome string), log *slog.Logger) Option {
+	return func(s *Service) {
+		s.eventLookup, s.onEvent = lookup, onOutcome
+		if log != nil {
+			s.log = log
+		}
+	}
 }
 
 // WithResolved sets who is told when a payment or refund is resolved
@@ -70,7 +90,7 @@ func NewService(store Store, clock func() time.Time, opts ...Option) *Service {
 	if clock == nil {
 		clock = time.Now
 	}
-	s := &Service{store: store, clock: clock, ids: newIDGenerator(), tracer: noTracer{}}
+	s := &Service{store: store, clock: clock, ids: newIDGenerator(), tracer: noTracer{}, log: slog.Default()}
 	for _, o := range opts {
 		o(s)
 	}

@@ -2,6 +2,7 @@ package payments
 
 import (
 	"context"
+	"time"
 
 	"github.com/idemkeys/payments/internal/database"
 )
@@ -12,6 +13,10 @@ import (
 type UnresolvedCounts struct {
 	Payments map[Status]int
 	Refunds  map[Status]int
+	// OldestPendingAttempt is the oldest last attempt of a pending payment
+	// or refund; zero when none is pending. Past PENDING_CANCEL_AFTER (plus
+	// a few reconciler rounds) the reconciler should have canceled it.
+	OldestPendingAttempt time.Time
 }
 
 // CountUnresolved counts the payments and refunds whose outcome is not
@@ -35,6 +40,18 @@ func (s *GormStore) CountUnresolved(ctx context.Context) (UnresolvedCounts, erro
 		}
 		for _, r := range rows {
 			t.into[Status(r.Status)] = r.N
+		}
+		if t.into[StatusPending] == 0 {
+			continue
+		}
+		var oldest struct{ At *time.Time }
+		err = database.Conn(ctx, s.db).Raw(`SELECT min(last_attempt_at) AS at FROM ` + t.table +
+			` WHERE status = 'pending'`).Scan(&oldest).Error
+		if err != nil {
+			return UnresolvedCounts{}, database.Classify(err)
+		}
+		if oldest.At != nil && (out.OldestPendingAttempt.IsZero() || oldest.At.Before(out.OldestPendingAttempt)) {
+			out.OldestPendingAttempt = oldest.At.UTC()
 		}
 	}
 	return out, nil

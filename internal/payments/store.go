@@ -49,7 +49,7 @@ type PaymentStore interface {
 	// left as it is.
 	MarkOrderPaid(ctx context.Context, merchantID, id string, now time.Time) error
 
-	// CreatePayment inserts p. It returns ErrOrderAlreadyPaid when the
+	// CreatePayment inserts p. It returns ErrPaymentInProgress when the
 	// order already has an active or succeeded payment.
 	CreatePayment(ctx context.Context, p Payment) error
 	// GetPayment returns the merchant's payment. It returns ErrNotFound.
@@ -62,6 +62,9 @@ type PaymentStore interface {
 	// MovePayment writes p's status, charge id and decline code if the
 	// stored status is one of from, and reports whether it did.
 	MovePayment(ctx context.Context, p Payment, from ...Status) (bool, error)
+	// TouchPayment sets the payment's last attempt to now if it is still
+	// pending or processing, and reports whether it did.
+	TouchPayment(ctx context.Context, merchantID, id string, now time.Time) (bool, error)
 	// AddRefunded adds amount to the payment's amount_refunded; the
 	// database refuses a total above the payment's amount.
 	AddRefunded(ctx context.Context, merchantID, paymentID string, amount int64, now time.Time) error
@@ -76,8 +79,12 @@ type PaymentStore interface {
 	// FindRefund returns the refund with this id, whatever its merchant.
 	// It returns ErrNotFound.
 	FindRefund(ctx context.Context, id string) (Refund, error)
-	// ReservedRefunds sums the payment's refunds that are not failed: what
-	// is already given back or on its way.
+	// LockRefund is GetRefund with a row lock, like LockOrder.
+	LockRefund(ctx context.Context, merchantID, id string) (Refund, error)
+	// TouchRefund is TouchPayment for a refund.
+	TouchRefund(ctx context.Context, merchantID, id string, now time.Time) (bool, error)
+	// ReservedRefunds sums the payment's refunds that are neither failed
+	// nor canceled: what is already given back or on its way.
 	ReservedRefunds(ctx context.Context, merchantID, paymentID string) (int64, error)
 	// MoveRefund writes r's status and provider refund id if the stored
 	// status is one of from, and reports whether it did.

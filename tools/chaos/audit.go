@@ -223,6 +223,13 @@ func audit(ctx context.Context, c *cluster, rec *recorder, o auditOptions) (audi
 			if len(list) == 0 || list[0].Status != provider.ChargeDeclined {
 				res.violation("half-done: payment %s failed but the provider's charges for it are %s", p.id, describeCharges(list))
 			}
+		case "canceled":
+			// Canceled only once the provider had no call under its key,
+			// and no retry can charge it after: never a charge.
+			if len(list) > 0 {
+				res.duplicates += len(list)
+				res.violation("half-done: payment %s was canceled but the provider charged it: %s", p.id, describeCharges(list))
+			}
 		}
 	}
 	refundsByRef := map[string]int{}

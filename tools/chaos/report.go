@@ -172,7 +172,8 @@ the body, per key), and checks:
   or processing;
 - a completed record has its effect (an order, a payment in the answered
   status), and an order has its record;
-- per key, no two different final answers (2xx but 202, 402, 409), each equal
+- per key, no two different final answers (2xx but 202, 402, the 409s the
+  API keeps, as internal/handlers/keep.go lists them), each equal
   byte for byte to the stored one, and each naming the key's own order or
   payment in the status the database holds;
 - no answer outside what the contract allows for the scenario (a 500, a 422).

@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemkeys/payments/internal/handlers"
+	"github.com/idemkeys/payments/internal/problem"
 	"github.com/idemkeys/payments/tools/harness"
 )
 
@@ -178,7 +180,10 @@ func expectedStatus(status int, code string) bool {
 	case 200, 201, 202, 402, 502, 503:
 		return true
 	case 409:
-		return code == "idempotency_request_in_progress" || code == "order_already_paid"
+		// The layer's own while the original runs, a conflict with a
+		// payment in flight (it clears), or a stored business conflict
+		// (the API's own list).
+		return code == problem.CodeIdempotencyInProgress || code == problem.CodePaymentInProgress || handlers.KeptConflict(code)
 	}
 	return false
 }
@@ -300,8 +305,9 @@ func (c *caller) backoff(n int) time.Duration {
 }
 
 // final reports whether an answer ends the operation: it is stored and
-// would be replayed (2xx but 202, 402, 409 order_already_paid), or it is a
-// client error no retry can change.
+// would be replayed (2xx but 202, 402, and the 409s the API keeps, which
+// handlers.KeptConflict names: the audit follows the API's one list rather
+// than keep its own), or it is an answer no retry can change.
 func final(a answer) bool {
 	switch {
 	case a.status == http.StatusAccepted:
@@ -309,7 +315,11 @@ func final(a answer) bool {
 	case a.status >= 200 && a.status < 300, a.status == http.StatusPaymentRequired:
 		return true
 	case a.status == http.StatusConflict:
-		return a.code != "idempotency_request_in_progress"
+		// Not kept but final all the same: idempotency_key_expired, the
+		// layer's answer for a purged key, which a retry gets again. Not
+		// final: idempotency_request_in_progress and payment_in_progress,
+		// which clear.
+		return handlers.KeptConflict(a.code) || a.code == problem.CodeIdempotencyKeyExpired
 	case a.status == http.StatusTooManyRequests, a.status >= 500:
 		return false
 	}

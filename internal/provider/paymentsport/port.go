@@ -113,6 +113,8 @@ func toChargeResult(ch provider.Charge) payments.ChargeResult {
 		DeclineCode: ch.DeclineCode,
 		Reference:   ch.Reference,
 		Key:         ch.IdempotencyKey,
+		Amount:      ch.Amount,
+		Currency:    ch.Currency,
 	}
 }
 
@@ -122,6 +124,8 @@ func toRefundResult(rf provider.Refund) payments.RefundResult {
 		Succeeded: rf.Status == provider.RefundSucceeded,
 		Reference: rf.Reference,
 		Key:       rf.IdempotencyKey,
+		Amount:    rf.Amount,
+		Currency:  rf.Currency,
 	}
 }
 
