@@ -320,6 +320,19 @@ func announceDevelopment(cfg config.Config, log *slog.Logger) {
 		"app_env", cfg.AppEnv)
 }
 
+// browsableURL is the http:// URL of a listening address, with localhost
+// for an address that listens on every interface (":8080").
+func browsableURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
 // Handler is the program's HTTP handler: every route, /metrics and
 // /swagger included.
 func (a *App) Handler() http.Handler { return a.handler }
@@ -363,6 +376,14 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String(), "dialect", string(a.db.Dialect))
+	if !a.cfg.Production() {
+		base := browsableURL(ln.Addr())
+		where := []any{"api", base, "swagger_ui", base + "/swagger/index.html", "demo", base + "/demo"}
+		if a.provider != nil {
+			where = append(where, "provider_ledger", base+devProviderPrefix+"/v1/ledger")
+		}
+		log.Info("development: open these in a browser (the demo merchants' API keys are in the README)", where...)
+	}
 
 	select {
 	case err := <-serveErr:

@@ -71,8 +71,10 @@ func TestProductionStartsWithGoodSettings(t *testing.T) {
 			prod := []string{"APP_ENV=production", "DEMO_SEED=", "PROVIDER_WEBHOOK_SECRET=" + prodWebhookSecret, "LOG_KEY_SECRET=" + prodLogKeySecret}
 			// DEMO_SEED= unsets the tests' default: production then
 			// seeds nothing.
-			api := apptest.StartBinary(t, bin, dbURL, apptest.Env(prod...))
+			api := apptest.StartBinary(t, bin, dbURL, apptest.Env(append(prod, "LOG_LEVEL=info")...))
 			require.NotContains(t, api.Logs(), "development mode")
+			require.Eventually(t, func() bool { return strings.Contains(api.Logs(), `"listening"`) }, 10*time.Second, 20*time.Millisecond)
+			require.NotContains(t, api.Logs(), "swagger_ui", "production's start lines are development's")
 
 			denied := apptest.Call(t, "POST", api.URL+"/v1/orders", "sk_test_acme", apptest.NewKey(), apptest.OrderBody)
 			require.Equal(t, 401, denied.Status, "the public demo key works in production")
@@ -101,9 +103,14 @@ func TestProductionStartsWithGoodSettings(t *testing.T) {
 // naming the settings without printing a key or a secret.
 func TestDevelopmentSaysWhatIsInForce(t *testing.T) {
 	testkit.EndToEnd(t)
-	api := apptest.Start(t, testkit.DatabaseURL(t, database.SQLite))
-	logs := api.Logs()
+	api := apptest.Start(t, testkit.DatabaseURL(t, database.SQLite), apptest.Env("LOG_LEVEL=info"))
+	var logs string
+	require.Eventually(t, func() bool { logs = api.Logs(); return strings.Contains(logs, `"swagger_ui"`) }, 10*time.Second, 20*time.Millisecond,
+		"development says where the API, Swagger UI and the demo are:\n%s", api.Logs())
 	require.Contains(t, logs, "development mode (APP_ENV=development)")
+	require.Contains(t, logs, `"swagger_ui":"`+api.URL+`/swagger/index.html"`)
+	require.Contains(t, logs, `"demo":"`+api.URL+`/demo"`)
+	require.Contains(t, logs, `"provider_ledger":"`+api.URL+`/dev/provider/v1/ledger"`)
 	require.Contains(t, logs, "DEMO_SEED")
 	require.Contains(t, logs, "PROVIDER_WEBHOOK_SECRET")
 	for _, secret := range []string{"sk_test_acme", "sk_test_globex", "whsec_test"} {
