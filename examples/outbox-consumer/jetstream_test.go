@@ -54,8 +54,10 @@ func TestJetStreamConsumerKilledMidBatchAppliesEachEventOnce(t *testing.T) {
 			require.EqualValues(t, 2, i.AckFloor.Stream, "the first two acknowledged")
 
 			// 2. Killed after reading its second message, before applying it.
+			// The redelivered third message may be one of the two.
 			run = startConsumer(t, append(env, "CONSUMER_CRASH_AT=before-apply", "CONSUMER_CRASH_AFTER=2")...)
 			run.requireKilledItself(t, "before-apply")
+			secondRun := run.out.String()
 			require.LessOrEqual(t, count(t, db, "SELECT count(*) FROM processed_events"), 4)
 
 			// 3. A clean run.
@@ -65,7 +67,8 @@ func TestJetStreamConsumerKilledMidBatchAppliesEachEventOnce(t *testing.T) {
 				return i.NumPending == 0 && i.NumAckPending == 0 && i.AckFloor.Stream == uint64(len(events))
 			})
 			run.stop(t)
-			require.Contains(t, run.out.String(), "duplicate: applied before", "the committed, unacknowledged message came back")
+			require.Contains(t, secondRun+run.out.String(), "duplicate: applied before",
+				"the committed, unacknowledged message came back (to the second run or the third)")
 
 			requireExactlyOnce(t, db, events, want)
 		})
