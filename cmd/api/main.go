@@ -10,14 +10,23 @@
 // Configuration comes from the environment; see internal/config. The
 // wiring lives in internal/app.
 //
-//	@title						Idempotent Payments API
-//	@version					1.0
-//	@description				A reference payments backend for idempotency keys done right: every POST carries an Idempotency-Key, and for one merchant and one key the business effect happens at most once. A repeat gets the stored answer with Idempotent-Replayed: true; a different request under the same key gets 422; a repeat while the original runs waits, then gets 409 with Retry-After.
-//	@BasePath					/
-//	@securityDefinitions.apikey	ApiKeyAuth
-//	@in							header
-//	@name						Authorization
-//	@description				"Bearer " followed by the API key, e.g. "Bearer sk_test_acme".
+//	@title			Idempotent Payments API
+//	@version		1.0
+//	@description	A reference payments backend for idempotency keys done right: every POST carries an Idempotency-Key, and for one merchant and one key the business effect happens at most once. A repeat gets the stored answer with Idempotent-Replayed: true; a different request under the same key gets 422; a repeat while the original runs waits, then gets 409 with Retry-After. Success bodies are application/json, problems application/problem+json (RFC 9457), times RFC 3339 in UTC.
+//	@license.name	Proprietary
+//	@servers.url	/
+//	@tag.name		orders
+//	@tag.description	Orders, their items and shipping address
+//	@tag.name		customers
+//	@tag.description	The merchant's customers, one per email
+//	@tag.name		payments
+//	@tag.description	Paying orders and refunding payments through the provider
+//	@tag.name		idempotency
+//	@tag.description	What the API keeps under an Idempotency-Key
+//	@tag.name		webhooks
+//	@tag.description	Events from the payment provider, signed instead of keyed
+//	@tag.name		health
+//	@tag.description	Probes; no API key
 package main
 
 import (
@@ -32,6 +41,13 @@ import (
 	"github.com/idemkeys/payments/internal/app"
 	"github.com/idemkeys/payments/internal/config"
 )
+
+// The OpenAPI security scheme, in a comment group of its own: swag reads a
+// bearer scheme's lines to the end of their group. Swagger UI's Authorize
+// takes the bare key and sends "Authorization: Bearer <key>".
+//
+//	@securityDefinitions.bearerauth	BearerAuth
+//	@description					The API key itself, e.g. sk_test_acme; it is sent as Authorization: Bearer <key>.
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -38,7 +38,7 @@ type CustomerResponse struct {
 	Email string `json:"email" validate:"required" example:"ada@example.com"`
 	Name  string `json:"name" validate:"required" example:"Ada Lovelace"`
 	// CreatedAt is RFC 3339 in UTC.
-	CreatedAt time.Time `json:"created_at" validate:"required" example:"2025-06-01T12:00:00.123456Z"`
+	CreatedAt time.Time `json:"created_at" validate:"required" format:"date-time" example:"2025-06-01T12:00:00.123456Z"`
 }
 
 // customerHandlers serves the /v1/customers routes.
@@ -50,24 +50,29 @@ type customerHandlers struct {
 //
 //	@Summary		Create a customer
 //	@Description	Creates a customer. One customer per email per merchant: another Idempotency-Key with an email already taken (compared case-insensitively) is 409 customer_exists, an answer that is stored and replayed like a success. Idempotent: a retry with the same Idempotency-Key and body replays the first answer byte for byte (with Idempotent-Replayed: true).
+//	@ID				createCustomer
 //	@Tags			customers
 //	@Accept			json
-//	@Produce		json,application/problem+json
-//	@Security		ApiKeyAuth
-//	@Param			Idempotency-Key	header		string					true	"Unique key of this operation, reused on every retry of it (1-255 visible ASCII characters)"	minlength(1)	maxlength(255)
-//	@Param			customer		body		CreateCustomerRequest	true	"The customer"
-//	@Success		201				{object}	CustomerResponse
-//	@Header			201				{string}	Location			"/v1/customers/{id}"
-//	@Header			201				{string}	Idempotent-Replayed	"true when this answer replays a stored one"
-//	@Failure		400				{object}	problem.Problem		"validation_failed, idempotency_key_missing or idempotency_key_invalid"
-//	@Failure		401				{object}	problem.Problem		"unauthorized"
-//	@Failure		409				{object}	problem.Problem		"customer_exists (stored and replayed), or idempotency_request_in_progress (with Retry-After)"
-//	@Failure		413				{object}	problem.Problem		"request_too_large"
-//	@Failure		422				{object}	problem.Problem		"idempotency_key_reused"
-//	@Failure		429				{object}	problem.Problem		"rate_limited (with Retry-After)"
-//	@Failure		500				{object}	problem.Problem		"internal_error"
-//	@Failure		503				{object}	problem.Problem		"service_unavailable (with Retry-After)"
-//	@Header			409,429,503		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Security		BearerAuth
+//	@Param			Idempotency-Key	header		string	true	"Unique key of this operation, reused on every retry of it: 1-255 visible ASCII characters (0x21-0x7E)"	minlength(1)	maxlength(255)
+//	@Param			customer		body	CreateCustomerRequest	true	"The customer"
+//	@Produce		json
+//	@Success		201	{object}	CustomerResponse
+//	@Header			201	{string}	Location	"/v1/customers/{id}"
+//	@Header			201,409	{string}	Idempotent-Replayed	"true: this answer replays the stored answer of an earlier request with this key"
+//	@Produce		application/problem+json
+//	@Failure		400	{object}	Problem400	"validation_failed, idempotency_key_missing or idempotency_key_invalid"
+//	@Failure		401	{object}	Problem401	"unauthorized: the API key is missing or unknown"
+//	@Header			401	{string}	WWW-Authenticate	"The scheme to send the API key with: Bearer, realm api"
+//	@Failure		408	{object}	Problem408	"request_timeout: the body did not arrive in time; nothing was done"
+//	@Failure		409	{object}	Problem409	"customer_exists (stored and replayed), idempotency_request_in_progress (with Retry-After), or idempotency_key_expired (IDEMPOTENCY_TOMBSTONES=true only)"
+//	@Failure		413	{object}	Problem413	"request_too_large: the body is over MAX_BODY_BYTES"
+//	@Failure		422	{object}	Problem422	"idempotency_key_reused: the key was used before for a different request"
+//	@Failure		429	{object}	Problem429	"rate_limited: too many new keys from this merchant (RATE_LIMIT_NEW_KEYS a second, 100 by default; 0 turns the limit off); retries of known keys are never limited"
+//	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
+//	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
+//	@Header			409,429,503	{integer}	Retry-After	"seconds to wait before retrying"
+//	@Produce		json
 //	@Router			/v1/customers [post]
 func (h *customerHandlers) createCustomer(c *gin.Context) {
 	var req CreateCustomerRequest
@@ -83,23 +88,27 @@ func (h *customerHandlers) createCustomer(c *gin.Context) {
 		return
 	}
 	c.Header("Location", "/v1/customers/"+cu.ID)
-	c.JSON(http.StatusCreated, toCustomerResponse(cu))
+	writeJSON(c, http.StatusCreated, toCustomerResponse(cu))
 }
 
 // getCustomer godoc
 //
 //	@Summary		Get a customer
 //	@Description	Returns one of the merchant's customers. Another merchant's customer is not found.
+//	@ID				getCustomer
 //	@Tags			customers
-//	@Produce		json,application/problem+json
-//	@Security		ApiKeyAuth
-//	@Param			id	path		string	true	"Customer id"	example(cus_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
+//	@Security		BearerAuth
+//	@Param			id	path	string	true	"Customer id"	example(cus_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
+//	@Produce		json
 //	@Success		200	{object}	CustomerResponse
-//	@Failure		401	{object}	problem.Problem	"unauthorized"
-//	@Failure		404	{object}	problem.Problem	"not_found"
-//	@Failure		500	{object}	problem.Problem	"internal_error"
-//	@Failure		503	{object}	problem.Problem	"service_unavailable (with Retry-After)"
-//	@Header			503	{integer}	Retry-After		"seconds to wait before retrying"
+//	@Produce		application/problem+json
+//	@Failure		401	{object}	Problem401	"unauthorized: the API key is missing or unknown"
+//	@Header			401	{string}	WWW-Authenticate	"The scheme to send the API key with: Bearer, realm api"
+//	@Failure		404	{object}	Problem404	"not_found"
+//	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
+//	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
+//	@Header			503	{integer}	Retry-After	"seconds to wait before retrying"
+//	@Produce		json
 //	@Router			/v1/customers/{id} [get]
 func (h *customerHandlers) getCustomer(c *gin.Context) {
 	cu, err := h.customers.GetCustomer(c.Request.Context(), MerchantID(c), c.Param("id"))
@@ -107,7 +116,7 @@ func (h *customerHandlers) getCustomer(c *gin.Context) {
 		RenderError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, toCustomerResponse(cu))
+	writeJSON(c, http.StatusOK, toCustomerResponse(cu))
 }
 
 func toCustomerResponse(c payments.Customer) CustomerResponse {

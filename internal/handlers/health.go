@@ -75,22 +75,24 @@ type healthHandlers struct {
 //
 //	@Summary		Liveness probe
 //	@Description	Answers 200 while the process serves HTTP; it checks no dependency.
+//	@ID				healthz
 //	@Tags			health
 //	@Produce		json
 //	@Success		200	{object}	HealthResponse
 //	@Router			/healthz [get]
 func (h *healthHandlers) healthz(c *gin.Context) {
-	c.JSON(http.StatusOK, HealthResponse{Status: "ok"})
+	writeJSON(c, http.StatusOK, HealthResponse{Status: "ok"})
 }
 
 // readyz godoc
 //
 //	@Summary		Readiness probe
 //	@Description	Checks the database and, when configured, Redis and the outbox's NATS server, and names the outbox's sink. Without the database nothing works: 503. Without Redis the API still works, slower: degraded, 200. Without NATS (OUTBOX_SINK=nats) the API works and events wait in the database until it is back: degraded, 200.
+//	@ID				readyz
 //	@Tags			health
 //	@Produce		json
 //	@Success		200	{object}	ReadinessResponse
-//	@Failure		503	{object}	ReadinessResponse
+//	@Failure		503	{object}	ReadinessResponse	"the database is down"
 //	@Router			/readyz [get]
 func (h *healthHandlers) readyz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), ReadyTimeout)
@@ -116,5 +118,5 @@ func (h *healthHandlers) readyz(c *gin.Context) {
 			resp.Status, resp.Checks.NATS = "degraded", checkDown
 		}
 	}
-	c.JSON(status, resp)
+	writeJSON(c, status, resp)
 }

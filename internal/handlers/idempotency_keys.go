@@ -54,18 +54,18 @@ type IdempotencyKeyResponse struct {
 	// LockedUntil is when a request working on an executing record loses
 	// it: after that a retry may take it over and resume it. Null once
 	// completed.
-	LockedUntil *time.Time `json:"locked_until" example:"2025-06-01T12:00:30Z"`
+	LockedUntil *time.Time `json:"locked_until" extensions:"x-nullable" format:"date-time" example:"2025-06-01T12:00:30Z"`
 	// CreatedAt is when the key was first used (RFC 3339, UTC).
-	CreatedAt time.Time `json:"created_at" example:"2025-06-01T12:00:00.123456Z"`
+	CreatedAt time.Time `json:"created_at" format:"date-time" example:"2025-06-01T12:00:00.123456Z"`
 	// UpdatedAt is the last change: a recovery point, a takeover, the
 	// stored answer.
-	UpdatedAt time.Time `json:"updated_at" example:"2025-06-01T12:00:00.456789Z"`
+	UpdatedAt time.Time `json:"updated_at" format:"date-time" example:"2025-06-01T12:00:00.456789Z"`
 	// ExpiresAt is IDEMPOTENCY_TTL after the first use; from then on the
 	// key is new again.
-	ExpiresAt time.Time `json:"expires_at" example:"2025-06-02T12:00:00.123456Z"`
+	ExpiresAt time.Time `json:"expires_at" format:"date-time" example:"2025-06-02T12:00:00.123456Z"`
 	// Response is the stored answer that repeats replay; null until there
 	// is one.
-	Response *StoredResponse `json:"response"`
+	Response *StoredResponse `json:"response" extensions:"x-nullable"`
 }
 
 // StoredResponse is a stored answer as a repeat replays it.
@@ -74,7 +74,7 @@ type StoredResponse struct {
 	// ContentType and Location are the headers a replay sends; Location
 	// is null when the answer had none.
 	ContentType string  `json:"content_type" example:"application/json"`
-	Location    *string `json:"location" example:"/v1/payments/pay_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"`
+	Location    *string `json:"location" extensions:"x-nullable" example:"/v1/payments/pay_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"`
 	// BodyEncoding says how Body is given: json, the body itself as a
 	// JSON value (a JSON content type); base64, the body's bytes as a
 	// base64 string (anything else, or an empty body).
@@ -82,7 +82,7 @@ type StoredResponse struct {
 	// Body is the stored body, byte for byte what a replay sends when
 	// body_encoding is base64; as a JSON value (the same value, perhaps
 	// spaced differently) when it is json.
-	Body json.RawMessage `json:"body" swaggertype:"object"`
+	Body json.RawMessage `json:"body" swaggertype:"object" extensions:"x-any"`
 }
 
 // keyHandlers serves the key introspection route.
@@ -94,17 +94,21 @@ type keyHandlers struct {
 //
 //	@Summary		Inspect an idempotency key
 //	@Description	Returns what the API keeps under one of the merchant's own Idempotency-Keys: the state of the operation, its recovery point, the fingerprint of the request, and the stored answer that a repeat replays. Use it to learn what became of a request whose answer was lost. The key is validated like the header (400 idempotency_key_invalid); percent-encode '/', '?', '#' and '%'. Another merchant's key, an expired key or a key never used is 404 not_found.
+//	@ID				getIdempotencyKey
 //	@Tags			idempotency
-//	@Produce		json,application/problem+json
-//	@Security		ApiKeyAuth
-//	@Param			key	path		string	true	"The Idempotency-Key, percent-encoded"	example(3f1c2a9e-8d47-4b1f-9a53-0c6e2d7b8a41)
+//	@Security		BearerAuth
+//	@Param			key	path	string	true	"The Idempotency-Key, percent-encoded: 1-255 visible ASCII characters (0x21-0x7E)"	minlength(1)	maxlength(255)	example(3f1c2a9e-8d47-4b1f-9a53-0c6e2d7b8a41)
+//	@Produce		json
 //	@Success		200	{object}	IdempotencyKeyResponse
-//	@Failure		400	{object}	problem.Problem	"idempotency_key_invalid"
-//	@Failure		401	{object}	problem.Problem	"unauthorized"
-//	@Failure		404	{object}	problem.Problem	"not_found"
-//	@Failure		500	{object}	problem.Problem	"internal_error"
-//	@Failure		503	{object}	problem.Problem	"service_unavailable (with Retry-After)"
-//	@Header			503	{integer}	Retry-After		"seconds to wait before retrying"
+//	@Produce		application/problem+json
+//	@Failure		400	{object}	Problem400	"idempotency_key_invalid"
+//	@Failure		401	{object}	Problem401	"unauthorized: the API key is missing or unknown"
+//	@Header			401	{string}	WWW-Authenticate	"The scheme to send the API key with: Bearer, realm api"
+//	@Failure		404	{object}	Problem404	"not_found: no live record under this key for your account"
+//	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
+//	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
+//	@Header			503	{integer}	Retry-After	"seconds to wait before retrying"
+//	@Produce		json
 //	@Router			/v1/idempotency-keys/{key} [get]
 func (h *keyHandlers) getIdempotencyKey(c *gin.Context) {
 	rec, err := h.keys.Lookup(c.Request.Context(), MerchantID(c), idempotencyKeyParam(c))
@@ -112,7 +116,7 @@ func (h *keyHandlers) getIdempotencyKey(c *gin.Context) {
 		RenderError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, toIdempotencyKeyResponse(rec))
+	writeJSON(c, http.StatusOK, toIdempotencyKeyResponse(rec))
 }
 
 // idempotencyKeyParam is the key of the introspection route: the

@@ -21,11 +21,11 @@ type ShippingAddress struct {
 	// Line1 is the street and number (1-255 characters).
 	Line1 string `json:"line1" validate:"required" minLength:"1" maxLength:"255" example:"Rua Augusta, 1500"`
 	// Line2 is the rest (apartment, floor), or empty (at most 255 characters).
-	Line2 string `json:"line2" maxLength:"255" example:"Apto 42"`
+	Line2 string `json:"line2" validate:"optional" maxLength:"255" example:"Apto 42"`
 	// City is 1-255 characters.
 	City string `json:"city" validate:"required" minLength:"1" maxLength:"255" example:"São Paulo"`
 	// PostalCode is empty where the country has none (at most 20 characters).
-	PostalCode string `json:"postal_code" maxLength:"20" example:"01304-001"`
+	PostalCode string `json:"postal_code" validate:"optional" maxLength:"20" example:"01304-001"`
 	// Country is an ISO 3166-1 alpha-2 code in upper case.
 	Country string `json:"country" validate:"required" minLength:"2" maxLength:"2" example:"BR"`
 }
@@ -36,24 +36,29 @@ type ShippingAddress struct {
 //	@Description	Desired state: the body is the whole address the order should have. Repeating the request leaves the same state, so it needs no Idempotency-Key (one sent is ignored). An address equal to the stored one changes nothing, not even the version or the ETag.
 //	@Description	With If-Match, the address is set only if the order is still at that version; otherwise the answer is 412 version_mismatch and nothing changes. Without If-Match it applies to the latest version, still atomically.
 //	@Description	The address may change until the order is paid (a payment in flight does not stop it: the amount does not depend on it). Once the order is paid, only the address it already has is accepted, as a no-op; any other is 409 order_already_paid.
+//	@ID				setShippingAddress
 //	@Tags			orders
 //	@Accept			json
-//	@Produce		json,application/problem+json
-//	@Security		ApiKeyAuth
-//	@Param			id			path		string			true	"Order id"	example(ord_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
-//	@Param			If-Match	header		string			false	"The ETag of the order as last read (e.g. the number 3 in double quotes); * or absent: any version"
-//	@Param			address		body		ShippingAddress	true	"The whole address"
-//	@Success		200			{object}	OrderResponse
-//	@Header			200			{string}	ETag			"The order's version after the request, as a strong entity tag"
-//	@Failure		400			{object}	problem.Problem	"validation_failed (the body, or a malformed If-Match)"
-//	@Failure		401			{object}	problem.Problem	"unauthorized"
-//	@Failure		404			{object}	problem.Problem	"not_found"
-//	@Failure		409			{object}	problem.Problem	"order_already_paid"
-//	@Failure		412			{object}	problem.Problem	"version_mismatch: the order changed since the If-Match version; nothing was changed"
-//	@Failure		413			{object}	problem.Problem	"request_too_large"
-//	@Failure		500			{object}	problem.Problem	"internal_error"
-//	@Failure		503			{object}	problem.Problem	"service_unavailable (with Retry-After)"
-//	@Header			503			{integer}	Retry-After		"seconds to wait before retrying"
+//	@Security		BearerAuth
+//	@Param			id			path	string			true	"Order id"	example(ord_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
+//	@Param			If-Match	header	string			false	"The ETag of the order as last read (e.g. the number 3 in double quotes); * or absent: any version"
+//	@Param			address		body	ShippingAddress	true	"The whole address"
+//	@Produce		json
+//	@Success		200	{object}	OrderResponse
+//	@Header			200	{string}	ETag	"The order's version after the request, as a strong entity tag"
+//	@Produce		application/problem+json
+//	@Failure		400	{object}	Problem400	"validation_failed (the body, or a malformed If-Match)"
+//	@Failure		401	{object}	Problem401	"unauthorized: the API key is missing or unknown"
+//	@Header			401	{string}	WWW-Authenticate	"The scheme to send the API key with: Bearer, realm api"
+//	@Failure		404	{object}	Problem404	"not_found"
+//	@Failure		408	{object}	Problem408	"request_timeout: the body did not arrive in time; nothing was done"
+//	@Failure		409	{object}	Problem409	"order_already_paid"
+//	@Failure		412	{object}	Problem412	"version_mismatch: the order changed since the If-Match version; nothing was changed"
+//	@Failure		413	{object}	Problem413	"request_too_large: the body is over MAX_BODY_BYTES"
+//	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
+//	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
+//	@Header			503	{integer}	Retry-After	"seconds to wait before retrying"
+//	@Produce		json
 //	@Router			/v1/orders/{id}/shipping-address [put]
 func (h *orderHandlers) putShippingAddress(c *gin.Context) {
 	var req ShippingAddress
@@ -68,28 +73,33 @@ func (h *orderHandlers) putShippingAddress(c *gin.Context) {
 //	@Description	Adds one line to the order and recomputes amount_total. Cumulative: the same body sent twice adds two lines, so unlike the shipping address this needs an Idempotency-Key. A retry with the same key and body replays the first answer byte for byte (with Idempotent-Replayed: true) and adds nothing more; the key's fingerprint covers the path and the body, not If-Match, so a retry that refreshed its If-Match is still the same operation.
 //	@Description	With If-Match, the item is added only if the order is still at that version; otherwise 412 version_mismatch, nothing changes, and the key may be used again for this same item once the client has decided again.
 //	@Description	Refused with 409 order_already_paid when the order is paid or has a payment pending or processing: a payment takes the total when it starts.
+//	@ID				addOrderItem
 //	@Tags			orders
 //	@Accept			json
-//	@Produce		json,application/problem+json
-//	@Security		ApiKeyAuth
-//	@Param			id				path		string			true	"Order id"	example(ord_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
-//	@Param			Idempotency-Key	header		string			true	"Unique key of this operation, reused on every retry of it (1-255 visible ASCII characters)"	minlength(1)	maxlength(255)
-//	@Param			If-Match		header		string			false	"The ETag of the order as last read (e.g. the number 3 in double quotes); * or absent: any version"
-//	@Param			item			body		OrderItem		true	"The item"
-//	@Success		201				{object}	OrderResponse
-//	@Header			201				{string}	ETag				"The order's version after the request, as a strong entity tag (not on a replay, whose body carries the version)"
-//	@Header			201				{string}	Idempotent-Replayed	"true when this answer replays a stored one"
-//	@Failure		400				{object}	problem.Problem		"validation_failed (the item, an order that would exceed 100 items or the total limit, a malformed If-Match), idempotency_key_missing or idempotency_key_invalid"
-//	@Failure		401				{object}	problem.Problem		"unauthorized"
-//	@Failure		404				{object}	problem.Problem		"not_found"
-//	@Failure		409				{object}	problem.Problem		"order_already_paid (the order is paid; stored and replayed), payment_in_progress (a payment of the order is in flight; with Retry-After; not stored), or idempotency_request_in_progress (with Retry-After)"
-//	@Failure		412				{object}	problem.Problem		"version_mismatch: the order changed since the If-Match version; nothing was changed"
-//	@Failure		413				{object}	problem.Problem		"request_too_large"
-//	@Failure		422				{object}	problem.Problem		"idempotency_key_reused"
-//	@Failure		429				{object}	problem.Problem		"rate_limited (with Retry-After): too many new keys from the merchant"
-//	@Failure		500				{object}	problem.Problem		"internal_error"
-//	@Failure		503				{object}	problem.Problem		"service_unavailable (with Retry-After)"
-//	@Header			409,429,503		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Security		BearerAuth
+//	@Param			id				path	string		true	"Order id"	example(ord_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
+//	@Param			Idempotency-Key	header		string	true	"Unique key of this operation, reused on every retry of it: 1-255 visible ASCII characters (0x21-0x7E)"	minlength(1)	maxlength(255)
+//	@Param			If-Match		header	string		false	"The ETag of the order as last read (e.g. the number 3 in double quotes); * or absent: any version"
+//	@Param			item			body	OrderItem	true	"The item"
+//	@Produce		json
+//	@Success		201	{object}	OrderResponse
+//	@Header			201	{string}	ETag	"The order's version after the request, as a strong entity tag (not on a replay, whose body carries the version)"
+//	@Header			201,409	{string}	Idempotent-Replayed	"true: this answer replays the stored answer of an earlier request with this key"
+//	@Produce		application/problem+json
+//	@Failure		400	{object}	Problem400	"validation_failed (the item, an order that would exceed 100 items or the total limit, a malformed If-Match), idempotency_key_missing or idempotency_key_invalid"
+//	@Failure		401	{object}	Problem401	"unauthorized: the API key is missing or unknown"
+//	@Header			401	{string}	WWW-Authenticate	"The scheme to send the API key with: Bearer, realm api"
+//	@Failure		404	{object}	Problem404	"not_found"
+//	@Failure		408	{object}	Problem408	"request_timeout: the body did not arrive in time; nothing was done"
+//	@Failure		409	{object}	Problem409	"order_already_paid (the order is paid; stored and replayed), payment_in_progress (a payment of the order is in flight; with Retry-After; not stored), idempotency_request_in_progress (with Retry-After), or idempotency_key_expired (IDEMPOTENCY_TOMBSTONES=true only)"
+//	@Failure		412	{object}	Problem412	"version_mismatch: the order changed since the If-Match version; nothing was changed"
+//	@Failure		413	{object}	Problem413	"request_too_large: the body is over MAX_BODY_BYTES"
+//	@Failure		422	{object}	Problem422	"idempotency_key_reused: the key was used before for a different request"
+//	@Failure		429	{object}	Problem429	"rate_limited: too many new keys from this merchant (RATE_LIMIT_NEW_KEYS a second, 100 by default; 0 turns the limit off); retries of known keys are never limited"
+//	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
+//	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
+//	@Header			409,429,503	{integer}	Retry-After	"seconds to wait before retrying"
+//	@Produce		json
 //	@Router			/v1/orders/{id}/items [post]
 func (h *orderHandlers) addOrderItem(c *gin.Context) {
 	var req OrderItem
@@ -119,7 +129,7 @@ func changeOrder(c *gin.Context, req any, status int, apply func(ctx context.Con
 		return
 	}
 	c.Header("ETag", etag(o.Version))
-	c.JSON(status, toOrderResponse(o))
+	writeJSON(c, status, toOrderResponse(o))
 }
 
 // etag is the strong entity tag of an order version: the number in double

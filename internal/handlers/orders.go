@@ -49,7 +49,7 @@ type CreateOrderRequest struct {
 	// Items are the order's lines, 1 to 100.
 	Items []OrderItem `json:"items" validate:"required" minItems:"1" maxItems:"100"`
 	// Metadata is free-form: at most 50 keys of up to 40 characters, values up to 500.
-	Metadata map[string]string `json:"metadata,omitempty" maxProperties:"50"`
+	Metadata map[string]string `json:"metadata,omitempty" validate:"optional" maxProperties:"50"`
 }
 
 // OrderItem is one line of an order, in requests and responses alike.
@@ -77,14 +77,14 @@ type OrderResponse struct {
 	Metadata    map[string]string `json:"metadata"`
 	// ShippingAddress is null until PUT /v1/orders/{id}/shipping-address
 	// sets it.
-	ShippingAddress *ShippingAddress `json:"shipping_address"`
+	ShippingAddress *ShippingAddress `json:"shipping_address" extensions:"x-nullable"`
 	// Version counts the order's changes; the ETag header of a GET or of a
 	// write carries it too, quoted. It is in the body as well because a
 	// replayed answer carries only the stored body (and Location), not the
 	// ETag.
 	Version int64 `json:"version" example:"1"`
 	// CreatedAt is RFC 3339 in UTC.
-	CreatedAt time.Time `json:"created_at" example:"2025-06-01T12:00:00.123456Z"`
+	CreatedAt time.Time `json:"created_at" format:"date-time" example:"2025-06-01T12:00:00.123456Z"`
 }
 
 // OrderList is one page of orders, newest first.
@@ -105,25 +105,30 @@ type orderHandlers struct {
 //
 //	@Summary		Create an order
 //	@Description	Creates an order pending payment. Idempotent: a retry with the same Idempotency-Key and body replays the first answer byte for byte (with Idempotent-Replayed: true) and creates nothing more.
+//	@ID				createOrder
 //	@Tags			orders
 //	@Accept			json
-//	@Produce		json,application/problem+json
-//	@Security		ApiKeyAuth
-//	@Param			Idempotency-Key	header		string				true	"Unique key of this operation, reused on every retry of it (1-255 visible ASCII characters)"	minlength(1)	maxlength(255)
+//	@Security		BearerAuth
+//	@Param			Idempotency-Key	header		string	true	"Unique key of this operation, reused on every retry of it: 1-255 visible ASCII characters (0x21-0x7E)"	minlength(1)	maxlength(255)
 //	@Param			order			body		CreateOrderRequest	true	"The order"
-//	@Success		201				{object}	OrderResponse
-//	@Header			201				{string}	Location			"/v1/orders/{id}"
-//	@Header			201				{string}	ETag				"The order's version as a strong entity tag (not on a replay, whose body carries the version)"
-//	@Header			201				{string}	Idempotent-Replayed	"true when this answer replays a stored one"
-//	@Failure		400				{object}	problem.Problem		"validation_failed (also a total of 0, or bidirectional controls or zero-width spaces in a text field), idempotency_key_missing or idempotency_key_invalid"
-//	@Failure		401				{object}	problem.Problem		"unauthorized"
-//	@Failure		409				{object}	problem.Problem		"idempotency_request_in_progress (with Retry-After)"
-//	@Failure		413				{object}	problem.Problem		"request_too_large"
-//	@Failure		422				{object}	problem.Problem		"idempotency_key_reused"
-//	@Failure		429				{object}	problem.Problem		"rate_limited (with Retry-After): too many new keys from the merchant"
-//	@Failure		500				{object}	problem.Problem		"internal_error"
-//	@Failure		503				{object}	problem.Problem		"service_unavailable (with Retry-After)"
-//	@Header			409,429,503		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Produce		json
+//	@Success		201	{object}	OrderResponse
+//	@Header			201	{string}	Location	"/v1/orders/{id}"
+//	@Header			201	{string}	ETag		"The order's version as a strong entity tag (not on a replay, whose body carries the version)"
+//	@Header			201	{string}	Idempotent-Replayed	"true: this answer replays the stored answer of an earlier request with this key"
+//	@Produce		application/problem+json
+//	@Failure		400	{object}	Problem400	"validation_failed (also a total of 0, or bidirectional controls or zero-width spaces in a text field), idempotency_key_missing or idempotency_key_invalid"
+//	@Failure		401	{object}	Problem401	"unauthorized: the API key is missing or unknown"
+//	@Header			401	{string}	WWW-Authenticate	"The scheme to send the API key with: Bearer, realm api"
+//	@Failure		408	{object}	Problem408	"request_timeout: the body did not arrive in time; nothing was done"
+//	@Failure		409	{object}	Problem409	"idempotency_request_in_progress (with Retry-After), or idempotency_key_expired (IDEMPOTENCY_TOMBSTONES=true only)"
+//	@Failure		413	{object}	Problem413	"request_too_large: the body is over MAX_BODY_BYTES"
+//	@Failure		422	{object}	Problem422	"idempotency_key_reused: the key was used before for a different request"
+//	@Failure		429	{object}	Problem429	"rate_limited: too many new keys from this merchant (RATE_LIMIT_NEW_KEYS a second, 100 by default; 0 turns the limit off); retries of known keys are never limited"
+//	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
+//	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
+//	@Header			409,429,503	{integer}	Retry-After	"seconds to wait before retrying"
+//	@Produce		json
 //	@Router			/v1/orders [post]
 func (h *orderHandlers) createOrder(c *gin.Context) {
 	var req CreateOrderRequest
@@ -140,24 +145,28 @@ func (h *orderHandlers) createOrder(c *gin.Context) {
 	}
 	c.Header("Location", "/v1/orders/"+o.ID)
 	c.Header("ETag", etag(o.Version))
-	c.JSON(http.StatusCreated, toOrderResponse(o))
+	writeJSON(c, http.StatusCreated, toOrderResponse(o))
 }
 
 // getOrder godoc
 //
 //	@Summary		Get an order
 //	@Description	Returns one of the merchant's orders. Another merchant's order is not found.
+//	@ID				getOrder
 //	@Tags			orders
-//	@Produce		json,application/problem+json
-//	@Security		ApiKeyAuth
-//	@Param			id	path		string	true	"Order id"	example(ord_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
+//	@Security		BearerAuth
+//	@Param			id	path	string	true	"Order id"	example(ord_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
+//	@Produce		json
 //	@Success		200	{object}	OrderResponse
-//	@Header			200	{string}	ETag			"The order's version as a strong entity tag (the number in double quotes). Send it back in If-Match to change the order only if nobody changed it since."
-//	@Failure		401	{object}	problem.Problem	"unauthorized"
-//	@Failure		404	{object}	problem.Problem	"not_found"
-//	@Failure		500	{object}	problem.Problem	"internal_error"
-//	@Failure		503	{object}	problem.Problem	"service_unavailable (with Retry-After)"
-//	@Header			503	{integer}	Retry-After		"seconds to wait before retrying"
+//	@Header			200	{string}	ETag	"The order's version as a strong entity tag (the number in double quotes). Send it back in If-Match to change the order only if nobody changed it since."
+//	@Produce		application/problem+json
+//	@Failure		401	{object}	Problem401	"unauthorized: the API key is missing or unknown"
+//	@Header			401	{string}	WWW-Authenticate	"The scheme to send the API key with: Bearer, realm api"
+//	@Failure		404	{object}	Problem404	"not_found"
+//	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
+//	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
+//	@Header			503	{integer}	Retry-After	"seconds to wait before retrying"
+//	@Produce		json
 //	@Router			/v1/orders/{id} [get]
 func (h *orderHandlers) getOrder(c *gin.Context) {
 	o, err := h.orders.GetOrder(c.Request.Context(), MerchantID(c), c.Param("id"))
@@ -166,25 +175,29 @@ func (h *orderHandlers) getOrder(c *gin.Context) {
 		return
 	}
 	c.Header("ETag", etag(o.Version))
-	c.JSON(http.StatusOK, toOrderResponse(o))
+	writeJSON(c, http.StatusOK, toOrderResponse(o))
 }
 
 // listOrders godoc
 //
 //	@Summary		List orders
 //	@Description	Returns the merchant's orders, newest first, one page at a time. Pass the id of the last order of a page as starting_after to get the next one.
+//	@ID				listOrders
 //	@Tags			orders
-//	@Produce		json,application/problem+json
-//	@Security		ApiKeyAuth
-//	@Param			limit			query		int		false	"Page size, 1 to 100"	minimum(1)	maximum(100)	default(10)
-//	@Param			starting_after	query		string	false	"Id of the last order of the previous page"
-//	@Param			customer_id		query		string	false	"Only this customer's orders"
-//	@Success		200				{object}	OrderList
-//	@Failure		400				{object}	problem.Problem	"validation_failed"
-//	@Failure		401				{object}	problem.Problem	"unauthorized"
-//	@Failure		500				{object}	problem.Problem	"internal_error"
-//	@Failure		503				{object}	problem.Problem	"service_unavailable (with Retry-After)"
-//	@Header			503				{integer}	Retry-After		"seconds to wait before retrying"
+//	@Security		BearerAuth
+//	@Param			limit			query	int		false	"Page size, 1 to 100"	minimum(1)	maximum(100)	default(10)
+//	@Param			starting_after	query	string	false	"Id of the last order of the previous page"
+//	@Param			customer_id		query	string	false	"Only this customer's orders"
+//	@Produce		json
+//	@Success		200	{object}	OrderList
+//	@Produce		application/problem+json
+//	@Failure		400	{object}	Problem400	"validation_failed: a limit out of range, an unknown starting_after"
+//	@Failure		401	{object}	Problem401	"unauthorized: the API key is missing or unknown"
+//	@Header			401	{string}	WWW-Authenticate	"The scheme to send the API key with: Bearer, realm api"
+//	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
+//	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
+//	@Header			503	{integer}	Retry-After	"seconds to wait before retrying"
+//	@Produce		json
 //	@Router			/v1/orders [get]
 func (h *orderHandlers) listOrders(c *gin.Context) {
 	q, err := toListQuery(c)
@@ -197,7 +210,7 @@ func (h *orderHandlers) listOrders(c *gin.Context) {
 		RenderError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, toOrderList(orders, hasMore))
+	writeJSON(c, http.StatusOK, toOrderList(orders, hasMore))
 }
 
 func toNewOrderInput(req CreateOrderRequest) payments.NewOrderInput {

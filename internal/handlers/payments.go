@@ -65,7 +65,7 @@ type PayOrderRequest struct {
 type RefundPaymentRequest struct {
 	// Amount to refund in the payment's minor unit; omitted: all that is
 	// left.
-	Amount *int64 `json:"amount,omitempty" minimum:"1" example:"1000"`
+	Amount *int64 `json:"amount,omitempty" validate:"optional" extensions:"x-nullable" minimum:"1" example:"1000"`
 }
 
 // PaymentResponse is a payment as the API shows it.
@@ -85,13 +85,13 @@ type PaymentResponse struct {
 	PaymentMethod string `json:"payment_method" example:"pm_card_visa"`
 	// ProviderChargeID is the provider's id of the charge; null until the
 	// provider has answered.
-	ProviderChargeID *string `json:"provider_charge_id" example:"ch_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"`
+	ProviderChargeID *string `json:"provider_charge_id" extensions:"x-nullable" example:"ch_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"`
 	// DeclineCode says why the provider declined; null unless failed.
-	DeclineCode *string `json:"decline_code" example:"card_declined"`
+	DeclineCode *string `json:"decline_code" extensions:"x-nullable" example:"card_declined"`
 	// AmountRefunded is the sum of the payment's succeeded refunds.
 	AmountRefunded int64 `json:"amount_refunded" example:"0"`
 	// CreatedAt is RFC 3339 in UTC.
-	CreatedAt time.Time `json:"created_at" example:"2025-06-01T12:00:00.123456Z"`
+	CreatedAt time.Time `json:"created_at" format:"date-time" example:"2025-06-01T12:00:00.123456Z"`
 }
 
 // RefundResponse is a refund as the API shows it.
@@ -106,14 +106,15 @@ type RefundResponse struct {
 	// provider, and its amount is free again.
 	Status string `json:"status" enums:"processing,succeeded,failed,canceled" example:"succeeded"`
 	// CreatedAt is RFC 3339 in UTC.
-	CreatedAt time.Time `json:"created_at" example:"2025-06-01T12:00:00.123456Z"`
+	CreatedAt time.Time `json:"created_at" format:"date-time" example:"2025-06-01T12:00:00.123456Z"`
 }
 
-// Content types of the answers below. Success bodies carry plain
-// application/json, as the contract states, rather than gin's
-// "; charset=utf-8" variant: the finisher stores the same value for an
-// answer it builds outside any request, and a replay must not depend on who
-// stored it.
+// contentTypeJSON is the Content-Type of every success body: plain
+// application/json, as the contract and the OpenAPI document state, never
+// gin's "; charset=utf-8" variant (writeJSON, not c.JSON). One spelling
+// everywhere, because the finisher stores the same value for an answer it
+// builds outside any request, a replay must not depend on who stored it,
+// and generated clients pick the decoder by the exact media type.
 const contentTypeJSON = "application/json"
 
 // PaymentAnswer is the answer to POST /v1/orders/{id}/payments for p:
@@ -187,6 +188,11 @@ func encodeJSON(v any) []byte {
 		panic(fmt.Sprintf("handlers: encode %T: %v", v, err))
 	}
 	return body
+}
+
+// writeJSON answers with v encoded as JSON under contentTypeJSON.
+func writeJSON(c *gin.Context, status int, v any) {
+	c.Data(status, contentTypeJSON, encodeJSON(v))
 }
 
 // writeAnswer sends an answer built by PaymentAnswer or RefundAnswer.
@@ -288,29 +294,34 @@ func (r leaseRecovery) Checkpoint(ctx context.Context, step, resourceID string) 
 //	@Summary		Pay an order
 //	@Description	Charges the order's amount_total at the payment provider with payment_method. 201: the payment succeeded and the order is paid. 402: the provider declined; the payment is failed and the order stays pending_payment, so a new Idempotency-Key with another method may try again. 202: the provider's outcome is unknown (timeout, lost answer); the payment is processing until the reconciler, a provider webhook or a retry with the same key settles it, and such a retry answers 202 while unknown and the final 201 or 402 once known. 502: the provider did nothing (payment_id names the attempt); retry with the same key, which resumes the same payment (same provider key, never a second charge), until the reconciler cancels an attempt abandoned for PENDING_CANCEL_AFTER: the key then answers 409 payment_canceled and the order is payable again with a new key. 409 payment_in_progress: another payment of the order is in flight; nothing was done or stored, retry after Retry-After.
 //	@Description	Idempotent: a retry with the same Idempotency-Key and body replays a final answer (201, 402, 409) byte for byte with Idempotent-Replayed: true, and the provider is charged at most once per key.
+//	@ID				payOrder
 //	@Tags			payments
 //	@Accept			json
-//	@Produce		json,application/problem+json
-//	@Security		ApiKeyAuth
-//	@Param			Idempotency-Key	header		string			true	"Unique key of this operation, reused on every retry of it (1-255 visible ASCII characters)"	minlength(1)	maxlength(255)
-//	@Param			id				path		string			true	"Order id"																						example(ord_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
-//	@Param			payment			body		PayOrderRequest	true	"How to pay"
-//	@Success		201				{object}	PaymentResponse	"succeeded"
-//	@Success		202				{object}	PaymentResponse	"processing: the provider's outcome is not known yet"
-//	@Header			201,202			{string}	Location		"/v1/payments/{id}"
-//	@Failure		400				{object}	problem.Problem	"validation_failed, idempotency_key_missing or idempotency_key_invalid"
-//	@Failure		401				{object}	problem.Problem	"unauthorized"
-//	@Failure		402				{object}	problem.Problem{payment_id=string,decline_code=string}	"payment_declined, with the members payment_id and decline_code"
-//	@Failure		404				{object}	problem.Problem	"not_found: no such order"
-//	@Failure		409				{object}	problem.Problem{payment_id=string}	"order_already_paid (the order is paid; stored and replayed), payment_canceled (the key's payment never reached the provider and was canceled; with payment_id; stored), payment_in_progress (another payment of the order is in flight; with Retry-After; not stored), or idempotency_request_in_progress (with Retry-After)"
-//	@Failure		413				{object}	problem.Problem	"request_too_large"
-//	@Failure		422				{object}	problem.Problem	"idempotency_key_reused"
-//	@Failure		429				{object}	problem.Problem	"rate_limited (with Retry-After): too many new keys from the merchant"
-//	@Failure		500				{object}	problem.Problem	"internal_error"
-//	@Failure		502				{object}	problem.Problem{payment_id=string}	"provider_unavailable: nothing was charged; payment_id names the attempt, which a retry with the same key resumes until it is canceled (PENDING_CANCEL_AFTER)"
-//	@Failure		503				{object}	problem.Problem	"service_unavailable (with Retry-After)"
-//	@Header			409,429,503		{integer}	Retry-After		"seconds to wait before retrying"
-//	@Header			201,402,409		{string}	Idempotent-Replayed	"true when this answer replays a stored one (202 is never stored, so never replayed)"
+//	@Security		BearerAuth
+//	@Param			Idempotency-Key	header		string	true	"Unique key of this operation, reused on every retry of it: 1-255 visible ASCII characters (0x21-0x7E)"	minlength(1)	maxlength(255)
+//	@Param			id				path	string			true	"Order id"	example(ord_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
+//	@Param			payment			body	PayOrderRequest	true	"How to pay"
+//	@Produce		json
+//	@Success		201	{object}	PaymentResponse	"succeeded"
+//	@Success		202	{object}	PaymentResponse	"processing: the provider's outcome is not known yet"
+//	@Header			201,202	{string}	Location	"/v1/payments/{id}"
+//	@Header			201,402,409	{string}	Idempotent-Replayed	"true: this answer replays the stored answer of an earlier request with this key"
+//	@Produce		application/problem+json
+//	@Failure		400	{object}	Problem400	"validation_failed, idempotency_key_missing or idempotency_key_invalid"
+//	@Failure		401	{object}	Problem401	"unauthorized: the API key is missing or unknown"
+//	@Header			401	{string}	WWW-Authenticate	"The scheme to send the API key with: Bearer, realm api"
+//	@Failure		402	{object}	Problem402	"payment_declined, with payment_id and decline_code"
+//	@Failure		404	{object}	Problem404	"not_found: no such order"
+//	@Failure		408	{object}	Problem408	"request_timeout: the body did not arrive in time; nothing was done"
+//	@Failure		409	{object}	Problem409	"order_already_paid (the order is paid; stored and replayed), payment_canceled (the key's payment never reached the provider and was canceled; with payment_id; stored), payment_in_progress (another payment of the order is in flight; with Retry-After; not stored), idempotency_request_in_progress (with Retry-After), or idempotency_key_expired (IDEMPOTENCY_TOMBSTONES=true only)"
+//	@Failure		413	{object}	Problem413	"request_too_large: the body is over MAX_BODY_BYTES"
+//	@Failure		422	{object}	Problem422	"idempotency_key_reused: the key was used before for a different request"
+//	@Failure		429	{object}	Problem429	"rate_limited: too many new keys from this merchant (RATE_LIMIT_NEW_KEYS a second, 100 by default; 0 turns the limit off); retries of known keys are never limited"
+//	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
+//	@Failure		502	{object}	Problem502Payment	"provider_unavailable: nothing was charged; payment_id names the attempt, which a retry with the same key resumes until it is canceled (PENDING_CANCEL_AFTER)"
+//	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
+//	@Header			409,429,503	{integer}	Retry-After	"seconds to wait before retrying"
+//	@Produce		json
 //	@Router			/v1/orders/{id}/payments [post]
 func (h *paymentHandlers) payOrder(c *gin.Context) {
 	var req PayOrderRequest
@@ -349,16 +360,20 @@ func runGuarded(c *gin.Context, req any, op func(ctx context.Context, merchantID
 //
 //	@Summary		Get a payment
 //	@Description	Returns one of the merchant's payments, with the amount refunded so far. Another merchant's payment is not found. A payment whose provider outcome is not known yet shows status processing.
+//	@ID				getPayment
 //	@Tags			payments
-//	@Produce		json,application/problem+json
-//	@Security		ApiKeyAuth
-//	@Param			id	path		string	true	"Payment id"	example(pay_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
+//	@Security		BearerAuth
+//	@Param			id	path	string	true	"Payment id"	example(pay_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
+//	@Produce		json
 //	@Success		200	{object}	PaymentResponse
-//	@Failure		401	{object}	problem.Problem	"unauthorized"
-//	@Failure		404	{object}	problem.Problem	"not_found"
-//	@Failure		500	{object}	problem.Problem	"internal_error"
-//	@Failure		503	{object}	problem.Problem	"service_unavailable (with Retry-After)"
-//	@Header			503	{integer}	Retry-After		"seconds to wait before retrying"
+//	@Produce		application/problem+json
+//	@Failure		401	{object}	Problem401	"unauthorized: the API key is missing or unknown"
+//	@Header			401	{string}	WWW-Authenticate	"The scheme to send the API key with: Bearer, realm api"
+//	@Failure		404	{object}	Problem404	"not_found"
+//	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
+//	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
+//	@Header			503	{integer}	Retry-After	"seconds to wait before retrying"
+//	@Produce		json
 //	@Router			/v1/payments/{id} [get]
 func (h *paymentHandlers) getPayment(c *gin.Context) {
 	p, err := h.payments.GetPayment(c.Request.Context(), MerchantID(c), c.Param("id"))
@@ -366,23 +381,27 @@ func (h *paymentHandlers) getPayment(c *gin.Context) {
 		RenderError(c, err)
 		return
 	}
-	c.Data(http.StatusOK, contentTypeJSON, encodeJSON(toPaymentResponse(p)))
+	writeJSON(c, http.StatusOK, toPaymentResponse(p))
 }
 
 // getRefund godoc
 //
 //	@Summary		Get a refund
 //	@Description	Returns one of the merchant's refunds; a 502 of a refund names its refund_id. Another merchant's refund is not found. A refund whose provider outcome is not known yet shows status processing.
+//	@ID				getRefund
 //	@Tags			payments
-//	@Produce		json,application/problem+json
-//	@Security		ApiKeyAuth
-//	@Param			id	path		string	true	"Refund id"	example(re_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
+//	@Security		BearerAuth
+//	@Param			id	path	string	true	"Refund id"	example(re_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
+//	@Produce		json
 //	@Success		200	{object}	RefundResponse
-//	@Failure		401	{object}	problem.Problem	"unauthorized"
-//	@Failure		404	{object}	problem.Problem	"not_found"
-//	@Failure		500	{object}	problem.Problem	"internal_error"
-//	@Failure		503	{object}	problem.Problem	"service_unavailable (with Retry-After)"
-//	@Header			503	{integer}	Retry-After		"seconds to wait before retrying"
+//	@Produce		application/problem+json
+//	@Failure		401	{object}	Problem401	"unauthorized: the API key is missing or unknown"
+//	@Header			401	{string}	WWW-Authenticate	"The scheme to send the API key with: Bearer, realm api"
+//	@Failure		404	{object}	Problem404	"not_found"
+//	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
+//	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
+//	@Header			503	{integer}	Retry-After	"seconds to wait before retrying"
+//	@Produce		json
 //	@Router			/v1/refunds/{id} [get]
 func (h *paymentHandlers) getRefund(c *gin.Context) {
 	r, err := h.payments.GetRefund(c.Request.Context(), MerchantID(c), c.Param("id"))
@@ -390,7 +409,7 @@ func (h *paymentHandlers) getRefund(c *gin.Context) {
 		RenderError(c, err)
 		return
 	}
-	c.Data(http.StatusOK, contentTypeJSON, encodeJSON(toRefundResponse(r)))
+	writeJSON(c, http.StatusOK, toRefundResponse(r))
 }
 
 // refundPayment godoc
@@ -398,27 +417,32 @@ func (h *paymentHandlers) getRefund(c *gin.Context) {
 //	@Summary		Refund a payment
 //	@Description	Refunds amount (all that is left when omitted) of a succeeded payment through the provider. 201: the refund is final, succeeded or failed; a succeeded refund adds to the payment's amount_refunded, and the payment stays succeeded. 202: the provider's outcome is unknown; retry with the same Idempotency-Key to learn it (202 while unknown, then the final 201). There is no Location header; GET /v1/refunds/{id} reads a refund. 502: the provider did nothing (refund_id names the attempt); retry with the same key until it is canceled (409 refund_canceled; the amount is free again).
 //	@Description	Idempotent: a retry with the same Idempotency-Key and body replays a final answer (201, 409) byte for byte with Idempotent-Replayed: true, and the provider refunds at most once per key.
+//	@ID				refundPayment
 //	@Tags			payments
 //	@Accept			json
-//	@Produce		json,application/problem+json
-//	@Security		ApiKeyAuth
-//	@Param			Idempotency-Key	header		string					true	"Unique key of this operation, reused on every retry of it (1-255 visible ASCII characters)"	minlength(1)	maxlength(255)
-//	@Param			id				path		string					true	"Payment id"																					example(pay_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
-//	@Param			refund			body		RefundPaymentRequest	false	"How much to refund; an empty body or {} refunds all that is left"
-//	@Success		201				{object}	RefundResponse			"succeeded or failed"
-//	@Success		202				{object}	RefundResponse			"processing: the provider's outcome is not known yet"
-//	@Failure		400				{object}	problem.Problem			"validation_failed, idempotency_key_missing or idempotency_key_invalid"
-//	@Failure		401				{object}	problem.Problem			"unauthorized"
-//	@Failure		404				{object}	problem.Problem			"not_found: no such payment"
-//	@Failure		409				{object}	problem.Problem{refund_id=string}	"refund_exceeds_payment (stored and replayed), refund_canceled (the key's refund never reached the provider and was canceled; with refund_id; stored), payment_in_progress (the payment is still processing; with Retry-After; not stored), or idempotency_request_in_progress (with Retry-After)"
-//	@Failure		413				{object}	problem.Problem			"request_too_large"
-//	@Failure		422				{object}	problem.Problem			"idempotency_key_reused"
-//	@Failure		429				{object}	problem.Problem			"rate_limited (with Retry-After): too many new keys from the merchant"
-//	@Failure		500				{object}	problem.Problem			"internal_error"
-//	@Failure		502				{object}	problem.Problem{refund_id=string}	"provider_unavailable: nothing was refunded; refund_id names the attempt, which a retry with the same key resumes until it is canceled (PENDING_CANCEL_AFTER)"
-//	@Failure		503				{object}	problem.Problem			"service_unavailable (with Retry-After)"
-//	@Header			409,429,503		{integer}	Retry-After				"seconds to wait before retrying"
-//	@Header			201,409			{string}	Idempotent-Replayed		"true when this answer replays a stored one (202 is never stored, so never replayed)"
+//	@Security		BearerAuth
+//	@Param			Idempotency-Key	header		string	true	"Unique key of this operation, reused on every retry of it: 1-255 visible ASCII characters (0x21-0x7E)"	minlength(1)	maxlength(255)
+//	@Param			id				path	string					true	"Payment id"	example(pay_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
+//	@Param			refund			body	RefundPaymentRequest	false	"How much to refund; an empty body or {} refunds all that is left"
+//	@Produce		json
+//	@Success		201	{object}	RefundResponse	"succeeded or failed"
+//	@Success		202	{object}	RefundResponse	"processing: the provider's outcome is not known yet"
+//	@Header			201,409	{string}	Idempotent-Replayed	"true: this answer replays the stored answer of an earlier request with this key"
+//	@Produce		application/problem+json
+//	@Failure		400	{object}	Problem400	"validation_failed, idempotency_key_missing or idempotency_key_invalid"
+//	@Failure		401	{object}	Problem401	"unauthorized: the API key is missing or unknown"
+//	@Header			401	{string}	WWW-Authenticate	"The scheme to send the API key with: Bearer, realm api"
+//	@Failure		404	{object}	Problem404	"not_found: no such payment"
+//	@Failure		408	{object}	Problem408	"request_timeout: the body did not arrive in time; nothing was done"
+//	@Failure		409	{object}	Problem409	"refund_exceeds_payment (stored and replayed), refund_canceled (the key's refund never reached the provider and was canceled; with refund_id; stored), payment_in_progress (the payment is still processing; with Retry-After; not stored), idempotency_request_in_progress (with Retry-After), or idempotency_key_expired (IDEMPOTENCY_TOMBSTONES=true only)"
+//	@Failure		413	{object}	Problem413	"request_too_large: the body is over MAX_BODY_BYTES"
+//	@Failure		422	{object}	Problem422	"idempotency_key_reused: the key was used before for a different request"
+//	@Failure		429	{object}	Problem429	"rate_limited: too many new keys from this merchant (RATE_LIMIT_NEW_KEYS a second, 100 by default; 0 turns the limit off); retries of known keys are never limited"
+//	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
+//	@Failure		502	{object}	Problem502Refund	"provider_unavailable: nothing was refunded; refund_id names the attempt, which a retry with the same key resumes until it is canceled (PENDING_CANCEL_AFTER)"
+//	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
+//	@Header			409,429,503	{integer}	Retry-After	"seconds to wait before retrying"
+//	@Produce		json
 //	@Router			/v1/payments/{id}/refunds [post]
 func (h *paymentHandlers) refundPayment(c *gin.Context) {
 	var req RefundPaymentRequest

@@ -121,7 +121,7 @@ func TestCreateAndGetOrder(t *testing.T) {
 
 			w := a.do(http.MethodPost, "/v1/orders", acmeKey, orderBody)
 			require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
-			require.Equal(t, "application/json; charset=utf-8", w.Header().Get("Content-Type"))
+			require.Equal(t, "application/json", w.Header().Get("Content-Type"))
 			require.NotEmpty(t, w.Header().Get("X-Request-Id"))
 
 			var got map[string]any

@@ -1,27 +1,56 @@
 package handlers
 
 import (
-	"github.com/gin-gonic/gin"
-	swaggerFiles "github.com/swaggo/files"
-	ginSwagger "github.com/swaggo/gin-swagger"
+	"io/fs"
+	"net/http"
+	"strings"
 
-	// The spec generated from the swag annotations by `make swagger`. The
-	// generated package registers it with swag when it is loaded, which is
-	// how gin-swagger finds it: the one init side effect in the module, and
-	// generated, not written.
+	"github.com/gin-gonic/gin"
+	swaggerFiles "github.com/swaggo/files/v2"
+
 	"github.com/idemkeys/payments/api"
 )
 
-// RegisterSwagger serves the Swagger UI at /swagger/index.html and the
-// OpenAPI spec at /swagger/doc.json. Like /healthz it needs no API key: the
-// spec describes the API, it holds no data. Call it on the engine NewRouter
-// returns.
+// swaggerInitializer starts Swagger UI on the spec beside it. It replaces
+// the bundle's own swagger-initializer.js, which points at a demo spec.
+// The key entered in Authorize survives reloads; operations open collapsed,
+// as the descriptions are long.
+const swaggerInitializer = `window.onload = function () {
+  window.ui = SwaggerUIBundle({
+    url: "doc.json",
+    dom_id: "#swagger-ui",
+    deepLinking: true,
+    persistAuthorization: true,
+    docExpansion: "list",
+    presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset],
+    plugins: [SwaggerUIBundle.plugins.DownloadUrl],
+    layout: "StandaloneLayout"
+  });
+};
+`
+
+// RegisterSwagger serves Swagger UI 5 at /swagger/index.html and the OpenAPI
+// 3.1 document (api/swagger.json, as committed) at /swagger/doc.json. Like
+// /healthz it needs no API key: the spec describes the API, it holds no
+// data. Call it on the engine NewRouter returns.
 func RegisterSwagger(r gin.IRoutes) {
-	r.GET("/swagger/*any", ginSwagger.WrapHandler(swaggerFiles.Handler,
-		ginSwagger.InstanceName(api.SwaggerInfo.InstanceName()),
-		// Keep the API key entered in the UI across reloads, and open
-		// operations collapsed: the descriptions are long.
-		ginSwagger.PersistAuthorization(true),
-		ginSwagger.DocExpansion("list"),
-	))
+	assets := http.FileServerFS(swaggerFiles.FS)
+	r.GET("/swagger/*any", func(c *gin.Context) {
+		switch name := strings.TrimPrefix(c.Param("any"), "/"); name {
+		case "doc.json":
+			c.Data(http.StatusOK, contentTypeJSON, api.OpenAPI)
+		case "swagger-initializer.js":
+			c.Data(http.StatusOK, "text/javascript; charset=utf-8", []byte(swaggerInitializer))
+		case "", "index.html":
+			page, err := fs.ReadFile(swaggerFiles.FS, "index.html")
+			if err != nil {
+				RenderError(c, err)
+				return
+			}
+			c.Data(http.StatusOK, "text/html; charset=utf-8", page)
+		default:
+			c.Request.URL.Path = "/" + name
+			assets.ServeHTTP(c.Writer, c.Request)
+		}
+	})
 }

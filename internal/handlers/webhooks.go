@@ -99,18 +99,22 @@ type webhookHandlers struct {
 //
 //	@Summary		Receive a provider event
 //	@Description	The payment provider's webhook: it reports charges and refunds, among them the outcomes a request could not learn (a lost answer, a timeout). It takes no API key; the Provider-Signature header authenticates it, checked against the raw body before anything is parsed. A signed event is a hint, not the truth: the API asks the provider's API about the payment or refund it names (by our provider key) and applies what the provider says, after checking its amount and currency against ours; an event the provider does not confirm changes nothing and is not recorded (answered 200). When the provider cannot be asked, the answer is 503 provider_unavailable and nothing is applied, so the provider delivers again. Delivery is at least once: each confirmed event id is applied once, and every delivery of it is answered 200. Events never move a payment or refund backwards. Unknown event types are answered 200 and ignored.
+//	@ID				receiveProviderEvent
 //	@Tags			webhooks
 //	@Accept			json
-//	@Produce		json,application/problem+json
-//	@Param			Provider-Signature	header		string					true	"t=<unix seconds>,v1=<hex HMAC-SHA256 of \"<t>.<raw body>\" with the shared secret>; refused when older or newer than 5 minutes"
-//	@Param			event				body		ProviderEventRequest	true	"The event"
-//	@Success		200					{object}	WebhookAck
-//	@Failure		400					{object}	problem.Problem	"validation_failed: the signed body is not an event the API can read"
-//	@Failure		401					{object}	problem.Problem	"invalid_signature"
-//	@Failure		413					{object}	problem.Problem	"request_too_large"
-//	@Failure		500					{object}	problem.Problem	"internal_error; the provider delivers again"
-//	@Failure		503					{object}	problem.Problem	"service_unavailable (the database), or provider_unavailable (the provider could not be asked about the event), with Retry-After; nothing was applied and the provider delivers again"
-//	@Header			503					{integer}	Retry-After		"seconds to wait before retrying"
+//	@Param			Provider-Signature	header	string					true	"t=<unix seconds>,v1=<hex HMAC-SHA256, with the shared secret, of the string made of t, a dot and the raw body>. Refused (401) when t is more than 5 minutes older or newer than the API's clock."
+//	@Param			event				body	ProviderEventRequest	true	"The event"
+//	@Produce		json
+//	@Success		200	{object}	WebhookAck
+//	@Produce		application/problem+json
+//	@Failure		400	{object}	Problem400	"validation_failed: the signed body is not an event the API can read"
+//	@Failure		401	{object}	Problem401	"invalid_signature"
+//	@Failure		408	{object}	Problem408	"request_timeout: the body did not arrive in time; nothing was done"
+//	@Failure		413	{object}	Problem413	"request_too_large: the body is over MAX_BODY_BYTES"
+//	@Failure		500	{object}	Problem500	"internal_error; the provider delivers again"
+//	@Failure		503	{object}	Problem503	"service_unavailable (the database), or provider_unavailable (the provider could not be asked about the event), with Retry-After; nothing was applied and the provider delivers again"
+//	@Header			503	{integer}	Retry-After	"seconds to wait before retrying"
+//	@Produce		json
 //	@Router			/v1/webhooks/provider [post]
 func (h *webhookHandlers) receiveProviderEvent(c *gin.Context) {
 	// The signature covers the exact bytes sent, so they are read whole and
@@ -137,7 +141,7 @@ func (h *webhookHandlers) receiveProviderEvent(c *gin.Context) {
 	}
 	if !ok {
 		loggerFrom(c).DebugContext(c.Request.Context(), "webhook ignored", "event_id", ev.ID, "type", ev.Type)
-		c.JSON(http.StatusOK, WebhookAck{Received: true})
+		writeJSON(c, http.StatusOK, WebhookAck{Received: true})
 		return
 	}
 	outcome, err := h.payments.ApplyProviderEvent(c.Request.Context(), ev)
@@ -150,7 +154,7 @@ func (h *webhookHandlers) receiveProviderEvent(c *gin.Context) {
 	// A forged or mismatched event is acknowledged too: delivering it
 	// again would change nothing. The service has logged and counted it.
 	loggerFrom(c).InfoContext(c.Request.Context(), "webhook received", "event_id", ev.ID, "type", ev.Type, "outcome", string(outcome))
-	c.JSON(http.StatusOK, WebhookAck{Received: true})
+	writeJSON(c, http.StatusOK, WebhookAck{Received: true})
 }
 
 // toProviderEvent reads a verified event body. ok is false for an event
