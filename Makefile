@@ -29,7 +29,7 @@ SWAG := $(GO) run github.com/swaggo/swag/v2/cmd/swag@v2.0.0-rc6
 SWAG_INIT_FLAGS := --v3.1 -g cmd/api/main.go -o api --parseInternal --outputTypes json --requiredByDefault
 
 .PHONY: help run run-pg db provider demo merchant migrate test test-short fuzz bench chaos lint fmt \
-	swagger swagger-check build clean compose-up compose-down ci
+	swagger swagger-check spec-lint build clean compose-up compose-down ci
 
 help: ## Show this list
 	@echo "Usage: make <target> [VAR=value]"
@@ -97,6 +97,15 @@ swagger: ## Regenerate the OpenAPI 3.1 spec api/swagger.json from the handlers' 
 		if grep -E 'Error parsing|Error extracting|warning:' <<<"$$out" | grep -v 'failed to get package name in dir: \./,'; then \
 			echo "swag reported the problems above"; exit 1; fi
 	$(GO) run ./scripts/openapifix api/swagger.json
+
+# Redocly CLI's recommended rules over the committed document: any error
+# fails. The npm tools come from scripts/spec/package-lock.json (npm ci, a
+# few seconds with npm's cache); Redocly's telemetry and update check are
+# off, so nothing else is fetched.
+spec-lint: ## Lint api/swagger.json with Redocly CLI 2.77.0 (recommended rules; errors fail, warnings are shown)
+	cd scripts/spec && npm ci --no-audit --no-fund --loglevel=error
+	cd scripts/spec && REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true \
+		npx --no-install redocly lint ../../api/swagger.json --config redocly.yaml --format=stylish
 
 swagger-check: swagger ## Regenerate api/ and fail if it differs from what is committed (hand-written docs/ is not looked at)
 	@if ! git diff --exit-code -- api/ || [[ -n "$$(git status --porcelain -- api/)" ]]; then \

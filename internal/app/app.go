@@ -266,6 +266,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	}
 	router.GET("/metrics", gin.WrapH(m.Handler()))
 	a.handler = router
+	if o.wrap != nil {
+		a.handler = o.wrap(router)
+	}
 
 	janitor := idempotency.NewJanitor(records, clock, idempotency.JanitorConfig{Interval: cfg.JanitorInterval}, log)
 	janitor.OnPurge = m.Purged

@@ -1,6 +1,8 @@
 package app
 
 import (
+	"net/http"
+
 	"github.com/gin-gonic/gin"
 
 	"github.com/idemkeys/payments/internal/idempotency/ginidem"
@@ -16,6 +18,14 @@ type options struct {
 	service []payments.Option
 	orders  func(*ginidem.Middleware) gin.HandlerFunc
 	tracing *tracing.Tracing
+	wrap    func(http.Handler) http.Handler
+}
+
+// WithHandlerWrapper puts wrap around the program's whole HTTP handler, so
+// that it sees every request and answer (the tests' check of every answer
+// against the OpenAPI document).
+func WithHandlerWrapper(wrap func(http.Handler) http.Handler) Option {
+	return func(o *options) { o.wrap = wrap }
 }
 
 // WithTracing replaces the tracing that the OTEL_* settings would start by

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,15 +52,23 @@ type API struct {
 type Option func(*settings)
 
 type settings struct {
-	env      []string
-	app      []app.Option
-	provider *provider.Config
-	webhooks bool
+	unchecked bool
+	env       []string
+	app       []app.Option
+	provider  *provider.Config
+	webhooks  bool
 }
 
 // Env adds settings (KEY=value) after the defaults; a later one wins.
 func Env(kv ...string) Option {
 	return func(s *settings) { s.env = append(s.env, kv...) }
+}
+
+// Unchecked leaves the API's answers out of the check against the OpenAPI
+// document (spec.go): only for a deliberately different program, such as
+// the mistakes tests' naive idempotency middleware.
+func Unchecked() Option {
+	return func(s *settings) { s.unchecked = true }
 }
 
 // WithApp passes options to app.New (a phase hook, another middleware).
@@ -111,7 +120,14 @@ func Start(t testing.TB, databaseURL string, opts ...Option) *API {
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	program, err := app.New(ctx, cfg, app.NewLogger(a.logs, cfg.LogLevel), ln, s.app...)
+	// Every answer is checked against the OpenAPI document (spec.go), until
+	// the test's cleanup has begun stopping the API.
+	var stopping atomic.Bool
+	appOpts := s.app
+	if !s.unchecked {
+		appOpts = append([]app.Option{app.WithHandlerWrapper(checkServed(t, stopping.Load))}, s.app...)
+	}
+	program, err := app.New(ctx, cfg, app.NewLogger(a.logs, cfg.LogLevel), ln, appOpts...)
 	if err != nil {
 		cancel()
 		_ = ln.Close()
@@ -135,6 +151,7 @@ func Start(t testing.TB, databaseURL string, opts ...Option) *API {
 	}
 	t.Cleanup(func() {
 		_ = a.Stop()
+		stopping.Store(true)
 		if t.Failed() {
 			t.Logf("api logs:\n%s", a.Logs())
 		}
@@ -173,6 +190,7 @@ func StartBinary(t testing.TB, bin, databaseURL string, opts ...Option) *API {
 	addr := testkit.FreeAddr(t)
 	env := append(append([]string{"DATABASE_URL=" + databaseURL}, defaults...), s.env...)
 	p := testkit.StartProcess(t, bin, addr, env...)
+	registerBinary(t, addr)
 	return &API{URL: "http://" + addr, Addr: addr, DatabaseURL: databaseURL, Process: p, logs: p.Log.(*testkit.SyncBuffer)}
 }
 

@@ -95,7 +95,11 @@ func Do(r Request) (Answer, error) {
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return Answer{Status: resp.StatusCode, Header: resp.Header, Body: b}, err
+	a := Answer{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	if err == nil {
+		checkAnswer(req, a)
+	}
+	return a, err
 }
 
 // Send is Do that fails the test when no answer arrives.
