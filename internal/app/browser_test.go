@@ -92,37 +92,83 @@ const findCreateOrder = `[...document.querySelectorAll('.opblock-post')].find(b 
 	return p && (p.dataset.path || p.textContent.trim()) === '/v1/orders';
 })`
 
+// TestSwaggerUIInBrowser uses Swagger UI 5 on the served OpenAPI 3.1
+// document as a new user would: Authorize with the bare API key (the scheme
+// is HTTP bearer, so the UI adds "Bearer "), then Try it out on POST
+// /v1/orders twice under one Idempotency-Key: a 201, then the replay with
+// idempotent-replayed: true. The 422 row shows its own example,
+// idempotency_key_reused, not another status's.
 func TestSwaggerUIInBrowser(t *testing.T) {
 	testkit.EndToEnd(t)
 	t.Parallel()
-	ctx := newBrowser(t, 45*time.Second)
+	ctx := newBrowser(t, 60*time.Second)
 	dbURL := testkit.DatabaseURL(t, database.SQLite)
 	api := apptest.Start(t, dbURL)
 
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(api.URL+"/swagger/index.html")))
 	pageText := func() string { return evaluate[string](t, ctx, `document.body.innerText.slice(0, 2000)`) }
 	waitFor(t, ctx, 20*time.Second, "POST /v1/orders is listed", `!!(`+findCreateOrder+`)`, pageText)
+	require.NotContains(t, pageText(), "Unable to render this definition")
+
+	// Authorize with the bare key.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`.auth-wrapper .btn.authorize`))))
+	waitFor(t, ctx, 10*time.Second, "the Authorize dialog opens", `!!document.querySelector('.auth-container input')`, pageText)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS(`.auth-container input`), "sk_test_acme"),
+		chromedp.Click(chromedp.CSS(`.auth-container .auth-btn-wrapper .btn.authorize`))))
+	waitFor(t, ctx, 10*time.Second, "the key is taken", `!!document.querySelector('.auth-container .btn.modal-btn.auth.button')`, pageText)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`.dialog-ux .close-modal`))))
 
 	// Open the operation, as a reader would.
 	evaluate[bool](t, ctx, `(() => { const b = `+findCreateOrder+`;
 		(b.querySelector('.opblock-summary-control') || b.querySelector('.opblock-summary')).click(); return true })()`)
 	waitFor(t, ctx, 10*time.Second, "the operation opens", `!!(`+findCreateOrder+`).querySelector('.opblock-body')`, pageText)
-
+	opText := func() string { return evaluate[string](t, ctx, `(`+findCreateOrder+`).innerText`) }
 	shown := func(what, js string) {
 		t.Helper()
-		waitFor(t, ctx, 10*time.Second, what, `(() => { const b = `+findCreateOrder+`; return !!(`+js+`) })()`,
-			func() string { return evaluate[string](t, ctx, `(`+findCreateOrder+`).innerText`) })
+		waitFor(t, ctx, 10*time.Second, what, `(() => { const b = `+findCreateOrder+`; return !!(`+js+`) })()`, opText)
 	}
 	shown("the Idempotency-Key header parameter is shown, required",
 		`b.querySelector('tr[data-param-name="Idempotency-Key"][data-param-in="header"] .parameter__name.required')`)
-	shown("the 422 response is shown", `b.querySelector('.responses-table tr.response[data-code="422"]')`)
 	shown("the 409 response is shown", `b.querySelector('.responses-table tr.response[data-code="409"]')`)
-	body := evaluate[string](t, ctx, `(`+findCreateOrder+`).innerText`)
-	require.Contains(t, body, "idempotency_key_reused")
-	require.Contains(t, body, "idempotency_request_in_progress")
-
-	// The opened operation only: the whole UI is too tall to read.
+	shown("the 422 response is shown", `b.querySelector('.responses-table tr.response[data-code="422"]')`)
+	row422 := evaluate[string](t, ctx, `(`+findCreateOrder+`).querySelector('.responses-table tr.response[data-code="422"]').innerText`)
+	require.Contains(t, row422, `"code": "idempotency_key_reused"`, "the 422 row shows its own example")
+	require.Contains(t, row422, `"status": 422`)
+	require.NotContains(t, row422, "validation_failed")
 	saveScreenshot(t, ctx, chromedp.JSPath(findCreateOrder), "swagger-create-order.png")
+
+	// Try it out, twice with one key.
+	evaluate[bool](t, ctx, `((`+findCreateOrder+`).querySelector('.try-out__btn').click(), true)`)
+	shown("the form opens", `b.querySelector('tr[data-param-name="Idempotency-Key"] input:not([disabled])')`)
+	key := "swagger-" + apptest.NewKey()
+	// Typed as React sees typing: the native setter, then an input event.
+	evaluate[bool](t, ctx, `(() => {
+		const input = (`+findCreateOrder+`).querySelector('tr[data-param-name="Idempotency-Key"] input');
+		Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set.call(input, '`+key+`');
+		input.dispatchEvent(new Event('input', { bubbles: true }));
+		return true })()`)
+	// The UI takes the value after a debounce: wait until its state has it.
+	waitFor(t, ctx, 10*time.Second, "the UI holds the key", `(JSON.stringify(window.ui.getState().get('spec')) || '').includes('`+key+`')`, opText)
+	liveStatus := `(() => { const c = (` + findCreateOrder + `).querySelector('.live-responses-table .response .response-col_status'); return c ? c.innerText.trim() : '' })()`
+	execute := func(what string) string {
+		t.Helper()
+		evaluate[bool](t, ctx, `((`+findCreateOrder+`).querySelector('.btn.execute').click(), true)`)
+		waitFor(t, ctx, 15*time.Second, what, liveStatus+` !== ''`, opText)
+		return evaluate[string](t, ctx, `(`+findCreateOrder+`).querySelector('.live-responses-table').innerText`)
+	}
+	first := execute("the first answer is shown")
+	require.Contains(t, first, "201", first)
+	require.NotContains(t, first, "idempotent-replayed", first)
+	// The second Execute replaces the live answer: clear it first, so that
+	// the wait sees the new one.
+	evaluate[bool](t, ctx, `(() => { const c = (`+findCreateOrder+`).querySelector('.btn-clear'); if (c) c.click(); return true })()`)
+	second := execute("the second answer is shown")
+	require.Contains(t, second, "201", second)
+	require.Contains(t, second, "idempotent-replayed: true", second)
+	require.EqualValues(t, 1, api.Count(t, `SELECT count(*) FROM orders o JOIN merchants m ON m.id = o.merchant_id WHERE m.name = 'acme'`),
+		"one order for the two executions")
+	saveScreenshot(t, ctx, chromedp.JSPath(findCreateOrder), "swagger-try-it-out-replay.png")
 }
 
 // saveScreenshot saves a PNG of the element that sel finds, in t.TempDir,

@@ -34,7 +34,7 @@ const swaggerInitializer = `window.onload = function () {
 // /healthz it needs no API key: the spec describes the API, it holds no
 // data. Call it on the engine NewRouter returns.
 func RegisterSwagger(r gin.IRoutes) {
-	assets := http.FileServerFS(swaggerFiles.FS)
+	assets := http.StripPrefix("/swagger", http.FileServerFS(swaggerFiles.FS))
 	r.GET("/swagger/*any", func(c *gin.Context) {
 		switch name := strings.TrimPrefix(c.Param("any"), "/"); name {
 		case "doc.json":
@@ -49,7 +49,6 @@ func RegisterSwagger(r gin.IRoutes) {
 			}
 			c.Data(http.StatusOK, "text/html; charset=utf-8", page)
 		default:
-			c.Request.URL.Path = "/" + name
 			assets.ServeHTTP(c.Writer, c.Request)
 		}
 	})

@@ -213,13 +213,14 @@ func (r *specRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 func checkServed(t testing.TB, stopped func() bool) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// The request as it came: a handler may change its URL.
+			req := r.Clone(r.Context())
+			req.Body = http.NoBody
 			rec := &specRecorder{ResponseWriter: w}
 			next.ServeHTTP(rec, r)
 			if rec.status == 0 || stopped() {
 				return
 			}
-			req := r.Clone(r.Context())
-			req.Body = http.NoBody
 			if problems := checkExchange(req, rec.status, rec.header, rec.body.Bytes()); problems != nil {
 				t.Errorf("%s\n\t%s\nbody: %s", problems[0], strings.Join(problems[1:], "\n\t"), truncate(rec.body.Bytes()))
 			}
