@@ -35,7 +35,8 @@ import (
 // parameters), and to Retry-After on every problem whose code asks the
 // client to come back later.
 //
-// Out of scope: /metrics, /swagger/* and /demo (not API routes), Go's own
+// Out of scope: /metrics, /swagger/*, /demo and the development mirror of
+// the in-process provider, /dev/provider/* (not the payments API), Go's own
 // plain-text answers before the program runs (a malformed request line,
 // headers over the limit), and 499 (the client left; nothing is sent).
 //
@@ -44,7 +45,7 @@ import (
 
 // specExempt reports whether path is served outside the document.
 func specExempt(path string) bool {
-	return path == "/metrics" || path == "/demo" || strings.HasPrefix(path, "/swagger/")
+	return path == "/metrics" || path == "/demo" || strings.HasPrefix(path, "/swagger/") || strings.HasPrefix(path, "/dev/provider/")
 }
 
 // retryLater are the problem codes that always carry Retry-After.
