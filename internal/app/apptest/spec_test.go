@@ -68,3 +68,15 @@ func TestCheckExchange(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkCheckExchange is what the check adds to each answer of the
+// end-to-end tests.
+func BenchmarkCheckExchange(b *testing.B) {
+	req := httptest.NewRequest(http.MethodPost, "/v1/orders", nil)
+	h := header("Content-Type", "application/json", "Location", "/v1/orders/ord_1")
+	for b.Loop() {
+		if problems := checkExchange(req, 201, h, []byte(goodOrder)); problems != nil {
+			b.Fatal(problems)
+		}
+	}
+}
