@@ -41,7 +41,8 @@ type API struct {
 	Provider *provider.Running
 	// Process is the running binary, for StartBinary; nil in-process.
 	Process *testkit.Process
-	// Handler is the program's handler, for Start; nil for StartBinary.
+	// Handler is the program's handler (the router, without the answer
+	// check around it), for Start; nil for StartBinary.
 	Handler http.Handler
 
 	logs *testkit.SyncBuffer
@@ -124,8 +125,13 @@ func Start(t testing.TB, databaseURL string, opts ...Option) *API {
 	// the test's cleanup has begun stopping the API.
 	var stopping atomic.Bool
 	appOpts := s.app
+	var unwrapped http.Handler
 	if !s.unchecked {
-		appOpts = append([]app.Option{app.WithHandlerWrapper(checkServed(t, stopping.Load))}, s.app...)
+		check := checkServed(t, stopping.Load)
+		appOpts = append([]app.Option{app.WithHandlerWrapper(func(h http.Handler) http.Handler {
+			unwrapped = h
+			return check(h)
+		})}, s.app...)
 	}
 	program, err := app.New(ctx, cfg, app.NewLogger(a.logs, cfg.LogLevel), ln, appOpts...)
 	if err != nil {
@@ -134,6 +140,9 @@ func Start(t testing.TB, databaseURL string, opts ...Option) *API {
 		t.Fatalf("api did not start: %v\n%s", err, a.logs.String())
 	}
 	a.Handler = program.Handler()
+	if unwrapped != nil {
+		a.Handler = unwrapped // the router itself, not the check around it
+	}
 	served := make(chan error, 1)
 	go func() { served <- program.Serve(ctx, ln) }()
 	var once sync.Once
