@@ -224,7 +224,8 @@ func (p *lossyProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		panic(err)
 	}
 	req.Header = r.Header.Clone()
-	resp, err := http.DefaultClient.Do(req)
+	// Each answer is checked against the OpenAPI document on the way.
+	resp, err := apptest.CheckedClient().Do(req)
 	if err != nil {
 		closeConnection(w)
 		return

@@ -302,3 +302,27 @@ func SpecCoverage(name string) (exchanges int, pairs map[string]int, err error) 
 	}
 	return exchanges, pairs, sc.Err()
 }
+
+// CheckedClient is an http.Client whose answers from an API that
+// StartBinary runs are checked as Do checks them: for a test that talks to
+// the binary its own way (a proxy in front of it, a client library).
+func CheckedClient() *http.Client {
+	return &http.Client{Transport: checkedTransport{http.DefaultTransport}}
+}
+
+type checkedTransport struct{ base http.RoundTripper }
+
+func (c checkedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.base.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return resp, err
+	}
+	checkAnswer(req, Answer{Status: resp.StatusCode, Header: resp.Header, Body: body})
+	return resp, nil
+}
