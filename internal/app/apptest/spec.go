@@ -133,7 +133,7 @@ func checkExchange(req *http.Request, status int, header http.Header, body []byt
 			problems = append(problems, fmt.Sprintf("%s %s is in no route of the document, and was answered %d %q", req.Method, req.URL.Path, status, mediaType))
 		}
 		route = "(no route)"
-	case status >= 400 && mediaType != "application/problem+json" && !(route == "/readyz" && status == http.StatusServiceUnavailable):
+	case status >= 400 && mediaType != "application/problem+json" && (route != "/readyz" || status != http.StatusServiceUnavailable):
 		problems = append(problems, fmt.Sprintf("Content-Type %q on a %d; problems are application/problem+json", mediaType, status))
 	case status < 400 && len(body) > 0 && mediaType != "application/json":
 		problems = append(problems, fmt.Sprintf("Content-Type %q on a %d; success bodies are application/json, spelt so", mediaType, status))
