@@ -96,15 +96,28 @@ var loadSpec = sync.OnceValues(func() (*specChecker, error) {
 	return c, nil
 })
 
+// checkAndLog is checkExchange for an answer the API gave: it also appends
+// the exchange to APPTEST_SPEC_LOG.
+func checkAndLog(req *http.Request, status int, header http.Header, body []byte) []string {
+	route, problems := checkExchange(req, status, header, body)
+	if c, err := loadSpec(); err == nil && c.log != nil && route != "" {
+		c.mu.Lock()
+		fmt.Fprintf(c.log, "%s %s %d\n", req.Method, route, status)
+		c.mu.Unlock()
+	}
+	return problems
+}
+
 // checkExchange returns what is wrong with answering req (its body is not
-// looked at) with status, header and body, or nil.
-func checkExchange(req *http.Request, status int, header http.Header, body []byte) []string {
+// looked at) with status, header and body, or nil, and the document's route
+// that req is on ("" when it is out of scope).
+func checkExchange(req *http.Request, status int, header http.Header, body []byte) (string, []string) {
 	if specExempt(req.URL.Path) || status == 499 {
-		return nil
+		return "", nil
 	}
 	c, err := loadSpec()
 	if err != nil {
-		return []string{err.Error()}
+		return "", []string{err.Error()}
 	}
 	resp := &http.Response{
 		StatusCode: status, Header: header, Body: io.NopCloser(bytes.NewReader(body)),
@@ -143,16 +156,11 @@ func checkExchange(req *http.Request, status int, header http.Header, body []byt
 			problems = append(problems, fmt.Sprintf("a %d %s without Retry-After", status, code))
 		}
 	}
-	if c.log != nil {
-		c.mu.Lock()
-		fmt.Fprintf(c.log, "%s %s %d\n", req.Method, route, status)
-		c.mu.Unlock()
-	}
 	if len(problems) > 0 {
 		head := fmt.Sprintf("%s %s answered %d (%s) against api/swagger.json:", req.Method, req.URL.RequestURI(), status, mediaType)
-		return append([]string{head}, problems...)
+		return route, append([]string{head}, problems...)
 	}
-	return nil
+	return route, nil
 }
 
 // describe is one validation error on one line: what, why, and where in
@@ -222,7 +230,7 @@ func checkServed(t testing.TB, stopped func() bool) func(http.Handler) http.Hand
 			if rec.status == 0 || stopped() {
 				return
 			}
-			if problems := checkExchange(req, rec.status, rec.header, rec.body.Bytes()); problems != nil {
+			if problems := checkAndLog(req, rec.status, rec.header, rec.body.Bytes()); problems != nil {
 				t.Errorf("%s\n\t%s\nbody: %s", problems[0], strings.Join(problems[1:], "\n\t"), truncate(rec.body.Bytes()))
 			}
 		})
@@ -261,7 +269,7 @@ func checkAnswer(req *http.Request, a Answer) {
 	if isGoPlainText(a) {
 		return
 	}
-	problems := checkExchange(req, a.Status, a.Header, a.Body)
+	problems := checkAndLog(req, a.Status, a.Header, a.Body)
 	if problems == nil {
 		return
 	}

@@ -58,7 +58,7 @@ func TestCheckExchange(t *testing.T) {
 		{"a route answered with something other than its 404", httptest.NewRequest(http.MethodDelete, "/v1/orders", nil), 200, header("Content-Type", "application/json"), `{}`, "no route"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			problems := checkExchange(tc.req, tc.status, tc.header, []byte(tc.body))
+			_, problems := checkExchange(tc.req, tc.status, tc.header, []byte(tc.body))
 			if tc.want == "" {
 				require.Empty(t, problems)
 				return
@@ -75,7 +75,7 @@ func BenchmarkCheckExchange(b *testing.B) {
 	req := httptest.NewRequest(http.MethodPost, "/v1/orders", nil)
 	h := header("Content-Type", "application/json", "Location", "/v1/orders/ord_1")
 	for b.Loop() {
-		if problems := checkExchange(req, 201, h, []byte(goodOrder)); problems != nil {
+		if _, problems := checkExchange(req, 201, h, []byte(goodOrder)); problems != nil {
 			b.Fatal(problems)
 		}
 	}
