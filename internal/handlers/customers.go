@@ -68,7 +68,7 @@ type customerHandlers struct {
 //	@Failure		409	{object}	Problem409	"customer_exists (stored and replayed), idempotency_request_in_progress (with Retry-After), or idempotency_key_expired (IDEMPOTENCY_TOMBSTONES=true only)"
 //	@Failure		413	{object}	Problem413	"request_too_large: the body is over MAX_BODY_BYTES"
 //	@Failure		422	{object}	Problem422	"idempotency_key_reused: the key was used before for a different request"
-//	@Failure		429	{object}	Problem429	"rate_limited: too many new keys from this merchant (RATE_LIMIT_NEW_KEYS a second, 100 by default; 0 turns the limit off); retries of known keys are never limited"
+//	@Failure		429	{object}	Problem429	"rate_limited: more than RATE_LIMIT_NEW_KEYS new keys from this merchant in RATE_LIMIT_WINDOW (100 a second by default; 0 turns the limit off); retries of known keys are never limited"
 //	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
 //	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
 //	@Header			409,429,503	{integer}	Retry-After	"seconds to wait before retrying"
