@@ -71,9 +71,12 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 		// The in-process provider is idle here; keep its webhooks out of
 		// the way.
 		"PROVIDER_WEBHOOK_DELAY=1h",
-		// The bench measures what idempotency costs at full speed; the
-		// default new-key limit (100 per second) would measure the limit.
-		"RATE_LIMIT_NEW_KEYS=0",
+		// The bench measures what idempotency costs at full speed with
+		// everything on: the new-key limiter counts every key, at a quota
+		// the load never reaches (the default, 100 a second, would
+		// measure the limit), and expired keys leave tombstones.
+		"RATE_LIMIT_NEW_KEYS=10000000", "RATE_LIMIT_WINDOW=1s",
+		"IDEMPOTENCY_TOMBSTONES=true",
 	}
 	start := func(name, bin string, env ...string) (*api, error) {
 		addr, err := testkit.FindFreeAddr()
