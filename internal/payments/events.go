@@ -149,15 +149,11 @@ func (s *Service) confirmCharge(ctx context.Context, ev ProviderEvent, moved **P
 		return EventForged, nil, nil
 	case err != nil:
 		return "", nil, fmt.Errorf("%w: %w", ErrProviderUnreachable, err)
-	case res.ChargeID != ev.Charge.ChargeID || res.Succeeded != ev.Charge.Succeeded ||
-		(ev.Charge.Amount != 0 && ev.Charge.Amount != res.Amount) || (ev.Charge.Currency != "" && ev.Charge.Currency != res.Currency):
-		s.eventLog(ctx, "webhook: the provider contradicts the event; not believed", ev, p.ID)
-		return EventForged, nil, nil
-	case res.Amount != p.Amount || res.Currency != p.Currency:
-		s.log.ErrorContext(ctx, "webhook: the provider's charge differs from our payment in amount or currency; nothing applied",
-			"event_id", ev.ID, "payment_id", p.ID, "amount", p.Amount, "currency", p.Currency,
-			"provider_amount", res.Amount, "provider_currency", res.Currency)
-		return EventMismatch, nil, nil
+	}
+	said := eventClaim{ev.Charge.ChargeID, ev.Charge.Succeeded, ev.Charge.Amount, ev.Charge.Currency}
+	found := eventClaim{res.ChargeID, res.Succeeded, res.Amount, res.Currency}
+	if outcome, ok := s.judgeEvent(ctx, ev, p.ID, p.Amount, p.Currency, said, found); !ok {
+		return outcome, nil, nil
 	}
 	return "", func(ctx context.Context) (bool, error) {
 		next, ok, err := s.applyCharge(ctx, p, res)
@@ -189,15 +185,11 @@ func (s *Service) confirmRefund(ctx context.Context, ev ProviderEvent, moved **R
 		return EventForged, nil, nil
 	case err != nil:
 		return "", nil, fmt.Errorf("%w: %w", ErrProviderUnreachable, err)
-	case res.RefundID != ev.Refund.RefundID || res.Succeeded != ev.Refund.Succeeded ||
-		(ev.Refund.Amount != 0 && ev.Refund.Amount != res.Amount) || (ev.Refund.Currency != "" && ev.Refund.Currency != res.Currency):
-		s.eventLog(ctx, "webhook: the provider contradicts the event; not believed", ev, r.ID)
-		return EventForged, nil, nil
-	case res.Amount != r.Amount || res.Currency != r.Currency:
-		s.log.ErrorContext(ctx, "webhook: the provider's refund differs from ours in amount or currency; nothing applied",
-			"event_id", ev.ID, "refund_id", r.ID, "amount", r.Amount, "currency", r.Currency,
-			"provider_amount", res.Amount, "provider_currency", res.Currency)
-		return EventMismatch, nil, nil
+	}
+	said := eventClaim{ev.Refund.RefundID, ev.Refund.Succeeded, ev.Refund.Amount, ev.Refund.Currency}
+	found := eventClaim{res.RefundID, res.Succeeded, res.Amount, res.Currency}
+	if outcome, ok := s.judgeEvent(ctx, ev, r.ID, r.Amount, r.Currency, said, found); !ok {
+		return outcome, nil, nil
 	}
 	return "", func(ctx context.Context) (bool, error) {
 		next, ok, err := s.applyRefund(ctx, r, res)
@@ -206,6 +198,36 @@ func (s *Service) confirmRefund(ctx context.Context, ev ProviderEvent, moved **R
 		}
 		return ok, err
 	}, nil
+}
+
+// eventClaim is what a charge or refund event says happened, or what the
+// provider answered when asked: the provider's id, the outcome, and the
+// money (an event may leave amount and currency out).
+type eventClaim struct {
+	id        string
+	succeeded bool
+	amount    int64
+	currency  string
+}
+
+// judgeEvent holds an event to the provider's answer, and the answer to our
+// own payment or refund (id, amount, currency). ok means the event may be
+// applied; otherwise the outcome says why not, logged: the provider
+// contradicts the event (forged), or the provider and we disagree on the
+// money (mismatch, an alert).
+func (s *Service) judgeEvent(ctx context.Context, ev ProviderEvent, ourID string, ourAmount int64, ourCurrency string, said, found eventClaim) (EventOutcome, bool) {
+	switch {
+	case found.id != said.id || found.succeeded != said.succeeded ||
+		(said.amount != 0 && said.amount != found.amount) || (said.currency != "" && said.currency != found.currency):
+		s.eventLog(ctx, "webhook: the provider contradicts the event; not believed", ev, ourID)
+		return EventForged, false
+	case found.amount != ourAmount || found.currency != ourCurrency:
+		s.log.ErrorContext(ctx, "webhook: the provider's answer differs from ours in amount or currency; nothing applied",
+			"event_id", ev.ID, "type", ev.Type, "resource_id", ourID, "amount", ourAmount, "currency", ourCurrency,
+			"provider_amount", found.amount, "provider_currency", found.currency)
+		return EventMismatch, false
+	}
+	return "", true
 }
 
 // eventLog logs an event the provider does not confirm: signed, so sent by
