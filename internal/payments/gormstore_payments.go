@@ -131,37 +131,27 @@ func (s *GormStore) takePayment(q *gorm.DB) (Payment, error) {
 // MovePayment implements PaymentStore. The status condition is what keeps
 // late or repeated news from moving a payment backwards.
 func (s *GormStore) MovePayment(ctx context.Context, p Payment, from ...Status) (bool, error) {
-	res := database.Conn(ctx, s.db).Exec(`
+	return s.execOne(ctx, `
 UPDATE payments SET status = ?, provider_charge_id = ?, decline_code = ?, updated_at = ?
 WHERE merchant_id = ? AND id = ? AND status IN ?`,
 		string(p.Status), nullable(p.ProviderChargeID), nullable(p.DeclineCode), p.UpdatedAt,
 		p.MerchantID, p.ID, statusStrings(from))
-	if res.Error != nil {
-		return false, database.Classify(res.Error)
-	}
-	return res.RowsAffected == 1, nil
 }
 
 // TouchPayment implements PaymentStore.
 func (s *GormStore) TouchPayment(ctx context.Context, merchantID, id string, now time.Time) (bool, error) {
-	res := database.Conn(ctx, s.db).Exec(`
+	return s.execOne(ctx, `
 UPDATE payments SET last_attempt_at = ?
-WHERE merchant_id = ? AND id = ? AND status IN ('pending', 'processing')`, now, merchantID, id)
-	if res.Error != nil {
-		return false, database.Classify(res.Error)
-	}
-	return res.RowsAffected == 1, nil
+WHERE merchant_id = ? AND id = ? AND status IN ('pending', 'processing')`,
+		now, merchantID, id)
 }
 
 // TouchRefund implements PaymentStore.
 func (s *GormStore) TouchRefund(ctx context.Context, merchantID, id string, now time.Time) (bool, error) {
-	res := database.Conn(ctx, s.db).Exec(`
+	return s.execOne(ctx, `
 UPDATE refunds SET last_attempt_at = ?
-WHERE merchant_id = ? AND id = ? AND status IN ('pending', 'processing')`, now, merchantID, id)
-	if res.Error != nil {
-		return false, database.Classify(res.Error)
-	}
-	return res.RowsAffected == 1, nil
+WHERE merchant_id = ? AND id = ? AND status IN ('pending', 'processing')`,
+		now, merchantID, id)
 }
 
 // LockRefund implements PaymentStore.
@@ -232,14 +222,10 @@ WHERE merchant_id = ? AND payment_id = ? AND status NOT IN ('failed', 'canceled'
 
 // MoveRefund implements PaymentStore.
 func (s *GormStore) MoveRefund(ctx context.Context, r Refund, from ...Status) (bool, error) {
-	res := database.Conn(ctx, s.db).Exec(`
+	return s.execOne(ctx, `
 UPDATE refunds SET status = ?, provider_refund_id = ?, updated_at = ?
 WHERE merchant_id = ? AND id = ? AND status IN ?`,
 		string(r.Status), nullable(r.ProviderRefundID), r.UpdatedAt, r.MerchantID, r.ID, statusStrings(from))
-	if res.Error != nil {
-		return false, database.Classify(res.Error)
-	}
-	return res.RowsAffected == 1, nil
 }
 
 // UnresolvedRefunds implements PaymentStore.
@@ -260,13 +246,10 @@ func (s *GormStore) UnresolvedRefunds(ctx context.Context, pendingBefore time.Ti
 
 // RecordEvent implements PaymentStore: insert-if-absent on the event id.
 func (s *GormStore) RecordEvent(ctx context.Context, id, eventType string, now time.Time) (bool, error) {
-	res := database.Conn(ctx, s.db).Exec(`
+	return s.execOne(ctx, `
 INSERT INTO webhook_events (event_id, type, received_at) VALUES (?, ?, ?)
-ON CONFLICT (event_id) DO NOTHING`, id, eventType, now)
-	if res.Error != nil {
-		return false, database.Classify(res.Error)
-	}
-	return res.RowsAffected == 1, nil
+ON CONFLICT (event_id) DO NOTHING`,
+		id, eventType, now)
 }
 
 // PurgeWebhookEvents deletes at most limit inbox rows received before
@@ -352,4 +335,14 @@ func (s *GormStore) AppendEvent(ctx context.Context, ev Event) error {
 	// event id is made in Go, so the insert cannot clash.
 	return database.Exec(ctx, s.db, `INSERT INTO outbox_events (merchant_id, id, type, payload, trace_parent, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
 		ev.MerchantID, ev.ID, ev.Type, string(ev.Payload), ev.TraceParent, ev.CreatedAt)
+}
+
+// execOne runs a statement that changes at most one row and reports
+// whether it did: the conditional moves and the inbox's insert-if-absent.
+func (s *GormStore) execOne(ctx context.Context, query string, args ...any) (bool, error) {
+	res := database.Conn(ctx, s.db).Exec(query, args...)
+	if res.Error != nil {
+		return false, database.Classify(res.Error)
+	}
+	return res.RowsAffected == 1, nil
 }
