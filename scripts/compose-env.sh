@@ -15,6 +15,7 @@ if ! command -v openssl >/dev/null; then
 	exit 1
 fi
 log_secret=$(openssl rand -hex 32)
+provider_key_secret=$(openssl rand -hex 32)
 webhook_secret=$(openssl rand -hex 32)
 umask 077
 cat >"$out" <<ENV
@@ -22,6 +23,7 @@ cat >"$out" <<ENV
 APP_ENV=production
 DEMO_SEED=false
 LOG_KEY_SECRET=$log_secret
+PROVIDER_KEY_SECRET=$provider_key_secret
 PROVIDER_WEBHOOK_SECRET=$webhook_secret
 WEBHOOK_SECRET=$webhook_secret
 ENV

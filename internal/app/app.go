@@ -160,12 +160,19 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		Wait:         cfg.IdempotencyWait,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Timeouts:     idempotency.Timeouts{Cache: cfg.RedisTimeout},
-		Keep:         handlers.Keep,
 		Tombstones:   cfg.IdempotencyTombstones,
 		Transactor:   idemStore,
 		Clock:        clock,
 		Observer:     m.IdempotencyObserver(),
 		Log:          log,
+
+		KeySecret:         []byte(cfg.ProviderKeySecret),
+		ReconcileInterval: cfg.ReconcileInterval,
+		CancelAfter:       cfg.PendingCancelAfter,
+		OnReconcile:       func(_, result string) { m.Reconciled(result) },
+	}
+	if tr.Enabled() {
+		idemCfg.TraceParent, idemCfg.Span = tr.TraceParent, tr.StartLinked
 	}
 	if tr.Enabled() {
 		idemCfg.Observer = tracing.Observer(idemCfg.Observer)
@@ -213,12 +220,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		defer cancel()
 		return keeper.Close(closeCtx)
 	})
-	idem := ginidem.New(keeper, ginidem.Options{Scope: handlers.MerchantID, Render: handlers.RenderError})
+	idem := ginidem.New(keeper, ginidem.Options{Scope: handlers.MerchantID, Answer: handlers.ErrorAnswer})
 
 	store := payments.NewGormStore(db.DB)
 	serviceOpts := append([]payments.Option{
 		payments.WithPayments(store, m.InstrumentProvider(paymentsport.New(providerClient))),
-		payments.WithResolved(handlers.NewRecordFinisher(keeper, log)),
+		payments.WithOutsideCalls(keeper, handlers.PaymentAnswer, handlers.RefundAnswer),
 		payments.WithProviderEvents(cfg.ProviderTimeout, m.WebhookEvent, log),
 		payments.WithEvents(store),
 		payments.WithCustomers(store),
@@ -232,13 +239,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 
 	secret := cfg.ProviderWebhookSecret
 	router := handlers.NewRouter(handlers.Deps{
-		Log:               log,
-		Orders:            service,
-		Payments:          service,
-		Customers:         service,
-		Auth:              merchantStore,
-		IdempotentAtomic:  o.ordersMiddleware(idem),
-		IdempotentGuarded: idem.Guarded(),
+		Log:       log,
+		Orders:    service,
+		Payments:  service,
+		Customers: service,
+		Auth:      merchantStore,
+		Atomic:    o.ordersMiddleware(idem),
+		Guarded:   idem.Guarded,
 		VerifyWebhook: func(header string, body []byte) error {
 			return provider.VerifySignature(secret, header, body, time.Now(), 5*time.Minute)
 		},
@@ -272,14 +279,6 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 
 	janitor := idempotency.NewJanitor(records, clock, idempotency.JanitorConfig{Interval: cfg.JanitorInterval}, log)
 	janitor.OnPurge = m.Purged
-	reconciler := payments.NewReconciler(service, payments.ReconcilerConfig{
-		Interval:    cfg.ReconcileInterval,
-		PendingAge:  cfg.IdempotencyLockTimeout,
-		OnResult:    m.Reconciled,
-		Open:        newOpenRecords(idemStore),
-		CancelAfter: cfg.PendingCancelAfter,
-		Fence:       handlers.NewRecordFence(keeper, log),
-	}, log)
 	dispatcher := outbox.NewDispatcher(db.DB, sink.publisher, cfg.OutboxInterval, log.With("component", "outbox"))
 	purge := &retention{
 		keep: cfg.EventRetention, interval: cfg.JanitorInterval, batch: retentionBatch, pause: retentionPause,
@@ -293,7 +292,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		log.Warn("EVENT_RETENTION is shorter than the redelivery window of common providers (3 days): an event redelivered after its inbox row is purged is checked with the provider again",
 			"event_retention", cfg.EventRetention)
 	}
-	a.workers = []func(context.Context){janitor.Run, reconciler.Run, dispatcher.Run, purge.run}
+	a.workers = []func(context.Context){janitor.Run, keeper.RunReconciler, dispatcher.Run, purge.run}
 	return a, nil
 }
 

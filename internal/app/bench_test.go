@@ -15,6 +15,7 @@ import (
 	"github.com/idemkeys/payments/internal/app"
 	"github.com/idemkeys/payments/internal/app/apptest"
 	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/handlers"
 	"github.com/idemkeys/payments/internal/idempotency/ginidem"
 	"github.com/idemkeys/payments/internal/testkit"
 )
@@ -76,8 +77,8 @@ func benchStacks(b *testing.B, dialect database.Dialect) (with, without string) 
 	// The order's outbox event is part of the business write, so the
 	// "without" side writes it too: the order and its event in one
 	// transaction, exactly as the "with" side minus the record.
-	without = apptest.Start(b, dbURL, env, apptest.WithApp(app.WithOrdersMiddleware(func(*ginidem.Middleware) gin.HandlerFunc {
-		return func(c *gin.Context) { c.Next() }
+	without = apptest.Start(b, dbURL, env, apptest.WithApp(app.WithOrdersMiddleware(func(*ginidem.Middleware) func(ginidem.Handler) gin.HandlerFunc {
+		return handlers.Serve
 	}))).URL
 	return with, without
 }

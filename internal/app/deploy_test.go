@@ -19,6 +19,7 @@ import (
 var (
 	prodWebhookSecret = "whsec_" + strings.Repeat("p", 40)
 	prodLogKeySecret  = strings.Repeat("k", 32)
+	prodKeySecret     = strings.Repeat("q", 32)
 )
 
 // TestProductionRefusesEachBadSettingAtStart runs the binary as an operator
@@ -29,15 +30,16 @@ func TestProductionRefusesEachBadSettingAtStart(t *testing.T) {
 	bin, _ := apptest.Binaries(t)
 	dbURL := "sqlite:" + t.TempDir() + "/payments.db"
 	good := []string{"APP_ENV=production", "DATABASE_URL=" + dbURL, "HTTP_ADDR=" + testkit.FreeAddr(t),
-		"PROVIDER_WEBHOOK_SECRET=" + prodWebhookSecret, "LOG_KEY_SECRET=" + prodLogKeySecret}
+		"PROVIDER_WEBHOOK_SECRET=" + prodWebhookSecret, "LOG_KEY_SECRET=" + prodLogKeySecret, "PROVIDER_KEY_SECRET=" + prodKeySecret}
 	cases := map[string]struct {
 		env  []string
 		want string
 	}{
-		"demo seed":            {[]string{"DEMO_SEED=true"}, "DEMO_SEED"},
-		"test webhook secret":  {[]string{"PROVIDER_WEBHOOK_SECRET=whsec_test"}, "PROVIDER_WEBHOOK_SECRET"},
-		"short webhook secret": {[]string{"PROVIDER_WEBHOOK_SECRET=whsec_short_secret"}, "PROVIDER_WEBHOOK_SECRET must be at least 32 bytes"},
-		"no log key secret":    {[]string{"LOG_KEY_SECRET="}, "LOG_KEY_SECRET"},
+		"demo seed":              {[]string{"DEMO_SEED=true"}, "DEMO_SEED"},
+		"test webhook secret":    {[]string{"PROVIDER_WEBHOOK_SECRET=whsec_test"}, "PROVIDER_WEBHOOK_SECRET"},
+		"short webhook secret":   {[]string{"PROVIDER_WEBHOOK_SECRET=whsec_short_secret"}, "PROVIDER_WEBHOOK_SECRET must be at least 32 bytes"},
+		"no log key secret":      {[]string{"LOG_KEY_SECRET="}, "LOG_KEY_SECRET"},
+		"no provider key secret": {[]string{"PROVIDER_KEY_SECRET="}, "PROVIDER_KEY_SECRET"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -52,7 +54,7 @@ func TestProductionRefusesEachBadSettingAtStart(t *testing.T) {
 			require.Equal(t, 1, exit.ExitCode())
 			require.Contains(t, string(out), tc.want)
 			require.NotContains(t, string(out), "listening")
-			for _, secret := range []string{prodWebhookSecret, prodLogKeySecret, "whsec_short_secret"} {
+			for _, secret := range []string{prodWebhookSecret, prodLogKeySecret, prodKeySecret, "whsec_short_secret"} {
 				require.NotContains(t, string(out), secret)
 			}
 		})
@@ -68,7 +70,8 @@ func TestProductionStartsWithGoodSettings(t *testing.T) {
 	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			dbURL := testkit.DatabaseURL(t, dialect)
-			prod := []string{"APP_ENV=production", "DEMO_SEED=", "PROVIDER_WEBHOOK_SECRET=" + prodWebhookSecret, "LOG_KEY_SECRET=" + prodLogKeySecret}
+			prod := []string{"APP_ENV=production", "DEMO_SEED=", "PROVIDER_WEBHOOK_SECRET=" + prodWebhookSecret, "LOG_KEY_SECRET=" + prodLogKeySecret,
+				"PROVIDER_KEY_SECRET=" + prodKeySecret}
 			// DEMO_SEED= unsets the tests' default: production then
 			// seeds nothing.
 			api := apptest.StartBinary(t, bin, dbURL, apptest.Env(append(prod, "LOG_LEVEL=info")...))

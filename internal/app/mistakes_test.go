@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -77,46 +76,34 @@ func (naiveRecord) TableName() string { return "naive_idempotency_keys" }
 // handler's effect (an order) is committed before the record's INSERT can
 // clash on the primary key. Compare ginidem.Middleware.Atomic, where the
 // insert-if-absent of the record decides, in the transaction of the order.
-func getThenSet(db *gorm.DB) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		ctx := c.Request.Context()
-		merchant, key := handlers.MerchantID(c), c.GetHeader("Idempotency-Key")
-		var seen []naiveRecord
-		if err := db.WithContext(ctx).Where("merchant_id = ? AND idempotency_key = ?", merchant, key).Limit(1).Find(&seen).Error; err != nil {
-			handlers.RenderError(c, database.Classify(err))
-			return
+func getThenSet(db *gorm.DB) func(ginidem.Handler) gin.HandlerFunc {
+	return func(h ginidem.Handler) gin.HandlerFunc {
+		return func(c *gin.Context) {
+			ctx := c.Request.Context()
+			merchant, key := handlers.MerchantID(c), c.GetHeader("Idempotency-Key")
+			var seen []naiveRecord
+			if err := db.WithContext(ctx).Where("merchant_id = ? AND idempotency_key = ?", merchant, key).Limit(1).Find(&seen).Error; err != nil {
+				handlers.RenderError(c, database.Classify(err))
+				return
+			}
+			if len(seen) == 1 {
+				c.Header("Idempotent-Replayed", "true")
+				c.Data(seen[0].Status, "application/json; charset=utf-8", []byte(seen[0].Body))
+				c.Abort()
+				return
+			}
+			a, err := h(c)
+			if err != nil {
+				a = handlers.ErrorAnswer(c, err)
+			}
+			ginidem.Write(c, a)
+			// A clash means another request got here first. Both orders are
+			// committed by now, and nothing takes either back.
+			_ = db.WithContext(ctx).Create(&naiveRecord{
+				MerchantID: merchant, IdempotencyKey: key, Status: a.Status, Body: string(a.Body),
+			}).Error
 		}
-		if len(seen) == 1 {
-			c.Header("Idempotent-Replayed", "true")
-			c.Data(seen[0].Status, "application/json; charset=utf-8", []byte(seen[0].Body))
-			c.Abort()
-			return
-		}
-		tee := &teeWriter{ResponseWriter: c.Writer}
-		c.Writer = tee
-		c.Next()
-		// A clash means another request got here first. Both orders are
-		// committed by now, and nothing takes either back.
-		_ = db.WithContext(ctx).Create(&naiveRecord{
-			MerchantID: merchant, IdempotencyKey: key, Status: tee.Status(), Body: tee.body.String(),
-		}).Error
 	}
-}
-
-// teeWriter keeps a copy of the body it writes.
-type teeWriter struct {
-	gin.ResponseWriter
-	body bytes.Buffer
-}
-
-func (w *teeWriter) Write(b []byte) (int, error) {
-	w.body.Write(b)
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *teeWriter) WriteString(s string) (int, error) {
-	w.body.WriteString(s)
-	return w.ResponseWriter.WriteString(s)
 }
 
 // naiveAPI serves the program itself over the same database, with
@@ -132,7 +119,7 @@ func naiveAPI(t *testing.T, dbURL string) string {
 		PRIMARY KEY (merchant_id, idempotency_key))`).Error)
 	// Its answers are not the API's (no Location, gin's content type):
 	// not checked against the OpenAPI document.
-	naive := apptest.Start(t, dbURL, apptest.Unchecked(), apptest.WithApp(app.WithOrdersMiddleware(func(*ginidem.Middleware) gin.HandlerFunc {
+	naive := apptest.Start(t, dbURL, apptest.Unchecked(), apptest.WithApp(app.WithOrdersMiddleware(func(*ginidem.Middleware) func(ginidem.Handler) gin.HandlerFunc {
 		return getThenSet(db.DB)
 	})))
 	return naive.URL

@@ -16,7 +16,7 @@ type Option func(*options)
 
 type options struct {
 	service []payments.Option
-	orders  func(*ginidem.Middleware) gin.HandlerFunc
+	orders  func(*ginidem.Middleware) func(ginidem.Handler) gin.HandlerFunc
 	tracing *tracing.Tracing
 	wrap    func(http.Handler) http.Handler
 }
@@ -40,21 +40,21 @@ func WithServiceOptions(opts ...payments.Option) Option {
 	return func(o *options) { o.service = append(o.service, opts...) }
 }
 
-// WithOrdersMiddleware replaces the middleware of the order routes, the
-// Atomic one whose record commits with the order, by what orders returns
-// for the program's idempotency middleware. Only the benchmark's baseline API
+// WithOrdersMiddleware replaces the idempotency layer of the Atomic routes
+// (orders, items, customers), whose record commits with the order, by what
+// orders returns for the program's idempotency middleware. Only the benchmark's baseline API
 // (tools/bench/baselineapi) uses it, to measure the very same program
 // without idempotency or with another design; a program built with it must
 // never serve traffic.
-func WithOrdersMiddleware(orders func(*ginidem.Middleware) gin.HandlerFunc) Option {
+func WithOrdersMiddleware(orders func(*ginidem.Middleware) func(ginidem.Handler) gin.HandlerFunc) Option {
 	return func(o *options) { o.orders = orders }
 }
 
 // ordersMiddleware is the middleware of the order routes: the Atomic one,
 // unless WithOrdersMiddleware replaced it.
-func (o options) ordersMiddleware(idem *ginidem.Middleware) gin.HandlerFunc {
+func (o options) ordersMiddleware(idem *ginidem.Middleware) func(ginidem.Handler) gin.HandlerFunc {
 	if o.orders != nil {
 		return o.orders(idem)
 	}
-	return idem.Atomic()
+	return idem.Atomic
 }

@@ -2,18 +2,14 @@ package app_test
 
 import (
 	"context"
-	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkeys/payments/internal/app"
 	"github.com/idemkeys/payments/internal/app/apptest"
 	"github.com/idemkeys/payments/internal/database"
-	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/provider"
 	"github.com/idemkeys/payments/internal/testkit"
 )
@@ -278,82 +274,102 @@ func TestConcurrentIdenticalPaymentsChargeOnce(t *testing.T) {
 	}
 }
 
-// TestCrashAtEveryRecoveryPoint stops a payment after each phase, as a crash
-// would, then retries it with the same key: the retry resumes, and the
-// provider's ledger shows exactly one charge.
+// TestCrashAtEveryRecoveryPoint kills the API process at each point of a
+// payment where a crash can leave something behind, then restarts it and
+// retries with the same key: the retry takes the abandoned record over,
+// resumes the same payment, and the provider's ledger shows exactly one
+// charge. A gate in front of the provider holds the charge where the test
+// kills: after the intent was committed and before the call reached the
+// provider, or after the provider charged and before its answer arrived.
+// (After that, nothing is left to crash into: the final phase stores the
+// answer in the transaction that settles the payment.)
 func TestCrashAtEveryRecoveryPoint(t *testing.T) {
+	testkit.EndToEnd(t)
+	apiBin, _ := apptest.Binaries(t)
 	for _, dialect := range testkit.Dialects {
-		for _, phase := range []string{payments.PhaseCreated, payments.PhaseCalled, payments.PhaseFinished} {
-			t.Run(string(dialect)+"/"+phase, func(t *testing.T) {
+		for _, point := range []struct {
+			name  string
+			after bool
+		}{{"before the charge", false}, {"after the charge", true}} {
+			t.Run(string(dialect)+"/"+point.name, func(t *testing.T) {
 				t.Parallel()
 				dbURL := testkit.DatabaseURL(t, dialect)
-
-				var crashed atomic.Bool
-				hook := func(_ context.Context, p string) error {
-					if p == phase && crashed.CompareAndSwap(false, true) {
-						return errors.New("simulated crash after " + p)
-					}
-					return nil
-				}
-				w := apptest.Start(t, dbURL, apptest.WithSilentProvider(provider.Config{}),
-					apptest.WithApp(app.WithServiceOptions(payments.WithPhaseHook(hook))))
+				prov, err := provider.StartInProcess(context.Background(), provider.Config{})
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
+				gate := &apptest.Gate{Upstream: prov.URL, After: point.after}
+				w := apptest.StartBinary(t, apiBin, dbURL, apptest.Env("PROVIDER_URL="+gate.Start(t),
+					"IDEMPOTENCY_LOCK_TIMEOUT=2s", "PROVIDER_TIMEOUT=1500ms", "PENDING_CANCEL_AFTER=1h",
+					"RECONCILE_INTERVAL=1h", "IDEMPOTENCY_WAIT=200ms"))
 
 				order := w.CreateOrder(t, "sk_test_acme")
 				key := apptest.NewKey()
-				first := w.Pay(t, order, key, "pm_card_visa")
-				require.Equal(t, 500, first.Status, string(first.Body))
-				require.True(t, crashed.Load())
+				go func() {
+					// The connection dies with the process: no answer.
+					_, _ = apptest.Do(apptest.Request{Method: "POST", URL: w.URL + "/v1/orders/" + order + "/payments",
+						APIKey: "sk_test_acme", Key: key, Body: `{"payment_method":"pm_card_visa"}`})
+				}()
+				select {
+				case <-gate.Arrived():
+				case <-time.After(30 * time.Second):
+					t.Fatal("the charge never reached the gate")
+				}
+				w.Process.Kill()
+				require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM payments WHERE order_id = ? AND status = 'pending'", order))
+				require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM outside_calls WHERE state = 'calling'"),
+					"killed with its intent open")
 
-				retry := w.Pay(t, order, key, "pm_card_visa")
-				require.Equal(t, 201, retry.Status, string(retry.Body))
+				require.NoError(t, w.Process.Start(time.Minute))
+				var retry apptest.Answer
+				testkit.Eventually(t, 30*time.Second, "a retry gets the final answer", func() bool {
+					retry = w.Pay(t, order, key, "pm_card_visa")
+					return retry.Status == 201
+				})
 				paymentID := retry.JSON(t)["id"].(string)
-				require.Len(t, w.Charges(t, paymentID), 1)
+				gate.Release() // the dead process's call, if it still hangs there
+				require.Len(t, apptest.Ledger(t, prov.URL+"/v1/charges?reference="+paymentID), 1, "one charge")
 				require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
 				replay := w.Pay(t, order, key, "pm_card_visa")
 				require.Equal(t, retry.Body, replay.Body)
+				require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
 			})
 		}
 	}
 }
 
-// TestSettledPaymentWhoseAnswerWasNotStored finishes a payment and then
-// loses the request before its answer is stored, as when the database goes
-// away right after the last phase (found by tools/chaos): the client has an
-// answer and never retries. The reconciler must store the settled answer
-// anyway, so the record does not stay executing until it expires, and a
-// late retry must replay it without a second charge.
-func TestSettledPaymentWhoseAnswerWasNotStored(t *testing.T) {
+// TestSettledPaymentStoresItsAnswerWithIt: the transaction that settles a
+// payment stores the client's answer with it, so no settled payment is
+// left with an open record whatever happens after (there used to be a
+// window, found by tools/chaos, where the database went away between the
+// two and the reconciler had to store the answer later). The payment
+// settled by the reconciler is answered the same way, in the same
+// transaction.
+func TestSettledPaymentStoresItsAnswerWithIt(t *testing.T) {
 	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			dbURL := testkit.DatabaseURL(t, dialect)
-
-			var crashed atomic.Bool
-			hook := func(_ context.Context, p string) error {
-				if p == payments.PhaseFinished && crashed.CompareAndSwap(false, true) {
-					return errors.New("simulated loss of the request after the last phase")
-				}
-				return nil
-			}
-			w := apptest.Start(t, dbURL, apptest.WithSilentProvider(provider.Config{}),
-				apptest.WithApp(app.WithServiceOptions(payments.WithPhaseHook(hook))), apptest.Env("RECONCILE_INTERVAL=100ms"))
+			w := apptest.Start(t, dbURL, apptest.WithSilentProvider(provider.Config{}), apptest.Env("RECONCILE_INTERVAL=100ms"))
 
 			order := w.CreateOrder(t, "sk_test_acme")
 			key := apptest.NewKey()
 			first := w.Pay(t, order, key, "pm_card_visa")
-			require.Equal(t, 500, first.Status, string(first.Body))
-			paymentID := ""
-			testkit.Eventually(t, 10*time.Second, "the reconciler stored the settled answer", func() bool {
-				return w.Count(t, "SELECT count(*) FROM idempotency_records WHERE idempotency_key = ? AND state = 'completed' AND response_status = 201", key) == 1
+			require.Equal(t, 201, first.Status, string(first.Body))
+			require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM idempotency_records WHERE idempotency_key = ? AND state = 'completed' AND response_status = 201", key))
+			require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM outside_calls WHERE client_key = ? AND state = 'done' AND due_at IS NULL", key))
+
+			lost := w.CreateOrder(t, "sk_test_acme")
+			lostKey := apptest.NewKey()
+			accepted := w.Pay(t, lost, lostKey, "pm_fault_lost_response")
+			require.Equal(t, 202, accepted.Status, string(accepted.Body))
+			testkit.Eventually(t, 20*time.Second, "the reconciler settled it and stored the answer", func() bool {
+				return w.Count(t, "SELECT count(*) FROM idempotency_records WHERE idempotency_key = ? AND state = 'completed' AND response_status = 201", lostKey) == 1
 			})
 			require.EqualValues(t, 0, w.Count(t, "SELECT count(*) FROM idempotency_records WHERE state = 'executing'"))
-
-			retry := w.Pay(t, order, key, "pm_card_visa")
+			retry := w.Pay(t, lost, lostKey, "pm_fault_lost_response")
 			require.Equal(t, 201, retry.Status, string(retry.Body))
 			require.Equal(t, "true", retry.Header.Get("Idempotent-Replayed"))
-			paymentID = retry.JSON(t)["id"].(string)
-			require.Len(t, w.Charges(t, paymentID), 1)
-			require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM payments WHERE order_id = ?", order))
+			require.Len(t, w.Charges(t, retry.JSON(t)["id"].(string)), 1)
 		})
 	}
 }

@@ -58,6 +58,7 @@ type Config struct {
 
 	// Secrets (secrets.go); no error message or log line ever shows them.
 	LogKeySecret            string `env:"LOG_KEY_SECRET"`
+	ProviderKeySecret       string `env:"PROVIDER_KEY_SECRET"`
 	ResponseEncryptionKeys  string `env:"RESPONSE_ENCRYPTION_KEYS"`
 	ResponseEncryptionKeyID string `env:"RESPONSE_ENCRYPTION_KEY_ID"`
 
@@ -220,6 +221,9 @@ func (c Config) validateProduction() []error {
 	}
 	if c.LogKeySecret == "" {
 		errs = append(errs, fmt.Errorf("LOG_KEY_SECRET must be set in production (APP_ENV=production): every instance keys log hashes and Redis key names with it (at least %d characters, e.g. openssl rand -hex 32)", minLogKeySecret))
+	}
+	if c.ProviderKeySecret == "" {
+		errs = append(errs, fmt.Errorf("PROVIDER_KEY_SECRET must be set in production (APP_ENV=production): every instance derives payment ids and provider keys with it, and the development one is public (at least %d characters, e.g. openssl rand -hex 32; never change it on a running deployment)", minProviderKeySecret))
 	}
 	return errs
 }

@@ -40,36 +40,39 @@ var goodProduction = []string{
 	"APP_ENV=production",
 	"PROVIDER_WEBHOOK_SECRET=" + strings.Repeat("w", config.MinProductionWebhookSecret),
 	"LOG_KEY_SECRET=" + strings.Repeat("l", 32),
+	"PROVIDER_KEY_SECRET=" + strings.Repeat("p", 32),
 }
 
 // TestProductionRefusesEachBadSettingByName: each setting that only a
 // development machine may use stops production at start, naming the
 // setting and never repeating a secret.
 func TestProductionRefusesEachBadSettingByName(t *testing.T) {
-	webhook, logSecret := goodProduction[1], goodProduction[2]
+	webhook, logSecret, keySecret := goodProduction[1], goodProduction[2], goodProduction[3]
 	cases := map[string]struct {
 		env  []string
 		want string
 	}{
-		"demo seed":              {[]string{webhook, logSecret, "DEMO_SEED=true"}, "DEMO_SEED must be false in production"},
-		"default webhook secret": {[]string{logSecret}, "PROVIDER_WEBHOOK_SECRET must be set in production"},
-		"test webhook secret":    {[]string{logSecret, "PROVIDER_WEBHOOK_SECRET=whsec_test"}, "PROVIDER_WEBHOOK_SECRET must be set in production"},
-		"short webhook secret":   {[]string{logSecret, "PROVIDER_WEBHOOK_SECRET=" + strings.Repeat("s", 31)}, "PROVIDER_WEBHOOK_SECRET must be at least 32 bytes in production"},
-		"no log key secret":      {[]string{webhook}, "LOG_KEY_SECRET must be set in production"},
-		"unknown environment":    {[]string{"APP_ENV=staging"}, `APP_ENV must be development or production, got "staging"`},
+		"demo seed":                 {[]string{webhook, logSecret, keySecret, "DEMO_SEED=true"}, "DEMO_SEED must be false in production"},
+		"default webhook secret":    {[]string{logSecret, keySecret}, "PROVIDER_WEBHOOK_SECRET must be set in production"},
+		"test webhook secret":       {[]string{logSecret, keySecret, "PROVIDER_WEBHOOK_SECRET=whsec_test"}, "PROVIDER_WEBHOOK_SECRET must be set in production"},
+		"short webhook secret":      {[]string{logSecret, keySecret, "PROVIDER_WEBHOOK_SECRET=" + strings.Repeat("s", 31)}, "PROVIDER_WEBHOOK_SECRET must be at least 32 bytes in production"},
+		"no log key secret":         {[]string{webhook, keySecret}, "LOG_KEY_SECRET must be set in production"},
+		"no provider key secret":    {[]string{webhook, logSecret}, "PROVIDER_KEY_SECRET must be set in production"},
+		"short provider key secret": {[]string{webhook, logSecret, "PROVIDER_KEY_SECRET=" + strings.Repeat("s", 31)}, "PROVIDER_KEY_SECRET must be empty (development only) or at least 32 characters"},
+		"unknown environment":       {[]string{"APP_ENV=staging"}, `APP_ENV must be development or production, got "staging"`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			_, err := config.Load(append([]string{"APP_ENV=production"}, tc.env...))
 			require.ErrorContains(t, err, tc.want)
-			for _, secret := range []string{strings.Repeat("s", 31), strings.Repeat("w", 32), strings.Repeat("l", 32)} {
+			for _, secret := range []string{strings.Repeat("s", 31), strings.Repeat("w", 32), strings.Repeat("l", 32), strings.Repeat("p", 32)} {
 				require.NotContains(t, err.Error(), secret)
 			}
 		})
 	}
 	// All at once: every refusal is named in one go.
 	_, err := config.Load([]string{"APP_ENV=production", "DEMO_SEED=true"})
-	for _, name := range []string{"DEMO_SEED", "PROVIDER_WEBHOOK_SECRET", "LOG_KEY_SECRET"} {
+	for _, name := range []string{"DEMO_SEED", "PROVIDER_WEBHOOK_SECRET", "LOG_KEY_SECRET", "PROVIDER_KEY_SECRET"} {
 		require.ErrorContains(t, err, name)
 	}
 }

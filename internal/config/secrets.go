@@ -75,8 +75,16 @@ func (c Config) validateSecrets() []error {
 	if c.LogKeySecret != "" && len(c.LogKeySecret) < minLogKeySecret {
 		errs = append(errs, fmt.Errorf("LOG_KEY_SECRET must be empty (development only) or at least %d characters", minLogKeySecret))
 	}
+	if c.ProviderKeySecret != "" && len(c.ProviderKeySecret) < minProviderKeySecret {
+		errs = append(errs, fmt.Errorf("PROVIDER_KEY_SECRET must be empty (development only) or at least %d characters", minProviderKeySecret))
+	}
 	return errs
 }
+
+// minProviderKeySecret is the shortest PROVIDER_KEY_SECRET accepted: it
+// keys the HMAC-SHA256 that derives payment ids and provider keys
+// (internal/idempotency/derive.go), so 32 characters of openssl rand -hex.
+const minProviderKeySecret = 32
 
 // developmentRedisKeyLabel keys the Redis names in development without
 // LOG_KEY_SECRET: a public constant, so that every development instance

@@ -222,11 +222,19 @@ func TestValidationProblemIsBounded(t *testing.T) {
 	for i := range fields {
 		fields[i] = payments.FieldError{Field: fmt.Sprintf("items[%d].sku", i), Message: "is required"}
 	}
-	p := validationProblem("", toProblemFields(fields), len(fields))
+	decode := func(err error) problem.Problem {
+		t.Helper()
+		a, known := errorAnswer(err)
+		require.True(t, known)
+		var p problem.Problem
+		require.NoError(t, json.Unmarshal(a.Body, &p))
+		return p
+	}
+	p := decode(&payments.ValidationError{Fields: fields})
 	require.Len(t, p.Errors, MaxFieldErrors)
 	require.Equal(t, 250, p.ErrorCount)
 	require.Contains(t, p.Detail, "at least 250")
-	small := validationProblem("", []problem.FieldError{{Field: "a", Message: "b"}}, 1)
+	small := decode(&requestError{fields: []problem.FieldError{{Field: "a", Message: "b"}}})
 	require.Zero(t, small.ErrorCount, "error_count only when more were found than listed")
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/payments"
 )
 
@@ -74,21 +75,18 @@ type customerHandlers struct {
 //	@Header			409,429,503	{integer}	Retry-After	"seconds to wait before retrying"
 //	@Produce		json
 //	@Router			/v1/customers [post]
-func (h *customerHandlers) createCustomer(c *gin.Context) {
+func (h *customerHandlers) createCustomer(c *gin.Context) (idempotency.Answer, error) {
 	var req CreateCustomerRequest
 	if err := decodeJSON(c, &req); err != nil {
-		RenderError(c, err)
-		return
+		return idempotency.Answer{}, err
 	}
 	// The request context carries the idempotency layer's transaction: the
 	// customer commits with the idempotency record, or not at all.
 	cu, err := h.customers.CreateCustomer(c.Request.Context(), MerchantID(c), payments.NewCustomerInput{Email: req.Email, Name: req.Name})
 	if err != nil {
-		RenderError(c, err)
-		return
+		return idempotency.Answer{}, err
 	}
-	c.Header("Location", "/v1/customers/"+cu.ID)
-	writeJSON(c, http.StatusCreated, toCustomerResponse(cu))
+	return reply(http.StatusCreated, toCustomerResponse(cu), "Location", "/v1/customers/"+cu.ID), nil
 }
 
 // getCustomer godoc
@@ -110,13 +108,12 @@ func (h *customerHandlers) createCustomer(c *gin.Context) {
 //	@Header			503	{integer}	Retry-After	"seconds to wait before retrying"
 //	@Produce		json
 //	@Router			/v1/customers/{id} [get]
-func (h *customerHandlers) getCustomer(c *gin.Context) {
+func (h *customerHandlers) getCustomer(c *gin.Context) (idempotency.Answer, error) {
 	cu, err := h.customers.GetCustomer(c.Request.Context(), MerchantID(c), c.Param("id"))
 	if err != nil {
-		RenderError(c, err)
-		return
+		return idempotency.Answer{}, err
 	}
-	writeJSON(c, http.StatusOK, toCustomerResponse(cu))
+	return reply(http.StatusOK, toCustomerResponse(cu)), nil
 }
 
 func toCustomerResponse(c payments.Customer) CustomerResponse {

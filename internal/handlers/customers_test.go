@@ -39,7 +39,7 @@ func newCustomersAPI(t *testing.T, dialect database.Dialect) *customersAPI {
 	store := payments.NewGormStore(db.DB)
 	svc := payments.NewService(store, nil, payments.WithCustomers(store), payments.WithEvents(store))
 	r := handlers.NewRouter(handlers.Deps{
-		Auth: ms, Orders: svc, Customers: svc, IdempotentAtomic: idem.Atomic(), Database: db,
+		Auth: ms, Orders: svc, Customers: svc, Atomic: idem.Atomic, Database: db,
 	})
 	return &customersAPI{router: r, db: db}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/ginidem"
 	"github.com/idemkeys/payments/internal/merchants"
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/problem"
@@ -50,30 +51,263 @@ var errNoRoute = errors.New("no route")
 // reason is logged, never shown, so a forger learns nothing from the answer.
 var errInvalidSignature = errors.New("invalid webhook signature")
 
-// RenderError answers the request with the problem+json that err stands for
-// and aborts the handler chain. It is the only place that maps errors to
-// statuses: handlers and middleware (the idempotency Keeper included) hand
-// it their error and return. An error it does not know is a 500 whose cause
-// is logged, never shown.
-func RenderError(c *gin.Context, err error) {
-	if bodyTimedOut(err) {
-		// A body that did not arrive within the read deadline: a slow or
-		// stalled sender, answered (and logged) as its fault, not ours.
-		loggerFrom(c).InfoContext(c.Request.Context(), "request body did not arrive in time",
-			"method", c.Request.Method, "route", c.FullPath())
-		problem.Write(c, problem.New(http.StatusRequestTimeout, problem.CodeRequestTimeout, "Request timeout",
-			"The request body did not arrive in time; nothing was done. Send it again, whole."))
-		return
+// The error table. ErrorAnswer is the only place that maps errors to
+// answers: handlers, the idempotency layer and middleware hand it their
+// error. Each row says which errors it answers, with which problem, and
+// whether that answer is kept: final, stored under the request's
+// Idempotency-Key and replayed to every retry (a decline, the business
+// conflicts), or not, so that the client may send the key again (a
+// validation error, a conflict that clears, anything of ours). The rows are
+// tried in order, where errors can wrap each other: a body cut at the size
+// limit is 413 whoever read it, and a lost database is 503 whatever was
+// being attempted. An error no row answers is a 500 whose cause is logged,
+// never shown.
+var errorTable = []errorRow{
+	{match: as[*http.MaxBytesError], status: http.StatusRequestEntityTooLarge, code: problem.CodeRequestTooLarge, title: "Request too large",
+		fill: func(err error, a *problemParts) {
+			a.detail = fmt.Sprintf("The request body is larger than %d bytes.", asErr[*http.MaxBytesError](err).Limit)
+		}},
+	{match: as[*idempotency.BodyTooLargeError], status: http.StatusRequestEntityTooLarge, code: problem.CodeRequestTooLarge, title: "Request too large",
+		fill: func(err error, a *problemParts) {
+			a.detail = fmt.Sprintf("The request body is larger than %d bytes.", asErr[*idempotency.BodyTooLargeError](err).Limit)
+		}},
+	{match: is(database.ErrUnavailable), status: http.StatusServiceUnavailable, code: problem.CodeServiceUnavailable, title: "Service unavailable",
+		retryAfter: time.Second,
+		detail:     "The database cannot be reached. Retry later with the same Idempotency-Key: an operation already under way resumes where it stopped, and nothing happens twice."},
+	{match: is(idempotency.ErrKeyMissing), status: http.StatusBadRequest, code: problem.CodeIdempotencyKeyMissing, title: "Idempotency key missing",
+		detail: "This request needs an Idempotency-Key header: a unique value per operation, reused on every retry of it."},
+	// The error says why (empty, too long, which character); it never
+	// carries the key itself.
+	{match: is(idempotency.ErrKeyInvalid), status: http.StatusBadRequest, code: problem.CodeIdempotencyKeyInvalid, title: "Idempotency key invalid",
+		fill: func(err error, a *problemParts) { a.detail = oneLine(err) }},
+	{match: is(idempotency.ErrKeyReused), status: http.StatusUnprocessableEntity, code: problem.CodeIdempotencyKeyReused, title: "Idempotency key reused",
+		detail: "This Idempotency-Key was already used for a different request (other body, endpoint or path). Use a new key for a new operation."},
+	{match: is(idempotency.ErrKeyExpired), status: http.StatusConflict, code: problem.CodeIdempotencyKeyExpired, title: "Idempotency key expired",
+		detail: "This Idempotency-Key was used for this request longer ago than the keys are kept; nothing was done. If you mean to repeat the operation, send it with a new key."},
+	{match: as[*idempotency.InProgressError], status: http.StatusConflict, code: problem.CodeIdempotencyInProgress, title: "Request in progress",
+		detail: "The original request with this Idempotency-Key is still running. Retry after the time in Retry-After to get its result.",
+		fill: func(err error, a *problemParts) {
+			a.header.Set("Retry-After", retryAfterSeconds(asErr[*idempotency.InProgressError](err).RetryAfter))
+		}},
+	{match: as[*idempotency.RateLimitedError], status: http.StatusTooManyRequests, code: problem.CodeRateLimited, title: "Rate limited",
+		detail: "Too many new Idempotency-Keys from this merchant; nothing was done. Retry after the time in Retry-After. Retries of existing keys are never limited.",
+		fill: func(err error, a *problemParts) {
+			a.header.Set("Retry-After", retryAfterSeconds(asErr[*idempotency.RateLimitedError](err).RetryAfter))
+		}},
+	// Another request took this key's operation over while this one ran
+	// (its lock had timed out): that request's answer is the one that will
+	// be kept, so the client is sent to fetch it, as for a duplicate.
+	{match: is(idempotency.ErrFenced), status: http.StatusConflict, code: problem.CodeIdempotencyInProgress, title: "Request in progress",
+		retryAfter: time.Second,
+		detail:     "Another request with this Idempotency-Key has taken this operation over. Retry after the time in Retry-After to get its result."},
+	{match: is(idempotency.ErrMalformedBody), status: http.StatusBadRequest, code: problem.CodeValidationFailed, title: "Validation failed",
+		fill: func(err error, a *problemParts) { a.detail = oneLine(err) }},
+	{match: as[*payments.ValidationError], status: http.StatusBadRequest, code: problem.CodeValidationFailed, title: "Validation failed",
+		fill: func(err error, a *problemParts) {
+			invalid := asErr[*payments.ValidationError](err)
+			a.validation("", toProblemFields(invalid.Fields), len(invalid.Fields))
+		}},
+	{match: as[*requestError], status: http.StatusBadRequest, code: problem.CodeValidationFailed, title: "Validation failed",
+		fill: func(err error, a *problemParts) {
+			bad := asErr[*requestError](err)
+			a.validation(bad.detail, bad.fields, max(bad.count, len(bad.fields)))
+		}},
+	{match: is(merchants.ErrUnauthorized), status: http.StatusUnauthorized, code: problem.CodeUnauthorized, title: "Unauthorized",
+		detail: "Send a valid API key as Authorization: Bearer <key>.",
+		fill:   func(_ error, a *problemParts) { a.header.Set("WWW-Authenticate", `Bearer realm="api"`) }},
+	// The verifier's reason is logged, never shown: a forger learns nothing
+	// from the answer.
+	{match: is(errInvalidSignature), status: http.StatusUnauthorized, code: problem.CodeInvalidSignature, title: "Invalid signature",
+		detail: "The Provider-Signature header is missing or malformed, does not match the body, or is older than 5 minutes."},
+	// Built from the decline alone, so that the handler (through this row)
+	// and PaymentAnswer (which the reconciler stores when it learns of a
+	// decline later) write the same bytes for the same payment: a replay
+	// must not depend on who answered first.
+	{match: as[*payments.DeclinedError], status: http.StatusPaymentRequired, code: problem.CodePaymentDeclined, title: "Payment declined", kept: true,
+		fill: func(err error, a *problemParts) {
+			e := asErr[*payments.DeclinedError](err)
+			a.detail = fmt.Sprintf("The provider declined the payment (%s). The order is still pending payment: try again with another payment method and a new Idempotency-Key.", e.DeclineCode)
+			a.extra = map[string]any{"payment_id": e.PaymentID, "decline_code": e.DeclineCode}
+		}},
+	// Built from the ids alone, like a decline: the reconciler (which
+	// stores it) and a request (which answers it) write the same bytes.
+	{match: isRefundCanceled, status: http.StatusConflict, code: problem.CodeRefundCanceled, title: "Refund canceled", kept: true,
+		detail: "This refund never reached the provider and was abandoned, so it was canceled; nothing was refunded and its amount is free again. To refund, send a new request with a new Idempotency-Key.",
+		fill: func(err error, a *problemParts) {
+			a.extra = map[string]any{"refund_id": asErr[*payments.CanceledError](err).RefundID}
+		}},
+	{match: as[*payments.CanceledError], status: http.StatusConflict, code: problem.CodePaymentCanceled, title: "Payment canceled", kept: true,
+		detail: "This payment never reached the provider and was abandoned, so it was canceled; nothing was charged. The order is payable again: pay it with a new Idempotency-Key.",
+		fill: func(err error, a *problemParts) {
+			a.extra = map[string]any{"payment_id": asErr[*payments.CanceledError](err).PaymentID}
+		}},
+	{match: is(payments.ErrOrderAlreadyPaid), status: http.StatusConflict, code: problem.CodeOrderAlreadyPaid, title: "Order already paid", kept: true,
+		detail: "The order is paid. Fetch the order to see its state."},
+	// A conflict with a payment or refund in flight clears when it settles:
+	// not kept, so the same key sent again after Retry-After runs again.
+	{match: is(payments.ErrPaymentInProgress), status: http.StatusConflict, code: problem.CodePaymentInProgress, title: "Payment in progress",
+		retryAfter: PaymentInProgressRetryAfter,
+		detail:     "The order or payment has a payment or refund in flight; nothing was done. Retry after the time in Retry-After, with the same Idempotency-Key: this answer is not stored."},
+	{match: is(payments.ErrCustomerExists), status: http.StatusConflict, code: problem.CodeCustomerExists, title: "Customer exists", kept: true,
+		detail: "A customer with this email exists already for your account. Fetch it instead of creating it again."},
+	{match: is(payments.ErrRefundExceedsPayment), status: http.StatusConflict, code: problem.CodeRefundExceedsPayment, title: "Refund exceeds payment", kept: true,
+		detail: "The refund is larger than what is left to refund of the payment, or the payment has not succeeded."},
+	{match: is(payments.ErrVersionMismatch), status: http.StatusPreconditionFailed, code: problem.CodeVersionMismatch, title: "Version mismatch",
+		detail: "The order has changed since the version in If-Match; nothing was changed. Fetch it again (its ETag is the current version), decide again, and send the new ETag."},
+	// A webhook event the provider could not be asked about: nothing was
+	// applied, and the provider delivers it again.
+	{match: is(payments.ErrProviderUnreachable), status: http.StatusServiceUnavailable, code: problem.CodeProviderUnavailable, title: "Provider unavailable",
+		retryAfter: 5 * time.Second,
+		detail:     "The payment provider could not be asked about this event, so nothing was applied. Deliver it again later."},
+	{match: as[*payments.UnavailableError], status: http.StatusBadGateway, code: problem.CodeProviderUnavailable, title: "Provider unavailable",
+		detail: fmt.Sprintf("The payment provider failed before doing anything; nothing was charged or refunded. Retry with the same Idempotency-Key: it resumes the same operation, until an attempt abandoned for %s is canceled.", PendingCancelAfterHint),
+		fill: func(err error, a *problemParts) {
+			if e := asErr[*payments.UnavailableError](err); e.RefundID != "" {
+				a.extra = map[string]any{"refund_id": e.RefundID}
+			} else {
+				a.extra = map[string]any{"payment_id": e.PaymentID}
+			}
+		}},
+	{match: is(payments.ErrProviderUnavailable), status: http.StatusBadGateway, code: problem.CodeProviderUnavailable, title: "Provider unavailable",
+		detail: "The payment provider failed before doing anything; nothing was charged. Retry with the same Idempotency-Key: it resumes the same operation."},
+	{match: is(payments.ErrNotFound), status: http.StatusNotFound, code: problem.CodeNotFound, title: "Not found",
+		detail: "No resource with this id exists for your account."},
+	// Only the key introspection route lets it through: the middleware
+	// handles a missing record itself.
+	{match: is(idempotency.ErrNotFound), status: http.StatusNotFound, code: problem.CodeNotFound, title: "Not found",
+		detail: "No live record exists under this Idempotency-Key for your account: never used, expired, or given back after an answer that is not kept."},
+	{match: is(errNoRoute), status: http.StatusNotFound, code: problem.CodeNotFound, title: "Not found",
+		detail: "No endpoint matches this method and path."},
+	// A body that did not arrive within the read deadline: a slow or
+	// stalled sender, answered as its fault, not ours.
+	{match: bodyTimedOut, status: http.StatusRequestTimeout, code: problem.CodeRequestTimeout, title: "Request timeout",
+		detail: "The request body did not arrive in time; nothing was done. Send it again, whole."},
+}
+
+// internalError answers an error no row of the table knows.
+var internalError = errorRow{status: http.StatusInternalServerError, code: problem.CodeInternalError, title: "Internal error",
+	detail: "Something went wrong on our side. Retry later with the same Idempotency-Key."}
+
+// errorRow is one row of the error table.
+type errorRow struct {
+	// match says whether the row answers err.
+	match func(err error) bool
+	// status, code and title are the problem's; detail its fixed detail.
+	status int
+	code   string
+	title  string
+	detail string
+	// kept: the answer is final, stored under the key and replayed.
+	kept bool
+	// retryAfter, when set, is the answer's fixed Retry-After.
+	retryAfter time.Duration
+	// fill sets what depends on the error: the detail, extension members,
+	// headers.
+	fill func(err error, a *problemParts)
+}
+
+// problemParts is a problem answer being built from a row.
+type problemParts struct {
+	detail string
+	extra  map[string]any
+	header http.Header
+	fields []problem.FieldError
+	count  int
+}
+
+// validation lists at most MaxFieldErrors refused fields, and the count of
+// all when there are more (a lower bound when decoding stopped at a size
+// limit).
+func (a *problemParts) validation(detail string, fields []problem.FieldError, count int) {
+	if detail == "" {
+		detail = invalidFieldsDetail(count, len(fields) < count)
 	}
+	a.detail, a.fields, a.count = detail, fields[:min(len(fields), MaxFieldErrors)], count
+}
+
+// answer builds the row's answer to err.
+func (r errorRow) answer(err error) idempotency.Answer {
+	a := problemParts{detail: r.detail, header: http.Header{"Content-Type": {problem.ContentType}}}
+	if r.retryAfter > 0 {
+		a.header.Set("Retry-After", retryAfterSeconds(r.retryAfter))
+	}
+	if r.fill != nil {
+		r.fill(err, &a)
+	}
+	p := problem.New(r.status, r.code, r.title, a.detail)
+	p.Extra, p.Errors = a.extra, a.fields
+	if a.count > len(a.fields) {
+		p.ErrorCount = a.count
+	}
+	return idempotency.Answer{Status: r.status, Header: a.header, Body: problem.Encode(p), Final: r.kept}
+}
+
+// errorAnswer is the table's answer to err, and false when no row knows
+// err (the answer is then the 500's).
+func errorAnswer(err error) (idempotency.Answer, bool) {
+	for _, r := range errorTable {
+		if r.match(err) {
+			return r.answer(err), true
+		}
+	}
+	return internalError.answer(err), false
+}
+
+// ErrorAnswer is the answer to err: a problem+json, final or not, as the
+// table says. An error the table does not know is a 500 whose cause is
+// logged with the request's logger, never shown; a client that has gone is
+// answered StatusClientClosed, with no body. The idempotency layer answers
+// its refusals and its handlers' errors with it (ginidem.Options.Answer).
+func ErrorAnswer(c *gin.Context, err error) idempotency.Answer {
 	if clientGone(c, err) {
 		// Nobody reads this answer. It is no fault of ours: logged at info
 		// and counted under StatusClientClosed, not as a 500.
 		loggerFrom(c).InfoContext(c.Request.Context(), "client went away before the answer",
 			"method", c.Request.Method, "route", c.FullPath(), "error", err)
-		c.AbortWithStatus(StatusClientClosed)
-		return
+		return idempotency.Answer{Status: StatusClientClosed}
 	}
-	problem.Write(c, problemFor(c, err))
+	a, known := errorAnswer(err)
+	switch {
+	case !known:
+		loggerFrom(c).ErrorContext(c.Request.Context(), "internal error",
+			"error", err, "method", c.Request.Method, "route", c.FullPath())
+	case bodyTimedOut(err):
+		loggerFrom(c).InfoContext(c.Request.Context(), "request body did not arrive in time",
+			"method", c.Request.Method, "route", c.FullPath())
+	}
+	return a
+}
+
+// RenderError answers the request with ErrorAnswer(c, err) and aborts the
+// handler chain: how middleware and routes without a key answer an error.
+func RenderError(c *gin.Context, err error) {
+	c.Abort()
+	ginidem.Write(c, ErrorAnswer(c, err))
+}
+
+// is matches errors that are target, wrapped or not.
+func is(target error) func(error) bool {
+	return func(err error) bool { return errors.Is(err, target) }
+}
+
+// as matches errors that wrap a T.
+func as[T error](err error) bool {
+	var t T
+	return errors.As(err, &t)
+}
+
+// asErr returns the T that err wraps (the row matched it already).
+func asErr[T error](err error) T {
+	var t T
+	errors.As(err, &t)
+	return t
+}
+
+// isRefundCanceled matches a canceled refund; a canceled payment is the
+// next row.
+func isRefundCanceled(err error) bool {
+	var e *payments.CanceledError
+	return errors.As(err, &e) && e.RefundID != ""
 }
 
 // StatusClientClosed is the status the access log and the metrics record
@@ -83,11 +317,11 @@ func RenderError(c *gin.Context, err error) {
 const StatusClientClosed = 499
 
 // clientGone reports whether err comes of the client leaving: its request
-// context was cancelled, or reading its body failed (a hang-up, or a body
-// that did not arrive before the read deadline). A body over the limit is
-// the client's mistake, answered 413, not this.
+// context was cancelled, or reading its body failed (a hang-up). A body over
+// the limit is the client's mistake, answered 413, and one cut by the read
+// deadline is answered 408: neither is this.
 func clientGone(c *gin.Context, err error) bool {
-	if errors.As(err, new(*http.MaxBytesError)) {
+	if errors.As(err, new(*http.MaxBytesError)) || bodyTimedOut(err) {
 		return false
 	}
 	if errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil {
@@ -114,187 +348,6 @@ type bodyReadError struct{ err error }
 func (e *bodyReadError) Error() string { return "read request body: " + e.err.Error() }
 func (e *bodyReadError) Unwrap() error { return e.err }
 
-// problemFor is the table. Order matters where errors can wrap each other:
-// a body cut at the size limit is 413 whoever read it, and a lost database
-// is 503 whatever was being attempted.
-func problemFor(c *gin.Context, err error) problem.Problem {
-	var (
-		tooLarge    *http.MaxBytesError
-		bodyLimit   *idempotency.BodyTooLargeError
-		inProgress  *idempotency.InProgressError
-		rateLimited *idempotency.RateLimitedError
-		invalid     *payments.ValidationError
-		badRequest  *requestError
-		declined    *payments.DeclinedError
-		canceled    *payments.CanceledError
-		unavailable *payments.UnavailableError
-	)
-	switch {
-	case errors.As(err, &tooLarge):
-		return problem.New(http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge, "Request too large",
-			fmt.Sprintf("The request body is larger than %d bytes.", tooLarge.Limit))
-
-	case errors.As(err, &bodyLimit):
-		return problem.New(http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge, "Request too large",
-			fmt.Sprintf("The request body is larger than %d bytes.", bodyLimit.Limit))
-
-	case errors.Is(err, database.ErrUnavailable):
-		c.Header("Retry-After", "1")
-		return problem.New(http.StatusServiceUnavailable, problem.CodeServiceUnavailable, "Service unavailable",
-			"The database cannot be reached. Retry later with the same Idempotency-Key: an operation already under way resumes where it stopped, and nothing happens twice.")
-
-	case errors.Is(err, idempotency.ErrKeyMissing):
-		return problem.New(http.StatusBadRequest, problem.CodeIdempotencyKeyMissing, "Idempotency key missing",
-			"This request needs an Idempotency-Key header: a unique value per operation, reused on every retry of it.")
-
-	case errors.Is(err, idempotency.ErrKeyInvalid):
-		// The error says why (empty, too long, which character); it never
-		// carries the key itself.
-		return problem.New(http.StatusBadRequest, problem.CodeIdempotencyKeyInvalid, "Idempotency key invalid",
-			oneLine(err))
-
-	case errors.Is(err, idempotency.ErrKeyReused):
-		return problem.New(http.StatusUnprocessableEntity, problem.CodeIdempotencyKeyReused, "Idempotency key reused",
-			"This Idempotency-Key was already used for a different request (other body, endpoint or path). Use a new key for a new operation.")
-
-	case errors.Is(err, idempotency.ErrKeyExpired):
-		return problem.New(http.StatusConflict, problem.CodeIdempotencyKeyExpired, "Idempotency key expired",
-			"This Idempotency-Key was used for this request longer ago than the keys are kept; nothing was done. If you mean to repeat the operation, send it with a new key.")
-
-	case errors.As(err, &inProgress):
-		c.Header("Retry-After", retryAfterSeconds(inProgress.RetryAfter))
-		return problem.New(http.StatusConflict, problem.CodeIdempotencyInProgress, "Request in progress",
-			"The original request with this Idempotency-Key is still running. Retry after the time in Retry-After to get its result.")
-
-	case errors.As(err, &rateLimited):
-		c.Header("Retry-After", retryAfterSeconds(rateLimited.RetryAfter))
-		return problem.New(http.StatusTooManyRequests, problem.CodeRateLimited, "Rate limited",
-			"Too many new Idempotency-Keys from this merchant; nothing was done. Retry after the time in Retry-After. Retries of existing keys are never limited.")
-
-	case errors.Is(err, idempotency.ErrFenced):
-		// Another request took this key's operation over while this one ran
-		// (its lock had timed out): that request's answer is the one that
-		// will be kept, so send the client to fetch it, as for a duplicate.
-		c.Header("Retry-After", "1")
-		return problem.New(http.StatusConflict, problem.CodeIdempotencyInProgress, "Request in progress",
-			"Another request with this Idempotency-Key has taken this operation over. Retry after the time in Retry-After to get its result.")
-
-	case errors.Is(err, idempotency.ErrMalformedBody):
-		return problem.New(http.StatusBadRequest, problem.CodeValidationFailed, "Validation failed", oneLine(err))
-
-	case errors.As(err, &invalid):
-		return validationProblem("", toProblemFields(invalid.Fields), len(invalid.Fields))
-
-	case errors.As(err, &badRequest):
-		return validationProblem(badRequest.detail, badRequest.fields, max(badRequest.count, len(badRequest.fields)))
-
-	case errors.Is(err, merchants.ErrUnauthorized):
-		c.Header("WWW-Authenticate", `Bearer realm="api"`)
-		return problem.New(http.StatusUnauthorized, problem.CodeUnauthorized, "Unauthorized",
-			"Send a valid API key as Authorization: Bearer <key>.")
-
-	case errors.Is(err, errInvalidSignature):
-		return problem.New(http.StatusUnauthorized, problem.CodeInvalidSignature, "Invalid signature",
-			"The Provider-Signature header is missing or malformed, does not match the body, or is older than 5 minutes.")
-
-	case errors.As(err, &declined):
-		return declinedProblem(declined)
-
-	case errors.As(err, &canceled):
-		return canceledProblem(canceled)
-
-	case errors.Is(err, payments.ErrOrderAlreadyPaid):
-		return problem.New(http.StatusConflict, problem.CodeOrderAlreadyPaid, "Order already paid",
-			"The order is paid. Fetch the order to see its state.")
-
-	case errors.Is(err, payments.ErrPaymentInProgress):
-		c.Header("Retry-After", retryAfterSeconds(PaymentInProgressRetryAfter))
-		return problem.New(http.StatusConflict, problem.CodePaymentInProgress, "Payment in progress",
-			"The order or payment has a payment or refund in flight; nothing was done. Retry after the time in Retry-After, with the same Idempotency-Key: this answer is not stored.")
-
-	case errors.Is(err, payments.ErrCustomerExists):
-		return problem.New(http.StatusConflict, problem.CodeCustomerExists, "Customer exists",
-			"A customer with this email exists already for your account. Fetch it instead of creating it again.")
-
-	case errors.Is(err, payments.ErrRefundExceedsPayment):
-		return problem.New(http.StatusConflict, problem.CodeRefundExceedsPayment, "Refund exceeds payment",
-			"The refund is larger than what is left to refund of the payment, or the payment has not succeeded.")
-
-	case errors.Is(err, payments.ErrVersionMismatch):
-		return problem.New(http.StatusPreconditionFailed, problem.CodeVersionMismatch, "Version mismatch",
-			"The order has changed since the version in If-Match; nothing was changed. Fetch it again (its ETag is the current version), decide again, and send the new ETag.")
-
-	case errors.Is(err, payments.ErrProviderUnreachable):
-		// A webhook event the provider could not be asked about: nothing
-		// was applied, and the provider delivers it again.
-		c.Header("Retry-After", "5")
-		return problem.New(http.StatusServiceUnavailable, problem.CodeProviderUnavailable, "Provider unavailable",
-			"The payment provider could not be asked about this event, so nothing was applied. Deliver it again later.")
-
-	case errors.As(err, &unavailable):
-		p := problem.New(http.StatusBadGateway, problem.CodeProviderUnavailable, "Provider unavailable",
-			fmt.Sprintf("The payment provider failed before doing anything; nothing was charged or refunded. Retry with the same Idempotency-Key: it resumes the same operation, until an attempt abandoned for %s is canceled.", PendingCancelAfterHint))
-		if unavailable.RefundID != "" {
-			p.Extra = map[string]any{"refund_id": unavailable.RefundID}
-		} else {
-			p.Extra = map[string]any{"payment_id": unavailable.PaymentID}
-		}
-		return p
-
-	case errors.Is(err, payments.ErrProviderUnavailable):
-		return problem.New(http.StatusBadGateway, problem.CodeProviderUnavailable, "Provider unavailable",
-			"The payment provider failed before doing anything; nothing was charged. Retry with the same Idempotency-Key: it resumes the same operation.")
-
-	case errors.Is(err, payments.ErrNotFound):
-		return problem.New(http.StatusNotFound, problem.CodeNotFound, "Not found",
-			"No resource with this id exists for your account.")
-
-	case errors.Is(err, idempotency.ErrNotFound):
-		// Only the key introspection route lets it through: the middleware
-		// handles a missing record itself.
-		return problem.New(http.StatusNotFound, problem.CodeNotFound, "Not found",
-			"No live record exists under this Idempotency-Key for your account: never used, expired, or given back after an answer that is not kept.")
-
-	case errors.Is(err, errNoRoute):
-		return problem.New(http.StatusNotFound, problem.CodeNotFound, "Not found",
-			"No endpoint matches this method and path.")
-
-	default:
-		loggerFrom(c).ErrorContext(c.Request.Context(), "internal error",
-			"error", err, "method", c.Request.Method, "route", c.FullPath())
-		return problem.New(http.StatusInternalServerError, problem.CodeInternalError, "Internal error",
-			"Something went wrong on our side. Retry later with the same Idempotency-Key.")
-	}
-}
-
-// declinedProblem is the 402 of a declined payment. It is built from the
-// decline alone, so that the handler (through the table) and PaymentAnswer
-// (which the reconciler stores when it learns of a decline later) write the
-// same bytes for the same payment: a replay must not depend on who answered
-// first.
-func declinedProblem(e *payments.DeclinedError) problem.Problem {
-	p := problem.New(http.StatusPaymentRequired, problem.CodePaymentDeclined, "Payment declined",
-		fmt.Sprintf("The provider declined the payment (%s). The order is still pending payment: try again with another payment method and a new Idempotency-Key.", e.DeclineCode))
-	p.Extra = map[string]any{"payment_id": e.PaymentID, "decline_code": e.DeclineCode}
-	return p
-}
-
-// canceledProblem is the 409 of a payment or refund the reconciler canceled,
-// built from the ids alone so that the reconciler (which stores it) and a
-// request (which answers it) write the same bytes.
-func canceledProblem(e *payments.CanceledError) problem.Problem {
-	if e.RefundID != "" {
-		p := problem.New(http.StatusConflict, problem.CodeRefundCanceled, "Refund canceled",
-			"This refund never reached the provider and was abandoned, so it was canceled; nothing was refunded and its amount is free again. To refund, send a new request with a new Idempotency-Key.")
-		p.Extra = map[string]any{"refund_id": e.RefundID}
-		return p
-	}
-	p := problem.New(http.StatusConflict, problem.CodePaymentCanceled, "Payment canceled",
-		"This payment never reached the provider and was abandoned, so it was canceled; nothing was charged. The order is payable again: pay it with a new Idempotency-Key.")
-	p.Extra = map[string]any{"payment_id": e.PaymentID}
-	return p
-}
-
 // PaymentInProgressRetryAfter is the Retry-After of payment_in_progress: a
 // payment in flight settles within a provider call, or, when its outcome is
 // unknown, within a few reconciler rounds.
@@ -304,21 +357,6 @@ const PaymentInProgressRetryAfter = 2 * time.Second
 // must not depend on the configured value, since a retry that resumes and
 // fails again answers the same bytes.
 const PendingCancelAfterHint = "PENDING_CANCEL_AFTER"
-
-// validationProblem is the 400 of a refused request: at most MaxFieldErrors
-// fields listed, and error_count when more were found (a lower bound when
-// decoding stopped at a size limit).
-func validationProblem(detail string, fields []problem.FieldError, count int) problem.Problem {
-	if detail == "" {
-		detail = invalidFieldsDetail(count, len(fields) < count)
-	}
-	p := problem.New(http.StatusBadRequest, problem.CodeValidationFailed, "Validation failed", detail)
-	p.Errors = fields[:min(len(fields), MaxFieldErrors)]
-	if count > len(p.Errors) {
-		p.ErrorCount = count
-	}
-	return p
-}
 
 func toProblemFields(fields []payments.FieldError) []problem.FieldError {
 	out := make([]problem.FieldError, min(len(fields), MaxFieldErrors))

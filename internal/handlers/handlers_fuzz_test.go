@@ -188,7 +188,14 @@ func FuzzProviderEvent(f *testing.F) {
 // the stored bytes (as the same JSON value, or base64 of the exact bytes).
 func FuzzStoredResponse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, status int, contentType, location string, body []byte) {
-		out := toStoredResponse(idempotency.Response{Status: status, ContentType: contentType, Location: location, Body: body})
+		h := http.Header{}
+		if contentType != "" {
+			h["Content-Type"] = []string{contentType}
+		}
+		if location != "" {
+			h["Location"] = []string{location}
+		}
+		out := toStoredResponse(idempotency.Answer{Status: status, Header: h, Body: body, Final: true})
 		encoded, err := json.Marshal(out)
 		require.NoError(t, err, "the route must always be able to answer")
 		require.True(t, json.Valid(encoded))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/idemkeys/payments/internal/idempotency"
 )
 
 // Pinger is a dependency /readyz checks (*database.DB, a Redis client
@@ -80,8 +81,8 @@ type healthHandlers struct {
 //	@Produce		json
 //	@Success		200	{object}	HealthResponse
 //	@Router			/healthz [get]
-func (h *healthHandlers) healthz(c *gin.Context) {
-	writeJSON(c, http.StatusOK, HealthResponse{Status: "ok"})
+func (h *healthHandlers) healthz(*gin.Context) (idempotency.Answer, error) {
+	return reply(http.StatusOK, HealthResponse{Status: "ok"}), nil
 }
 
 // readyz godoc
@@ -94,7 +95,7 @@ func (h *healthHandlers) healthz(c *gin.Context) {
 //	@Success		200	{object}	ReadinessResponse
 //	@Failure		503	{object}	ReadinessResponse	"the database is down"
 //	@Router			/readyz [get]
-func (h *healthHandlers) readyz(c *gin.Context) {
+func (h *healthHandlers) readyz(c *gin.Context) (idempotency.Answer, error) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), ReadyTimeout)
 	defer cancel()
 
@@ -118,5 +119,5 @@ func (h *healthHandlers) readyz(c *gin.Context) {
 			resp.Status, resp.Checks.NATS = "degraded", checkDown
 		}
 	}
-	writeJSON(c, status, resp)
+	return reply(status, resp), nil
 }

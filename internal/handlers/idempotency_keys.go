@@ -110,13 +110,12 @@ type keyHandlers struct {
 //	@Header			503	{integer}	Retry-After	"seconds to wait before retrying"
 //	@Produce		json
 //	@Router			/v1/idempotency-keys/{key} [get]
-func (h *keyHandlers) getIdempotencyKey(c *gin.Context) {
+func (h *keyHandlers) getIdempotencyKey(c *gin.Context) (idempotency.Answer, error) {
 	rec, err := h.keys.Lookup(c.Request.Context(), MerchantID(c), idempotencyKeyParam(c))
 	if err != nil {
-		RenderError(c, err)
-		return
+		return idempotency.Answer{}, err
 	}
-	writeJSON(c, http.StatusOK, toIdempotencyKeyResponse(rec))
+	return reply(http.StatusOK, toIdempotencyKeyResponse(rec)), nil
 }
 
 // idempotencyKeyParam is the key of the introspection route: the
@@ -142,19 +141,18 @@ func toIdempotencyKeyResponse(rec *idempotency.Record) IdempotencyKeyResponse {
 		until := rec.LockedUntil.UTC()
 		out.LockedUntil = &until
 	}
-	if rec.Response != nil {
-		out.Response = toStoredResponse(*rec.Response)
+	if rec.Answer != nil {
+		out.Response = toStoredResponse(*rec.Answer)
 	}
 	return out
 }
 
-func toStoredResponse(r idempotency.Response) *StoredResponse {
-	out := &StoredResponse{Status: r.Status, ContentType: r.ContentType}
-	if r.Location != "" {
-		loc := r.Location
+func toStoredResponse(r idempotency.Answer) *StoredResponse {
+	out := &StoredResponse{Status: r.Status, ContentType: r.Header.Get("Content-Type")}
+	if loc := r.Header.Get("Location"); loc != "" {
 		out.Location = &loc
 	}
-	if isJSONContentType(r.ContentType) && json.Valid(r.Body) {
+	if isJSONContentType(out.ContentType) && json.Valid(r.Body) {
 		out.BodyEncoding, out.Body = "json", json.RawMessage(r.Body)
 	} else {
 		out.BodyEncoding = "base64"

@@ -45,14 +45,14 @@ func newKeysAPI(t *testing.T, dialect database.Dialect) *keysAPI {
 	}, log)
 	hash := handlers.NewKeyHasher([]byte("a-log-secret-for-tests"))
 	r := handlers.NewRouter(handlers.Deps{
-		Log:              log,
-		Auth:             ms,
-		Orders:           payments.NewService(payments.NewGormStore(db.DB), nil),
-		IdempotentAtomic: idem.Atomic(),
-		IdempotencyKeys:  keeper,
-		HashKey:          hash,
-		Database:         db,
-		MaxBodyBytes:     maxBody,
+		Log:             log,
+		Auth:            ms,
+		Orders:          payments.NewService(payments.NewGormStore(db.DB), nil),
+		Atomic:          idem.Atomic,
+		IdempotencyKeys: keeper,
+		HashKey:         hash,
+		Database:        db,
+		MaxBodyBytes:    maxBody,
 	})
 	return &keysAPI{router: r, store: store, logs: logs, hash: hash, merchant: merchantID}
 }
@@ -178,7 +178,7 @@ func TestStoredResponseBodyEncoding(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := handlers.ToStoredResponseForTest(idempotency.Response{Status: 200, ContentType: tc.contentType, Body: []byte(tc.body)})
+			got := handlers.ToStoredResponseForTest(idempotency.Answer{Status: 200, Header: http.Header{"Content-Type": {tc.contentType}}, Body: []byte(tc.body), Final: true})
 			require.Equal(t, tc.encoding, got.BodyEncoding)
 			require.JSONEq(t, tc.want, string(got.Body))
 			require.Nil(t, got.Location)

@@ -14,13 +14,13 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 )
 
-// newIdempotency wires the idempotency layer as the API does (its Keep, its
-// error table, the merchant as scope) over db, for the tests' routers.
+// newIdempotency wires the idempotency layer as the API does (its error
+// table, the merchant as scope) over db, for the tests' routers.
 func newIdempotency(t *testing.T, db *gorm.DB, cfg idempotency.Config, log *slog.Logger) (*idempotency.Keeper, *ginidem.Middleware, *gormstore.Store) {
 	t.Helper()
 	store := gormstore.New(db, gormstore.WithClassify(database.Classify))
-	cfg.Transactor, cfg.Keep, cfg.Log = store, handlers.Keep, log
+	cfg.Transactor, cfg.Log = store, log
 	keeper := idempotency.New(store, cfg)
 	t.Cleanup(func() { _ = keeper.Close(context.Background()) })
-	return keeper, ginidem.New(keeper, ginidem.Options{Scope: handlers.MerchantID, Render: handlers.RenderError}), store
+	return keeper, ginidem.New(keeper, ginidem.Options{Scope: handlers.MerchantID, Answer: handlers.ErrorAnswer}), store
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/problem"
 )
@@ -60,9 +61,9 @@ type ShippingAddress struct {
 //	@Header			503	{integer}	Retry-After	"seconds to wait before retrying"
 //	@Produce		json
 //	@Router			/v1/orders/{id}/shipping-address [put]
-func (h *orderHandlers) putShippingAddress(c *gin.Context) {
+func (h *orderHandlers) putShippingAddress(c *gin.Context) (idempotency.Answer, error) {
 	var req ShippingAddress
-	changeOrder(c, &req, http.StatusOK, func(ctx context.Context, merchantID, id string, pre payments.Precondition) (payments.Order, error) {
+	return changeOrder(c, &req, http.StatusOK, func(ctx context.Context, merchantID, id string, pre payments.Precondition) (payments.Order, error) {
 		return h.orders.SetShippingAddress(ctx, merchantID, id, toDomainAddress(req), pre)
 	})
 }
@@ -83,7 +84,7 @@ func (h *orderHandlers) putShippingAddress(c *gin.Context) {
 //	@Param			item			body	OrderItem	true	"The item"
 //	@Produce		json
 //	@Success		201	{object}	OrderResponse
-//	@Header			201	{string}	ETag	"The order's version after the request, as a strong entity tag (not on a replay, whose body carries the version)"
+//	@Header			201	{string}	ETag	"The order's version after the request, as a strong entity tag; a replay carries the first answer's"
 //	@Header			201,409	{string}	Idempotent-Replayed	"true: this answer replays the stored answer of an earlier request with this key"
 //	@Produce		application/problem+json
 //	@Failure		400	{object}	Problem400	"validation_failed (the item, an order that would exceed 100 items or the total limit, a malformed If-Match), idempotency_key_missing or idempotency_key_invalid"
@@ -101,11 +102,11 @@ func (h *orderHandlers) putShippingAddress(c *gin.Context) {
 //	@Header			409,429,503	{integer}	Retry-After	"seconds to wait before retrying"
 //	@Produce		json
 //	@Router			/v1/orders/{id}/items [post]
-func (h *orderHandlers) addOrderItem(c *gin.Context) {
+func (h *orderHandlers) addOrderItem(c *gin.Context) (idempotency.Answer, error) {
 	var req OrderItem
 	// The request context carries the idempotency layer's transaction: the
 	// item commits with the idempotency record, or not at all.
-	changeOrder(c, &req, http.StatusCreated, func(ctx context.Context, merchantID, id string, pre payments.Precondition) (payments.Order, error) {
+	return changeOrder(c, &req, http.StatusCreated, func(ctx context.Context, merchantID, id string, pre payments.Precondition) (payments.Order, error) {
 		return h.orders.AddOrderItem(ctx, merchantID, id, toDomainItem(req), pre)
 	})
 }
@@ -113,23 +114,19 @@ func (h *orderHandlers) addOrderItem(c *gin.Context) {
 // changeOrder is the shape both order writes share: decode the body into
 // req, read If-Match, apply the change, and answer the order with its new
 // ETag.
-func changeOrder(c *gin.Context, req any, status int, apply func(ctx context.Context, merchantID, id string, pre payments.Precondition) (payments.Order, error)) {
+func changeOrder(c *gin.Context, req any, status int, apply func(ctx context.Context, merchantID, id string, pre payments.Precondition) (payments.Order, error)) (idempotency.Answer, error) {
 	if err := decodeJSON(c, req); err != nil {
-		RenderError(c, err)
-		return
+		return idempotency.Answer{}, err
 	}
 	pre, err := toPrecondition(c.Request.Header)
 	if err != nil {
-		RenderError(c, err)
-		return
+		return idempotency.Answer{}, err
 	}
 	o, err := apply(c.Request.Context(), MerchantID(c), c.Param("id"), pre)
 	if err != nil {
-		RenderError(c, err)
-		return
+		return idempotency.Answer{}, err
 	}
-	c.Header("ETag", etag(o.Version))
-	writeJSON(c, status, toOrderResponse(o))
+	return reply(status, toOrderResponse(o), "ETag", etag(o.Version)), nil
 }
 
 // etag is the strong entity tag of an order version: the number in double

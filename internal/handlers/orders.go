@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/problem"
 )
@@ -79,9 +80,7 @@ type OrderResponse struct {
 	// sets it.
 	ShippingAddress *ShippingAddress `json:"shipping_address" extensions:"x-nullable"`
 	// Version counts the order's changes; the ETag header of a GET or of a
-	// write carries it too, quoted. It is in the body as well because a
-	// replayed answer carries only the stored body (and Location), not the
-	// ETag.
+	// write (and of its replays) carries it too, quoted.
 	Version int64 `json:"version" example:"1"`
 	// CreatedAt is RFC 3339 in UTC.
 	CreatedAt time.Time `json:"created_at" format:"date-time" example:"2025-06-01T12:00:00.123456Z"`
@@ -114,7 +113,7 @@ type orderHandlers struct {
 //	@Produce		json
 //	@Success		201	{object}	OrderResponse
 //	@Header			201	{string}	Location	"/v1/orders/{id}"
-//	@Header			201	{string}	ETag		"The order's version as a strong entity tag (not on a replay, whose body carries the version)"
+//	@Header			201	{string}	ETag		"The order's version as a strong entity tag; a replay carries the first answer's"
 //	@Header			201	{string}	Idempotent-Replayed	"true: this answer replays the stored answer of an earlier request with this key"
 //	@Produce		application/problem+json
 //	@Failure		400	{object}	Problem400	"validation_failed (also a total of 0, or bidirectional controls or zero-width spaces in a text field), idempotency_key_missing or idempotency_key_invalid"
@@ -130,22 +129,18 @@ type orderHandlers struct {
 //	@Header			409,429,503	{integer}	Retry-After	"seconds to wait before retrying"
 //	@Produce		json
 //	@Router			/v1/orders [post]
-func (h *orderHandlers) createOrder(c *gin.Context) {
+func (h *orderHandlers) createOrder(c *gin.Context) (idempotency.Answer, error) {
 	var req CreateOrderRequest
 	if err := decodeJSON(c, &req); err != nil {
-		RenderError(c, err)
-		return
+		return idempotency.Answer{}, err
 	}
 	// The request context carries the idempotency layer's transaction: the
 	// order commits with the idempotency record, or not at all.
 	o, err := h.orders.CreateOrder(c.Request.Context(), MerchantID(c), toNewOrderInput(req))
 	if err != nil {
-		RenderError(c, err)
-		return
+		return idempotency.Answer{}, err
 	}
-	c.Header("Location", "/v1/orders/"+o.ID)
-	c.Header("ETag", etag(o.Version))
-	writeJSON(c, http.StatusCreated, toOrderResponse(o))
+	return reply(http.StatusCreated, toOrderResponse(o), "Location", "/v1/orders/"+o.ID, "ETag", etag(o.Version)), nil
 }
 
 // getOrder godoc
@@ -168,14 +163,12 @@ func (h *orderHandlers) createOrder(c *gin.Context) {
 //	@Header			503	{integer}	Retry-After	"seconds to wait before retrying"
 //	@Produce		json
 //	@Router			/v1/orders/{id} [get]
-func (h *orderHandlers) getOrder(c *gin.Context) {
+func (h *orderHandlers) getOrder(c *gin.Context) (idempotency.Answer, error) {
 	o, err := h.orders.GetOrder(c.Request.Context(), MerchantID(c), c.Param("id"))
 	if err != nil {
-		RenderError(c, err)
-		return
+		return idempotency.Answer{}, err
 	}
-	c.Header("ETag", etag(o.Version))
-	writeJSON(c, http.StatusOK, toOrderResponse(o))
+	return reply(http.StatusOK, toOrderResponse(o), "ETag", etag(o.Version)), nil
 }
 
 // listOrders godoc
@@ -199,18 +192,16 @@ func (h *orderHandlers) getOrder(c *gin.Context) {
 //	@Header			503	{integer}	Retry-After	"seconds to wait before retrying"
 //	@Produce		json
 //	@Router			/v1/orders [get]
-func (h *orderHandlers) listOrders(c *gin.Context) {
+func (h *orderHandlers) listOrders(c *gin.Context) (idempotency.Answer, error) {
 	q, err := toListQuery(c)
 	if err != nil {
-		RenderError(c, err)
-		return
+		return idempotency.Answer{}, err
 	}
 	orders, hasMore, err := h.orders.ListOrders(c.Request.Context(), MerchantID(c), q)
 	if err != nil {
-		RenderError(c, err)
-		return
+		return idempotency.Answer{}, err
 	}
-	writeJSON(c, http.StatusOK, toOrderList(orders, hasMore))
+	return reply(http.StatusOK, toOrderList(orders, hasMore)), nil
 }
 
 func toNewOrderInput(req CreateOrderRequest) payments.NewOrderInput {

@@ -2,9 +2,6 @@ package handlers
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -12,7 +9,6 @@ import (
 
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/payments"
-	"github.com/idemkeys/payments/internal/problem"
 )
 
 // PaymentService runs the payment, refund and provider-event use cases
@@ -26,7 +22,7 @@ type PaymentService interface {
 	// *payments.CanceledError, a *payments.UnavailableError,
 	// idempotency.ErrFenced (rec lost the operation) or
 	// database.ErrUnavailable.
-	PayOrder(ctx context.Context, merchantID, orderID, idempotencyKey string, in payments.PayInput, rec payments.Recovery) (payments.Payment, error)
+	PayOrder(ctx context.Context, merchantID, orderID string, in payments.PayInput) (payments.Payment, error)
 	// GetPayment returns an error wrapping payments.ErrNotFound or
 	// database.ErrUnavailable.
 	GetPayment(ctx context.Context, merchantID, id string) (payments.Payment, error)
@@ -37,7 +33,7 @@ type PaymentService interface {
 	// payments.ErrPaymentInProgress, a *payments.CanceledError, a
 	// *payments.UnavailableError, idempotency.ErrFenced or
 	// database.ErrUnavailable.
-	RefundPayment(ctx context.Context, merchantID, paymentID, idempotencyKey string, in payments.RefundInput, rec payments.Recovery) (payments.Refund, error)
+	RefundPayment(ctx context.Context, merchantID, paymentID string, in payments.RefundInput) (payments.Refund, error)
 	// GetRefund returns an error wrapping payments.ErrNotFound or
 	// database.ErrUnavailable.
 	GetRefund(ctx context.Context, merchantID, id string) (payments.Refund, error)
@@ -109,14 +105,6 @@ type RefundResponse struct {
 	CreatedAt time.Time `json:"created_at" format:"date-time" example:"2025-06-01T12:00:00.123456Z"`
 }
 
-// contentTypeJSON is the Content-Type of every success body: plain
-// application/json, as the contract and the OpenAPI document state, never
-// gin's "; charset=utf-8" variant (writeJSON, not c.JSON). One spelling
-// everywhere, because the finisher stores the same value for an answer it
-// builds outside any request, a replay must not depend on who stored it,
-// and generated clients pick the decoder by the exact media type.
-const contentTypeJSON = "application/json"
-
 // PaymentAnswer is the answer to POST /v1/orders/{id}/payments for p:
 //
 //	succeeded              201 payment, Location /v1/payments/{id}
@@ -128,23 +116,20 @@ const contentTypeJSON = "application/json"
 // RecordFinisher stores it when the reconciler or a webhook settles the
 // payment later; since both build it here, the client's retry replays
 // exactly the answer a request would have given.
-func PaymentAnswer(p payments.Payment) idempotency.Response {
+func PaymentAnswer(p payments.Payment) idempotency.Answer {
 	switch p.Status {
 	case payments.StatusFailed:
-		return problemAnswer(declinedProblem(&payments.DeclinedError{PaymentID: p.ID, DeclineCode: p.DeclineCode}))
+		a, _ := errorAnswer(&payments.DeclinedError{PaymentID: p.ID, DeclineCode: p.DeclineCode})
+		return a
 	case payments.StatusCanceled:
-		return problemAnswer(canceledProblem(&payments.CanceledError{PaymentID: p.ID}))
+		a, _ := errorAnswer(&payments.CanceledError{PaymentID: p.ID})
+		return a
 	}
 	status := http.StatusCreated
 	if !p.Status.Final() {
 		status = http.StatusAccepted
 	}
-	return idempotency.Response{
-		Status:      status,
-		ContentType: contentTypeJSON,
-		Location:    paymentLocation(p.ID),
-		Body:        encodeJSON(toPaymentResponse(p)),
-	}
+	return reply(status, toPaymentResponse(p), "Location", paymentLocation(p.ID))
 }
 
 // RefundAnswer is the answer to POST /v1/payments/{id}/refunds for r:
@@ -159,48 +144,16 @@ func PaymentAnswer(p payments.Payment) idempotency.Response {
 // client follows a 202 by retrying the POST with the same Idempotency-Key
 // (202 until the outcome is known, then the final 201), or reads the refund
 // by its id. Like PaymentAnswer it is pure, for the same reason.
-func RefundAnswer(r payments.Refund) idempotency.Response {
+func RefundAnswer(r payments.Refund) idempotency.Answer {
 	if r.Status == payments.StatusCanceled {
-		return problemAnswer(canceledProblem(&payments.CanceledError{RefundID: r.ID}))
+		a, _ := errorAnswer(&payments.CanceledError{RefundID: r.ID})
+		return a
 	}
 	status := http.StatusCreated
 	if !r.Status.Final() {
 		status = http.StatusAccepted
 	}
-	return idempotency.Response{
-		Status:      status,
-		ContentType: contentTypeJSON,
-		Body:        encodeJSON(toRefundResponse(r)),
-	}
-}
-
-// problemAnswer is the stored form of a problem, byte for byte what
-// problem.Write sends.
-func problemAnswer(p problem.Problem) idempotency.Response {
-	return idempotency.Response{Status: p.Status, ContentType: problem.ContentType, Body: encodeJSON(p)}
-}
-
-// encodeJSON encodes a response DTO. DTOs hold strings, integers and times
-// of this era, which always encode; a failure is a programming error.
-func encodeJSON(v any) []byte {
-	body, err := json.Marshal(v)
-	if err != nil {
-		panic(fmt.Sprintf("handlers: encode %T: %v", v, err))
-	}
-	return body
-}
-
-// writeJSON answers with v encoded as JSON under contentTypeJSON.
-func writeJSON(c *gin.Context, status int, v any) {
-	c.Data(status, contentTypeJSON, encodeJSON(v))
-}
-
-// writeAnswer sends an answer built by PaymentAnswer or RefundAnswer.
-func writeAnswer(c *gin.Context, a idempotency.Response) {
-	if a.Location != "" {
-		c.Header("Location", a.Location)
-	}
-	c.Data(a.Status, a.ContentType, a.Body)
+	return reply(status, toRefundResponse(r))
 }
 
 func paymentLocation(id string) string { return "/v1/payments/" + id }
@@ -260,35 +213,6 @@ type paymentHandlers struct {
 	payments PaymentService
 }
 
-// errNoLease: a Guarded handler ran without the Guarded middleware in
-// front of it, a wiring mistake. It is a 500, never a silent run without
-// recovery points.
-var errNoLease = errors.New("handlers: no idempotency lease in the request context; is the route behind Deps.IdempotentGuarded?")
-
-// lease returns the request's idempotency lease as the service's
-// payments.Recovery. Checked here because a nil *idempotency.Lease in an
-// interface would not be nil and would only panic deep inside the service.
-func lease(c *gin.Context) (payments.Recovery, error) {
-	l := idempotency.LeaseFrom(c.Request.Context())
-	if l == nil {
-		return nil, errNoLease
-	}
-	return leaseRecovery{l}, nil
-}
-
-// leaseRecovery is the converter between the idempotency layer's recovery
-// points (idempotency.Point) and the domain's step and resource id.
-type leaseRecovery struct{ lease *idempotency.Lease }
-
-func (r leaseRecovery) RecoveryPoint() (step, resourceID string) {
-	p := r.lease.Point()
-	return p.Step, p.Resource
-}
-
-func (r leaseRecovery) Checkpoint(ctx context.Context, step, resourceID string) error {
-	return r.lease.Checkpoint(ctx, idempotency.Point{Step: step, Resource: resourceID})
-}
-
 // payOrder godoc
 //
 //	@Summary		Pay an order
@@ -323,37 +247,19 @@ func (r leaseRecovery) Checkpoint(ctx context.Context, step, resourceID string) 
 //	@Header			409,429,503	{integer}	Retry-After	"seconds to wait before retrying"
 //	@Produce		json
 //	@Router			/v1/orders/{id}/payments [post]
-func (h *paymentHandlers) payOrder(c *gin.Context) {
+func (h *paymentHandlers) payOrder(c *gin.Context) (idempotency.Answer, error) {
 	var req PayOrderRequest
-	runGuarded(c, &req, func(ctx context.Context, merchantID, id, key string, rec payments.Recovery) (idempotency.Response, error) {
-		p, err := h.payments.PayOrder(ctx, merchantID, id, key, payments.PayInput{PaymentMethod: req.PaymentMethod}, rec)
-		// A decline is an error too: the table answers a
-		// *payments.DeclinedError with declinedProblem, the very builder
-		// PaymentAnswer uses for a failed payment, so the 402 reads the same
-		// whether this request or the finisher stores it.
-		return PaymentAnswer(p), err
-	})
-}
-
-// runGuarded is the shape the Guarded routes share: decode the body into
-// req, take the idempotency lease, run the operation with the client's key,
-// and write its answer, or pass its error to the table.
-func runGuarded(c *gin.Context, req any, op func(ctx context.Context, merchantID, id, key string, rec payments.Recovery) (idempotency.Response, error)) {
-	if err := decodeJSON(c, req); err != nil {
-		RenderError(c, err)
-		return
+	if err := decodeJSON(c, &req); err != nil {
+		return idempotency.Answer{}, err
 	}
-	rec, err := lease(c)
+	// A decline is an error too: the table answers a
+	// *payments.DeclinedError with the very row PaymentAnswer uses for a
+	// failed payment, so the 402 reads the same whoever stores it.
+	p, err := h.payments.PayOrder(c.Request.Context(), MerchantID(c), c.Param("id"), payments.PayInput{PaymentMethod: req.PaymentMethod})
 	if err != nil {
-		RenderError(c, err)
-		return
+		return idempotency.Answer{}, err
 	}
-	answer, err := op(c.Request.Context(), MerchantID(c), c.Param("id"), c.GetHeader(idempotency.HeaderKey), rec)
-	if err != nil {
-		RenderError(c, err)
-		return
-	}
-	writeAnswer(c, answer)
+	return PaymentAnswer(p), nil
 }
 
 // getPayment godoc
@@ -375,13 +281,12 @@ func runGuarded(c *gin.Context, req any, op func(ctx context.Context, merchantID
 //	@Header			503	{integer}	Retry-After	"seconds to wait before retrying"
 //	@Produce		json
 //	@Router			/v1/payments/{id} [get]
-func (h *paymentHandlers) getPayment(c *gin.Context) {
+func (h *paymentHandlers) getPayment(c *gin.Context) (idempotency.Answer, error) {
 	p, err := h.payments.GetPayment(c.Request.Context(), MerchantID(c), c.Param("id"))
 	if err != nil {
-		RenderError(c, err)
-		return
+		return idempotency.Answer{}, err
 	}
-	writeJSON(c, http.StatusOK, toPaymentResponse(p))
+	return reply(http.StatusOK, toPaymentResponse(p)), nil
 }
 
 // getRefund godoc
@@ -403,13 +308,12 @@ func (h *paymentHandlers) getPayment(c *gin.Context) {
 //	@Header			503	{integer}	Retry-After	"seconds to wait before retrying"
 //	@Produce		json
 //	@Router			/v1/refunds/{id} [get]
-func (h *paymentHandlers) getRefund(c *gin.Context) {
+func (h *paymentHandlers) getRefund(c *gin.Context) (idempotency.Answer, error) {
 	r, err := h.payments.GetRefund(c.Request.Context(), MerchantID(c), c.Param("id"))
 	if err != nil {
-		RenderError(c, err)
-		return
+		return idempotency.Answer{}, err
 	}
-	writeJSON(c, http.StatusOK, toRefundResponse(r))
+	return reply(http.StatusOK, toRefundResponse(r)), nil
 }
 
 // refundPayment godoc
@@ -444,10 +348,14 @@ func (h *paymentHandlers) getRefund(c *gin.Context) {
 //	@Header			409,429,503	{integer}	Retry-After	"seconds to wait before retrying"
 //	@Produce		json
 //	@Router			/v1/payments/{id}/refunds [post]
-func (h *paymentHandlers) refundPayment(c *gin.Context) {
+func (h *paymentHandlers) refundPayment(c *gin.Context) (idempotency.Answer, error) {
 	var req RefundPaymentRequest
-	runGuarded(c, &req, func(ctx context.Context, merchantID, id, key string, rec payments.Recovery) (idempotency.Response, error) {
-		r, err := h.payments.RefundPayment(ctx, merchantID, id, key, payments.RefundInput{Amount: req.Amount}, rec)
-		return RefundAnswer(r), err
-	})
+	if err := decodeJSON(c, &req); err != nil {
+		return idempotency.Answer{}, err
+	}
+	r, err := h.payments.RefundPayment(c.Request.Context(), MerchantID(c), c.Param("id"), payments.RefundInput{Amount: req.Amount})
+	if err != nil {
+		return idempotency.Answer{}, err
+	}
+	return RefundAnswer(r), nil
 }

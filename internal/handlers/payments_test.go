@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemkeys/payments/internal/handlers"
 	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/ginidem"
 	"github.com/idemkeys/payments/internal/merchants"
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/problem"
@@ -29,9 +30,9 @@ import (
 // the test sets, and every call is counted. The database is never faked;
 // tests that need one use a real one.
 type fakePayments struct {
-	pay    func(ctx context.Context, merchantID, orderID, key string, in payments.PayInput, rec payments.Recovery) (payments.Payment, error)
+	pay    func(ctx context.Context, merchantID, orderID string, in payments.PayInput) (payments.Payment, error)
 	get    func(merchantID, id string) (payments.Payment, error)
-	refund func(ctx context.Context, merchantID, paymentID, key string, in payments.RefundInput, rec payments.Recovery) (payments.Refund, error)
+	refund func(ctx context.Context, merchantID, paymentID string, in payments.RefundInput) (payments.Refund, error)
 	apply  func(ev payments.ProviderEvent) (payments.EventOutcome, error)
 
 	mu     sync.Mutex
@@ -62,9 +63,9 @@ func (f *fakePayments) Events() []payments.ProviderEvent {
 	return append([]payments.ProviderEvent(nil), f.events...)
 }
 
-func (f *fakePayments) PayOrder(ctx context.Context, merchantID, orderID, key string, in payments.PayInput, rec payments.Recovery) (payments.Payment, error) {
+func (f *fakePayments) PayOrder(ctx context.Context, merchantID, orderID string, in payments.PayInput) (payments.Payment, error) {
 	f.count("pay")
-	return f.pay(ctx, merchantID, orderID, key, in, rec)
+	return f.pay(ctx, merchantID, orderID, in)
 }
 
 func (f *fakePayments) GetPayment(_ context.Context, merchantID, id string) (payments.Payment, error) {
@@ -72,9 +73,9 @@ func (f *fakePayments) GetPayment(_ context.Context, merchantID, id string) (pay
 	return f.get(merchantID, id)
 }
 
-func (f *fakePayments) RefundPayment(ctx context.Context, merchantID, paymentID, key string, in payments.RefundInput, rec payments.Recovery) (payments.Refund, error) {
+func (f *fakePayments) RefundPayment(ctx context.Context, merchantID, paymentID string, in payments.RefundInput) (payments.Refund, error) {
 	f.count("refund")
-	return f.refund(ctx, merchantID, paymentID, key, in, rec)
+	return f.refund(ctx, merchantID, paymentID, in)
 }
 
 func (f *fakePayments) GetRefund(_ context.Context, merchantID, id string) (payments.Refund, error) {
@@ -99,9 +100,9 @@ type noOrders struct{ handlers.OrderService }
 const webhookSecret = "whsec_handlers_test"
 
 // paymentsRouter serves the real router with svc behind the payment routes.
-// guarded stands in for Deps.IdempotentGuarded (passThrough when nil), and
+// guarded stands in for Deps.Guarded (passThrough when nil), and
 // auth for Deps.Auth (acme only when nil).
-func paymentsRouter(t *testing.T, svc handlers.PaymentService, guarded gin.HandlerFunc, auth handlers.Authenticator) *gin.Engine {
+func paymentsRouter(t *testing.T, svc handlers.PaymentService, guarded func(ginidem.Handler) gin.HandlerFunc, auth handlers.Authenticator) *gin.Engine {
 	t.Helper()
 	if guarded == nil {
 		guarded = passThrough
@@ -115,12 +116,12 @@ func paymentsRouter(t *testing.T, svc handlers.PaymentService, guarded gin.Handl
 		})
 	}
 	return handlers.NewRouter(handlers.Deps{
-		Log:               slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Auth:              auth,
-		Orders:            noOrders{},
-		Payments:          svc,
-		IdempotentAtomic:  passThrough,
-		IdempotentGuarded: guarded,
+		Log:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Auth:     auth,
+		Orders:   noOrders{},
+		Payments: svc,
+		Atomic:   passThrough,
+		Guarded:  guarded,
 		VerifyWebhook: func(header string, body []byte) error {
 			return provider.VerifySignature(webhookSecret, header, body, time.Now(), 0)
 		},
@@ -189,9 +190,10 @@ func TestPaymentAnswer(t *testing.T) {
 		t.Run(string(tt.status), func(t *testing.T) {
 			got := handlers.PaymentAnswer(payment(tt.status))
 			require.Equal(t, tt.code, got.Status)
-			require.Equal(t, tt.contentType, got.ContentType)
-			require.Equal(t, tt.location, got.Location)
+			require.Equal(t, tt.contentType, got.Header.Get("Content-Type"))
+			require.Equal(t, tt.location, got.Header.Get("Location"))
 			require.Equal(t, tt.body, string(got.Body), "the exact bytes: a replay must be byte-identical")
+			require.Equal(t, tt.code != 202, got.Final, "final but a 202, whose outcome is not known yet")
 			require.Equal(t, got, handlers.PaymentAnswer(payment(tt.status)), "a pure function of the payment")
 		})
 	}
@@ -206,7 +208,7 @@ func TestPaymentAnswer(t *testing.T) {
 
 		want := handlers.PaymentAnswer(payment(payments.StatusFailed))
 		require.Equal(t, want.Status, w.Code)
-		require.Equal(t, want.ContentType, w.Header().Get("Content-Type"))
+		require.Equal(t, want.Header.Get("Content-Type"), w.Header().Get("Content-Type"))
 		require.Equal(t, string(want.Body), w.Body.String())
 	})
 }
@@ -229,8 +231,8 @@ func TestRefundAnswer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(string(tt.status), func(t *testing.T) {
 			got := handlers.RefundAnswer(refund(tt.status))
-			require.Equal(t, idempotency.Response{Status: tt.code, ContentType: "application/json", Body: []byte(tt.body)}, got,
-				"no Location: refunds have no route of their own")
+			require.Equal(t, idempotency.Answer{Status: tt.code, Header: http.Header{"Content-Type": {"application/json"}},
+				Body: []byte(tt.body), Final: tt.code != 202}, got, "no Location: refunds have no route of their own")
 		})
 	}
 }
@@ -315,25 +317,20 @@ func TestPaymentRoutesWithoutIdempotency(t *testing.T) {
 		})
 	}
 
-	t.Run("a route not behind the Guarded middleware refuses to run", func(t *testing.T) {
-		for _, req := range [][2]string{{"/v1/orders/ord_1/payments", `{"payment_method":"pm_card_visa"}`}, {"/v1/payments/pay_1/refunds", ``}} {
-			requireProblem(t, send(r, http.MethodPost, req[0], req[1], auth...), http.StatusInternalServerError, "internal_error")
-		}
-	})
 	require.Zero(t, svc.Calls("pay")+svc.Calls("refund"))
 }
 
 func TestRouterRequiresThePaymentDeps(t *testing.T) {
 	base := handlers.Deps{
-		Auth: authFunc(nil), Orders: noOrders{}, IdempotentAtomic: passThrough,
+		Auth: authFunc(nil), Orders: noOrders{}, Atomic: passThrough,
 		Database: handlers.PingerFunc(func(context.Context) error { return nil }),
 		Payments: &fakePayments{},
 	}
 	noGuard := base
 	noGuard.VerifyWebhook = func(string, []byte) error { return nil }
-	require.PanicsWithValue(t, "handlers: Deps.IdempotentGuarded is required with Deps.Payments", func() { handlers.NewRouter(noGuard) })
+	require.PanicsWithValue(t, "handlers: Deps.Guarded is required with Deps.Payments", func() { handlers.NewRouter(noGuard) })
 	noVerify := base
-	noVerify.IdempotentGuarded = passThrough
+	noVerify.Guarded = passThrough
 	require.PanicsWithValue(t, "handlers: Deps.VerifyWebhook is required with Deps.Payments", func() { handlers.NewRouter(noVerify) })
 }
 
@@ -361,20 +358,21 @@ func TestPaymentsBehindTheKeeper(t *testing.T) {
 			var mu sync.Mutex
 			seq := 0
 			svc := &fakePayments{}
-			svc.pay = func(ctx context.Context, merchant, orderID, key string, in payments.PayInput, rec payments.Recovery) (payments.Payment, error) {
+			svc.pay = func(ctx context.Context, merchant, orderID string, in payments.PayInput) (payments.Payment, error) {
 				// A retry that took the record over resumes its payment.
-				step, id := rec.RecoveryPoint()
-				if step != "payment_created" {
+				rec := idempotency.LeaseFrom(ctx)
+				id := rec.Point().Resource
+				if rec.Point().Step != "payment_created" {
 					mu.Lock()
 					seq++
 					id = fmt.Sprintf("pay_%d", seq)
 					mu.Unlock()
-					if err := rec.Checkpoint(ctx, "payment_created", id); err != nil {
+					if err := rec.Checkpoint(ctx, idempotency.Point{Step: "payment_created", Resource: id}); err != nil {
 						return payments.Payment{}, err
 					}
 				}
 				p := payments.Payment{ID: id, MerchantID: merchant, OrderID: orderID, Amount: 2500, Currency: "BRL",
-					PaymentMethod: in.PaymentMethod, IdempotencyKey: key, CreatedAt: created, Status: payments.StatusSucceeded, ProviderChargeID: "ch_" + id}
+					PaymentMethod: in.PaymentMethod, CreatedAt: created, Status: payments.StatusSucceeded, ProviderChargeID: "ch_" + id}
 				switch in.PaymentMethod {
 				case "pm_card_declined":
 					p.Status, p.DeclineCode = payments.StatusFailed, "card_declined"
@@ -388,21 +386,21 @@ func TestPaymentsBehindTheKeeper(t *testing.T) {
 				}
 				return p, nil
 			}
-			svc.refund = func(ctx context.Context, merchant, paymentID, key string, in payments.RefundInput, rec payments.Recovery) (payments.Refund, error) {
-				if err := rec.Checkpoint(ctx, "refund_created", "re_1"); err != nil {
+			svc.refund = func(ctx context.Context, merchant, paymentID string, in payments.RefundInput) (payments.Refund, error) {
+				if err := idempotency.LeaseFrom(ctx).Checkpoint(ctx, idempotency.Point{Step: "refund_created", Resource: "re_1"}); err != nil {
 					return payments.Refund{}, err
 				}
 				if in.Amount != nil && *in.Amount > 2500 {
 					return payments.Refund{}, fmt.Errorf("refund: %w", payments.ErrRefundExceedsPayment)
 				}
 				r := refund(payments.StatusSucceeded)
-				r.MerchantID, r.IdempotencyKey = merchant, key
+				r.MerchantID = merchant
 				if in.Amount != nil && *in.Amount == 13 {
 					r.Status = payments.StatusProcessing
 				}
 				return r, nil
 			}
-			r := paymentsRouter(t, svc, idem.Guarded(), ms)
+			r := paymentsRouter(t, svc, idem.Guarded, ms)
 
 			post := func(path, key, body string) *httptest.ResponseRecorder {
 				return send(r, http.MethodPost, path, body, "Authorization", "Bearer "+acmeKey, "Idempotency-Key", key)
@@ -480,30 +478,23 @@ func TestPaymentsBehindTheKeeper(t *testing.T) {
 				settled := payments.Payment{ID: pending.ID, MerchantID: merchantID, OrderID: "ord_5", Amount: 2500, Currency: "BRL",
 					PaymentMethod: "pm_fault_lost_response", Status: payments.StatusSucceeded, ProviderChargeID: "ch_late",
 					IdempotencyKey: key, CreatedAt: created}
-				finisher := handlers.NewRecordFinisher(keeper, log)
-
-				t.Run("an unsettled payment is not stored", func(t *testing.T) {
-					processing := settled
-					processing.Status = payments.StatusProcessing
-					finisher.PaymentResolved(t.Context(), processing)
-					require.Equal(t, http.StatusAccepted, post("/v1/orders/ord_5/payments", key, body).Code)
-				})
-
-				finisher.PaymentResolved(t.Context(), settled)
+				// The core stores the settled payment's answer when it
+				// learns the outcome later (the reconciler, a webhook).
+				require.NoError(t, keeper.Finish(t.Context(), merchantID, key, pending.ID, handlers.PaymentAnswer(settled)))
 				calls := svc.Calls("pay")
 				w := post("/v1/orders/ord_5/payments", key, body)
 				require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
 				require.Equal(t, "true", w.Header().Get(idempotency.HeaderReplayed))
 				want := handlers.PaymentAnswer(settled)
 				require.Equal(t, string(want.Body), w.Body.String())
-				require.Equal(t, want.Location, w.Header().Get("Location"))
-				require.Equal(t, want.ContentType, w.Header().Get("Content-Type"))
+				require.Equal(t, want.Header.Get("Location"), w.Header().Get("Location"))
+				require.Equal(t, want.Header.Get("Content-Type"), w.Header().Get("Content-Type"))
 				require.Equal(t, calls, svc.Calls("pay"), "the stored answer replays; nothing runs again")
 
 				t.Run("finishing again changes nothing", func(t *testing.T) {
 					other := settled
 					other.Status, other.DeclineCode = payments.StatusFailed, "card_declined"
-					finisher.PaymentResolved(t.Context(), other)
+					require.ErrorIs(t, keeper.Finish(t.Context(), merchantID, key, pending.ID, handlers.PaymentAnswer(other)), idempotency.ErrNotFound)
 					require.Equal(t, string(want.Body), post("/v1/orders/ord_5/payments", key, body).Body.String())
 				})
 			})

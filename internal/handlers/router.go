@@ -6,15 +6,17 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/idemkeys/payments/internal/idempotency/ginidem"
 )
 
 // DefaultMaxBodyBytes bounds request bodies when Deps.MaxBodyBytes is zero.
 const DefaultMaxBodyBytes = 1 << 20
 
-// Deps is what the router needs. Auth, Orders, IdempotentAtomic and
-// Database are required. Payments is optional (without it the payment,
-// refund and webhook routes are not served, for tests of orders alone);
-// with it, IdempotentGuarded and VerifyWebhook are required too.
+// Deps is what the router needs. Auth, Orders, Atomic and Database are
+// required. Payments is optional (without it the payment, refund and
+// webhook routes are not served, for tests of orders alone); with it,
+// Guarded and VerifyWebhook are required too.
 type Deps struct {
 	// Log receives the access log and internal errors; nil means
 	// slog.Default().
@@ -23,20 +25,19 @@ type Deps struct {
 	Auth Authenticator
 	// Orders runs the order use cases (payments.Service).
 	Orders OrderService
-	// IdempotentAtomic is the idempotency middleware of POST routes whose
-	// whole work is one database transaction (idempotency.Keeper.Atomic).
-	IdempotentAtomic gin.HandlerFunc
+	// Atomic serves a keyed POST route whose whole work is one database
+	// transaction (ginidem.Middleware.Atomic): the handler's rows and the
+	// idempotency record commit together.
+	Atomic func(ginidem.Handler) gin.HandlerFunc
 	// Customers runs the customer use cases (payments.Service); nil leaves
 	// the /v1/customers routes out.
 	Customers CustomerService
 	// Payments runs the payment, refund and provider-event use cases
 	// (payments.Service).
 	Payments PaymentService
-	// IdempotentGuarded is the idempotency middleware of POST routes whose
-	// work has an effect outside the database, a provider call
-	// (idempotency.Keeper.Guarded). Their handlers take the request's
-	// idempotency.Lease from the context.
-	IdempotentGuarded gin.HandlerFunc
+	// Guarded serves a keyed POST route whose work has an effect outside
+	// the database, a provider call (ginidem.Middleware.Guarded).
+	Guarded func(ginidem.Handler) gin.HandlerFunc
 	// VerifyWebhook checks the Provider-Signature header of a provider
 	// webhook against its raw body (provider.VerifySignature with the
 	// shared secret); any error refuses the event with 401.
@@ -86,12 +87,12 @@ func NewRouter(d Deps) *gin.Engine {
 		panic("handlers: Deps.Auth is required")
 	case d.Orders == nil:
 		panic("handlers: Deps.Orders is required")
-	case d.IdempotentAtomic == nil:
-		panic("handlers: Deps.IdempotentAtomic is required")
+	case d.Atomic == nil:
+		panic("handlers: Deps.Atomic is required")
 	case d.Database == nil:
 		panic("handlers: Deps.Database is required")
-	case d.Payments != nil && d.IdempotentGuarded == nil:
-		panic("handlers: Deps.IdempotentGuarded is required with Deps.Payments")
+	case d.Payments != nil && d.Guarded == nil:
+		panic("handlers: Deps.Guarded is required with Deps.Payments")
 	case d.Payments != nil && d.VerifyWebhook == nil:
 		panic("handlers: Deps.VerifyWebhook is required with Deps.Payments")
 	}
@@ -127,8 +128,8 @@ func NewRouter(d Deps) *gin.Engine {
 		sink = OutboxLog
 	}
 	health := &healthHandlers{db: d.Database, redis: d.Redis, outbox: sink, nats: d.NATS}
-	r.GET("/healthz", health.healthz)
-	r.GET("/readyz", health.readyz)
+	r.GET("/healthz", Serve(health.healthz))
+	r.GET("/readyz", Serve(health.readyz))
 	r.GET("/demo", demoPage())
 
 	// Every /v1 route checks the API key before anything else, the body
@@ -138,26 +139,26 @@ func NewRouter(d Deps) *gin.Engine {
 	v1 := r.Group("/v1", auth, limitBody(maxBody), knownIDs())
 
 	orders := &orderHandlers{orders: d.Orders}
-	v1.POST("/orders", d.IdempotentAtomic, orders.createOrder)
-	v1.GET("/orders", orders.listOrders)
-	v1.GET("/orders/:id", orders.getOrder)
+	v1.POST("/orders", d.Atomic(orders.createOrder))
+	v1.GET("/orders", Serve(orders.listOrders))
+	v1.GET("/orders/:id", Serve(orders.getOrder))
 	// Desired state needs no key: repeating the PUT is harmless by itself.
 	// Adding an item is cumulative, so it is keyed like creating an order.
-	v1.PUT("/orders/:id/shipping-address", orders.putShippingAddress)
-	v1.POST("/orders/:id/items", d.IdempotentAtomic, orders.addOrderItem)
+	v1.PUT("/orders/:id/shipping-address", Serve(orders.putShippingAddress))
+	v1.POST("/orders/:id/items", d.Atomic(orders.addOrderItem))
 
 	if d.Customers != nil {
 		// Atomic like an order: the customer and its record commit
 		// together, and its natural key's clash (409 customer_exists) is
 		// stored after the transaction rolled back.
 		customers := &customerHandlers{customers: d.Customers}
-		v1.POST("/customers", d.IdempotentAtomic, customers.createCustomer)
-		v1.GET("/customers/:id", customers.getCustomer)
+		v1.POST("/customers", d.Atomic(customers.createCustomer))
+		v1.GET("/customers/:id", Serve(customers.getCustomer))
 	}
 
 	if d.IdempotencyKeys != nil {
 		keys := &keyHandlers{keys: d.IdempotencyKeys}
-		v1.GET(strings.TrimPrefix(routeIdempotencyKey, "/v1"), keys.getIdempotencyKey)
+		v1.GET(strings.TrimPrefix(routeIdempotencyKey, "/v1"), Serve(keys.getIdempotencyKey))
 	}
 
 	if d.Payments != nil {
@@ -165,17 +166,17 @@ func NewRouter(d Deps) *gin.Engine {
 		// transaction, so the key is reserved first and the operation
 		// records recovery points as it goes.
 		pay := &paymentHandlers{payments: d.Payments}
-		v1.POST("/orders/:id/payments", d.IdempotentGuarded, pay.payOrder)
-		v1.GET("/payments/:id", pay.getPayment)
-		v1.POST("/payments/:id/refunds", d.IdempotentGuarded, pay.refundPayment)
-		v1.GET("/refunds/:id", pay.getRefund)
+		v1.POST("/orders/:id/payments", d.Guarded(pay.payOrder))
+		v1.GET("/payments/:id", Serve(pay.getPayment))
+		v1.POST("/payments/:id/refunds", d.Guarded(pay.refundPayment))
+		v1.GET("/refunds/:id", Serve(pay.getRefund))
 
 		// Deduplicated by event id in the service, not by Idempotency-Key.
 		hooks := &webhookHandlers{payments: d.Payments, verify: d.VerifyWebhook, readTimeout: WebhookReadTimeout}
 		if d.ReadTimeout > 0 {
 			hooks.readTimeout = min(hooks.readTimeout, d.ReadTimeout)
 		}
-		r.POST("/v1/webhooks/provider", limitBody(min(maxBody, WebhookMaxBodyBytes)), hooks.receiveProviderEvent)
+		r.POST("/v1/webhooks/provider", limitBody(min(maxBody, WebhookMaxBodyBytes)), Serve(hooks.receiveProviderEvent))
 	}
 
 	return r

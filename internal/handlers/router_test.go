@@ -19,6 +19,8 @@ import (
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/handlers"
+	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/ginidem"
 	"github.com/idemkeys/payments/internal/merchants"
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/problem"
@@ -38,7 +40,17 @@ const (
 )
 
 // passThrough stands in for the idempotency middleware.
-func passThrough(c *gin.Context) { c.Next() }
+// passThrough serves a keyed route's handler without the idempotency layer.
+func passThrough(h ginidem.Handler) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		a, err := h(c)
+		if err != nil {
+			handlers.RenderError(c, err)
+			return
+		}
+		ginidem.Write(c, a)
+	}
+}
 
 type api struct {
 	t      *testing.T
@@ -47,9 +59,9 @@ type api struct {
 }
 
 // newAPI serves the real router over a fresh database of the dialect, with
-// the demo merchants seeded. idempotent replaces Deps.IdempotentAtomic
+// the demo merchants seeded. idempotent replaces Deps.Atomic
 // (passThrough when nil).
-func newAPI(t *testing.T, dialect database.Dialect, idempotent gin.HandlerFunc) *api {
+func newAPI(t *testing.T, dialect database.Dialect, idempotent func(ginidem.Handler) gin.HandlerFunc) *api {
 	t.Helper()
 	db := testkit.OpenDB(t, dialect)
 	ms := merchants.NewStore(db.DB, nil)
@@ -58,12 +70,12 @@ func newAPI(t *testing.T, dialect database.Dialect, idempotent gin.HandlerFunc) 
 		idempotent = passThrough
 	}
 	r := handlers.NewRouter(handlers.Deps{
-		Log:              slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Auth:             ms,
-		Orders:           payments.NewService(payments.NewGormStore(db.DB), nil),
-		IdempotentAtomic: idempotent,
-		Database:         db,
-		MaxBodyBytes:     maxBody,
+		Log:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Auth:         ms,
+		Orders:       payments.NewService(payments.NewGormStore(db.DB), nil),
+		Atomic:       idempotent,
+		Database:     db,
+		MaxBodyBytes: maxBody,
 	})
 	return &api{t: t, db: db, router: r}
 }
@@ -173,14 +185,18 @@ func TestCreateOrderPassesTheRequestContext(t *testing.T) {
 			// Like the idempotency Keeper: a transaction in the request's
 			// context, which this one rolls back after the handler.
 			var a *api
-			rollback := func(c *gin.Context) {
-				tx := a.db.Begin()
-				require.NoError(t, tx.Error)
-				base := c.Request.Context()
-				c.Request = c.Request.WithContext(database.WithTx(base, tx))
-				c.Next()
-				c.Request = c.Request.WithContext(base)
-				require.NoError(t, tx.Rollback().Error)
+			rollback := func(h ginidem.Handler) gin.HandlerFunc {
+				return passThrough(func(c *gin.Context) (idempotency.Answer, error) {
+					tx := a.db.Begin()
+					require.NoError(t, tx.Error)
+					base := c.Request.Context()
+					c.Request = c.Request.WithContext(database.WithTx(base, tx))
+					defer func() {
+						c.Request = c.Request.WithContext(base)
+						require.NoError(t, tx.Rollback().Error)
+					}()
+					return h(c)
+				})
 			}
 			a = newAPI(t, d, rollback)
 
@@ -195,9 +211,11 @@ func TestAuthComesFirst(t *testing.T) {
 	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
-			a := newAPI(t, d, func(c *gin.Context) {
-				require.NotEmpty(t, handlers.MerchantID(c), "the idempotency middleware always knows the merchant")
-				c.Next()
+			a := newAPI(t, d, func(h ginidem.Handler) gin.HandlerFunc {
+				return passThrough(func(c *gin.Context) (idempotency.Answer, error) {
+					require.NotEmpty(t, handlers.MerchantID(c), "the idempotency middleware always knows the merchant")
+					return h(c)
+				})
 			})
 			huge := strings.Repeat("x", maxBody+1)
 			tests := []struct {
@@ -397,11 +415,13 @@ func TestDatabaseDown(t *testing.T) {
 }
 
 func TestRoutesAndRecovery(t *testing.T) {
-	a := newAPI(t, database.SQLite, func(c *gin.Context) {
-		if c.GetHeader("X-Panic") != "" {
-			panic("boom: secret detail")
-		}
-		c.Next()
+	a := newAPI(t, database.SQLite, func(h ginidem.Handler) gin.HandlerFunc {
+		return passThrough(func(c *gin.Context) (idempotency.Answer, error) {
+			if c.GetHeader("X-Panic") != "" {
+				panic("boom: secret detail")
+			}
+			return h(c)
+		})
 	})
 
 	t.Run("a panic is a 500 problem", func(t *testing.T) {
@@ -450,7 +470,7 @@ func TestProbes(t *testing.T) {
 			r := handlers.NewRouter(handlers.Deps{
 				Log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 				Auth:   authFunc(func(context.Context, string) (string, error) { return "", merchants.ErrUnauthorized }),
-				Orders: payments.NewService(nil, nil), IdempotentAtomic: passThrough,
+				Orders: payments.NewService(nil, nil), Atomic: passThrough,
 				Database: tt.db, Redis: tt.redis, OutboxSink: tt.sink, NATS: tt.nats,
 			})
 			for path, want := range map[string]struct {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/problem"
 )
@@ -116,7 +117,7 @@ type webhookHandlers struct {
 //	@Header			503	{integer}	Retry-After	"seconds to wait before retrying"
 //	@Produce		json
 //	@Router			/v1/webhooks/provider [post]
-func (h *webhookHandlers) receiveProviderEvent(c *gin.Context) {
+func (h *webhookHandlers) receiveProviderEvent(c *gin.Context) (idempotency.Answer, error) {
 	// The signature covers the exact bytes sent, so they are read whole and
 	// verified before any parsing: nothing unauthenticated reaches a parser.
 	// The read has its own deadline, shorter than the server's, so that a
@@ -124,37 +125,32 @@ func (h *webhookHandlers) receiveProviderEvent(c *gin.Context) {
 	_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now().Add(h.readTimeout))
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
-		RenderError(c, &bodyReadError{err: err})
-		return
+		return idempotency.Answer{}, &bodyReadError{err: err}
 	}
 	if err := h.verify(c.GetHeader(HeaderProviderSignature), body); err != nil {
 		// The reason (missing, malformed, mismatch, expired) helps whoever
 		// runs the API and would help a forger: logged, not answered.
 		loggerFrom(c).WarnContext(c.Request.Context(), "webhook refused", "error", err)
-		RenderError(c, fmt.Errorf("%w: %w", errInvalidSignature, err))
-		return
+		return idempotency.Answer{}, fmt.Errorf("%w: %w", errInvalidSignature, err)
 	}
 	ev, ok, err := toProviderEvent(body)
 	if err != nil {
-		RenderError(c, err)
-		return
+		return idempotency.Answer{}, err
 	}
 	if !ok {
 		loggerFrom(c).DebugContext(c.Request.Context(), "webhook ignored", "event_id", ev.ID, "type", ev.Type)
-		writeJSON(c, http.StatusOK, WebhookAck{Received: true})
-		return
+		return reply(http.StatusOK, WebhookAck{Received: true}), nil
 	}
 	outcome, err := h.payments.ApplyProviderEvent(c.Request.Context(), ev)
 	if err != nil {
 		// Not acknowledged: the provider delivers the event again later
 		// (503 when it could not be asked about the event).
-		RenderError(c, err)
-		return
+		return idempotency.Answer{}, err
 	}
 	// A forged or mismatched event is acknowledged too: delivering it
 	// again would change nothing. The service has logged and counted it.
 	loggerFrom(c).InfoContext(c.Request.Context(), "webhook received", "event_id", ev.ID, "type", ev.Type, "outcome", string(outcome))
-	writeJSON(c, http.StatusOK, WebhookAck{Received: true})
+	return reply(http.StatusOK, WebhookAck{Received: true}), nil
 }
 
 // toProviderEvent reads a verified event body. ok is false for an event

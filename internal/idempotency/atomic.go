@@ -10,16 +10,16 @@ import (
 // transaction, which begins at its first statement, so decoding and
 // validating before it hold no connection. Then the answer decides:
 //
-//   - kept and a success: the record is inserted, completed, in the same
+//   - final and a success: the record is inserted, completed, in the same
 //     transaction, and the business rows and the record commit together or
 //     not at all. A live record under the key makes the insert fail with
 //     ErrKeyExists; the transaction rolls back and that record answers.
-//   - kept but an error (a business conflict): an error answer has no
+//   - final but an error (a business conflict): an error answer has no
 //     effect, so the transaction rolls back and the record is inserted in a
 //     statement of its own. This is also what keeps a handler whose
 //     statement failed right on PostgreSQL, where the failure aborts the
 //     transaction and nothing more may be written into it.
-//   - not kept: the transaction rolls back; a live record under the key
+//   - not final: the transaction rolls back; a live record under the key
 //     answers if there is one (a retry whose handler now sees the world
 //     changed by its first attempt), else the handler's answer does.
 //
@@ -28,9 +28,9 @@ import (
 
 var (
 	// errNotKept rolls back an Atomic transaction whose answer is not
-	// stored.
+	// final, so not stored.
 	errNotKept = errors.New("answer not kept")
-	// errKeptAlone rolls back an Atomic transaction whose answer is a kept
+	// errKeptAlone rolls back an Atomic transaction whose answer is a final
 	// error: the record is stored after the rollback, by itself.
 	errKeptAlone = errors.New("error answer kept without its transaction")
 )
@@ -38,33 +38,33 @@ var (
 func (r *run) atomic() (*Record, Result, bool) {
 	k := r.k
 	var (
-		resp   Response
+		answer Answer
 		stored *Record
 	)
 	err := k.cfg.Transactor.InTx(r.ctx, func(ctx context.Context) error {
 		started := time.Now()
-		resp = r.handler(ctx, r.req.Body)
+		answer = r.handler(ctx, r.req.Body)
 		k.obs.Processed(r.ctx, r.req.Route, time.Since(started))
 		switch {
-		case !k.cfg.Keep(resp):
+		case !answer.Final:
 			return errNotKept
-		case !resp.Success():
+		case !answer.success():
 			return errKeptAlone
 		}
-		stored = r.completed(resp)
+		stored = r.completed(answer)
 		return k.store.Insert(ctx, stored)
 	})
 	switch {
 	case err == nil:
 		k.published(stored)
-		return nil, fresh(resp, OutcomeExecuted, stored), true
+		return nil, fresh(answer, OutcomeExecuted, stored), true
 	case errors.Is(err, errKeptAlone):
-		stored = r.completed(resp)
+		stored = r.completed(answer)
 		err := k.store.Insert(r.ctx, stored)
 		switch {
 		case err == nil:
 			k.published(stored)
-			return nil, fresh(resp, OutcomeExecuted, stored), true
+			return nil, fresh(answer, OutcomeExecuted, stored), true
 		case errors.Is(err, ErrKeyExists):
 			return r.lostRace()
 		}
@@ -73,7 +73,7 @@ func (r *run) atomic() (*Record, Result, bool) {
 		if rec, gerr := k.store.Get(r.ctx, r.req.Scope, r.req.Key, k.clock.Now()); gerr == nil {
 			return rec, Result{}, false
 		}
-		return nil, fresh(resp, OutcomeExecuted, nil), true
+		return nil, fresh(answer, OutcomeExecuted, nil), true
 	case errors.Is(err, ErrKeyExists):
 		return r.lostRace()
 	}

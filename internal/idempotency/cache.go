@@ -33,7 +33,7 @@ func (k *Keeper) published(rec *Record) {
 	k.background(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, k.cfg.Timeouts.Cache)
 		defer cancel()
-		if rec.State == StateCompleted && rec.Response != nil {
+		if rec.State == StateCompleted && rec.Answer != nil {
 			_ = k.cfg.Cache.PutCompleted(ctx, rec)
 		}
 		_ = k.cfg.Cache.Notify(ctx, rec.Scope, rec.Key)

@@ -1,11 +1,10 @@
 package idempotency
 
 import (
-	"bytes"
-	"encoding/json"
+	"context"
 	"log/slog"
-	"mime"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -37,9 +36,12 @@ type Config struct {
 	Limits Limits
 	// Timeouts are the Keeper's own deadlines and hints.
 	Timeouts Timeouts
-	// Keep decides which answers are stored and replayed; nil means
-	// KeepSuccess. An answer that is not kept gives the key back.
-	Keep func(Response) bool
+	// StoredHeaders names the headers of a final answer that are stored
+	// and replayed with it besides Content-Type, Location, ETag and
+	// Last-Modified, which always are: those that describe the result.
+	// Never list Set-Cookie, Date, a request or trace id, or Retry-After:
+	// they belong to one answer, not to the operation.
+	StoredHeaders []string
 	// Tombstones on: a key whose record expired executes nothing again
 	// (ErrKeyExpired for the same request, ErrKeyReused for another) for as
 	// long as the store remembers it (Store.Tombstone; the store must keep
@@ -62,6 +64,34 @@ type Config struct {
 	Limiter Limiter
 	// Log receives the Keeper's warnings; nil means slog.Default().
 	Log *slog.Logger
+
+	// The outside calls of registered Effects (effect.go):
+
+	// KeySecret derives the ids and keys of outside calls from the
+	// client's operation (derive.go): the same on every instance, and never
+	// changed under a running scheme. Empty means a fixed development
+	// secret, fit for development and tests only.
+	KeySecret []byte
+	// ReconcileInterval is the pause between two rounds of the reconciler
+	// (RunReconciler); default 5s.
+	ReconcileInterval time.Duration
+	// ReconcileBatch bounds the calls one round looks at; default 100.
+	ReconcileBatch int
+	// CancelAfter is how long a call that never reached the outside
+	// service may go without an attempt before the reconciler cancels it
+	// (PENDING_CANCEL_AFTER); zero never cancels. It must exceed
+	// LockTimeout.
+	CancelAfter time.Duration
+	// OnReconcile, if set, hears the result of each call the reconciler
+	// looks at (ReconcileResolved, …), with the call's kind (metrics).
+	OnReconcile func(kind, result string)
+	// TraceParent, if set, returns the W3C trace context of ctx, stored
+	// with a new call so that the reconciler's work links back to it.
+	TraceParent func(ctx context.Context) string
+	// Span, if set, starts a span called name with the attribute
+	// key=value, a child of ctx's, linked to the trace context link, and
+	// returns its end (which marks it failed unless its error is nil).
+	Span func(ctx context.Context, name, link, key, value string) (context.Context, func(error))
 }
 
 // Timeouts are the deadlines and hints of the Keeper, named so that an
@@ -105,6 +135,13 @@ func (c Config) withDefaults() Config {
 	def(&t.PollMax, 200*time.Millisecond)
 	def(&t.RetryMin, 100*time.Millisecond)
 	def(&t.RetryMax, 2*time.Second)
+	def(&c.ReconcileInterval, 5*time.Second)
+	if c.ReconcileBatch <= 0 {
+		c.ReconcileBatch = 100
+	}
+	if len(c.KeySecret) == 0 {
+		c.KeySecret = developmentKeySecret
+	}
 	if c.LocalCacheSize == 0 {
 		c.LocalCacheSize = DefaultLocalCacheSize
 	}
@@ -112,9 +149,14 @@ func (c Config) withDefaults() Config {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	c.Limits = c.Limits.withDefaults()
-	if c.Keep == nil {
-		c.Keep = KeepSuccess
+	// Canonical spellings: net/http writes ETag as Etag.
+	stored := []string{"Content-Type", "Location", "Etag", "Last-Modified"}
+	for _, h := range c.StoredHeaders {
+		if !slices.Contains(stored, http.CanonicalHeaderKey(h)) {
+			stored = append(stored, http.CanonicalHeaderKey(h))
+		}
 	}
+	c.StoredHeaders = stored
 	if c.Clock == nil {
 		c.Clock = SystemClock{}
 	}
@@ -127,31 +169,14 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// KeepSuccess is the default Keep: a success is final and stored, except a
-// 202, which says the outcome is not known yet. An application adds its own
-// final refusals (a decline, a business conflict) with a Keep of its own,
-// usually by status and ProblemCode.
-func KeepSuccess(r Response) bool {
-	return r.Status >= 200 && r.Status < 300 && r.Status != http.StatusAccepted
-}
-
-// Success reports whether the answer is a 2xx: the only kind of answer
-// whose transaction an Atomic request commits.
-func (r Response) Success() bool { return r.Status >= 200 && r.Status < 300 }
-
-// ProblemCode returns the code member of an RFC 9457 problem answer
-// (application/problem+json), or "" for any other answer. A Keep uses it to
-// tell a final business conflict from a temporary one of the same status.
-func ProblemCode(r Response) string {
-	mediaType, _, err := mime.ParseMediaType(r.ContentType)
-	if err != nil || mediaType != "application/problem+json" || !bytes.Contains(r.Body, []byte(`"code"`)) {
-		return ""
+// stored is the answer as a record keeps it: final, with only the headers
+// of StoredHeaders (one value each).
+func (c Config) stored(a Answer) Answer {
+	h := make(http.Header, len(c.StoredHeaders))
+	for _, name := range c.StoredHeaders {
+		if v := a.Header.Get(name); v != "" {
+			h[name] = []string{v}
+		}
 	}
-	var p struct {
-		Code string `json:"code"`
-	}
-	if json.Unmarshal(r.Body, &p) != nil {
-		return ""
-	}
-	return p.Code
+	return Answer{Status: a.Status, Header: h, Body: a.Body, Final: true}
 }

@@ -85,7 +85,7 @@ func Decide(rec *Record, fingerprint string, now time.Time, mode Mode) Step {
 		return StepMismatch
 	case rec.State == StateExpired:
 		return StepExpired
-	case rec.State == StateCompleted && rec.Response != nil:
+	case rec.State == StateCompleted && rec.Answer != nil:
 		return StepReplay
 	case rec.State == StateExecuting && mode == Guarded && !rec.LockedUntil.After(now):
 		return StepTakeOver

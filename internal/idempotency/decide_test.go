@@ -13,12 +13,12 @@ import (
 // database, only a record, a fingerprint, a time and a mode.
 func TestDecide(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	resp := &idempotency.Response{Status: 201}
+	resp := &idempotency.Answer{Status: 201, Final: true}
 	executing := func(lockedUntil time.Time) *idempotency.Record {
 		return &idempotency.Record{Fingerprint: "fp", State: idempotency.StateExecuting, LockedUntil: lockedUntil}
 	}
-	completed := &idempotency.Record{Fingerprint: "fp", State: idempotency.StateCompleted, Response: resp}
-	other := &idempotency.Record{Fingerprint: "other", State: idempotency.StateCompleted, Response: resp}
+	completed := &idempotency.Record{Fingerprint: "fp", State: idempotency.StateCompleted, Answer: resp}
+	other := &idempotency.Record{Fingerprint: "other", State: idempotency.StateCompleted, Answer: resp}
 
 	cases := []struct {
 		name string
@@ -59,16 +59,4 @@ func TestPointSpelling(t *testing.T) {
 	require.Equal(t, "payment_created:pay_1", idempotency.Point{Step: "payment_created", Resource: "pay_1"}.String())
 	require.True(t, idempotency.PointStarted.Started())
 	require.False(t, idempotency.Point{Step: "payment_created", Resource: "pay_1"}.Started())
-}
-
-func TestKeepSuccessAndProblemCode(t *testing.T) {
-	for status, kept := range map[int]bool{200: true, 201: true, 202: false, 204: true, 400: false, 402: false, 409: false, 500: false, 502: false} {
-		require.Equal(t, kept, idempotency.KeepSuccess(idempotency.Response{Status: status}), status)
-	}
-	problem := idempotency.Response{Status: 409, ContentType: "application/problem+json", Body: []byte(`{"type":"x","code":"order_already_paid"}`)}
-	require.Equal(t, "order_already_paid", idempotency.ProblemCode(problem))
-	problem.ContentType = "application/problem+json; charset=utf-8"
-	require.Equal(t, "order_already_paid", idempotency.ProblemCode(problem))
-	require.Empty(t, idempotency.ProblemCode(idempotency.Response{Status: 409, ContentType: "application/json", Body: []byte(`{"code":"x"}`)}))
-	require.Empty(t, idempotency.ProblemCode(idempotency.Response{Status: 409, ContentType: "application/problem+json", Body: []byte(`{"code":`)}))
 }

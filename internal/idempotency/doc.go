@@ -70,12 +70,14 @@
 //
 // # What is stored, and what gives the key back
 //
-// Final outcomes are stored and replayed with Idempotent-Replayed: true and
-// a byte-identical body. Which answers are final is Config.Keep's to say:
-// by default a success but a 202, and an application adds its final
-// refusals (this API: 402, and 409s by problem code). Anything else
-// (validation errors, 404, 5xx, "provider unavailable", a temporary
-// conflict, the layer's own 409 and 422) is not stored: a record
+// A handler returns its answer as a value (Answer), and the answer says
+// whether it is final: the operation's outcome, stored with its status,
+// body and the headers that describe the result (Config.StoredHeaders), and
+// replayed with Idempotent-Replayed: true and a byte-identical body. The
+// application decides finality where it maps each error to an answer (this
+// API: its error table, where a decline and the business 409s are final).
+// Anything else (validation errors, 404, 5xx, "provider unavailable", a
+// temporary conflict, the layer's own 409 and 422) is not stored: a record
 // with nothing durable behind it is deleted, so the key may be sent again;
 // one past its first recovery point is unlocked, so the next retry resumes
 // it at once. A 202 (outcome unknown at the provider) keeps the record open

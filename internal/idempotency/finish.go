@@ -5,7 +5,7 @@ import (
 	"errors"
 )
 
-// Finish stores resp as the final answer of an open record whose operation
+// Finish stores a as the final answer of an open record whose operation
 // was resolved outside any request (by a reconciler or a webhook), so the
 // client's next retry replays it. resourceID must be the resource of the
 // record's recovery point (pay_123 for "payment_created:pay_123"): a key
@@ -14,12 +14,12 @@ import (
 // out. It returns ErrNotFound (no such open record, or another
 // operation's), ErrLocked (a request is running it and will finish it), or
 // a store error.
-func (k *Keeper) Finish(ctx context.Context, scope, key, resourceID string, resp Response) error {
+func (k *Keeper) Finish(ctx context.Context, scope, key, resourceID string, a Answer) error {
 	c, err := k.Claim(ctx, scope, key, resourceID)
 	if err != nil {
 		return err
 	}
-	if err := c.Complete(ctx, resp); err != nil {
+	if err := c.Complete(ctx, a); err != nil {
 		return err
 	}
 	c.Published()
@@ -68,15 +68,16 @@ type Claim struct {
 	rec *Record
 }
 
-// Complete stores resp as the record's final answer, in the transaction
+// Complete stores a as the record's final answer, in the transaction
 // carried by ctx if there is one, so the answer commits with the change it
 // describes. Call Published after that transaction commits. It returns
 // ErrFenced or a store error.
-func (c *Claim) Complete(ctx context.Context, resp Response) error {
-	if err := c.k.store.Complete(ctx, c.rec.Scope, c.rec.Key, c.rec.Fence, resp, c.k.clock.Now()); err != nil {
+func (c *Claim) Complete(ctx context.Context, a Answer) error {
+	stored := c.k.cfg.stored(a)
+	if err := c.k.store.Complete(ctx, c.rec.Scope, c.rec.Key, c.rec.Fence, stored, c.k.clock.Now()); err != nil {
 		return err
 	}
-	c.rec.State, c.rec.Response = StateCompleted, &resp
+	c.rec.State, c.rec.Answer = StateCompleted, &stored
 	return nil
 }
 
@@ -86,6 +87,12 @@ func (c *Claim) Published() {
 	if c.rec.State == StateCompleted {
 		c.k.published(c.rec)
 	}
+}
+
+// check fails with ErrFenced when the claim was lost (a retry took the
+// record over after the claim's lock ran out): the claimant must not act.
+func (c *Claim) check(ctx context.Context) error {
+	return c.k.store.Checkpoint(ctx, c.rec.Scope, c.rec.Key, c.rec.Fence, c.rec.Point, c.k.clock.Now())
 }
 
 // Release gives the record back unchanged and unlocked, for the next retry

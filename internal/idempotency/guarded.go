@@ -81,13 +81,26 @@ func (r *run) execute(fence int64, point Point, expiresAt time.Time, outcome Out
 		}
 	}()
 	started := time.Now()
-	resp := r.handler(context.WithValue(r.ctx, leaseKey{}, lease), r.req.Body)
+	answer := r.handler(context.WithValue(r.ctx, leaseKey{}, lease), r.req.Body)
 	k.obs.Processed(r.ctx, r.req.Route, time.Since(started))
+
+	if lease.stored != nil {
+		// An outside call stored the final answer in the transaction that
+		// settled it: that is the answer, byte for byte what every replay
+		// sends.
+		done := &Record{
+			Scope: scope, Key: key, Method: r.req.Method, Path: r.req.Path,
+			Fingerprint: r.req.Fingerprint, State: StateCompleted, Fence: fence, Answer: lease.stored,
+			ExpiresAt: expiresAt,
+		}
+		k.published(done)
+		return fresh(*lease.stored, outcome, done)
+	}
 
 	// The answer is stored even if the client has gone.
 	ctx, cancel := k.writeContext(r.ctx)
 	defer cancel()
-	if !k.cfg.Keep(resp) {
+	if !answer.Final {
 		err := k.store.Release(ctx, scope, key, fence, k.clock.Now())
 		if err != nil && !errors.Is(err, ErrFenced) {
 			// Most likely the database is away (this answer may well be
@@ -100,9 +113,10 @@ func (r *run) execute(fence int64, point Point, expiresAt time.Time, outcome Out
 			})
 		}
 		k.released(scope, key)
-		return fresh(resp, outcome, nil)
+		return fresh(answer, outcome, nil)
 	}
-	err := k.store.Complete(ctx, scope, key, fence, resp, k.clock.Now())
+	stored := k.cfg.stored(answer)
+	err := k.store.Complete(ctx, scope, key, fence, stored, k.clock.Now())
 	switch {
 	case errors.Is(err, ErrFenced):
 		// Another request took the record over while this one ran (our
@@ -118,17 +132,17 @@ func (r *run) execute(fence int64, point Point, expiresAt time.Time, outcome Out
 		// resumes there and stores the answer.
 		k.cfg.Log.WarnContext(ctx, "idempotency: storing the response failed; retrying in the background", "error", err)
 		k.retryLater(func(ctx context.Context) error {
-			return k.store.Complete(ctx, scope, key, fence, resp, k.clock.Now())
+			return k.store.Complete(ctx, scope, key, fence, stored, k.clock.Now())
 		})
-		return fresh(resp, outcome, nil)
+		return fresh(answer, outcome, nil)
 	}
 	done := &Record{
 		Scope: scope, Key: key, Method: r.req.Method, Path: r.req.Path,
-		Fingerprint: r.req.Fingerprint, State: StateCompleted, Fence: fence, Response: &resp,
+		Fingerprint: r.req.Fingerprint, State: StateCompleted, Fence: fence, Answer: &stored,
 		ExpiresAt: expiresAt,
 	}
 	k.published(done)
-	return fresh(resp, outcome, done)
+	return fresh(answer, outcome, done)
 }
 
 // Lease is the ownership of a record held by a Guarded request. The handler
@@ -139,6 +153,9 @@ type Lease struct {
 	scope, key string
 	fence      int64
 	point      Point
+	// stored is the final answer an outside call stored with its
+	// settlement (see Effect), once that committed.
+	stored *Answer
 }
 
 // Point is the last durable step recorded for this operation; PointStarted
@@ -167,3 +184,7 @@ func LeaseFrom(ctx context.Context) *Lease {
 	l, _ := ctx.Value(leaseKey{}).(*Lease)
 	return l
 }
+
+// ownerFrom is the owner of the record of the request ctx belongs to, or
+// nil outside a Guarded request.
+func ownerFrom(ctx context.Context) *Lease { return LeaseFrom(ctx) }

@@ -7,19 +7,19 @@ import (
 )
 
 // Handler runs the application's work for one keyed request and returns
-// its answer. ctx carries the request's transaction (Atomic) or its Lease
+// its answer, errors already turned into answers by the application's error
+// table. ctx carries the request's transaction (Atomic) or its owner
 // (Guarded); body is the request body as the Keeper read it.
-type Handler func(ctx context.Context, body []byte) Response
+type Handler func(ctx context.Context, body []byte) Answer
 
-// Result is how a keyed request ends: either Err, an answer for the
-// application's error table to render, or Response. A replayed Response is
-// a stored answer, sent with HeaderReplayed and only the headers stored with
-// it; any other Response is the handler's own answer, which the adapter held
-// back and now sends as the handler wrote it.
+// Result is how a keyed request ends: either Err, a refusal of the layer's
+// own for the application's error table to answer, or Answer. A replayed
+// Answer is a stored one, sent with HeaderReplayed and only the headers
+// stored with it; any other is the handler's own answer, sent as it is.
 type Result struct {
 	Outcome  Outcome
 	Err      error
-	Response *Response
+	Answer   *Answer
 	Replayed bool
 
 	// stored is the completed record this request stored or replayed, for
@@ -29,12 +29,12 @@ type Result struct {
 
 func refused(err error) Result { return Result{Outcome: outcomeOf(err), Err: err} }
 
-func fresh(resp Response, o Outcome, stored *Record) Result {
-	return Result{Outcome: o, Response: &resp, stored: stored}
+func fresh(a Answer, o Outcome, stored *Record) Result {
+	return Result{Outcome: o, Answer: &a, stored: stored}
 }
 
 func replayed(rec *Record) Result {
-	return Result{Outcome: OutcomeReplayed, Response: rec.Response, Replayed: true, stored: rec}
+	return Result{Outcome: OutcomeReplayed, Answer: rec.Answer, Replayed: true, stored: rec}
 }
 
 // maxRounds bounds the decide-and-act loop of one request. A request takes a
@@ -282,13 +282,14 @@ func (r *run) stopWaiting() {
 	}
 }
 
-// completed is the record of an answer to keep, as an Atomic request
-// inserts it.
-func (r *run) completed(resp Response) *Record {
+// completed is the record of a final answer, as an Atomic request inserts
+// it.
+func (r *run) completed(a Answer) *Record {
 	now := r.k.clock.Now()
+	stored := r.k.cfg.stored(a)
 	return &Record{
 		Scope: r.req.Scope, Key: r.req.Key, Method: r.req.Method, Path: r.req.Path,
 		Fingerprint: r.req.Fingerprint, State: StateCompleted, Point: PointStarted,
-		LockedUntil: now, Response: &resp, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(r.k.cfg.TTL),
+		LockedUntil: now, Answer: &stored, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(r.k.cfg.TTL),
 	}
 }

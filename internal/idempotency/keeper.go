@@ -18,6 +18,9 @@ type Keeper struct {
 	obs     Observer
 	flights *flights
 	local   *localCache
+	// kinds are the registered Effects, by Kind, as the reconciler
+	// drives them (settler).
+	kinds sync.Map
 
 	// Background work (record writes retried after a failure, cache
 	// updates) runs under bg until Close, and is counted in work.

@@ -53,7 +53,7 @@ func (c *localCache) get(scope, key string, now time.Time) *Record {
 // put keeps rec, a record just committed as completed or read completed
 // from the store.
 func (c *localCache) put(rec *Record) {
-	if c == nil || rec == nil || rec.State != StateCompleted || rec.Response == nil {
+	if c == nil || rec == nil || rec.State != StateCompleted || rec.Answer == nil {
 		return
 	}
 	k := localKey(rec.Scope, rec.Key)

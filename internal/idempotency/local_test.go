@@ -9,7 +9,7 @@ import (
 func TestLocalCache(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	done := func(key string, expires time.Time) *Record {
-		return &Record{Scope: "m1", Key: key, State: StateCompleted, Response: &Response{Status: 201}, ExpiresAt: expires}
+		return &Record{Scope: "m1", Key: key, State: StateCompleted, Answer: &Answer{Status: 201, Final: true}, ExpiresAt: expires}
 	}
 	c := newLocalCache(3)
 	c.put(done("a", now.Add(time.Hour)))

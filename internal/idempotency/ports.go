@@ -23,8 +23,10 @@ type Store interface {
 	TakeOver(ctx context.Context, scope, key string, seen int64, now, lockedUntil time.Time) error
 	// Checkpoint records a recovery point. It returns ErrFenced.
 	Checkpoint(ctx context.Context, scope, key string, fence int64, point Point, now time.Time) error
-	// Complete stores the final response. It returns ErrFenced.
-	Complete(ctx context.Context, scope, key string, fence int64, resp Response, now time.Time) error
+	// Complete stores the final answer: its status, body and headers
+	// (those of Config.StoredHeaders, which the Keeper has already kept
+	// alone). It returns ErrFenced.
+	Complete(ctx context.Context, scope, key string, fence int64, a Answer, now time.Time) error
 	// Release gives the key back after an answer that is not stored: the
 	// record is deleted if nothing durable happened (PointStarted), else
 	// unlocked so that the next retry resumes it at once. It returns
@@ -45,17 +47,40 @@ type Store interface {
 	// PurgeTombstones deletes at most limit tombstones kept past their time
 	// and returns how many it deleted; zero for a store without them.
 	PurgeTombstones(ctx context.Context, now time.Time, limit int) (int, error)
+
+	// InsertCall adds the outside call of a new resource. It returns
+	// ErrKeyExists when the resource has one already.
+	InsertCall(ctx context.Context, c *Call) error
+	// LockCall returns the resource's call and, inside a transaction,
+	// locks it until the transaction ends (on SQLite transactions are
+	// serialised anyway). It returns ErrNotFound.
+	LockCall(ctx context.Context, scope, id string) (*Call, error)
+	// SaveCall writes what moves of a call: its state, intent, attempt,
+	// schedule and checks.
+	SaveCall(ctx context.Context, c *Call) error
+	// CountCalls counts the calls of kind made under the client's key in
+	// scope: the generation of the next derived id (see derive.go).
+	CountCalls(ctx context.Context, scope, clientKey, kind string) (int, error)
+	// DueCalls returns up to limit calls whose DueAt has come by now, the
+	// longest due first and at most perScope of any one scope, so that one
+	// scope's backlog cannot hold another's back.
+	DueCalls(ctx context.Context, now time.Time, limit, perScope int) ([]Call, error)
 }
 
-// Transactor opens the transaction an Atomic request runs in.
+// Transactor opens the transactions of Atomic requests and of the phases
+// of an outside call.
 type Transactor interface {
 	// InTx runs fn with a context that carries a transaction, which the
-	// Store and the application's own stores join. The transaction may
+	// Store and the application's own stores join; when ctx carries one
+	// already, fn joins it and its owner commits. The transaction may
 	// begin lazily, at the first statement, so that work done before any
 	// statement (decoding, validating) holds no connection. When fn returns
 	// nil the transaction commits, else it rolls back and InTx returns fn's
 	// error; a failed begin or commit is returned as the store's error.
 	InTx(ctx context.Context, fn func(ctx context.Context) error) error
+	// AfterCommit runs fn once the transaction ctx carries has committed,
+	// and never if it rolls back; at once when ctx carries none.
+	AfterCommit(ctx context.Context, fn func())
 }
 
 // Cache is an optional accelerator in front of the Store (Redis). The Store

@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"net/http"
 	"strings"
 	"time"
 )
@@ -52,13 +53,26 @@ func ParsePoint(s string) Point {
 	return Point{Step: step, Resource: resource}
 }
 
-// Response is what a finished request answered, as it is stored and replayed.
-type Response struct {
-	Status      int
-	ContentType string
-	Location    string
-	Body        []byte
+// Answer is what a keyed request answers: what a handler returns, what the
+// adapter writes, and, when Final, what the record stores and replays.
+type Answer struct {
+	Status int
+	// Header holds the answer's headers. Only those named in
+	// Config.StoredHeaders are stored and replayed with it.
+	Header http.Header
+	Body   []byte
+	// Final says the answer is the operation's outcome: stored with the
+	// record and replayed to every retry of the key. An answer that is not
+	// final gives the key back (nothing durable happened: a validation
+	// error, a 5xx, a provider that did nothing), or, for an operation
+	// still under way (a 202), leaves its record open until the outcome is
+	// known. A stored answer is final.
+	Final bool
 }
+
+// success reports whether the answer is a 2xx: the only kind of answer
+// whose transaction an Atomic request commits.
+func (a Answer) success() bool { return a.Status >= 200 && a.Status < 300 }
 
 // Record is one idempotency key within one scope (in this API, a merchant).
 type Record struct {
@@ -77,8 +91,9 @@ type Record struct {
 	// write of an owner is conditional on it.
 	Fence       int64
 	LockedUntil time.Time
-	Response    *Response
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
-	ExpiresAt   time.Time
+	// Answer is the stored answer of a completed record, nil otherwise.
+	Answer    *Answer
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	ExpiresAt time.Time
 }

@@ -125,7 +125,8 @@ func New() *Metrics {
 			m.providerCalls.WithLabelValues(op, o)
 		}
 	}
-	for _, r := range []string{payments.ReconcileResolved, payments.ReconcileUnresolved, payments.ReconcileCanceled, payments.ReconcileError} {
+	for _, r := range []string{idempotency.ReconcileResolved, idempotency.ReconcileUnresolved, idempotency.ReconcileCanceled,
+		idempotency.ReconcileFlagged, idempotency.ReconcileError} {
 		m.reconciliations.WithLabelValues(r)
 	}
 	for _, o := range []payments.EventOutcome{payments.EventApplied, payments.EventRepeat, payments.EventUnknown, payments.EventForged, payments.EventMismatch} {
@@ -182,7 +183,7 @@ func (m *Metrics) Purged(n int) { m.janitorPurged.Add(float64(n)) }
 func (m *Metrics) WebhookEvent(outcome string) { m.webhookEvents.WithLabelValues(outcome).Inc() }
 
 // Reconciled counts one reconciliation result
-// (payments.ReconcilerConfig.OnResult).
+// (idempotency.Config.OnReconcile).
 func (m *Metrics) Reconciled(result string) { m.reconciliations.WithLabelValues(result).Inc() }
 
 // StoreError counts a failed operation of an idempotency store that is not

@@ -114,7 +114,7 @@ func (s failingStore) TakeOver(context.Context, string, string, int64, time.Time
 func (s failingStore) Checkpoint(context.Context, string, string, int64, idempotency.Point, time.Time) error {
 	return s.err
 }
-func (s failingStore) Complete(context.Context, string, string, int64, idempotency.Response, time.Time) error {
+func (s failingStore) Complete(context.Context, string, string, int64, idempotency.Answer, time.Time) error {
 	return s.err
 }
 func (s failingStore) Release(context.Context, string, string, int64, time.Time) error { return s.err }
@@ -123,6 +123,17 @@ func (s failingStore) Tombstone(context.Context, string, string, time.Time) (*id
 	return nil, s.err
 }
 func (s failingStore) PurgeTombstones(context.Context, time.Time, int) (int, error) { return 0, s.err }
+func (s failingStore) InsertCall(context.Context, *idempotency.Call) error          { return s.err }
+func (s failingStore) LockCall(context.Context, string, string) (*idempotency.Call, error) {
+	return nil, s.err
+}
+func (s failingStore) SaveCall(context.Context, *idempotency.Call) error { return s.err }
+func (s failingStore) CountCalls(context.Context, string, string, string) (int, error) {
+	return 0, s.err
+}
+func (s failingStore) DueCalls(context.Context, time.Time, int, int) ([]idempotency.Call, error) {
+	return nil, s.err
+}
 
 func TestStoreErrorsCountFailuresNotAnswers(t *testing.T) {
 	cases := []struct {
@@ -147,7 +158,7 @@ func TestStoreErrorsCountFailuresNotAnswers(t *testing.T) {
 			require.ErrorIs(t, err, tc.err)
 			_ = s.TakeOver(ctx, "m", "k", 1, now, now)
 			_ = s.Checkpoint(ctx, "m", "k", 1, idempotency.Point{Step: "p"}, now)
-			_ = s.Complete(ctx, "m", "k", 1, idempotency.Response{}, now)
+			_ = s.Complete(ctx, "m", "k", 1, idempotency.Answer{}, now)
 			_ = s.Release(ctx, "m", "k", 1, now)
 			_, _ = s.PurgeExpired(ctx, now, 10)
 			_, _ = s.Tombstone(ctx, "m", "k", now)
@@ -179,7 +190,7 @@ func TestObserverJanitorAndReconciler(t *testing.T) {
 	obs.Processed(ctx, "/v1/orders", 10*time.Millisecond)
 	m.Purged(3)
 	m.Purged(2)
-	m.Reconciled(payments.ReconcileResolved)
+	m.Reconciled(idempotency.ReconcileResolved)
 
 	got := scrape(t, m)
 	require.Equal(t, 1.0, got[`idempotency_requests_total{outcome="executed",route="/v1/orders"}`])

@@ -20,12 +20,36 @@ func (m *Metrics) InstrumentStore(s idempotency.Store, store string) idempotency
 	return &instrumentedStore{next: s, m: m, store: store}
 }
 
-var storeOps = []string{"insert", "get", "take_over", "checkpoint", "complete", "release", "purge", "tombstone", "purge_tombstones"}
+var storeOps = []string{"insert", "get", "take_over", "checkpoint", "complete", "release", "purge", "tombstone", "purge_tombstones",
+	"insert_call", "lock_call", "save_call", "count_calls", "due_calls"}
 
 type instrumentedStore struct {
 	next  idempotency.Store
 	m     *Metrics
 	store string
+}
+
+func (s *instrumentedStore) InsertCall(ctx context.Context, c *idempotency.Call) error {
+	return s.count("insert_call", s.next.InsertCall(ctx, c))
+}
+
+func (s *instrumentedStore) LockCall(ctx context.Context, scope, id string) (*idempotency.Call, error) {
+	c, err := s.next.LockCall(ctx, scope, id)
+	return c, s.count("lock_call", err)
+}
+
+func (s *instrumentedStore) SaveCall(ctx context.Context, c *idempotency.Call) error {
+	return s.count("save_call", s.next.SaveCall(ctx, c))
+}
+
+func (s *instrumentedStore) CountCalls(ctx context.Context, scope, clientKey, kind string) (int, error) {
+	n, err := s.next.CountCalls(ctx, scope, clientKey, kind)
+	return n, s.count("count_calls", err)
+}
+
+func (s *instrumentedStore) DueCalls(ctx context.Context, now time.Time, limit, perScope int) ([]idempotency.Call, error) {
+	calls, err := s.next.DueCalls(ctx, now, limit, perScope)
+	return calls, s.count("due_calls", err)
 }
 
 func (s *instrumentedStore) Insert(ctx context.Context, rec *idempotency.Record) error {
@@ -45,8 +69,8 @@ func (s *instrumentedStore) Checkpoint(ctx context.Context, scope, key string, f
 	return s.count("checkpoint", s.next.Checkpoint(ctx, scope, key, fence, point, now))
 }
 
-func (s *instrumentedStore) Complete(ctx context.Context, scope, key string, fence int64, resp idempotency.Response, now time.Time) error {
-	return s.count("complete", s.next.Complete(ctx, scope, key, fence, resp, now))
+func (s *instrumentedStore) Complete(ctx context.Context, scope, key string, fence int64, a idempotency.Answer, now time.Time) error {
+	return s.count("complete", s.next.Complete(ctx, scope, key, fence, a, now))
 }
 
 func (s *instrumentedStore) Release(ctx context.Context, scope, key string, fence int64, now time.Time) error {

@@ -991,9 +991,7 @@ type HandlersOrderResponse struct {
 	Status          HandlersOrderResponseStatus `json:"status"`
 
 	// Version Version counts the order's changes; the ETag header of a GET or of a
-	// write carries it too, quoted. It is in the body as well because a
-	// replayed answer carries only the stored body (and Location), not the
-	// ETag.
+	// write (and of its replays) carries it too, quoted.
 	Version int `json:"version"`
 }
 

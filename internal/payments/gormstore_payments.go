@@ -138,22 +138,6 @@ WHERE merchant_id = ? AND id = ? AND status IN ?`,
 		p.MerchantID, p.ID, statusStrings(from))
 }
 
-// TouchPayment implements PaymentStore.
-func (s *GormStore) TouchPayment(ctx context.Context, merchantID, id string, now time.Time) (bool, error) {
-	return s.execOne(ctx, `
-UPDATE payments SET last_attempt_at = ?
-WHERE merchant_id = ? AND id = ? AND status IN ('pending', 'processing')`,
-		now, merchantID, id)
-}
-
-// TouchRefund implements PaymentStore.
-func (s *GormStore) TouchRefund(ctx context.Context, merchantID, id string, now time.Time) (bool, error) {
-	return s.execOne(ctx, `
-UPDATE refunds SET last_attempt_at = ?
-WHERE merchant_id = ? AND id = ? AND status IN ('pending', 'processing')`,
-		now, merchantID, id)
-}
-
 // LockRefund implements PaymentStore.
 func (s *GormStore) LockRefund(ctx context.Context, merchantID, id string) (Refund, error) {
 	return s.takeRefund(s.forUpdate(database.Conn(ctx, s.db)).Where("merchant_id = ? AND id = ?", merchantID, id))
@@ -164,23 +148,6 @@ func (s *GormStore) AddRefunded(ctx context.Context, merchantID, paymentID strin
 	return database.Classify(database.Conn(ctx, s.db).Exec(`
 UPDATE payments SET amount_refunded = amount_refunded + ?, updated_at = ?
 WHERE merchant_id = ? AND id = ?`, amount, now, merchantID, paymentID).Error)
-}
-
-// UnresolvedPayments implements PaymentStore, on the partial index
-// payments_unresolved.
-func (s *GormStore) UnresolvedPayments(ctx context.Context, pendingBefore time.Time, limit int) ([]Payment, error) {
-	var rows []paymentRow
-	err := database.Conn(ctx, s.db).
-		Where("status IN ('pending', 'processing') AND (status = 'processing' OR updated_at < ?)", pendingBefore).
-		Order("updated_at").Limit(limit).Find(&rows).Error
-	if err != nil {
-		return nil, database.Classify(err)
-	}
-	out := make([]Payment, len(rows))
-	for i, r := range rows {
-		out[i] = toDomainPayment(r)
-	}
-	return out, nil
 }
 
 // CreateRefund implements PaymentStore.
@@ -226,22 +193,6 @@ func (s *GormStore) MoveRefund(ctx context.Context, r Refund, from ...Status) (b
 UPDATE refunds SET status = ?, provider_refund_id = ?, updated_at = ?
 WHERE merchant_id = ? AND id = ? AND status IN ?`,
 		string(r.Status), nullable(r.ProviderRefundID), r.UpdatedAt, r.MerchantID, r.ID, statusStrings(from))
-}
-
-// UnresolvedRefunds implements PaymentStore.
-func (s *GormStore) UnresolvedRefunds(ctx context.Context, pendingBefore time.Time, limit int) ([]Refund, error) {
-	var rows []refundRow
-	err := database.Conn(ctx, s.db).
-		Where("status IN ('pending', 'processing') AND (status = 'processing' OR updated_at < ?)", pendingBefore).
-		Order("updated_at").Limit(limit).Find(&rows).Error
-	if err != nil {
-		return nil, database.Classify(err)
-	}
-	out := make([]Refund, len(rows))
-	for i, r := range rows {
-		out[i] = toDomainRefund(r)
-	}
-	return out, nil
 }
 
 // RecordEvent implements PaymentStore: insert-if-absent on the event id.

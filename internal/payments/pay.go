@@ -4,232 +4,159 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/idemkeys/payments/internal/idempotency"
 )
 
-// Recovery points of payments and refunds: a step and the id of the
-// payment or refund. The id lets a retry find what the earlier attempt
-// made; the step says how far it got.
-const (
-	pointPaymentCreated  = "payment_created"
-	pointPaymentUnknown  = "payment_unknown"
-	pointPaymentFinished = "payment_finished"
-	pointRefundCreated   = "refund_created"
-	pointRefundUnknown   = "refund_unknown"
-	pointRefundFinished  = "refund_finished"
-)
-
-// resumedID returns the payment or refund id of the operation's last
-// recovery point, or "" for a fresh operation.
-func resumedID(rec Recovery) string {
-	_, id := rec.RecoveryPoint()
-	return id
-}
-
-// errNoPayments guards a Service built without WithPayments.
+// errNoPayments guards a Service built without WithPayments and
+// WithOutsideCalls.
 var errNoPayments = errors.New("payments are not configured on this service")
 
-// PayOrder charges the order's total with in.PaymentMethod. It runs in three
-// phases, each a recovery point, so that a retry after any failure resumes
-// where the last attempt stopped and never repeats a finished phase:
+// PayOrder charges the order's total with in.PaymentMethod, as the owner of
+// the request's idempotency record (a Guarded route). The core's skeleton
+// for outside calls runs it (idempotency.Effect.Run), in phases that a
+// retry, or a request taking over a crashed one, resumes where the last
+// attempt stopped:
 //
-//  1. one transaction: lock the order, insert the payment (pending) with the
-//     provider key derived from it, and record "payment_created";
-//  2. the provider call, outside any transaction, under the payment's
-//     provider key: repeating it is how a retry resumes safely;
-//  3. one transaction: the outcome, the order's status and the recovery
-//     point "payment_finished". (The idempotency layer stores the answer
-//     right after; if that is lost, a retry re-reads the final payment and
-//     gives the same answer.)
+//  1. one transaction: lock the order, insert the payment (pending), whose
+//     id and provider key the core derived from the client's key;
+//  2. one transaction: the intent to charge, under the record's fence;
+//  3. the charge, under the provider key, which the provider honours: a
+//     charge made before a crash is found, not made again;
+//  4. one transaction: the provider's answer checked against the payment
+//     and applied (the payment, the order, the outbox event) with the
+//     client's answer stored; or the outcome recorded as unknown.
 //
-// It returns the payment (succeeded, or processing when the provider's
-// outcome is unknown), or: *ValidationError; ErrNotFound; ErrOrderAlreadyPaid;
-// ErrPaymentInProgress (another payment of the order is in flight);
-// *DeclinedError (the payment failed); *CanceledError (the key's payment
-// was canceled); *UnavailableError, wrapping ErrProviderUnavailable (nothing
-// charged; the payment stays pending and the same key resumes it); the
-// Recovery's error when the operation was taken over; database errors.
-func (s *Service) PayOrder(ctx context.Context, merchantID, orderID, idempotencyKey string, in PayInput, rec Recovery) (Payment, error) {
-	if s.pay == nil {
+// It returns the payment (succeeded; or processing, when the provider's
+// outcome is unknown), or: *ValidationError; ErrNotFound;
+// ErrOrderAlreadyPaid; ErrPaymentInProgress (another payment of the order
+// is in flight); *DeclinedError (the payment failed); *CanceledError (the
+// key's payment was canceled); *UnavailableError, wrapping
+// ErrProviderUnavailable (nothing charged; the same key resumes it);
+// idempotency.ErrFenced when the operation was taken over; database errors.
+func (s *Service) PayOrder(ctx context.Context, merchantID, orderID string, in PayInput) (Payment, error) {
+	if s.charges == nil {
 		return Payment{}, errNoPayments
 	}
 	if err := in.Validate(); err != nil {
 		return Payment{}, err
 	}
-	// A client that hangs up must not cut the work short: an abandoned
-	// provider call is exactly the unknown outcome this design avoids.
-	ctx = context.WithoutCancel(ctx)
-
-	var p Payment
-	resumed := resumedID(rec) != ""
-	if id := resumedID(rec); resumed {
-		got, err := s.pay.GetPayment(ctx, merchantID, id)
-		if err != nil {
-			return Payment{}, fmt.Errorf("resume payment %s: %w", id, err)
-		}
-		p = got
-	} else {
-		created, err := s.createPayment(ctx, merchantID, orderID, idempotencyKey, in, rec)
-		if err != nil {
-			return Payment{}, err
-		}
-		p = created
-		if err := s.phase(ctx, PhaseCreated); err != nil {
-			return p, err
-		}
-	}
-	s.tracer.Annotate(ctx, AttrPaymentID, p.ID)
-	if resumed && !p.Status.Final() {
-		// A retry resuming the payment: record the attempt (fenced, with
-		// the recovery point), so the reconciler does not cancel what a
-		// client is still trying, and learn whether it canceled first.
-		touched, err := s.touchPayment(ctx, p, rec)
-		if err != nil {
-			return p, err
-		}
-		p = touched
-	}
-	if p.Status.Final() {
-		// Finished before a crash, resolved meanwhile by a webhook or the
-		// reconciler, or canceled by it: answer from the row.
-		return p, paymentOutcome(p)
-	}
-
-	result, err := s.provider.Charge(ctx, p.ProviderKey, ChargeRequest{
-		Amount: p.Amount, Currency: p.Currency, PaymentMethod: p.PaymentMethod, Reference: p.ID,
+	p, err := s.charges.Run(ctx, func(ctx context.Context, c idempotency.Call) (Payment, error) {
+		return s.createPayment(ctx, merchantID, orderID, in, c)
 	})
-	if hookErr := s.phase(ctx, PhaseCalled); hookErr != nil {
-		return p, hookErr
+	if p.ID != "" {
+		s.tracer.Annotate(ctx, AttrPaymentID, p.ID)
 	}
 	switch {
-	case errors.Is(err, ErrProviderNotExecuted):
+	case errors.Is(err, idempotency.ErrNotExecuted):
 		return p, &UnavailableError{PaymentID: p.ID, Err: err}
 	case err != nil:
-		// Unknown: it may have charged. Record that, and answer 202; the
-		// reconciler, a webhook or a retry under the same key resolves it.
-		return s.markPaymentUnknown(ctx, p, rec)
-	}
-	p, err = s.finishPayment(ctx, p, result, rec)
-	if err != nil {
-		return p, err
-	}
-	if err := s.phase(ctx, PhaseFinished); err != nil {
-		return p, err
+		return p, fmt.Errorf("pay order %s: %w", orderID, err)
 	}
 	return p, paymentOutcome(p)
 }
 
-func (s *Service) createPayment(ctx context.Context, merchantID, orderID, key string, in PayInput, rec Recovery) (Payment, error) {
-	var p Payment
-	err := s.pay.InTx(ctx, func(ctx context.Context) error {
-		o, err := s.pay.LockOrder(ctx, merchantID, orderID)
-		if err != nil {
-			return err
-		}
-		if o.Status == OrderPaid {
-			return ErrOrderAlreadyPaid
-		}
-		// Not paid: a clash on payments_one_active_per_order below is a
-		// payment still in flight, ErrPaymentInProgress.
-		now := s.now()
-		id, err := s.ids.newID(paymentIDPrefix, now)
-		if err != nil {
-			return err
-		}
-		p = Payment{
-			ID: id, MerchantID: merchantID, OrderID: o.ID, Amount: o.AmountTotal, Currency: o.Currency,
-			PaymentMethod: in.PaymentMethod, Status: StatusPending,
-			// The provider key is the payment id: one payment, one charge,
-			// however often we ask.
-			ProviderKey:    id,
-			IdempotencyKey: key, TraceParent: s.tracer.TraceParent(ctx), LastAttemptAt: now, CreatedAt: now, UpdatedAt: now,
-		}
-		if err := s.pay.CreatePayment(ctx, p); err != nil {
-			return err
-		}
-		return rec.Checkpoint(ctx, pointPaymentCreated, p.ID)
-	})
+// createPayment is phase 1 of a new payment, in the skeleton's transaction:
+// the order locked and still payable, the payment inserted pending under
+// the call's id and key.
+func (s *Service) createPayment(ctx context.Context, merchantID, orderID string, in PayInput, c idempotency.Call) (Payment, error) {
+	o, err := s.pay.LockOrder(ctx, merchantID, orderID)
 	if err != nil {
-		return Payment{}, fmt.Errorf("pay order %s: %w", orderID, err)
+		return Payment{}, err
+	}
+	if o.Status == OrderPaid {
+		return Payment{}, ErrOrderAlreadyPaid
+	}
+	// Not paid: a clash on payments_one_active_per_order below is a
+	// payment still in flight, ErrPaymentInProgress.
+	now := s.now()
+	p := Payment{
+		ID: c.ID, MerchantID: merchantID, OrderID: o.ID, Amount: o.AmountTotal, Currency: o.Currency,
+		PaymentMethod: in.PaymentMethod, Status: StatusPending,
+		// One payment, one charge, however often we ask: the provider key
+		// is the call's, derived from the client's operation.
+		ProviderKey:    c.Key,
+		IdempotencyKey: c.ClientKey, TraceParent: s.tracer.TraceParent(ctx), LastAttemptAt: now, CreatedAt: now, UpdatedAt: now,
+	}
+	if err := s.pay.CreatePayment(ctx, p); err != nil {
+		return Payment{}, err
 	}
 	return p, nil
 }
 
-// touchPayment records a retry's attempt on a payment it resumes: the
-// attempt time, if the payment is still pending or processing, and the
-// recovery point again, which fails (ErrFenced) if the request no longer
-// owns the key, in one transaction. The reconciler's cancel re-checks the
-// attempt time inside its own transaction, with the key's record taken over
-// first, so of the two exactly one wins: the payment is either resumed (and
-// not canceled for another PENDING_CANCEL_AFTER) or found canceled here.
-func (s *Service) touchPayment(ctx context.Context, p Payment, rec Recovery) (Payment, error) {
-	err := s.pay.InTx(ctx, func(ctx context.Context) error {
-		step, id := rec.RecoveryPoint()
-		if err := rec.Checkpoint(ctx, step, id); err != nil {
-			return err
-		}
-		now := s.now()
-		touched, err := s.pay.TouchPayment(ctx, p.MerchantID, p.ID, now)
-		if err != nil {
-			return err
-		}
-		if touched {
-			p.LastAttemptAt = now
-			return nil
-		}
-		p, err = s.pay.GetPayment(ctx, p.MerchantID, p.ID)
-		return err
-	})
-	if err != nil {
-		return p, fmt.Errorf("resume payment %s: %w", p.ID, err)
+// chargeEffect is what each phase of a payment does to the payment: the
+// idempotency.Effect the core runs payments with, settles them later with,
+// and stores their answers by (answer).
+func (s *Service) chargeEffect(answer func(Payment) idempotency.Answer) idempotency.Effect[Payment, ChargeResult] {
+	return idempotency.Effect[Payment, ChargeResult]{
+		Kind:   "payment",
+		Prefix: paymentIDPrefix,
+		Load:   s.pay.GetPayment,
+		Send: func(ctx context.Context, p Payment, key string) (ChargeResult, error) {
+			return s.provider.Charge(ctx, key, ChargeRequest{
+				Amount: p.Amount, Currency: p.Currency, PaymentMethod: p.PaymentMethod, Reference: p.ID,
+			})
+		},
+		Find: func(ctx context.Context, _ Payment, key string) (ChargeResult, error) {
+			return s.provider.FindCharge(ctx, key)
+		},
+		Check: checkCharge,
+		Settle: func(ctx context.Context, p Payment, r ChargeResult) (Payment, error) {
+			p, _, err := s.applyCharge(ctx, p, r)
+			return p, err
+		},
+		Unknown: func(ctx context.Context, p Payment) (Payment, error) {
+			return s.movePayment(ctx, p, StatusProcessing, nil)
+		},
+		Cancel: func(ctx context.Context, p Payment) (Payment, error) {
+			return s.movePayment(ctx, p, StatusCanceled, func(next Payment) error {
+				return s.emit(ctx, p.MerchantID, EventPaymentCanceled, paymentEvent{
+					ID: next.ID, OrderID: next.OrderID, Amount: next.Amount, Currency: next.Currency, Status: string(next.Status),
+				}, next.UpdatedAt)
+			})
+		},
+		Answer: answer,
 	}
-	return p, nil
 }
 
-// markPaymentUnknown moves a pending payment to processing and records the
-// recovery point. If news arrived first (a webhook), the payment is already
-// final and is returned as it is.
-func (s *Service) markPaymentUnknown(ctx context.Context, p Payment, rec Recovery) (Payment, error) {
-	err := s.pay.InTx(ctx, func(ctx context.Context) error {
-		next := p
-		next.Status, next.UpdatedAt = StatusProcessing, s.now()
-		moved, err := s.pay.MovePayment(ctx, next, next.Status.sources()...)
-		if err != nil {
-			return err
-		}
-		if moved {
-			p = next
-		} else if p, err = s.pay.GetPayment(ctx, p.MerchantID, p.ID); err != nil {
-			return err
-		}
-		return rec.Checkpoint(ctx, pointPaymentUnknown, p.ID)
-	})
-	if err != nil {
-		return p, fmt.Errorf("record unknown outcome of %s: %w", p.ID, err)
-	}
-	return p, paymentOutcome(p)
-}
-
-// finishPayment applies a definitive provider result in one transaction:
-// the payment's final state, the order's, and (for a request) the recovery
-// point. rec is nil when no request owns the operation (reconciler,
-// webhook). It returns the payment as stored, which is the earlier final
-// state if news arrived first.
-func (s *Service) finishPayment(ctx context.Context, p Payment, r ChargeResult, rec Recovery) (Payment, error) {
-	err := s.pay.InTx(ctx, func(ctx context.Context) error {
-		var err error
-		p, _, err = s.applyCharge(ctx, p, r)
-		if err != nil {
-			return err
-		}
-		if rec != nil {
-			return rec.Checkpoint(ctx, pointPaymentFinished, p.ID)
-		}
+// checkCharge holds the provider's answer to our payment: the money check
+// of every path that applies a charge (the request, the reconciler, a
+// webhook). A refusal that charged nothing (no amount, no currency) has no
+// money to check.
+func checkCharge(p Payment, r ChargeResult) error {
+	switch {
+	case r.Key != "" && r.Key != p.ProviderKey:
+		return fmt.Errorf("%w: charge %s is under key %q, payment %s under %q", idempotency.ErrMismatch, r.ChargeID, r.Key, p.ID, p.ProviderKey)
+	case r.Reference != "" && r.Reference != p.ID:
+		return fmt.Errorf("%w: charge %s names %s, not payment %s", idempotency.ErrMismatch, r.ChargeID, r.Reference, p.ID)
+	case !r.Succeeded && r.Amount == 0 && r.Currency == "":
 		return nil
-	})
-	if err != nil {
-		return p, fmt.Errorf("finish payment %s: %w", p.ID, err)
+	case r.Amount != p.Amount || r.Currency != p.Currency:
+		return fmt.Errorf("%w: charge %s is %d %s, payment %s is %d %s", idempotency.ErrMismatch,
+			r.ChargeID, r.Amount, r.Currency, p.ID, p.Amount, p.Currency)
 	}
-	return p, nil
+	return nil
+}
+
+// movePayment moves p to status in the caller's transaction, if it has not
+// moved on meanwhile (then it is returned as it stands), and runs also with
+// the moved payment.
+func (s *Service) movePayment(ctx context.Context, p Payment, status Status, also func(next Payment) error) (Payment, error) {
+	next := p
+	next.Status, next.UpdatedAt = status, s.now()
+	moved, err := s.pay.MovePayment(ctx, next, status.sources()...)
+	if err != nil {
+		return p, err
+	}
+	if !moved {
+		return s.pay.GetPayment(ctx, p.MerchantID, p.ID)
+	}
+	if also != nil {
+		if err := also(next); err != nil {
+			return p, err
+		}
+	}
+	return next, nil
 }
 
 // applyCharge moves p to the result's final state, inside the caller's
@@ -280,7 +207,7 @@ func (s *Service) applyCharge(ctx context.Context, p Payment, r ChargeResult) (P
 }
 
 // paymentOutcome is the error that goes with a payment's state: a decline
-// for a failed payment, nil otherwise.
+// for a failed payment, a cancel for a canceled one, nil otherwise.
 func paymentOutcome(p Payment) error {
 	switch p.Status {
 	case StatusFailed:
@@ -301,11 +228,4 @@ func (s *Service) GetPayment(ctx context.Context, merchantID, id string) (Paymen
 		return Payment{}, fmt.Errorf("get payment %s: %w", id, err)
 	}
 	return p, nil
-}
-
-func (s *Service) phase(ctx context.Context, name string) error {
-	if s.hook == nil {
-		return nil
-	}
-	return s.hook(ctx, name)
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/testkit"
 )
@@ -18,24 +20,26 @@ import (
 // cannot be looked up either. A key never charged has no call.
 type methodProvider struct {
 	mu      sync.Mutex
-	methods map[string]string // provider key → payment method
+	charges map[string]payments.ChargeRequest // provider key → what was asked
 }
 
 func (p *methodProvider) Charge(_ context.Context, key string, req payments.ChargeRequest) (payments.ChargeResult, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.methods[key] = req.PaymentMethod
+	p.charges[key] = req
 	return payments.ChargeResult{}, payments.ErrProviderUnknown
 }
 
 func (p *methodProvider) FindCharge(_ context.Context, key string) (payments.ChargeResult, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	switch p.methods[key] {
+	req := p.charges[key]
+	switch req.PaymentMethod {
 	case "":
 		return payments.ChargeResult{}, payments.ErrProviderNoSuchCall
 	case "pm_lost":
-		return payments.ChargeResult{ChargeID: "ch_1", Succeeded: true, Key: key}, nil
+		return payments.ChargeResult{ChargeID: "ch_1", Succeeded: true, Key: key, Reference: req.Reference,
+			Amount: req.Amount, Currency: req.Currency}, nil
 	default:
 		return payments.ChargeResult{}, payments.ErrProviderNotExecuted
 	}
@@ -49,15 +53,28 @@ func (p *methodProvider) FindRefund(context.Context, string) (payments.RefundRes
 	return payments.RefundResult{}, payments.ErrProviderNoSuchCall
 }
 
-// freshRecovery is a new operation's recovery: nothing durable yet.
-type freshRecovery struct{}
+// crashingStore is the idempotency store, but the first intent it is asked
+// to record fails after it was told to (crash is set), as if the process
+// died between creating a payment and calling the provider.
+type crashingStore struct {
+	idempotency.Store
+	mu    sync.Mutex
+	crash bool
+}
 
-func (freshRecovery) RecoveryPoint() (string, string)                  { return "started", "" }
-func (freshRecovery) Checkpoint(context.Context, string, string) error { return nil }
+func (s *crashingStore) SaveCall(ctx context.Context, c *idempotency.Call) error {
+	s.mu.Lock()
+	crash := s.crash && c.State == idempotency.CallCalling
+	s.mu.Unlock()
+	if crash {
+		return errors.New("crashed before calling the provider")
+	}
+	return s.Store.SaveCall(ctx, c)
+}
 
-// TestReconcilerReportsEachResult: OnResult hears resolved for an unknown
-// outcome the provider knows, unresolved for a pending payment the provider
-// has no call for, and error when the provider cannot be asked.
+// TestReconcilerReportsEachResult: OnReconcile hears resolved for an
+// unknown outcome the provider knows, unresolved for a pending payment the
+// provider has no call for, and error when the provider cannot be asked.
 func TestReconcilerReportsEachResult(t *testing.T) {
 	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
@@ -65,48 +82,60 @@ func TestReconcilerReportsEachResult(t *testing.T) {
 			_, db, clock := setup(t, d)
 			ctx := context.Background()
 			store := payments.NewGormStore(db.DB)
-			prov := &methodProvider{methods: map[string]string{}}
-			var crash sync.Mutex
-			crashAfterCreate := false
+			prov := &methodProvider{charges: map[string]payments.ChargeRequest{}}
+			records := gormstore.New(db.DB)
+			crashing := &crashingStore{Store: records}
+			var mu sync.Mutex
+			results := map[string]int{}
+			keeper := idempotency.New(crashing, idempotency.Config{
+				Transactor: records, Clock: clock, LockTimeout: 30 * time.Second,
+				OnReconcile: func(_, result string) {
+					mu.Lock()
+					defer mu.Unlock()
+					results[result]++
+				},
+			})
+			t.Cleanup(func() { _ = keeper.Close(ctx) })
 			svc := payments.NewService(store, clock.Now, payments.WithPayments(store, prov),
-				payments.WithPhaseHook(func(_ context.Context, phase string) error {
-					crash.Lock()
-					defer crash.Unlock()
-					if crashAfterCreate && phase == payments.PhaseCreated {
-						return errors.New("crashed before calling the provider")
-					}
-					return nil
-				}))
+				payments.WithOutsideCalls(keeper, answerOf, refundAnswerOf))
 			pay := func(method string) payments.Payment {
 				t.Helper()
 				order, err := svc.CreateOrder(ctx, "mch_a", validInput())
 				require.NoError(t, err)
-				p, _ := svc.PayOrder(ctx, "mch_a", order.ID, "key-"+method, payments.PayInput{PaymentMethod: method}, freshRecovery{})
+				var p payments.Payment
+				keeper.Handle(ctx, idempotency.Guarded, idempotency.Input{
+					Scope: "mch_a", Keys: []string{"key-" + method}, Method: "POST", Path: "/pay/" + order.ID, Route: "/pay/:id",
+				}, func(ctx context.Context, _ []byte) idempotency.Answer {
+					p, _ = svc.PayOrder(ctx, "mch_a", order.ID, payments.PayInput{PaymentMethod: method})
+					return idempotency.Answer{Status: 202}
+				})
 				return p
 			}
 			require.Equal(t, payments.StatusProcessing, pay("pm_lost").Status)
 			require.Equal(t, payments.StatusProcessing, pay("pm_broken").Status)
-			crash.Lock()
-			crashAfterCreate = true
-			crash.Unlock()
+			crashing.mu.Lock()
+			crashing.crash = true
+			crashing.mu.Unlock()
 			require.Equal(t, payments.StatusPending, pay("pm_crashed").Status)
 			clock.Advance(time.Minute) // the pending one is now old enough to ask about
 
-			var mu sync.Mutex
-			results := map[string]int{}
-			r := payments.NewReconciler(svc, payments.ReconcilerConfig{PendingAge: 30 * time.Second, OnResult: func(result string) {
-				mu.Lock()
-				defer mu.Unlock()
-				results[result]++
-			}}, nil)
-			n, err := r.ReconcileOnce(ctx)
+			n, err := keeper.Reconcile(ctx)
 			require.ErrorIs(t, err, payments.ErrProviderNotExecuted)
 			require.Equal(t, 1, n)
 			require.Equal(t, map[string]int{
-				payments.ReconcileResolved:   1,
-				payments.ReconcileUnresolved: 1,
-				payments.ReconcileError:      1,
+				idempotency.ReconcileResolved:   1,
+				idempotency.ReconcileUnresolved: 1,
+				idempotency.ReconcileError:      1,
 			}, results)
 		})
 	}
+}
+
+// answerOf and refundAnswerOf stand in for the HTTP layer's answers.
+func answerOf(p payments.Payment) idempotency.Answer {
+	return idempotency.Answer{Status: 201, Body: []byte(p.ID), Final: p.Status.Final()}
+}
+
+func refundAnswerOf(r payments.Refund) idempotency.Answer {
+	return idempotency.Answer{Status: 201, Body: []byte(r.ID), Final: r.Status.Final()}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/idemkeys/payments/internal/idempotency"
 )
 
 // Page sizes of ListOrders.
@@ -23,10 +25,12 @@ type Service struct {
 	ids      *idGenerator
 	pay      PaymentStore
 	provider Provider
-	resolved Resolved
-	hook     PhaseHook
-	events   EventStore
-	tracer   Tracer
+	// charges and refunds run payments and refunds on the idempotency
+	// core's skeleton of outside calls (WithOutsideCalls).
+	charges *idempotency.Effect[Payment, ChargeResult]
+	refunds *idempotency.Effect[Refund, RefundResult]
+	events  EventStore
+	tracer  Tracer
 	// customers is optional, like pay: a Service of orders alone serves
 	// tests of the order rules.
 	customers CustomerStore
@@ -60,28 +64,20 @@ func WithProviderEvents(lookup time.Duration, onOutcome func(outcome string), lo
 	}
 }
 
-// WithResolved sets who is told when a payment or refund is resolved
-// outside its request (the reconciler, a webhook).
-func WithResolved(r Resolved) Option {
-	return func(s *Service) { s.resolved = r }
-}
-
-// PhaseHook is called after each phase of a payment or refund with the
-// phase's name (PhaseCreated, PhaseCalled, PhaseFinished). A non-nil error
-// stops the operation right there, as a crash would: tests use it to prove
-// that a retry resumes from every recovery point without a second charge.
-type PhaseHook func(ctx context.Context, phase string) error
-
-// The phases a PhaseHook sees.
-const (
-	PhaseCreated  = "created"
-	PhaseCalled   = "provider_called"
-	PhaseFinished = "finished"
-)
-
-// WithPhaseHook installs a PhaseHook (tests only).
-func WithPhaseHook(h PhaseHook) Option {
-	return func(s *Service) { s.hook = h }
+// WithOutsideCalls runs payments and refunds (WithPayments) on k's
+// skeleton for outside calls (idempotency.Effect): k derives their ids and
+// provider keys, fences every provider call, settles them later through its
+// reconciler, and stores the client's answers, which payment and refund
+// build (the HTTP layer's PaymentAnswer and RefundAnswer). Give it after
+// WithPayments.
+func WithOutsideCalls(k *idempotency.Keeper, payment func(Payment) idempotency.Answer, refund func(Refund) idempotency.Answer) Option {
+	return func(s *Service) {
+		if s.pay == nil {
+			panic("payments: WithOutsideCalls needs WithPayments first")
+		}
+		s.charges = idempotency.Register(k, s.chargeEffect(payment))
+		s.refunds = idempotency.Register(k, s.refundEffect(refund))
+	}
 }
 
 // NewService returns a Service over store. clock tells the time of new

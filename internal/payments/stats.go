@@ -41,18 +41,20 @@ func (s *GormStore) CountUnresolved(ctx context.Context) (UnresolvedCounts, erro
 		for _, r := range rows {
 			t.into[Status(r.Status)] = r.N
 		}
-		if t.into[StatusPending] == 0 {
-			continue
-		}
-		var oldest struct{ At *time.Time }
-		err = database.Conn(ctx, s.db).Raw(`SELECT min(last_attempt_at) AS at FROM ` + t.table +
-			` WHERE status = 'pending'`).Scan(&oldest).Error
-		if err != nil {
-			return UnresolvedCounts{}, database.Classify(err)
-		}
-		if oldest.At != nil && (out.OldestPendingAttempt.IsZero() || oldest.At.Before(out.OldestPendingAttempt)) {
-			out.OldestPendingAttempt = oldest.At.UTC()
-		}
+	}
+	if out.Payments[StatusPending] == 0 && out.Refunds[StatusPending] == 0 {
+		return out, nil
+	}
+	// The last attempt is the outside call's: a retry that resumes a
+	// payment records it there (internal/idempotency/call.go).
+	var oldest struct{ At *time.Time }
+	err := database.Conn(ctx, s.db).Raw(`SELECT min(attempted_at) AS at FROM outside_calls
+WHERE state = 'ready' AND kind IN ('payment', 'refund') AND due_at IS NOT NULL`).Scan(&oldest).Error
+	if err != nil {
+		return UnresolvedCounts{}, database.Classify(err)
+	}
+	if oldest.At != nil {
+		out.OldestPendingAttempt = oldest.At.UTC()
 	}
 	return out, nil
 }

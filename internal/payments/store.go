@@ -62,15 +62,9 @@ type PaymentStore interface {
 	// MovePayment writes p's status, charge id and decline code if the
 	// stored status is one of from, and reports whether it did.
 	MovePayment(ctx context.Context, p Payment, from ...Status) (bool, error)
-	// TouchPayment sets the payment's last attempt to now if it is still
-	// pending or processing, and reports whether it did.
-	TouchPayment(ctx context.Context, merchantID, id string, now time.Time) (bool, error)
 	// AddRefunded adds amount to the payment's amount_refunded; the
 	// database refuses a total above the payment's amount.
 	AddRefunded(ctx context.Context, merchantID, paymentID string, amount int64, now time.Time) error
-	// UnresolvedPayments lists payments in processing, and payments still
-	// pending that were last touched before pendingBefore, oldest first.
-	UnresolvedPayments(ctx context.Context, pendingBefore time.Time, limit int) ([]Payment, error)
 
 	// CreateRefund inserts r.
 	CreateRefund(ctx context.Context, r Refund) error
@@ -81,16 +75,12 @@ type PaymentStore interface {
 	FindRefund(ctx context.Context, id string) (Refund, error)
 	// LockRefund is GetRefund with a row lock, like LockOrder.
 	LockRefund(ctx context.Context, merchantID, id string) (Refund, error)
-	// TouchRefund is TouchPayment for a refund.
-	TouchRefund(ctx context.Context, merchantID, id string, now time.Time) (bool, error)
 	// ReservedRefunds sums the payment's refunds that are neither failed
 	// nor canceled: what is already given back or on its way.
 	ReservedRefunds(ctx context.Context, merchantID, paymentID string) (int64, error)
 	// MoveRefund writes r's status and provider refund id if the stored
 	// status is one of from, and reports whether it did.
 	MoveRefund(ctx context.Context, r Refund, from ...Status) (bool, error)
-	// UnresolvedRefunds is UnresolvedPayments for refunds.
-	UnresolvedRefunds(ctx context.Context, pendingBefore time.Time, limit int) ([]Refund, error)
 
 	// RecordEvent puts a provider event id into the inbox and reports
 	// whether it was new. Called in the transaction that applies the event.

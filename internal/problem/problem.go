@@ -17,8 +17,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-
-	"github.com/gin-gonic/gin"
 )
 
 // ContentType is the media type of every problem answer.
@@ -176,16 +174,14 @@ func (p *Problem) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// Write answers the request with p and aborts the rest of the handler chain.
-// Headers set on c before the call (Retry-After, WWW-Authenticate) are kept.
-func Write(c *gin.Context, p Problem) {
+// Encode is p as an answer's body. The standard members always encode;
+// an Extra value that cannot (a programming error) is dropped rather than
+// losing the whole answer.
+func Encode(p Problem) []byte {
 	body, err := json.Marshal(p)
 	if err != nil {
-		// Only an Extra value that cannot be encoded gets here; the standard
-		// members always can.
 		p.Extra = nil
 		body, _ = json.Marshal(p)
 	}
-	c.Abort()
-	c.Data(p.Status, ContentType, body)
+	return body
 }

@@ -2,11 +2,8 @@ package problem_test
 
 import (
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 
-	"github.com/gin-gonic/gin"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/problem"
@@ -57,18 +54,13 @@ func TestMarshalJSON(t *testing.T) {
 	}
 }
 
-func TestWrite(t *testing.T) {
-	gin.SetMode(gin.TestMode)
-	w := httptest.NewRecorder()
-	c, _ := gin.CreateTestContext(w)
-	c.Request = httptest.NewRequest(http.MethodGet, "/", nil)
-	c.Header("Retry-After", "1")
+func TestEncode(t *testing.T) {
+	require.JSONEq(t, `{"type":"https://errors.idempotent-payments.dev/service_unavailable","title":"Service unavailable","status":503,"detail":"Later.","code":"service_unavailable"}`,
+		string(problem.Encode(problem.New(503, problem.CodeServiceUnavailable, "Service unavailable", "Later."))))
 
-	problem.Write(c, problem.New(503, problem.CodeServiceUnavailable, "Service unavailable", "Later."))
-
-	require.True(t, c.IsAborted())
-	require.Equal(t, 503, w.Code)
-	require.Equal(t, "application/problem+json", w.Header().Get("Content-Type"))
-	require.Equal(t, "1", w.Header().Get("Retry-After"))
-	require.JSONEq(t, `{"type":"https://errors.idempotent-payments.dev/service_unavailable","title":"Service unavailable","status":503,"detail":"Later.","code":"service_unavailable"}`, w.Body.String())
+	// An extension member that cannot be encoded costs itself, not the answer.
+	p := problem.New(500, problem.CodeInternalError, "Internal error", "Oops.")
+	p.Extra = map[string]any{"bad": make(chan int)}
+	require.JSONEq(t, `{"type":"https://errors.idempotent-payments.dev/internal_error","title":"Internal error","status":500,"detail":"Oops.","code":"internal_error"}`,
+		string(problem.Encode(p)))
 }

@@ -30,16 +30,13 @@ func TestAtomicHandlerWhoseStatementFails(t *testing.T) {
 	eachDialect(t, func(t *testing.T, d string) {
 		e := newTestEnv(t, d, idempotency.Config{Wait: 10 * time.Second})
 		require.NoError(t, e.db.Exec(uniqueThings).Error)
-		mw := e.middleware(t, idempotency.Config{Wait: 10 * time.Second, Keep: func(r idempotency.Response) bool {
-			return idempotency.KeepSuccess(r) || (r.Status == http.StatusConflict && idempotency.ProblemCode(r) == "name_taken")
-		}})
+		mw := e.middleware(t, idempotency.Config{Wait: 10 * time.Second})
 		var seq int
 		var mu sync.Mutex
-		e.engine.POST("/named", mw.Atomic(), func(c *gin.Context) {
+		e.engine.POST("/named", mw.Atomic(func(c *gin.Context) (idempotency.Answer, error) {
 			var in thingIn
 			if err := c.ShouldBindJSON(&in); err != nil || in.Name == "" {
-				c.AbortWithStatusJSON(400, gin.H{"code": "validation_failed"})
-				return
+				return idempotency.Answer{}, errValidation
 			}
 			mu.Lock()
 			seq++
@@ -49,14 +46,12 @@ func TestAtomicHandlerWhoseStatementFails(t *testing.T) {
 				"INSERT INTO named_things (scope, name, id) VALUES (?, ?, ?)", c.GetHeader("X-Merchant"), in.Name, id).Error
 			if err != nil {
 				// The pattern a fork copies: a unique violation is a
-				// business conflict, stored like any final answer.
-				c.Data(http.StatusConflict, "application/problem+json", []byte(`{"code":"name_taken","status":409}`))
-				c.Abort()
-				return
+				// business conflict, a final answer stored like a success.
+				return idempotency.Answer{Status: http.StatusConflict, Header: http.Header{"Content-Type": {"application/problem+json"}},
+					Body: []byte(`{"code":"name_taken","status":409}`), Final: true}, nil
 			}
-			c.Header("Location", "/named/"+id)
-			c.JSON(http.StatusCreated, gin.H{"id": id, "name": in.Name})
-		})
+			return reply(http.StatusCreated, gin.H{"id": id, "name": in.Name}, "Location", "/named/"+id), nil
+		}))
 		count := func() int64 {
 			var n int64
 			require.NoError(t, e.db.Raw("SELECT count(*) FROM named_things").Scan(&n).Error)
@@ -111,17 +106,16 @@ func TestAtomicDecodesBeforeTheTransaction(t *testing.T) {
 		require.NoError(t, err)
 		var inUse []int
 		mw := e.middleware(t, idempotency.Config{})
-		e.engine.POST("/inspect", mw.Atomic(), func(c *gin.Context) {
+		e.engine.POST("/inspect", mw.Atomic(func(c *gin.Context) (idempotency.Answer, error) {
 			inUse = append(inUse, sqlDB.Stats().InUse)
 			if c.Query("write") == "" {
-				c.AbortWithStatusJSON(400, gin.H{"code": "validation_failed"})
-				return
+				return idempotency.Answer{}, errValidation
 			}
 			require.NoError(t, gormstore.Conn(c.Request.Context(), e.db).Exec(
 				"INSERT INTO things (scope, id, name) VALUES ('m1', 'inspect', 'x')").Error)
 			inUse = append(inUse, sqlDB.Stats().InUse)
-			c.JSON(201, gin.H{"ok": true})
-		})
+			return reply(201, gin.H{"ok": true}), nil
+		}))
 		require.Equal(t, 400, e.post("m1", "/inspect", "k-refused", `{}`).Code)
 		require.Equal(t, 201, e.post("m1", "/inspect?write=1", "k-written", `{}`).Code)
 		require.Equal(t, []int{0, 0, 1}, inUse, "no connection before the first statement; one after")
@@ -144,20 +138,19 @@ func TestObserverHearsOneOutcomePerRequest(t *testing.T) {
 		// a retry on another instance takes the record over and stores its
 		// answer; the first owner's Complete is then fenced out.
 		hold := make(chan struct{})
-		slow := func(c *gin.Context) {
+		slow := func(c *gin.Context) (idempotency.Answer, error) {
 			lease := idempotency.LeaseFrom(c.Request.Context())
 			if err := lease.Checkpoint(c.Request.Context(), step1); err != nil {
-				renderTestError(c, err)
-				return
+				return idempotency.Answer{}, err
 			}
 			if c.GetHeader("X-Hold") != "" {
 				<-hold
 			}
-			c.JSON(201, gin.H{"fence": lease.Fence()})
+			return reply(201, gin.H{"fence": lease.Fence()}), nil
 		}
-		e.engine.POST("/slow", e.middleware(t, idempotency.Config{Observer: obs, Wait: 50 * time.Millisecond}).Guarded(), slow)
+		e.engine.POST("/slow", e.middleware(t, idempotency.Config{Observer: obs, Wait: 50 * time.Millisecond}).Guarded(slow))
 		other := gin.New()
-		other.POST("/slow", e.middleware(t, idempotency.Config{Observer: obs, Wait: 50 * time.Millisecond}).Guarded(), slow)
+		other.POST("/slow", e.middleware(t, idempotency.Config{Observer: obs, Wait: 50 * time.Millisecond}).Guarded(slow))
 
 		done := make(chan int)
 		requests++
@@ -209,8 +202,8 @@ func TestCloseWaitsForBackgroundWork(t *testing.T) {
 
 	res := k.Handle(context.Background(), idempotency.Atomic, idempotency.Input{
 		Scope: "m1", Keys: []string{"close-1"}, Method: "POST", Path: "/x", Route: "/x",
-	}, func(context.Context, []byte) idempotency.Response {
-		return idempotency.Response{Status: 201, Body: []byte(`{}`)}
+	}, func(context.Context, []byte) idempotency.Answer {
+		return idempotency.Answer{Status: 201, Body: []byte(`{}`), Final: true}
 	})
 	require.NoError(t, res.Err)
 	<-cache.entered // the PutCompleted of the stored record is running
@@ -222,8 +215,8 @@ func TestCloseWaitsForBackgroundWork(t *testing.T) {
 	k2 := idempotency.New(e.store, cfg)
 	res = k2.Handle(context.Background(), idempotency.Atomic, idempotency.Input{
 		Scope: "m1", Keys: []string{"close-2"}, Method: "POST", Path: "/x", Route: "/x",
-	}, func(context.Context, []byte) idempotency.Response {
-		return idempotency.Response{Status: 201, Body: []byte(`{}`)}
+	}, func(context.Context, []byte) idempotency.Answer {
+		return idempotency.Answer{Status: 201, Body: []byte(`{}`), Final: true}
 	})
 	require.NoError(t, res.Err)
 	<-cache.entered

@@ -64,13 +64,13 @@ var benchResponse = []byte(`{"id":"ord_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D","object":"ord
 // benchCreateOrder reads the body as a handler does and answers 201. It
 // writes no rows, so a new key costs what the middleware itself does in the
 // database: begin, insert the record, commit.
-func benchCreateOrder(c *gin.Context) {
+func benchCreateOrder(c *gin.Context) (idempotency.Answer, error) {
 	if _, err := io.Copy(io.Discard, c.Request.Body); err != nil {
-		c.AbortWithStatus(http.StatusBadRequest)
-		return
+		return idempotency.Answer{}, err
 	}
-	c.Header("Location", "/v1/orders/ord_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D")
-	c.Data(http.StatusCreated, "application/json; charset=utf-8", benchResponse)
+	return idempotency.Answer{Status: http.StatusCreated, Header: http.Header{
+		"Content-Type": {"application/json"}, "Location": {"/v1/orders/ord_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"},
+	}, Body: benchResponse, Final: true}, nil
 }
 
 // newBenchEngine mounts POST /v1/orders, behind an Atomic Keeper over a real
@@ -81,14 +81,20 @@ func newBenchEngine(b *testing.B, dialect string, cache idempotency.Cache, store
 	gin.SetMode(gin.TestMode)
 	r := gin.New()
 	if dialect == "" {
-		r.POST("/v1/orders", benchCreateOrder)
+		r.POST("/v1/orders", func(c *gin.Context) {
+			a, err := benchCreateOrder(c)
+			if err != nil {
+				a = testAnswer(c, err)
+			}
+			ginidem.Write(c, a)
+		})
 		return r
 	}
 	store := gormstore.New(gormtest.Open(b, dialect), storeOpts...)
 	keeper := idempotency.New(store, idempotency.Config{Cache: cache, Transactor: store, Tombstones: len(storeOpts) > 0})
 	b.Cleanup(func() { _ = keeper.Close(context.Background()) })
-	mw := ginidem.New(keeper, ginidem.Options{Scope: func(*gin.Context) string { return "m1" }, Render: renderTestError})
-	r.POST("/v1/orders", mw.Atomic(), benchCreateOrder)
+	mw := ginidem.New(keeper, ginidem.Options{Scope: func(*gin.Context) string { return "m1" }, Answer: testAnswer})
+	r.POST("/v1/orders", mw.Atomic(benchCreateOrder))
 	return r
 }
 

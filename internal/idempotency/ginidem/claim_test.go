@@ -2,6 +2,7 @@ package ginidem_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -41,7 +42,7 @@ func TestClaimFencesAnOpenRecord(t *testing.T) {
 			_, err = k.Claim(ctx, "m1", "c1", step1.Resource)
 			require.ErrorIs(t, err, idempotency.ErrLocked, "one claim at a time")
 
-			require.NoError(t, c.Complete(ctx, idempotency.Response{Status: 409, ContentType: "application/problem+json", Body: []byte(`{"code":"payment_canceled"}`)}))
+			require.NoError(t, c.Complete(ctx, idempotency.Answer{Status: 409, Header: http.Header{"Content-Type": {"application/problem+json"}}, Body: []byte(`{"code":"payment_canceled"}`), Final: true}))
 			c.Published()
 			w := e.post("m1", "/guarded/things/t1/actions", "c1", `{"status":202}`)
 			require.Equal(t, 409, w.Code)
@@ -73,7 +74,7 @@ func TestClaimFencesAnOpenRecord(t *testing.T) {
 			require.NoError(t, err)
 			e.clock.Advance(31 * time.Second)
 			require.Equal(t, 202, retry("c4"), "the retry took the record over")
-			require.ErrorIs(t, c.Complete(ctx, idempotency.Response{Status: 409}), idempotency.ErrFenced)
+			require.ErrorIs(t, c.Complete(ctx, idempotency.Answer{Status: 409, Final: true}), idempotency.ErrFenced)
 		})
 	})
 }

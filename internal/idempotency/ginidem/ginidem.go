@@ -1,11 +1,14 @@
-// Package ginidem is the Gin adapter of the idempotency layer: middleware
-// that turns a Gin request into an idempotency.Input, runs the rest of the
-// chain as the idempotency.Handler, and writes the Result. Everything the
-// layer decides is in the core package; this one only translates.
+// Package ginidem is the Gin adapter of the idempotency layer: it turns a
+// Gin request into an idempotency.Input, runs the route's handler as the
+// idempotency.Handler, and writes the answer. Everything the layer decides
+// is in the core package; this one only translates.
 //
-//	idem := ginidem.New(keeper, ginidem.Options{Scope: merchantOf, Render: renderError})
-//	r.POST("/v1/orders", idem.Atomic(), createOrder)
-//	r.POST("/v1/orders/:id/payments", idem.Guarded(), payOrder)
+// A keyed handler returns its answer as a value, or an error, which the
+// application's error table (Options.Answer) turns into one:
+//
+//	idem := ginidem.New(keeper, ginidem.Options{Scope: merchantOf, Answer: errorAnswer})
+//	r.POST("/v1/orders", idem.Atomic(createOrder))
+//	r.POST("/v1/orders/:id/payments", idem.Guarded(payOrder))
 package ginidem
 
 import (
@@ -18,15 +21,21 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency"
 )
 
+// Handler runs a route's work and returns its answer, or an error for the
+// application's error table. Its request context carries the transaction
+// (Atomic) or the record's owner (Guarded).
+type Handler func(c *gin.Context) (idempotency.Answer, error)
+
 // Options are what the adapter needs from the application.
 type Options struct {
 	// Scope returns who a request's key belongs to (the authenticated
 	// merchant). Required.
 	Scope func(c *gin.Context) string
-	// Render answers an error of a Result (one of the core's errors, or a
-	// store's) and aborts the chain: the application's error table.
-	// Required.
-	Render func(c *gin.Context, err error)
+	// Answer turns an error into its answer, final or not: the
+	// application's error table. It answers both a handler's errors and the
+	// layer's own refusals (a missing key, a key reused, a duplicate in
+	// progress). Required.
+	Answer func(c *gin.Context, err error) idempotency.Answer
 }
 
 // Middleware makes Gin routes idempotent.
@@ -43,35 +52,34 @@ func New(keeper *idempotency.Keeper, opts Options) *Middleware {
 		panic("ginidem: a Keeper is required")
 	case opts.Scope == nil:
 		panic("ginidem: Options.Scope is required")
-	case opts.Render == nil:
-		panic("ginidem: Options.Render is required")
+	case opts.Answer == nil:
+		panic("ginidem: Options.Answer is required")
 	}
 	return &Middleware{keeper: keeper, opts: opts}
 }
 
-// Atomic is the middleware of routes whose whole effect is rows in the
-// database (creating an order). The handlers after it run inside a
-// transaction that begins at their first statement and that the record
-// commits with (see idempotency.Atomic). Their contract: no effect outside
-// the transaction, and a statement that fails is answered with an error,
-// never with a success; an error answer that is kept is stored after the
-// transaction rolled back.
-func (m *Middleware) Atomic() gin.HandlerFunc {
+// Atomic serves h as a route whose whole effect is rows in the database
+// (creating an order). h runs inside a transaction that begins at its first
+// statement and that the record commits with (see idempotency.Atomic). Its
+// contract: no effect outside the transaction, and a statement that fails is
+// answered with an error, never with a success; a final error answer is
+// stored after the transaction rolled back.
+func (m *Middleware) Atomic(h Handler) gin.HandlerFunc {
 	if m.keeper.Config().Transactor == nil {
 		panic("ginidem: Atomic routes need idempotency.Config.Transactor")
 	}
-	return m.serve(idempotency.Atomic)
+	return m.serve(idempotency.Atomic, h)
 }
 
-// Guarded is the middleware of routes with an effect outside the database
-// (a charge at a payment provider). The key is reserved first; the
-// handlers after it find an idempotency.Lease in the request context
-// (idempotency.LeaseFrom) to record recovery points with.
-func (m *Middleware) Guarded() gin.HandlerFunc {
-	return m.serve(idempotency.Guarded)
+// Guarded serves h as a route with an effect outside the database (a charge
+// at a payment provider). The key is reserved first; h runs as the owner of
+// the key's record, and an outside call made through an idempotency.Effect
+// finds that owner in the request context.
+func (m *Middleware) Guarded(h Handler) gin.HandlerFunc {
+	return m.serve(idempotency.Guarded, h)
 }
 
-func (m *Middleware) serve(mode idempotency.Mode) gin.HandlerFunc {
+func (m *Middleware) serve(mode idempotency.Mode, h Handler) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		in := idempotency.Input{
 			Scope:  m.opts.Scope(c),
@@ -82,57 +90,46 @@ func (m *Middleware) serve(mode idempotency.Mode) gin.HandlerFunc {
 			Params: params(c),
 			Body:   c.Request.Body,
 		}
-		cw := newCaptureWriter(c.Writer)
-		res := m.keeper.Handle(c.Request.Context(), mode, in, func(ctx context.Context, body []byte) idempotency.Response {
-			return runChain(c, cw, ctx, body)
+		res := m.keeper.Handle(c.Request.Context(), mode, in, func(ctx context.Context, body []byte) idempotency.Answer {
+			return m.run(c, h, ctx, body)
 		})
-		m.write(c, cw, res)
+		switch {
+		case res.Err != nil:
+			Write(c, m.opts.Answer(c, res.Err))
+		case res.Replayed:
+			c.Header(idempotency.HeaderReplayed, "true")
+			Write(c, *res.Answer)
+		default:
+			Write(c, *res.Answer)
+		}
+		c.Abort()
 	}
 }
 
-// runChain runs the rest of the chain with ctx and the body put back,
-// holding its answer in cw. The real writer and the request's own context
-// come back afterwards whatever happens: a panic is answered by a recovery
-// middleware further out, which must write to the real writer.
-func runChain(c *gin.Context, cw *captureWriter, ctx context.Context, body []byte) idempotency.Response {
-	orig, base := c.Writer, c.Request.Context()
-	defer func() {
-		c.Writer = orig
-		c.Request = c.Request.WithContext(base)
-	}()
-	c.Writer = cw
+// run calls h with ctx and the body as the Keeper read it. The request's own
+// context comes back afterwards whatever happens: a panic is answered by a
+// recovery middleware further out, which must see the request as it came.
+func (m *Middleware) run(c *gin.Context, h Handler, ctx context.Context, body []byte) idempotency.Answer {
+	base := c.Request.Context()
+	defer func() { c.Request = c.Request.WithContext(base) }()
 	c.Request = c.Request.WithContext(ctx)
 	c.Request.Body = io.NopCloser(bytes.NewReader(body))
-	c.Next()
-	return cw.response()
-}
-
-// write is the one exit of a keyed request: the error's problem, the
-// stored answer marked as a replay, or the handler's own answer.
-func (m *Middleware) write(c *gin.Context, cw *captureWriter, res idempotency.Result) {
-	switch {
-	case res.Err != nil:
-		m.opts.Render(c, res.Err)
-	case res.Replayed:
-		replay(c, res.Response)
-	default:
-		cw.flush()
+	a, err := h(c)
+	if err != nil {
+		return m.opts.Answer(c, err)
 	}
-	c.Abort()
+	return a
 }
 
-// replay writes a stored answer, marked as replayed.
-func replay(c *gin.Context, resp *idempotency.Response) {
+// Write sends an answer: its headers, status and body. It is the one
+// writer of answers, keyed or not, stored or fresh.
+func Write(c *gin.Context, a idempotency.Answer) {
 	h := c.Writer.Header()
-	if resp.ContentType != "" {
-		h.Set("Content-Type", resp.ContentType)
+	for name, values := range a.Header {
+		h[name] = values
 	}
-	if resp.Location != "" {
-		h.Set("Location", resp.Location)
-	}
-	h.Set(idempotency.HeaderReplayed, "true")
-	c.Status(resp.Status)
-	_, _ = c.Writer.Write(resp.Body)
+	c.Status(a.Status)
+	_, _ = c.Writer.Write(a.Body)
 }
 
 func params(c *gin.Context) []idempotency.Param {

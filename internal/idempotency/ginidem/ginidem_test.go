@@ -59,8 +59,8 @@ func newTestEnv(t *testing.T, dialect string, cfg idempotency.Config) *testEnv {
 	e.store = gormstore.New(e.db)
 	mw := e.middleware(t, cfg)
 	r := gin.New()
-	r.POST("/atomic/things", mw.Atomic(), e.createThing)
-	r.POST("/guarded/things/:id/actions", mw.Guarded(), e.guardedAction)
+	r.POST("/atomic/things", mw.Atomic(e.createThing))
+	r.POST("/guarded/things/:id/actions", mw.Guarded(e.guardedAction))
 	e.engine = r
 	return e
 }
@@ -69,27 +69,36 @@ func newTestEnv(t *testing.T, dialect string, cfg idempotency.Config) *testEnv {
 // process, as far as in-process coalescing can tell.
 func (e *testEnv) middleware(t *testing.T, cfg idempotency.Config) *ginidem.Middleware {
 	cfg.Clock, cfg.Transactor = e.clock, e.store
-	if cfg.Keep == nil {
-		cfg.Keep = keepLikeAPayments
-	}
 	k := idempotency.New(e.store, cfg)
 	t.Cleanup(func() { _ = k.Close(context.Background()) })
 	return ginidem.New(k, ginidem.Options{
 		Scope:  func(c *gin.Context) string { return c.GetHeader("X-Merchant") },
-		Render: renderTestError,
+		Answer: testAnswer,
 	})
 }
 
-// keepLikeAPayments keeps what a payments API keeps: the default (2xx but
-// 202) and a decline (402).
-func keepLikeAPayments(r idempotency.Response) bool {
-	return idempotency.KeepSuccess(r) || r.Status == http.StatusPaymentRequired
+// reply is a JSON answer, final as a payments API's answers are: a success
+// but a 202 (the outcome is not known yet), and a decline (402). header
+// holds name and value pairs.
+func reply(status int, v any, header ...string) idempotency.Answer {
+	body, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	h := http.Header{"Content-Type": {"application/json"}}
+	for i := 0; i+1 < len(header); i += 2 {
+		h.Set(header[i], header[i+1])
+	}
+	final := (status >= 200 && status < 300 && status != http.StatusAccepted) || status == http.StatusPaymentRequired
+	return idempotency.Answer{Status: status, Header: h, Body: body, Final: final}
 }
 
-// renderTestError stands in for the HTTP layer's error table.
-func renderTestError(c *gin.Context, err error) {
+// testAnswer stands in for the HTTP layer's error table: none of its
+// answers is final.
+func testAnswer(_ *gin.Context, err error) idempotency.Answer {
 	var inProgress *idempotency.InProgressError
 	status, code := http.StatusInternalServerError, "internal_error"
+	var header []string
 	switch {
 	case errors.Is(err, idempotency.ErrKeyMissing):
 		status, code = 400, "idempotency_key_missing"
@@ -99,38 +108,40 @@ func renderTestError(c *gin.Context, err error) {
 		status, code = 409, "idempotency_key_expired"
 	case errors.Is(err, idempotency.ErrKeyReused):
 		status, code = 422, "idempotency_key_reused"
-	case errors.Is(err, idempotency.ErrMalformedBody):
+	case errors.Is(err, idempotency.ErrMalformedBody), errors.Is(err, errValidation):
 		status, code = 400, "validation_failed"
 	case errors.As(err, &inProgress):
 		status, code = 409, "idempotency_request_in_progress"
-		c.Header("Retry-After", strconv.Itoa(int(inProgress.RetryAfter.Seconds())))
+		header = []string{"Retry-After", strconv.Itoa(int(inProgress.RetryAfter.Seconds()))}
 	}
-	c.AbortWithStatusJSON(status, gin.H{"code": code, "detail": err.Error()})
+	a := reply(status, gin.H{"code": code, "detail": err.Error()}, header...)
+	a.Final = false
+	return a
 }
+
+// errValidation is the handlers' refusal of a body.
+var errValidation = errors.New("validation_failed")
 
 var thingSeq atomic.Int64
 
-func (e *testEnv) createThing(c *gin.Context) {
+func (e *testEnv) createThing(c *gin.Context) (idempotency.Answer, error) {
 	var in thingIn
 	if err := c.ShouldBindJSON(&in); err != nil || in.Name == "" {
-		c.AbortWithStatusJSON(400, gin.H{"code": "validation_failed"})
-		return
+		return idempotency.Answer{}, errValidation
 	}
 	ctx := c.Request.Context()
 	id := fmt.Sprintf("th_%d", thingSeq.Add(1))
 	err := gormstore.Conn(ctx, e.db).Exec(`INSERT INTO things (scope, id, name) VALUES (?, ?, ?)`,
 		c.GetHeader("X-Merchant"), id, in.Name).Error
 	if err != nil {
-		renderTestError(c, err)
-		return
+		return idempotency.Answer{}, err
 	}
-	c.Header("Location", "/atomic/things/"+id)
-	c.JSON(http.StatusCreated, gin.H{"id": id, "name": in.Name})
+	return reply(http.StatusCreated, gin.H{"id": id, "name": in.Name}, "Location", "/atomic/things/"+id, "ETag", `"1"`), nil
 }
 
 var step1 = idempotency.Point{Step: "step1"}
 
-func (e *testEnv) guardedAction(c *gin.Context) {
+func (e *testEnv) guardedAction(c *gin.Context) (idempotency.Answer, error) {
 	var in thingIn
 	_ = c.ShouldBindJSON(&in)
 	n := e.executions.Add(1)
@@ -144,14 +155,13 @@ func (e *testEnv) guardedAction(c *gin.Context) {
 		time.Sleep(time.Duration(in.Sleep) * time.Millisecond)
 	}
 	if err := lease.Checkpoint(c.Request.Context(), step1); err != nil {
-		renderTestError(c, err)
-		return
+		return idempotency.Answer{}, err
 	}
 	status := in.Status
 	if status == 0 {
 		status = http.StatusCreated
 	}
-	c.JSON(status, gin.H{"execution": n, "resumed_from": lease.Point().String()})
+	return reply(status, gin.H{"execution": n, "resumed_from": lease.Point().String()}), nil
 }
 
 func (e *testEnv) post(merchant, path, key, body string) *httptest.ResponseRecorder {
@@ -209,6 +219,7 @@ func TestAtomicCreate(t *testing.T) {
 		require.Equal(t, first.Body.Bytes(), again.Body.Bytes(), "the replay is byte-identical")
 		require.Equal(t, first.Header().Get("Location"), again.Header().Get("Location"))
 		require.Equal(t, first.Header().Get("Content-Type"), again.Header().Get("Content-Type"))
+		require.Equal(t, `"1"`, again.Header().Get("ETag"), "the headers that describe the result are stored")
 		require.EqualValues(t, 1, e.orders(t, "m1"), "a replay creates nothing")
 
 		reused := e.post("m1", "/atomic/things", "key-1", `{"name":"tea"}`)
@@ -292,7 +303,7 @@ func TestAtomicAcrossKeepers(t *testing.T) {
 		e := newTestEnv(t, d, idempotency.Config{})
 		other := e.middleware(t, idempotency.Config{TTL: time.Hour, LockTimeout: time.Minute, Wait: 5 * time.Second})
 		r2 := gin.New()
-		r2.POST("/atomic/things", other.Atomic(), e.createThing)
+		r2.POST("/atomic/things", other.Atomic(e.createThing))
 
 		var wg sync.WaitGroup
 		codes := make([]int, 40)
@@ -405,7 +416,7 @@ func TestGuardedCrashedOwnerIsTakenOverWithFencing(t *testing.T) {
 		require.Equal(t, step1, seen, "and resumed from the recovery point")
 
 		// The dead owner wakes up: it can no longer write.
-		require.ErrorIs(t, e.store.Complete(ctx, "m1", "crash", staleFence, idempotency.Response{Status: 201}, e.clock.Now()), idempotency.ErrFenced)
+		require.ErrorIs(t, e.store.Complete(ctx, "m1", "crash", staleFence, idempotency.Answer{Status: 201, Final: true}, e.clock.Now()), idempotency.ErrFenced)
 	})
 }
 
@@ -434,11 +445,11 @@ func TestPanickingHandlerReleasesTheKey(t *testing.T) {
 	eachDialect(t, func(t *testing.T, d string) {
 		e := newTestEnv(t, d, idempotency.Config{})
 		var calls atomic.Int64
-		panics := func(c *gin.Context) {
+		panics := func(c *gin.Context) (idempotency.Answer, error) {
 			if calls.Add(1) == 1 {
 				panic("boom")
 			}
-			c.JSON(201, gin.H{"ok": true})
+			return reply(201, gin.H{"ok": true}), nil
 		}
 		recovered := func(c *gin.Context) {
 			defer func() {
@@ -449,8 +460,8 @@ func TestPanickingHandlerReleasesTheKey(t *testing.T) {
 			c.Next()
 		}
 		keeper := e.middleware(t, idempotency.Config{TTL: time.Hour, LockTimeout: time.Minute, Wait: time.Second})
-		e.engine.POST("/panics/guarded", recovered, keeper.Guarded(), panics)
-		e.engine.POST("/panics/atomic", recovered, keeper.Atomic(), panics)
+		e.engine.POST("/panics/guarded", recovered, keeper.Guarded(panics))
+		e.engine.POST("/panics/atomic", recovered, keeper.Atomic(panics))
 
 		for _, path := range []string{"/panics/guarded", "/panics/atomic"} {
 			calls.Store(0)

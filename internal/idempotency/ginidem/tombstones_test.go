@@ -21,11 +21,11 @@ func TestTombstones(t *testing.T) {
 	eachDialect(t, func(t *testing.T, d string) {
 		e := newTestEnv(t, d, idempotency.Config{})
 		store := gormstore.New(e.db, gormstore.WithTombstones(30*24*time.Hour))
-		k := idempotency.New(store, idempotency.Config{TTL: time.Hour, Tombstones: true, Clock: e.clock, Transactor: store, Keep: keepLikeAPayments})
+		k := idempotency.New(store, idempotency.Config{TTL: time.Hour, Tombstones: true, Clock: e.clock, Transactor: store})
 		t.Cleanup(func() { _ = k.Close(context.Background()) })
 		mw := newMiddleware(k)
-		e.engine.POST("/tomb/atomic", mw.Atomic(), e.createThing)
-		e.engine.POST("/tomb/guarded/:id", mw.Guarded(), e.guardedAction)
+		e.engine.POST("/tomb/atomic", mw.Atomic(e.createThing))
+		e.engine.POST("/tomb/guarded/:id", mw.Guarded(e.guardedAction))
 		janitor := idempotency.NewJanitor(store, e.clock, idempotency.JanitorConfig{BatchSize: 2}, nil)
 
 		require.Equal(t, 201, e.post("m1", "/tomb/atomic", "t-a", `{"name":"a"}`).Code)
@@ -72,6 +72,6 @@ func TestTombstones(t *testing.T) {
 func newMiddleware(k *idempotency.Keeper) *ginidem.Middleware {
 	return ginidem.New(k, ginidem.Options{
 		Scope:  func(c *gin.Context) string { return c.GetHeader("X-Merchant") },
-		Render: renderTestError,
+		Answer: testAnswer,
 	})
 }

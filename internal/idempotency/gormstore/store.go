@@ -122,7 +122,7 @@ RETURNING fence`
 
 // Insert implements idempotency.Store.
 func (s *Store) Insert(ctx context.Context, rec *idempotency.Record) error {
-	status, headers, body, keyID, err := s.encodeResponse(rec.Scope, rec.Key, rec.Response)
+	status, headers, body, keyID, err := s.encodeAnswer(rec.Scope, rec.Key, rec.Answer)
 	if err != nil {
 		return err
 	}
@@ -186,8 +186,8 @@ WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executi
 }
 
 // Complete implements idempotency.Store.
-func (s *Store) Complete(ctx context.Context, scope, key string, fence int64, resp idempotency.Response, now time.Time) error {
-	status, headers, body, keyID, err := s.encodeResponse(scope, key, &resp)
+func (s *Store) Complete(ctx context.Context, scope, key string, fence int64, a idempotency.Answer, now time.Time) error {
+	status, headers, body, keyID, err := s.encodeAnswer(scope, key, &a)
 	if err != nil {
 		return err
 	}
@@ -257,18 +257,18 @@ func (s *Store) fenced(res *gorm.DB) error {
 	return nil
 }
 
-// encodeResponse spells r as its columns; with a cipher, the body is
+// encodeAnswer spells a as its columns; with a cipher, the body is
 // encrypted for the record (scope, key) and keyID names the key.
-func (s *Store) encodeResponse(scope, key string, r *idempotency.Response) (status *int, headers *string, body []byte, keyID *string, err error) {
-	if r == nil {
+func (s *Store) encodeAnswer(scope, key string, a *idempotency.Answer) (status *int, headers *string, body []byte, keyID *string, err error) {
+	if a == nil {
 		return nil, nil, nil, nil, nil
 	}
-	st := r.Status
-	h := encodeHeaders(r.ContentType, r.Location)
+	st := a.Status
+	h := encodeHeaders(a.Header)
 	if s.cipher == nil {
-		return &st, &h, r.Body, nil, nil
+		return &st, &h, a.Body, nil, nil
 	}
-	id, sealed, err := s.cipher.Seal(scope, key, r.Body)
+	id, sealed, err := s.cipher.Seal(scope, key, a.Body)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -291,7 +291,7 @@ func (s *Store) toRecord(row recordRow) (*idempotency.Record, error) {
 		ExpiresAt:   row.ExpiresAt.UTC(),
 	}
 	if row.ResponseStatus != nil {
-		resp := &idempotency.Response{Status: *row.ResponseStatus, Body: row.ResponseBody}
+		resp := &idempotency.Answer{Status: *row.ResponseStatus, Body: row.ResponseBody, Final: true}
 		if row.ResponseKeyID != nil {
 			if s.cipher == nil {
 				return nil, fmt.Errorf("%w: %q (response encryption is off)", idempotency.ErrResponseKeyUnknown, *row.ResponseKeyID)
@@ -307,12 +307,11 @@ func (s *Store) toRecord(row recordRow) (*idempotency.Record, error) {
 		}
 		if row.ResponseHeaders != nil {
 			var err error
-			resp.ContentType, resp.Location, err = decodeHeaders(*row.ResponseHeaders)
-			if err != nil {
+			if resp.Header, err = decodeHeaders(*row.ResponseHeaders); err != nil {
 				return nil, err
 			}
 		}
-		rec.Response = resp
+		rec.Answer = resp
 	}
 	return rec, nil
 }

@@ -3,6 +3,8 @@ package gormstore_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"net/http"
 	"testing"
 	"time"
 
@@ -65,11 +67,11 @@ func TestResponseEncryptionAtRest(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	secret := `{"id":"ord_1","metadata":{"card_note":"very-secret-note"}}`
-	resp := idempotency.Response{Status: 201, ContentType: "application/json", Location: "/v1/orders/ord_1", Body: []byte(secret)}
+	resp := idempotency.Answer{Status: 201, Header: http.Header{"Content-Type": {"application/json"}, "Location": {"/v1/orders/ord_1"}}, Body: []byte(secret), Final: true}
 
 	completed := func(merchant, key string) *idempotency.Record {
 		rec := executing(merchant, key, t0)
-		rec.State, rec.Response = idempotency.StateCompleted, &resp
+		rec.State, rec.Answer = idempotency.StateCompleted, &resp
 		return rec
 	}
 	for _, dialect := range gormtest.Dialects {
@@ -110,20 +112,20 @@ WHERE merchant_id = ? AND idempotency_key = ?`, merchant, key).Scan(&row).Error)
 				require.NotEqual(t, []byte(secret), body)
 				got, err := v1.Get(ctx, "m1", key, t0)
 				require.NoError(t, err)
-				require.Equal(t, &resp, got.Response)
+				require.Equal(t, &resp, got.Answer)
 			}
 
 			t.Run("after rotation old records still replay and new ones use the new key", func(t *testing.T) {
 				got, err := v2.Get(ctx, "m1", "atomic", t0)
 				require.NoError(t, err)
-				require.Equal(t, &resp, got.Response)
+				require.Equal(t, &resp, got.Answer)
 
 				require.NoError(t, v2.Insert(ctx, completed("m1", "after-rotation")))
 				_, keyID := column("m1", "after-rotation")
 				require.Equal(t, "k2", *keyID)
 				got, err = v2.Get(ctx, "m1", "after-rotation", t0)
 				require.NoError(t, err)
-				require.Equal(t, &resp, got.Response)
+				require.Equal(t, &resp, got.Answer)
 			})
 
 			t.Run("a record under a key no longer held is a clear error", func(t *testing.T) {
@@ -142,7 +144,7 @@ WHERE merchant_id = ? AND idempotency_key = ?`, merchant, key).Scan(&row).Error)
 				require.Equal(t, []byte(secret), body)
 				got, err := v2.Get(ctx, "m1", "clear", t0)
 				require.NoError(t, err)
-				require.Equal(t, &resp, got.Response)
+				require.Equal(t, &resp, got.Answer)
 			})
 
 			t.Run("a ciphertext moved to another record does not decrypt", func(t *testing.T) {
@@ -156,11 +158,11 @@ WHERE merchant_id = 'm2' AND idempotency_key = 'victim'`, stolen).Error)
 
 			t.Run("an empty body round-trips", func(t *testing.T) {
 				empty := completed("m1", "empty")
-				empty.Response = &idempotency.Response{Status: 204, Body: []byte{}}
+				empty.Answer = &idempotency.Answer{Status: 204, Body: []byte{}, Final: true}
 				require.NoError(t, v1.Insert(ctx, empty))
 				got, err := v1.Get(ctx, "m1", "empty", t0)
 				require.NoError(t, err)
-				require.Equal(t, []byte{}, got.Response.Body)
+				require.Equal(t, []byte{}, got.Answer.Body)
 			})
 		})
 	}
@@ -216,7 +218,7 @@ func TestExecutingStats(t *testing.T) {
 			require.NoError(t, s.Insert(ctx, executing("m1", "running", t0.Add(-time.Second))))
 			done := executing("m2", "done", t0.Add(-2*time.Hour))
 			require.NoError(t, s.Insert(ctx, done))
-			require.NoError(t, s.Complete(ctx, "m2", "done", done.Fence, idempotency.Response{Status: 201}, t0))
+			require.NoError(t, s.Complete(ctx, "m2", "done", done.Fence, idempotency.Answer{Status: 201, Final: true}, t0))
 			expired := executing("m3", "expired", t0.Add(-3*time.Hour))
 			expired.ExpiresAt = t0.Add(-time.Second)
 			require.NoError(t, s.Insert(ctx, expired))
@@ -226,6 +228,49 @@ func TestExecutingStats(t *testing.T) {
 			require.Equal(t, 1, stats.Locked)
 			require.Equal(t, 1, stats.Unlocked)
 			require.Equal(t, t0.Add(-time.Hour), stats.OldestCreatedAt)
+		})
+	}
+}
+
+// TestAnswersAcrossVersions: a record an older instance wrote (its headers
+// column held Content-Type and Location only) replays unchanged, and one
+// this version writes keeps those two members where an older instance reads
+// them, beside the ETag it now stores.
+func TestAnswersAcrossVersions(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, dialect := range gormtest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
+			db := gormtest.Open(t, dialect)
+			s := gormstore.New(db)
+
+			old := executing("m1", "old", t0)
+			require.NoError(t, s.Insert(ctx, old))
+			require.NoError(t, db.Exec(`UPDATE idempotency_records SET state = 'completed', response_status = 201,
+    response_headers = '{"Content-Type":"application/json","Location":"/v1/orders/ord_1"}', response_body = ?
+WHERE merchant_id = 'm1' AND idempotency_key = 'old'`, []byte(`{"id":"ord_1"}`)).Error)
+			got, err := s.Get(ctx, "m1", "old", t0)
+			require.NoError(t, err)
+			require.Equal(t, &idempotency.Answer{Status: 201, Header: http.Header{
+				"Content-Type": {"application/json"}, "Location": {"/v1/orders/ord_1"},
+			}, Body: []byte(`{"id":"ord_1"}`), Final: true}, got.Answer)
+
+			rec := executing("m1", "new", t0)
+			rec.State, rec.Answer = idempotency.StateCompleted, &idempotency.Answer{Status: 201, Header: http.Header{
+				"Content-Type": {"application/json"}, "Location": {"/v1/orders/ord_2"}, "Etag": {`"1"`},
+			}, Body: []byte(`{}`), Final: true}
+			require.NoError(t, s.Insert(ctx, rec))
+			var headers string
+			require.NoError(t, db.Raw(`SELECT response_headers FROM idempotency_records
+WHERE merchant_id = 'm1' AND idempotency_key = 'new'`).Row().Scan(&headers))
+			var older struct {
+				ContentType string `json:"Content-Type"`
+				Location    string `json:"Location"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(headers), &older))
+			require.Equal(t, "application/json", older.ContentType)
+			require.Equal(t, "/v1/orders/ord_2", older.Location)
 		})
 	}
 }

@@ -27,6 +27,8 @@ type unit struct {
 	// commit (PostgreSQL only); pending holds them until then.
 	pipelined bool
 	pending   []pendingWrite
+	// after runs once the transaction has committed (AfterCommit).
+	after []func()
 }
 
 // conn returns the unit's transaction, beginning it on first use. A begin
@@ -116,20 +118,55 @@ func Transaction(ctx context.Context, db *gorm.DB, fn func(ctx context.Context) 
 	if InTx(ctx) {
 		return fn(ctx)
 	}
-	return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		return fn(WithTx(ctx, tx))
+	u := &unit{}
+	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		u.tx = tx
+		return fn(context.WithValue(ctx, txKey{}, u))
 	})
+	if err == nil {
+		u.committed()
+	}
+	return err
+}
+
+// AfterCommit runs fn once the transaction ctx carries has committed, and
+// never if it rolls back; at once when ctx carries none. The idempotency
+// layer publishes a stored answer to its caches this way: only what the
+// database holds may be cached.
+func AfterCommit(ctx context.Context, fn func()) {
+	u, ok := ctx.Value(txKey{}).(*unit)
+	if !ok {
+		fn()
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.after = append(u.after, fn)
+}
+
+// committed runs what waited for the commit.
+func (u *unit) committed() {
+	u.mu.Lock()
+	after := u.after
+	u.after = nil
+	u.mu.Unlock()
+	for _, fn := range after {
+		fn()
+	}
 }
 
 // InTx implements idempotency.Transactor: fn runs with a context carrying a
 // transaction that begins at its first statement, so that what fn does
 // before any statement (decoding and validating a body) holds no pool
-// connection. On PostgreSQL, writes made with Exec (and the record's own
+// connection; when ctx carries a transaction already, fn joins it. On PostgreSQL, writes made with Exec (and the record's own
 // insert) are deferred and sent at the commit in one pipeline (see
 // pipeline.go). It commits when fn returns nil, and rolls back otherwise,
 // or when fn panics (the panic goes on up). A record insert refused at the
 // commit returns idempotency.ErrKeyExists, and nothing commits.
 func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) (err error) {
+	if InTx(ctx) {
+		return fn(ctx)
+	}
 	u := &unit{ctx: ctx, db: s.db.WithContext(ctx), pipelined: s.db.Name() == "postgres"}
 	defer func() {
 		if p := recover(); p != nil {
@@ -144,5 +181,9 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) (e
 	if err := u.end(true); err != nil {
 		return s.classify(err)
 	}
+	u.committed()
 	return nil
 }
+
+// AfterCommit implements idempotency.Transactor (see the function).
+func (s *Store) AfterCommit(ctx context.Context, fn func()) { AfterCommit(ctx, fn) }

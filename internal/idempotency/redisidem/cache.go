@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -106,14 +107,18 @@ func (c *Cache) redisKey(scope, key string) string {
 func (c *Cache) RedisKey(scope, key string) string { return c.redisKey(scope, key) }
 
 // cachedRecord is what Redis holds: enough to replay or refuse a mismatch.
+// The stored headers are in Header; ContentType and Location repeat two of
+// them for instances older than Header, which read only those two (and a
+// newer instance reading an older entry finds them there).
 type cachedRecord struct {
-	Fingerprint string    `json:"fp"`
-	Status      int       `json:"st"`
-	ContentType string    `json:"ct,omitempty"`
-	Location    string    `json:"loc,omitempty"`
-	Body        []byte    `json:"body"`
-	KeyID       string    `json:"kid,omitempty"`
-	ExpiresAt   time.Time `json:"exp"`
+	Fingerprint string            `json:"fp"`
+	Status      int               `json:"st"`
+	Header      map[string]string `json:"h,omitempty"`
+	ContentType string            `json:"ct,omitempty"`
+	Location    string            `json:"loc,omitempty"`
+	Body        []byte            `json:"body"`
+	KeyID       string            `json:"kid,omitempty"`
+	ExpiresAt   time.Time         `json:"exp"`
 }
 
 // errSkipped: Redis failed a moment ago and is not asked again yet.
@@ -155,9 +160,21 @@ func (c *Cache) GetCompleted(ctx context.Context, scope, key string) (*idempoten
 			return nil, err
 		}
 	}
+	h := make(http.Header, max(len(cr.Header), 2))
+	for name, v := range cr.Header {
+		h.Set(name, v)
+	}
+	if cr.Header == nil {
+		if cr.ContentType != "" {
+			h.Set("Content-Type", cr.ContentType)
+		}
+		if cr.Location != "" {
+			h.Set("Location", cr.Location)
+		}
+	}
 	return &idempotency.Record{
 		Scope: scope, Key: key, Fingerprint: cr.Fingerprint, State: idempotency.StateCompleted,
-		Response:  &idempotency.Response{Status: cr.Status, ContentType: cr.ContentType, Location: cr.Location, Body: cr.Body},
+		Answer:    &idempotency.Answer{Status: cr.Status, Header: h, Body: cr.Body, Final: true},
 		ExpiresAt: cr.ExpiresAt,
 	}, nil
 }
@@ -170,15 +187,19 @@ func (c *Cache) PutCompleted(ctx context.Context, rec *idempotency.Record) error
 		return errSkipped
 	}
 	ttl := time.Until(rec.ExpiresAt) - time.Second
-	if ttl <= 0 || rec.Response == nil {
+	if ttl <= 0 || rec.Answer == nil {
 		return nil
 	}
+	a := rec.Answer
 	cr := cachedRecord{
-		Fingerprint: rec.Fingerprint, Status: rec.Response.Status, ContentType: rec.Response.ContentType,
-		Location: rec.Response.Location, Body: rec.Response.Body, ExpiresAt: rec.ExpiresAt,
+		Fingerprint: rec.Fingerprint, Status: a.Status, Header: make(map[string]string, len(a.Header)),
+		ContentType: a.Header.Get("Content-Type"), Location: a.Header.Get("Location"), Body: a.Body, ExpiresAt: rec.ExpiresAt,
+	}
+	for name := range a.Header {
+		cr.Header[name] = a.Header.Get(name)
 	}
 	if c.cipher != nil {
-		kid, sealed, err := c.cipher.Seal(rec.Scope, rec.Key, rec.Response.Body)
+		kid, sealed, err := c.cipher.Seal(rec.Scope, rec.Key, a.Body)
 		if err != nil {
 			return err
 		}

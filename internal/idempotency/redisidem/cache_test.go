@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func TestRedisNamesAreKeyed(t *testing.T) {
 
 	rec := &idempotency.Record{
 		Scope: "m1", Key: key, Fingerprint: "fp", State: idempotency.StateCompleted,
-		Response:  &idempotency.Response{Status: 201, ContentType: "application/json", Body: []byte(`{"a":1}`)},
+		Answer:    &idempotency.Answer{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"a":1}`), Final: true},
 		ExpiresAt: time.Now().Add(time.Hour),
 	}
 	require.NoError(t, a.PutCompleted(t.Context(), rec))
@@ -76,13 +77,15 @@ func TestRedisCache(t *testing.T) {
 		require.ErrorIs(t, err, idempotency.ErrNotFound)
 		rec := &idempotency.Record{
 			Scope: "m1", Key: "k1", Fingerprint: "fp", State: idempotency.StateCompleted,
-			Response:  &idempotency.Response{Status: 201, ContentType: "application/json", Location: "/x", Body: []byte(`{"a":1}`)},
+			Answer: &idempotency.Answer{Status: 201, Header: http.Header{
+				"Content-Type": {"application/json"}, "Location": {"/x"}, "Etag": {`"1"`},
+			}, Body: []byte(`{"a":1}`), Final: true},
 			ExpiresAt: time.Now().Add(time.Hour),
 		}
 		require.NoError(t, a.PutCompleted(ctx, rec))
 		got, err := b.GetCompleted(ctx, "m1", "k1")
 		require.NoError(t, err)
-		require.Equal(t, rec.Response, got.Response)
+		require.Equal(t, rec.Answer, got.Answer)
 		require.Equal(t, "fp", got.Fingerprint)
 		_, err = b.GetCompleted(ctx, "m2", "k1")
 		require.ErrorIs(t, err, idempotency.ErrNotFound, "scoped to the merchant")
@@ -92,6 +95,40 @@ func TestRedisCache(t *testing.T) {
 		require.NoError(t, a.PutCompleted(ctx, &soon))
 		_, err = a.GetCompleted(ctx, "m1", "k-soon")
 		require.ErrorIs(t, err, idempotency.ErrNotFound, "an entry is never kept past the record's expiry")
+	})
+
+	t.Run("entries read across versions during a rolling deploy", func(t *testing.T) {
+		// An entry an older instance wrote: Content-Type and Location only.
+		old := `{"fp":"fp","st":201,"ct":"application/json","loc":"/v1/orders/ord_1","body":"e30=","exp":"` +
+			time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano) + `"}`
+		client, err := redisconn.Open(rs.URL(), redisconn.Options{Timeout: time.Second})
+		require.NoError(t, err)
+		defer client.Close()
+		require.NoError(t, client.Set(ctx, a.RedisKey("m1", "old"), old, time.Hour).Err())
+		got, err := a.GetCompleted(ctx, "m1", "old")
+		require.NoError(t, err)
+		require.Equal(t, http.Header{"Content-Type": {"application/json"}, "Location": {"/v1/orders/ord_1"}}, got.Answer.Header)
+		require.Equal(t, []byte(`{}`), got.Answer.Body)
+
+		// An entry this version writes still holds the two members an
+		// older instance reads.
+		rec := &idempotency.Record{
+			Scope: "m1", Key: "new", Fingerprint: "fp", State: idempotency.StateCompleted,
+			Answer: &idempotency.Answer{Status: 201, Header: http.Header{
+				"Content-Type": {"application/json"}, "Location": {"/v1/orders/ord_2"}, "Etag": {`"1"`},
+			}, Body: []byte(`{}`), Final: true},
+			ExpiresAt: time.Now().Add(time.Hour),
+		}
+		require.NoError(t, a.PutCompleted(ctx, rec))
+		raw, err := client.Get(ctx, a.RedisKey("m1", "new")).Result()
+		require.NoError(t, err)
+		var entry struct {
+			CT  string `json:"ct"`
+			Loc string `json:"loc"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(raw), &entry))
+		require.Equal(t, "application/json", entry.CT)
+		require.Equal(t, "/v1/orders/ord_2", entry.Loc)
 	})
 
 	t.Run("a notify on one instance wakes a waiter on another", func(t *testing.T) {
@@ -145,12 +182,12 @@ func TestRedisCacheOnACluster(t *testing.T) {
 	for _, m := range []string{"m1", "m2", "m3", "m4"} {
 		rec := &idempotency.Record{
 			Scope: m, Key: "k", Fingerprint: "fp", State: idempotency.StateCompleted,
-			Response: &idempotency.Response{Status: 201, Body: []byte(m)}, ExpiresAt: time.Now().Add(time.Hour),
+			Answer: &idempotency.Answer{Status: 201, Header: http.Header{}, Body: []byte(m), Final: true}, ExpiresAt: time.Now().Add(time.Hour),
 		}
 		require.NoError(t, a.PutCompleted(ctx, rec))
 		got, err := b.GetCompleted(ctx, m, "k")
 		require.NoError(t, err)
-		require.Equal(t, []byte(m), got.Response.Body)
+		require.Equal(t, []byte(m), got.Answer.Body)
 	}
 
 	ch, stop := b.Subscribe("m1", "k-wait")
@@ -196,7 +233,7 @@ func TestRedisCacheEncryptsBodiesWhenTheStoreDoes(t *testing.T) {
 	secret := []byte(`{"card_holder":"VERY SECRET NAME"}`)
 	require.NoError(t, c.PutCompleted(ctx, &idempotency.Record{
 		Scope: "m1", Key: "enc", Fingerprint: "fp", State: idempotency.StateCompleted,
-		Response: &idempotency.Response{Status: 201, Body: secret}, ExpiresAt: time.Now().Add(time.Hour),
+		Answer: &idempotency.Answer{Status: 201, Body: secret, Final: true}, ExpiresAt: time.Now().Add(time.Hour),
 	}))
 	keys, err := rs.Client(t).Keys(ctx, "idem:*").Result()
 	require.NoError(t, err)
@@ -211,5 +248,5 @@ func TestRedisCacheEncryptsBodiesWhenTheStoreDoes(t *testing.T) {
 	require.NotContains(t, string(held.Body), "VERY SECRET NAME", "Redis holds ciphertext")
 	got, err := c.GetCompleted(ctx, "m1", "enc")
 	require.NoError(t, err)
-	require.Equal(t, secret, got.Response.Body)
+	require.Equal(t, secret, got.Answer.Body)
 }

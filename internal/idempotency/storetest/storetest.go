@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -54,7 +55,11 @@ func Run(t *testing.T, subject Subject) {
 	charged := idempotency.Point{Step: "charged", Resource: "ch_1"}
 	created := idempotency.Point{Step: "payment_created", Resource: "pay_1"}
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)
-	resp := idempotency.Response{Status: 201, ContentType: "application/json", Location: "/v1/things/1", Body: []byte(`{"id":"1"}`)}
+	// A stored answer as the Keeper hands it over: final, with the headers
+	// that describe the result, canonically spelled.
+	resp := idempotency.Answer{Status: 201, Header: http.Header{
+		"Content-Type": {"application/json"}, "Location": {"/v1/things/1"}, "Etag": {`"1"`}, "Last-Modified": {"Fri, 02 Jan 2026 03:04:05 GMT"},
+	}, Body: []byte(`{"id":"1"}`), Final: true}
 
 	t.Run("new key reserves, second insert finds it", func(t *testing.T) {
 		rec := executing("m1", "new-key", t0)
@@ -67,7 +72,7 @@ func Run(t *testing.T, subject Subject) {
 		require.Equal(t, idempotency.StateExecuting, got.State)
 		require.Equal(t, "fp-1", got.Fingerprint)
 		require.Equal(t, t0, got.CreatedAt)
-		require.Nil(t, got.Response)
+		require.Nil(t, got.Answer)
 	})
 
 	t.Run("completed record replays its response byte for byte", func(t *testing.T) {
@@ -77,16 +82,16 @@ func Run(t *testing.T, subject Subject) {
 		got, err := s.Get(ctx, "m1", "replay", t0)
 		require.NoError(t, err)
 		require.Equal(t, idempotency.StateCompleted, got.State)
-		require.Equal(t, &resp, got.Response)
+		require.Equal(t, &resp, got.Answer)
 	})
 
 	t.Run("inserted already complete", func(t *testing.T) {
 		rec := executing("m1", "complete-insert", t0)
-		rec.State, rec.Response = idempotency.StateCompleted, &resp
+		rec.State, rec.Answer = idempotency.StateCompleted, &resp
 		require.NoError(t, s.Insert(ctx, rec))
 		got, err := s.Get(ctx, "m1", "complete-insert", t0)
 		require.NoError(t, err)
-		require.Equal(t, &resp, got.Response)
+		require.Equal(t, &resp, got.Answer)
 	})
 
 	t.Run("keys are scoped to the merchant", func(t *testing.T) {
@@ -191,7 +196,7 @@ func Run(t *testing.T, subject Subject) {
 		got, err := s.Get(ctx, "m1", "ttl", after)
 		require.NoError(t, err)
 		require.Equal(t, "fp-new", got.Fingerprint)
-		require.Nil(t, got.Response)
+		require.Nil(t, got.Answer)
 		require.Equal(t, idempotency.StateExecuting, got.State)
 	})
 
@@ -266,7 +271,7 @@ func Run(t *testing.T, subject Subject) {
 // purge, and the purge leaves the tombstone in the same step.
 func tombstones(t *testing.T, s idempotency.Store, tombstoneTTL time.Duration, t0 time.Time) {
 	ctx := context.Background()
-	resp := idempotency.Response{Status: 201, Body: []byte(`{}`)}
+	resp := idempotency.Answer{Status: 201, Header: http.Header{}, Body: []byte(`{}`), Final: true}
 	rec := executing("tomb", "late", t0)
 	require.NoError(t, s.Insert(ctx, rec))
 	require.NoError(t, s.Complete(ctx, "tomb", "late", rec.Fence, resp, t0))

@@ -24,6 +24,7 @@ import (
 
 	"github.com/idemkeys/payments/internal/app"
 	"github.com/idemkeys/payments/internal/config"
+	"github.com/idemkeys/payments/internal/handlers"
 	"github.com/idemkeys/payments/internal/idempotency/ginidem"
 )
 
@@ -47,13 +48,13 @@ func run(ctx context.Context) error {
 
 // ordersMiddleware is what the order routes run in place of the Atomic
 // middleware.
-func ordersMiddleware(mode string, log *slog.Logger) func(*ginidem.Middleware) gin.HandlerFunc {
-	return func(idem *ginidem.Middleware) gin.HandlerFunc {
+func ordersMiddleware(mode string, log *slog.Logger) func(*ginidem.Middleware) func(ginidem.Handler) gin.HandlerFunc {
+	return func(idem *ginidem.Middleware) func(ginidem.Handler) gin.HandlerFunc {
 		if mode == "guarded" {
 			log.Warn("benchmark baseline build: POST /v1/orders reserves and completes its key around the order's transaction")
-			return idem.Guarded()
+			return idem.Guarded
 		}
 		log.Warn("benchmark baseline build: POST /v1/orders runs WITHOUT idempotency")
-		return func(c *gin.Context) { c.Next() }
+		return handlers.Serve
 	}
 }

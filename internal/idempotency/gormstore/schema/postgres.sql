@@ -43,3 +43,34 @@ CREATE TABLE IF NOT EXISTS idempotency_tombstones (
     PRIMARY KEY (merchant_id, idempotency_key)
 );
 CREATE INDEX IF NOT EXISTS idempotency_tombstones_expires ON idempotency_tombstones (expires_at);
+
+-- One row per operation with an effect outside the database (a charge, a
+-- refund), beside the application's own row of the resource: the key the
+-- outside service gets, whether an owner may be calling it now (the
+-- intent, under its fence), what is known of the outcome, and when the
+-- reconciler next looks (internal/idempotency/call.go). merchant_id is the
+-- scope; id the resource's.
+CREATE TABLE IF NOT EXISTS outside_calls (
+    merchant_id  TEXT NOT NULL,
+    id           TEXT NOT NULL,
+    kind         TEXT NOT NULL,
+    client_key   TEXT NOT NULL,
+    call_key     TEXT NOT NULL,
+    key_version  INTEGER NOT NULL,
+    state        TEXT NOT NULL CHECK (state IN ('ready', 'calling', 'unknown', 'done', 'canceled', 'flagged')),
+    intent_fence BIGINT NOT NULL,
+    intent_at    TIMESTAMPTZ,
+    attempted_at TIMESTAMPTZ NOT NULL,
+    due_at       TIMESTAMPTZ,
+    checks       INTEGER NOT NULL,
+    trace_parent TEXT NOT NULL,
+    created_at   TIMESTAMPTZ NOT NULL,
+    updated_at   TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (merchant_id, id)
+);
+-- A key is sent for one call only.
+CREATE UNIQUE INDEX IF NOT EXISTS outside_calls_key ON outside_calls (merchant_id, kind, call_key);
+-- The generation of a derived id counts the calls under the client's key.
+CREATE INDEX IF NOT EXISTS outside_calls_client_key ON outside_calls (merchant_id, client_key, kind);
+-- The reconciler's work list: only the calls not settled yet.
+CREATE INDEX IF NOT EXISTS outside_calls_due ON outside_calls (due_at) WHERE due_at IS NOT NULL;

@@ -1,0 +1,52 @@
+package idempotency
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base32"
+	"strconv"
+)
+
+// The id of a resource with an outside call, and the key the outside
+// service gets for it, are derived from the client's operation instead of
+// drawn at random:
+//
+//	id = prefix + base32(HMAC-SHA256(secret, scope, client key, kind, n))[:26]
+//
+// each part length-prefixed, n the number of calls of that kind that
+// survive under (scope, client key). A retry after a failover lost the
+// resource and its record computes the same n, id and key, so the outside
+// service sees the request it already executed and answers it again rather
+// than executing it twice. A key legitimately reused after its TTL
+// (tombstones off) finds the earlier call, n is 1, and it gets a new id and
+// key: never the earlier call's outcome. A derived key deduplicates only
+// for as long as the outside service keeps keys (24 hours at Stripe).
+//
+// The secret is the same on every instance and never changes under a
+// running scheme: rows store keyVersion, so a new scheme (a new secret, a
+// new formula) derives only new keys and never re-derives an old one.
+
+// keyVersion names this scheme in Call.KeyVersion; 0 is the ids drawn at
+// random before it.
+const keyVersion = 1
+
+// developmentKeySecret derives keys when Config.KeySecret is empty: fine
+// for development and tests, where nobody else derives them; production
+// sets its own (the application refuses to start without one).
+var developmentKeySecret = []byte("idempotency-development-key-secret")
+
+// crockford is the base32 alphabet of ULIDs, so derived ids look like the
+// random ones before them (pay_01J…).
+var crockford = base32.NewEncoding("0123456789ABCDEFGHJKMNPQRSTVWXYZ").WithPadding(base32.NoPadding)
+
+// deriveID is the id of the n-th call of kind under the client's key.
+func deriveID(secret []byte, prefix, scope, clientKey, kind string, n int) string {
+	mac := hmac.New(sha256.New, secret)
+	var num [20]byte
+	for _, part := range []string{scope, clientKey, kind, strconv.Itoa(n)} {
+		mac.Write(strconv.AppendInt(num[:0], int64(len(part)), 10))
+		mac.Write([]byte{':'})
+		mac.Write([]byte(part))
+	}
+	return prefix + crockford.EncodeToString(mac.Sum(nil))[:26]
+}

@@ -1,0 +1,403 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Effect describes one kind of operation whose effect is outside the
+// database: a charge, a refund, a fork's receipt mailed through a mail
+// service. R is the application's resource (a payment), O the outside
+// service's definitive answer (the charge it made, or its decline).
+//
+// The core runs such an operation in phases (Run), each one transaction
+// that moves the key's recovery point, with the outside call between two of
+// them; it settles later whatever the request could not (the reconciler,
+// Apply for a webhook's news), and stores the client's answer when it
+// does. The application says what each phase does to its own rows:
+//
+//	phase 1  create or resume   create (Run's argument), or Load
+//	phase 2  intent             the core alone: calling, under the fence
+//	         the call           Send, under the call's key
+//	phase 3  settle             Check, then Settle; or Unknown
+//
+// Every field but Unknown and Cancel is required.
+type Effect[R, O any] struct {
+	// Kind names the kind: the purpose of its derived keys, the step of
+	// its recovery points ("payment" → "payment_created:pay_…"), its rows
+	// of outside_calls.
+	Kind string
+	// Prefix starts the ids of its resources ("pay_").
+	Prefix string
+	// Load reads the resource, in the phase's transaction when ctx
+	// carries one.
+	Load func(ctx context.Context, scope, id string) (R, error)
+	// Send makes the outside call under key. Its error sorts the outcome:
+	// nil is a definitive answer; wrapping ErrNotExecuted, the call did
+	// nothing; anything else, its outcome is unknown.
+	Send func(ctx context.Context, r R, key string) (O, error)
+	// Find asks the outside service about the call made under key. It
+	// returns ErrNoSuchCall when there is none; other errors as Send's.
+	Find func(ctx context.Context, r R, key string) (O, error)
+	// Check holds a definitive answer to the resource: what the outside
+	// service did (amount, currency, the resource it names) must be what
+	// we asked. It returns ErrMismatch (wrapped, with the difference), and
+	// then nothing is applied and the call is flagged.
+	Check func(r R, o O) error
+	// Settle applies a definitive answer that passed Check to the
+	// resource, in the phase's transaction.
+	Settle func(ctx context.Context, r R, o O) (R, error)
+	// Unknown, if set, marks the resource as waiting for an unknown
+	// outcome, in the phase's transaction (a payment shows processing).
+	Unknown func(ctx context.Context, r R) (R, error)
+	// Cancel, if set, ends a resource whose call never reached the outside
+	// service and was abandoned, in the cancel's transaction. Without it
+	// such a resource waits for its client's retry forever.
+	Cancel func(ctx context.Context, r R) (R, error)
+	// Answer is what the client is told about the resource as it stands:
+	// what a request answers, and what the core stores when the outcome
+	// settles later.
+	Answer func(r R) Answer
+
+	k *Keeper
+}
+
+// Errors of an outside call, for an Effect's functions to return and its
+// callers to sort by.
+var (
+	// ErrNotExecuted: the outside service did nothing (it refused before
+	// any effect, answered 503, or was never reached). Trying again under
+	// the same key is safe.
+	ErrNotExecuted = errors.New("the outside call was not executed")
+	// ErrNoSuchCall: the outside service has no call under the key.
+	ErrNoSuchCall = errors.New("the outside service has no call under this key")
+	// ErrMismatch: the outside service's answer is not what we asked for.
+	ErrMismatch = errors.New("the outside service's answer differs from ours")
+)
+
+// Register makes e known to k: its calls are settled by k's reconciler and
+// their answers stored by k, whoever learns the outcome. Register it once,
+// at start, before k serves requests; it returns e, bound to k.
+func Register[R, O any](k *Keeper, e Effect[R, O]) *Effect[R, O] {
+	switch {
+	case e.Kind == "" || e.Prefix == "":
+		panic("idempotency: an Effect needs a Kind and a Prefix")
+	case e.Load == nil || e.Send == nil || e.Find == nil || e.Check == nil || e.Settle == nil || e.Answer == nil:
+		panic("idempotency: Effect " + e.Kind + " needs Load, Send, Find, Check, Settle and Answer")
+	case k.cfg.Transactor == nil:
+		panic("idempotency: outside calls need Config.Transactor")
+	}
+	e.k = k
+	k.kinds.Store(e.Kind, settler(&e))
+	return &e
+}
+
+// Run runs the keyed operation of the request in ctx, which must be a
+// Guarded request's (ErrNoOwner otherwise), as the owner of its record:
+//
+//   - phase 1, one transaction: resume the resource the record's recovery
+//     point names, or make it: create gets the call's id and key, derived
+//     from the request's key (see derive.go), and writes the resource;
+//   - phase 2, one transaction: record the intent to call, under the
+//     owner's fence (a request that lost its record calls nothing);
+//   - the call, outside any transaction, under the call's key;
+//   - phase 3, one transaction: a definitive answer is checked and
+//     settled and the client's answer stored with it; "not executed"
+//     closes this owner's intent; an unknown outcome is recorded.
+//
+// It returns the resource as it stands, settled or not (the answer is
+// e.Answer's), or: an error wrapping ErrNotExecuted when nothing can have
+// happened (the call is ready again, and the same key resumes it);
+// ErrFenced when another owner took the record over; create's and the
+// store's errors.
+func (e *Effect[R, O]) Run(ctx context.Context, create func(ctx context.Context, c Call) (R, error)) (R, error) {
+	var zero R
+	o := ownerFrom(ctx)
+	if o == nil {
+		return zero, ErrNoOwner
+	}
+	// A client that hangs up must not cut the work short: an abandoned
+	// call is exactly the unknown outcome this design avoids.
+	ctx = context.WithoutCancel(ctx)
+
+	c, r, err := e.begin(ctx, o, create)
+	if err != nil || c.State.settled() {
+		return r, err
+	}
+	c, r, err = e.intend(ctx, o, c)
+	if err != nil || c.State.settled() {
+		return r, err
+	}
+	answer, err := e.Send(ctx, r, c.Key)
+	switch {
+	case err == nil:
+		return e.answered(ctx, o, c.ID, answer)
+	case errors.Is(err, ErrNotExecuted):
+		return e.notExecuted(ctx, o, c.ID, err)
+	default:
+		return e.unknown(ctx, o, c.ID)
+	}
+}
+
+// Apply applies news of the outside call of the resource (scope, id) that
+// arrived outside any request (a webhook the outside service confirmed):
+// checked and settled as a request would, with the client's answer stored,
+// in the transaction ctx carries if any. moved is false when the call had
+// settled already (a repeat); flagged, when the answer failed the money
+// check and was not applied (the call is flagged, which commits with the
+// caller's transaction). It returns ErrNotFound when the resource has no
+// call, or the store's and Settle's errors.
+func (e *Effect[R, O]) Apply(ctx context.Context, scope, id string, answer O) (r R, moved, flagged bool, err error) {
+	err = e.k.inTx(ctx, func(ctx context.Context) error {
+		c, err := e.k.store.LockCall(ctx, scope, id)
+		if err != nil {
+			return err
+		}
+		if r, err = e.Load(ctx, scope, id); err != nil {
+			return err
+		}
+		if c.State.settled() {
+			return nil
+		}
+		var fin finisher
+		claim := e.k.claimFor(ctx, c)
+		if claim != nil {
+			fin = claim
+		}
+		if r, err = e.settle(ctx, c, r, answer, fin); err != nil {
+			return err
+		}
+		if c.State == CallFlagged && claim != nil {
+			// Nothing is answered for good: the record goes back, open.
+			if err := claim.Release(ctx); err != nil {
+				return err
+			}
+		}
+		moved, flagged = c.State == CallDone, c.State == CallFlagged
+		return nil
+	})
+	return r, moved, flagged, err
+}
+
+// begin is phase 1: the call and resource the owner's recovery point
+// names, or new ones.
+func (e *Effect[R, O]) begin(ctx context.Context, o *Lease, create func(ctx context.Context, c Call) (R, error)) (*Call, R, error) {
+	var (
+		c *Call
+		r R
+	)
+	err := e.k.inTx(ctx, func(ctx context.Context) error {
+		var err error
+		if id := o.point.Resource; id != "" {
+			if c, err = e.k.store.LockCall(ctx, o.scope, id); err != nil {
+				return fmt.Errorf("resume %s %s: %w", e.Kind, id, err)
+			}
+			if r, err = e.Load(ctx, o.scope, id); err != nil {
+				return fmt.Errorf("resume %s %s: %w", e.Kind, id, err)
+			}
+			return e.finishIfSettled(ctx, o, c, r)
+		}
+		if c, err = e.k.newCall(ctx, o, e.Kind, e.Prefix); err != nil {
+			return err
+		}
+		if r, err = create(ctx, *c); err != nil {
+			return err
+		}
+		if err := e.k.store.InsertCall(ctx, c); err != nil {
+			return err
+		}
+		return o.Checkpoint(ctx, Point{Step: e.Kind + "_created", Resource: c.ID})
+	})
+	return c, r, err
+}
+
+// intend is phase 2: the intent to call, under the owner's fence. A call
+// that settled meanwhile (a webhook, the reconciler) is answered as it is.
+func (e *Effect[R, O]) intend(ctx context.Context, o *Lease, c *Call) (*Call, R, error) {
+	var r R
+	err := e.k.inTx(ctx, func(ctx context.Context) error {
+		var err error
+		if c, err = e.k.store.LockCall(ctx, o.scope, c.ID); err != nil {
+			return err
+		}
+		if r, err = e.Load(ctx, o.scope, c.ID); err != nil {
+			return err
+		}
+		if c.State.settled() {
+			return e.finishIfSettled(ctx, o, c, r)
+		}
+		// The fence is checked first: an owner that lost its record must
+		// not open an intent, nor call.
+		if err := o.Checkpoint(ctx, Point{Step: e.Kind + "_calling", Resource: c.ID}); err != nil {
+			return err
+		}
+		wasCalling := c.State == CallCalling
+		if err := c.move(eventIntent, o.fence, e.k.clock.Now()); err != nil {
+			return err
+		}
+		if wasCalling && e.Unknown != nil {
+			// Another owner's intent was open: its call may still land.
+			if r, err = e.Unknown(ctx, r); err != nil {
+				return err
+			}
+		}
+		e.k.schedule(c)
+		return e.k.store.SaveCall(ctx, c)
+	})
+	return c, r, err
+}
+
+// answered is phase 3 for a definitive answer.
+func (e *Effect[R, O]) answered(ctx context.Context, o *Lease, id string, answer O) (R, error) {
+	var r R
+	err := e.k.inTx(ctx, func(ctx context.Context) error {
+		c, err := e.k.store.LockCall(ctx, o.scope, id)
+		if err != nil {
+			return err
+		}
+		if r, err = e.Load(ctx, o.scope, id); err != nil {
+			return err
+		}
+		if c.State.settled() {
+			return e.finishIfSettled(ctx, o, c, r)
+		}
+		r, err = e.settle(ctx, c, r, answer, o)
+		return err
+	})
+	return r, err
+}
+
+// notExecuted is phase 3 when the call did nothing: this owner's intent is
+// closed under its fence, and the error is returned only if the call is
+// ready again (no other owner's call can be in flight). Otherwise the
+// outcome stays unknown, and the resource is answered as it stands.
+func (e *Effect[R, O]) notExecuted(ctx context.Context, o *Lease, id string, cause error) (R, error) {
+	var (
+		r     R
+		ready bool
+	)
+	err := e.k.inTx(ctx, func(ctx context.Context) error {
+		c, err := e.k.store.LockCall(ctx, o.scope, id)
+		if err != nil {
+			return err
+		}
+		if r, err = e.Load(ctx, o.scope, id); err != nil {
+			return err
+		}
+		if c.State.settled() {
+			return e.finishIfSettled(ctx, o, c, r)
+		}
+		if err := o.Checkpoint(ctx, Point{Step: e.Kind + "_created", Resource: id}); err != nil {
+			return err
+		}
+		if c.move(eventNotExecuted, o.fence, e.k.clock.Now()) != nil {
+			return nil
+		}
+		ready = c.State == CallReady
+		e.k.schedule(c)
+		return e.k.store.SaveCall(ctx, c)
+	})
+	if err == nil && ready {
+		err = fmt.Errorf("%s %s: %w", e.Kind, id, cause)
+	}
+	return r, err
+}
+
+// unknown is phase 3 when the call's outcome is unknown: the call is
+// recorded so, and the record stays open (a 202) until the reconciler, a
+// webhook or a retry learns the outcome.
+func (e *Effect[R, O]) unknown(ctx context.Context, o *Lease, id string) (R, error) {
+	var r R
+	err := e.k.inTx(ctx, func(ctx context.Context) error {
+		c, err := e.k.store.LockCall(ctx, o.scope, id)
+		if err != nil {
+			return err
+		}
+		if r, err = e.Load(ctx, o.scope, id); err != nil {
+			return err
+		}
+		if c.State.settled() {
+			return e.finishIfSettled(ctx, o, c, r)
+		}
+		if err := e.markUnknown(ctx, c, &r); err != nil {
+			return err
+		}
+		return o.Checkpoint(ctx, Point{Step: e.Kind + "_unknown", Resource: id})
+	})
+	return r, err
+}
+
+// markUnknown moves c to unknown (in the caller's transaction) and tells
+// the resource.
+func (e *Effect[R, O]) markUnknown(ctx context.Context, c *Call, r *R) error {
+	if err := c.move(eventUnknown, 0, e.k.clock.Now()); err != nil {
+		return err
+	}
+	if e.Unknown != nil {
+		var err error
+		if *r, err = e.Unknown(ctx, *r); err != nil {
+			return err
+		}
+	}
+	e.k.schedule(c)
+	return e.k.store.SaveCall(ctx, c)
+}
+
+// settle is the one place a definitive answer is applied, whoever learned it
+// (a request, the reconciler, a webhook): the money check, then Settle and
+// the call done, or, on a mismatch, nothing applied and the call flagged.
+// The client's answer is stored by fin (the request's owner, or a claim on
+// its record), in the same transaction. It runs in the caller's
+// transaction, with c locked.
+func (e *Effect[R, O]) settle(ctx context.Context, c *Call, r R, answer O, fin finisher) (R, error) {
+	now := e.k.clock.Now()
+	if err := e.Check(r, answer); err != nil {
+		if !errors.Is(err, ErrMismatch) {
+			return r, err
+		}
+		if err := c.move(eventMismatch, 0, now); err != nil {
+			return r, err
+		}
+		e.k.flagged(ctx, c, err)
+		return r, e.k.store.SaveCall(ctx, c)
+	}
+	r, err := e.Settle(ctx, r, answer)
+	if err != nil {
+		return r, err
+	}
+	if err := c.move(eventAnswered, 0, now); err != nil {
+		return r, err
+	}
+	if err := e.k.store.SaveCall(ctx, c); err != nil {
+		return r, err
+	}
+	return r, e.finish(ctx, c, r, fin)
+}
+
+// finishIfSettled stores the answer of a call found settled, when the
+// finisher is the request's owner (a retry resuming an operation that
+// settled meanwhile). A flagged call is not answered for good: the record
+// stays open until an operator resolves it.
+func (e *Effect[R, O]) finishIfSettled(ctx context.Context, o *Lease, c *Call, r R) error {
+	if !c.State.settled() {
+		return nil
+	}
+	return e.finish(ctx, c, r, o)
+}
+
+// finish stores the client's answer for the settled resource r, through fin
+// (nil: nobody holds the record, nothing to store).
+func (e *Effect[R, O]) finish(ctx context.Context, c *Call, r R, fin finisher) (err error) {
+	if fin == nil || c.State == CallFlagged {
+		return nil
+	}
+	if _, later := fin.(*Claim); later && e.k.cfg.Span != nil {
+		// The answer of a request that may be long gone: its span links
+		// back to that request.
+		var end func(error)
+		ctx, end = e.k.cfg.Span(ctx, "finish "+e.Kind+" record", c.TraceParent, e.Kind+".id", c.ID)
+		defer func() { end(err) }()
+	}
+	return fin.complete(ctx, e.Answer(r))
+}

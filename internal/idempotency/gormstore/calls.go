@@ -1,0 +1,140 @@
+package gormstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemkeys/payments/internal/idempotency"
+)
+
+// callColumns are outside_calls' columns in the order callRow scans them.
+const callColumns = `merchant_id, id, kind, client_key, call_key, key_version, state, intent_fence,
+    intent_at, attempted_at, due_at, checks, trace_parent, created_at, updated_at`
+
+// InsertCall implements idempotency.Store. It runs at once, never deferred
+// to the commit: a clash is an answer (ErrKeyExists), not a failure.
+func (s *Store) InsertCall(ctx context.Context, c *idempotency.Call) error {
+	err := Conn(ctx, s.db).Exec(`INSERT INTO outside_calls (`+callColumns+`)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		c.Scope, c.ID, c.Kind, c.ClientKey, c.Key, c.KeyVersion, string(c.State), c.IntentFence,
+		nullTime(c.IntentAt), c.AttemptedAt, nullTime(c.DueAt), c.Checks, c.TraceParent, c.CreatedAt, c.UpdatedAt).Error
+	if err != nil && isUniqueViolation(err) {
+		return idempotency.ErrKeyExists
+	}
+	return s.classifyErr(err)
+}
+
+// LockCall implements idempotency.Store. On PostgreSQL the row is locked
+// (FOR UPDATE) until the transaction ends; SQLite's transactions hold the
+// database's write lock from BEGIN (see database.Open), which serialises
+// them anyway.
+func (s *Store) LockCall(ctx context.Context, scope, id string) (*idempotency.Call, error) {
+	q := `SELECT ` + callColumns + ` FROM outside_calls WHERE merchant_id = ? AND id = ?`
+	if s.db.Name() == "postgres" && InTx(ctx) {
+		q += ` FOR UPDATE`
+	}
+	rows, err := s.scanCalls(ctx, q, scope, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, idempotency.ErrNotFound
+	}
+	return &rows[0], nil
+}
+
+// SaveCall implements idempotency.Store.
+func (s *Store) SaveCall(ctx context.Context, c *idempotency.Call) error {
+	res := Conn(ctx, s.db).Exec(`UPDATE outside_calls SET state = ?, intent_fence = ?, intent_at = ?,
+    attempted_at = ?, due_at = ?, checks = ?, updated_at = ?
+WHERE merchant_id = ? AND id = ?`,
+		string(c.State), c.IntentFence, nullTime(c.IntentAt), c.AttemptedAt, nullTime(c.DueAt), c.Checks, c.UpdatedAt,
+		c.Scope, c.ID)
+	if res.Error != nil {
+		return s.classify(res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return idempotency.ErrNotFound
+	}
+	return nil
+}
+
+// CountCalls implements idempotency.Store.
+func (s *Store) CountCalls(ctx context.Context, scope, clientKey, kind string) (int, error) {
+	var n int
+	err := Conn(ctx, s.db).Raw(`SELECT count(*) FROM outside_calls WHERE merchant_id = ? AND client_key = ? AND kind = ?`,
+		scope, clientKey, kind).Row().Scan(&n)
+	return n, s.classifyErr(err)
+}
+
+// DueCalls implements idempotency.Store: a window numbers each scope's due
+// calls, oldest due first, and the round takes the first perScope of each.
+// The limits are written into the statement, as PurgeExpired explains.
+func (s *Store) DueCalls(ctx context.Context, now time.Time, limit, perScope int) ([]idempotency.Call, error) {
+	return s.scanCalls(ctx, `SELECT `+callColumns+` FROM (
+    SELECT *, row_number() OVER (PARTITION BY merchant_id ORDER BY due_at, id) AS scope_rank
+    FROM outside_calls WHERE due_at IS NOT NULL AND due_at <= ?) due
+WHERE scope_rank <= `+strconv.Itoa(perScope)+`
+ORDER BY due_at, id LIMIT `+strconv.Itoa(limit), now)
+}
+
+func (s *Store) scanCalls(ctx context.Context, q string, args ...any) ([]idempotency.Call, error) {
+	rows, err := Conn(ctx, s.db).Raw(q, args...).Rows()
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	defer rows.Close()
+	var out []idempotency.Call
+	for rows.Next() {
+		var (
+			c                  idempotency.Call
+			state              string
+			intentAt, dueAt    sql.NullTime
+			attempted, created time.Time
+			updated            time.Time
+		)
+		if err := rows.Scan(&c.Scope, &c.ID, &c.Kind, &c.ClientKey, &c.Key, &c.KeyVersion, &state, &c.IntentFence,
+			&intentAt, &attempted, &dueAt, &c.Checks, &c.TraceParent, &created, &updated); err != nil {
+			return nil, s.classify(err)
+		}
+		c.State = idempotency.CallState(state)
+		c.IntentAt, c.DueAt = utcOrZero(intentAt), utcOrZero(dueAt)
+		c.AttemptedAt, c.CreatedAt, c.UpdatedAt = attempted.UTC(), created.UTC(), updated.UTC()
+		out = append(out, c)
+	}
+	return out, s.classifyErr(rows.Err())
+}
+
+func (s *Store) classifyErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return s.classify(err)
+}
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+func utcOrZero(t sql.NullTime) time.Time {
+	if !t.Valid {
+		return time.Time{}
+	}
+	return t.Time.UTC()
+}
+
+// isUniqueViolation reports a clash on a unique key, on either dialect.
+func isUniqueViolation(err error) bool {
+	var pg interface{ SQLState() string }
+	if errors.As(err, &pg) {
+		return pg.SQLState() == "23505"
+	}
+	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
+}

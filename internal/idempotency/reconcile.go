@@ -1,0 +1,317 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The reconciler settles the outside calls that no request is settling: an
+// unknown outcome (a lost answer, a timeout), an intent whose owner lost
+// its record (a crash, a pause), a call abandoned before it reached the
+// outside service. Each round takes the calls that are due, the longest due
+// first and a few per scope at most (a backlog of one merchant's calls
+// cannot delay another's), and settles each as its Effect says:
+//
+//	calling  whose owner lost its lock   the outcome is unknown (below)
+//	unknown                              ask the outside service; if it has no
+//	                                     call, send it again under the same key,
+//	                                     until it executes
+//	ready                                ask; apply what it did; cancel once
+//	                                     CancelAfter has passed without an
+//	                                     attempt, if it has nothing
+//
+// Before any of that it claims the client's record, as a retry would take
+// it over: a retry arriving meanwhile waits, a request still running keeps
+// the call (and the call is looked at again later), and the answer is
+// stored, under the claim, in the transaction that settles the call.
+// Several instances may reconcile at once: every move is made under the
+// call's row lock, re-checked there, and the outside service deduplicates
+// by key.
+
+// Results of looking at one call, as Config.OnReconcile hears them.
+const (
+	ReconcileResolved   = "resolved"   // the outside service's answer applied
+	ReconcileUnresolved = "unresolved" // nothing known yet; looked at again later
+	ReconcileCanceled   = "canceled"   // never reached the outside service; abandoned
+	ReconcileFlagged    = "flagged"    // the answer failed the money check
+	ReconcileError      = "error"      // asking, sending or applying failed
+)
+
+// Reconcile runs one round and returns how many calls it settled.
+func (k *Keeper) Reconcile(ctx context.Context) (int, error) {
+	calls, err := k.store.DueCalls(ctx, k.clock.Now(), k.cfg.ReconcileBatch, reconcilePerScope)
+	if err != nil {
+		k.reconciled("", ReconcileError)
+		return 0, err
+	}
+	settled := 0
+	var errs []error
+	for i := range calls {
+		c := &calls[i]
+		s, ok := k.kinds.Load(c.Kind)
+		if !ok {
+			continue // another version's kind: its own instances settle it
+		}
+		result, err := s.(settler).reconcile(ctx, c)
+		k.reconciled(c.Kind, result)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s %s: %w", c.Kind, c.ID, err))
+		}
+		if result == ReconcileResolved || result == ReconcileCanceled {
+			settled++
+		}
+	}
+	return settled, errors.Join(errs...)
+}
+
+// reconcilePerScope bounds the calls of one scope in one round.
+const reconcilePerScope = 10
+
+// RunReconciler reconciles every Config.ReconcileInterval until ctx ends.
+func (k *Keeper) RunReconciler(ctx context.Context) {
+	t := time.NewTicker(k.cfg.ReconcileInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n, err := k.Reconcile(ctx); err != nil && ctx.Err() == nil {
+			k.cfg.Log.WarnContext(ctx, "reconciler: round failed", "error", err, "settled", n)
+		} else if n > 0 {
+			k.cfg.Log.InfoContext(ctx, "reconciler: settled outside calls", "settled", n)
+		}
+	}
+}
+
+func (k *Keeper) reconciled(kind, result string) {
+	if k.cfg.OnReconcile != nil {
+		k.cfg.OnReconcile(kind, result)
+	}
+}
+
+// reconcile settles one due call, in a span of its own linked to the
+// request that made it.
+func (e *Effect[R, O]) reconcile(ctx context.Context, c *Call) (result string, err error) {
+	k := e.k
+	if k.cfg.Span != nil {
+		var end func(error)
+		ctx, end = k.cfg.Span(ctx, "reconcile "+e.Kind, c.TraceParent, e.Kind+".id", c.ID)
+		defer func() { end(err) }()
+	}
+	var claim *Claim
+	if c.ClientKey != "" {
+		claim, err = k.Claim(ctx, c.Scope, c.ClientKey, c.ID)
+		switch {
+		case errors.Is(err, ErrLocked):
+			// A request is working on it: it settles the call itself.
+			return ReconcileUnresolved, e.reschedule(ctx, c, false)
+		case errors.Is(err, ErrNotFound):
+			claim = nil // no open record: nothing to answer, nothing can resume it
+		case err != nil:
+			return ReconcileError, err
+		}
+	}
+	done := false
+	defer func() {
+		if claim != nil && !done {
+			if rerr := claim.Release(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, ErrFenced) {
+				k.cfg.Log.WarnContext(ctx, "reconciler: giving a claimed record back failed; it unlocks at its lock timeout",
+					"kind", e.Kind, "resource_id", c.ID, "error", rerr)
+			}
+		}
+	}()
+
+	if c.State == CallCalling {
+		// Its owner's lock ran out (the claim took the record) or, with no
+		// record, has surely run out by now: the owner may still send, so
+		// the outcome is unknown.
+		if claim == nil && k.clock.Now().Before(c.IntentAt.Add(k.cfg.LockTimeout)) {
+			return ReconcileUnresolved, e.reschedule(ctx, c, false)
+		}
+		if c, err = e.lostOwner(ctx, c); err != nil || c.State.settled() {
+			return ReconcileUnresolved, err
+		}
+	}
+
+	r, err := e.Load(ctx, c.Scope, c.ID)
+	if err != nil {
+		return ReconcileError, err
+	}
+	answer, err := e.Find(ctx, r, c.Key)
+	if errors.Is(err, ErrNoSuchCall) && c.State == CallUnknown {
+		// Nothing there yet: send it again, under the same key, so that
+		// whatever late call is still on its way is deduplicated.
+		if err = e.attempt(ctx, c, claim); err == nil {
+			answer, err = e.Send(ctx, r, c.Key)
+		}
+	}
+	switch {
+	case errors.Is(err, ErrNoSuchCall) && c.State == CallReady:
+		if !e.cancelDue(c) {
+			return ReconcileUnresolved, e.reschedule(ctx, c, true)
+		}
+		canceled, err := e.cancel(ctx, c, claim)
+		if err != nil || !canceled {
+			return ReconcileUnresolved, errors.Join(err, e.reschedule(ctx, c, true))
+		}
+		done = claim != nil
+		k.cfg.Log.InfoContext(ctx, "reconciler: canceled an operation that never reached the outside service",
+			"kind", e.Kind, "scope", c.Scope, "resource_id", c.ID, "attempted_at", c.AttemptedAt)
+		return ReconcileCanceled, nil
+	case errors.Is(err, ErrNoSuchCall):
+		return ReconcileUnresolved, e.reschedule(ctx, c, true)
+	case err != nil:
+		// The outside service could not be asked, or did not take the call:
+		// looked at again later.
+		return ReconcileError, errors.Join(err, e.reschedule(ctx, c, true))
+	}
+	settled, flagged, err := e.settleLater(ctx, c, answer, claim)
+	switch {
+	case err != nil:
+		return ReconcileError, errors.Join(err, e.reschedule(ctx, c, true))
+	case flagged:
+		return ReconcileFlagged, nil
+	}
+	done = settled && claim != nil
+	return ReconcileResolved, nil
+}
+
+// lostOwner moves a call whose intent's owner lost its record to unknown,
+// under the call's row lock, unless it moved meanwhile.
+func (e *Effect[R, O]) lostOwner(ctx context.Context, seen *Call) (*Call, error) {
+	var c *Call
+	err := e.k.inTx(ctx, func(ctx context.Context) error {
+		var err error
+		if c, err = e.k.store.LockCall(ctx, seen.Scope, seen.ID); err != nil {
+			return err
+		}
+		if c.State != CallCalling || c.IntentFence != seen.IntentFence {
+			return nil
+		}
+		r, err := e.Load(ctx, c.Scope, c.ID)
+		if err != nil {
+			return err
+		}
+		return e.markUnknown(ctx, c, &r)
+	})
+	return c, err
+}
+
+// attempt records the reconciler's intent to send an unknown call again:
+// the attempt, under the claim's fence when it holds the record.
+func (e *Effect[R, O]) attempt(ctx context.Context, seen *Call, claim *Claim) error {
+	return e.k.inTx(ctx, func(ctx context.Context) error {
+		if claim != nil {
+			if err := claim.check(ctx); err != nil {
+				return err
+			}
+		}
+		c, err := e.k.store.LockCall(ctx, seen.Scope, seen.ID)
+		if err != nil {
+			return err
+		}
+		if err := c.move(eventIntent, 0, e.k.clock.Now()); err != nil {
+			return err
+		}
+		c.DueAt = seen.DueAt
+		*seen = *c
+		return e.k.store.SaveCall(ctx, c)
+	})
+}
+
+// settleLater applies an answer the reconciler learned, under the call's
+// row lock, with the client's answer stored through the claim.
+func (e *Effect[R, O]) settleLater(ctx context.Context, seen *Call, answer O, claim *Claim) (settled, flagged bool, err error) {
+	err = e.k.inTx(ctx, func(ctx context.Context) error {
+		c, err := e.k.store.LockCall(ctx, seen.Scope, seen.ID)
+		if err != nil {
+			return err
+		}
+		if c.State.settled() {
+			return nil
+		}
+		r, err := e.Load(ctx, c.Scope, c.ID)
+		if err != nil {
+			return err
+		}
+		var fin finisher
+		if claim != nil {
+			fin = claim
+		}
+		if _, err := e.settle(ctx, c, r, answer, fin); err != nil {
+			return err
+		}
+		settled, flagged = c.State == CallDone, c.State == CallFlagged
+		return nil
+	})
+	return settled, flagged, err
+}
+
+// cancelDue reports whether a ready call has gone without an attempt for
+// CancelAfter, and may be canceled once the outside service has no call.
+func (e *Effect[R, O]) cancelDue(c *Call) bool {
+	cfg := e.k.cfg
+	return e.Cancel != nil && cfg.CancelAfter > 0 && c.State == CallReady &&
+		!c.AttemptedAt.After(e.k.clock.Now().Add(-cfg.CancelAfter))
+}
+
+// cancel ends a ready call that never reached the outside service, in one
+// transaction that re-checks, under the row lock, that it is still ready
+// and due (a retry resuming it first wins), and stores the client's answer
+// under the claim. It reports whether it canceled.
+func (e *Effect[R, O]) cancel(ctx context.Context, seen *Call, claim *Claim) (bool, error) {
+	canceled := false
+	err := e.k.inTx(ctx, func(ctx context.Context) error {
+		c, err := e.k.store.LockCall(ctx, seen.Scope, seen.ID)
+		if err != nil {
+			return err
+		}
+		if !e.cancelDue(c) {
+			return nil
+		}
+		r, err := e.Load(ctx, c.Scope, c.ID)
+		if err != nil {
+			return err
+		}
+		if r, err = e.Cancel(ctx, r); err != nil {
+			return err
+		}
+		if err := c.move(eventCancel, 0, e.k.clock.Now()); err != nil {
+			return err
+		}
+		if err := e.k.store.SaveCall(ctx, c); err != nil {
+			return err
+		}
+		canceled = true
+		if claim == nil {
+			return nil
+		}
+		return claim.complete(ctx, e.Answer(r))
+	})
+	return canceled, err
+}
+
+// reschedule puts a call the reconciler could not settle back on the list:
+// later (looked is true: backoff) or at its due time anew.
+func (e *Effect[R, O]) reschedule(ctx context.Context, seen *Call, looked bool) error {
+	return e.k.inTx(ctx, func(ctx context.Context) error {
+		c, err := e.k.store.LockCall(ctx, seen.Scope, seen.ID)
+		if err != nil {
+			return err
+		}
+		if c.State.settled() {
+			return nil
+		}
+		if looked || c.State != seen.State {
+			c.Checks = seen.Checks
+			e.k.backoff(c)
+		} else {
+			c.DueAt = e.k.clock.Now().Add(e.k.cfg.ReconcileInterval)
+		}
+		return e.k.store.SaveCall(ctx, c)
+	})
+}

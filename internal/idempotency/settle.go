@@ -1,0 +1,137 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrNoOwner: Effect.Run was called outside a Guarded request, which alone
+// owns a record to run an outside call under. A wiring mistake.
+var ErrNoOwner = errors.New("idempotency: no owner of a record in the context; is the route Guarded?")
+
+// settler is a registered Effect as the reconciler drives it, whatever its
+// types.
+type settler interface {
+	reconcile(ctx context.Context, c *Call) (string, error)
+}
+
+// finisher stores the client's answer of a settled operation: the request
+// that owns the record (its Lease), or a claim the reconciler or a webhook
+// took on it.
+type finisher interface {
+	complete(ctx context.Context, a Answer) error
+}
+
+// inTx runs fn in a transaction of the Transactor, joining the one ctx
+// carries if any.
+func (k *Keeper) inTx(ctx context.Context, fn func(ctx context.Context) error) error {
+	return k.cfg.Transactor.InTx(ctx, fn)
+}
+
+// newCall is the call of a resource the owner is about to create: its id
+// and key derived from the owner's key, ready, due for a first look once
+// the owner's lock has surely run out.
+func (k *Keeper) newCall(ctx context.Context, o *Lease, kind, prefix string) (*Call, error) {
+	n, err := k.store.CountCalls(ctx, o.scope, o.key, kind)
+	if err != nil {
+		return nil, err
+	}
+	id := deriveID(k.cfg.KeySecret, prefix, o.scope, o.key, kind, n)
+	now := k.clock.Now()
+	c := &Call{
+		Scope: o.scope, ID: id, Kind: kind, ClientKey: o.key, Key: id, KeyVersion: keyVersion,
+		State: CallReady, AttemptedAt: now, CreatedAt: now, UpdatedAt: now,
+	}
+	if k.cfg.TraceParent != nil {
+		c.TraceParent = k.cfg.TraceParent(ctx)
+	}
+	k.schedule(c)
+	return c, nil
+}
+
+// schedule sets when the reconciler next looks at c, from its state:
+//
+//	ready     once the lock of whoever made it has run out: the provider
+//	          may hold a call made before calls were fenced; then at
+//	          its cancel (see due below)
+//	calling   once the intent's owner has surely lost its lock
+//	unknown   at the next round
+//	settled   never
+func (k *Keeper) schedule(c *Call) {
+	c.Checks = 0
+	switch c.State {
+	case CallReady:
+		c.DueAt = c.AttemptedAt.Add(k.cfg.LockTimeout)
+	case CallCalling:
+		c.DueAt = c.IntentAt.Add(k.cfg.LockTimeout)
+	case CallUnknown:
+		c.DueAt = k.clock.Now()
+	default:
+		c.DueAt = time.Time{}
+	}
+}
+
+// backoff reschedules a call the reconciler looked at without settling it:
+// a ready call at its cancel, if that is still to come; otherwise after a
+// pause that doubles with every fruitless look, up to maxBackoff.
+func (k *Keeper) backoff(c *Call) {
+	now := k.clock.Now()
+	c.Checks++
+	if cancel := c.AttemptedAt.Add(k.cfg.CancelAfter); c.State == CallReady && k.cfg.CancelAfter > 0 && cancel.After(now) {
+		c.DueAt = cancel
+		return
+	}
+	pause := k.cfg.ReconcileInterval << min(c.Checks-1, 8)
+	c.DueAt = now.Add(min(pause, maxBackoff))
+}
+
+// maxBackoff bounds the pause between two looks at an unsettled call.
+const maxBackoff = 5 * time.Minute
+
+// claimFor claims the client's record of c for whoever settles c outside
+// any request, so that its answer is stored with the settlement. It is nil
+// when there is nothing to claim: no client key, no open record naming c
+// (already answered, expired, another operation's), or a request running it
+// now, which will store the answer itself.
+func (k *Keeper) claimFor(ctx context.Context, c *Call) *Claim {
+	if c.ClientKey == "" {
+		return nil
+	}
+	claim, err := k.Claim(ctx, c.Scope, c.ClientKey, c.ID)
+	if err != nil {
+		return nil
+	}
+	return claim
+}
+
+// flagged tells of a call whose outside answer failed the money check: one
+// log line (never a key), and the observer's count (the alert).
+func (k *Keeper) flagged(ctx context.Context, c *Call, err error) {
+	k.cfg.Log.ErrorContext(ctx, "outside call flagged: the outside service's answer differs from ours; nothing applied",
+		"kind", c.Kind, "scope", c.Scope, "resource_id", c.ID, "error", err)
+	if k.cfg.OnReconcile != nil {
+		k.cfg.OnReconcile(c.Kind, ReconcileFlagged)
+	}
+}
+
+// complete stores a as the answer of the request's record, in the
+// transaction ctx carries; the request then answers with what was stored.
+func (l *Lease) complete(ctx context.Context, a Answer) error {
+	stored := l.k.cfg.stored(a)
+	if err := l.k.store.Complete(ctx, l.scope, l.key, l.fence, stored, l.k.clock.Now()); err != nil {
+		return err
+	}
+	l.k.cfg.Transactor.AfterCommit(ctx, func() { l.stored = &stored })
+	return nil
+}
+
+// complete stores a as the claimed record's answer, in the transaction ctx
+// carries, and publishes it once that commits.
+func (c *Claim) complete(ctx context.Context, a Answer) error {
+	if err := c.Complete(ctx, a); err != nil {
+		return err
+	}
+	c.k.cfg.Transactor.AfterCommit(ctx, c.Published)
+	return nil
+}
