@@ -177,6 +177,10 @@ func (e *Effect[R, O]) reconcile(ctx context.Context, c *Call) (result string, e
 		return ReconcileFlagged, nil
 	}
 	done = settled && claim != nil
+	if settled {
+		k.cfg.Log.InfoContext(ctx, "reconciler: settled an outside call with the outside service's answer",
+			"kind", e.Kind, "scope", c.Scope, "resource_id", c.ID, "answer_stored", done)
+	}
 	return ReconcileResolved, nil
 }
 

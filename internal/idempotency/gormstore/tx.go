@@ -101,7 +101,10 @@ func WithTx(ctx context.Context, tx *gorm.DB) context.Context {
 // lazy one of InTx and this is its first statement), or db bound to ctx.
 func Conn(ctx context.Context, db *gorm.DB) *gorm.DB {
 	if u, ok := ctx.Value(txKey{}).(*unit); ok {
-		return u.conn()
+		// The transaction's connection, with the caller's context: a
+		// statement belongs to the span its caller is in, not to the one
+		// that began the transaction.
+		return u.conn().WithContext(ctx)
 	}
 	return db.WithContext(ctx)
 }

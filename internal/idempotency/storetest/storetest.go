@@ -212,6 +212,8 @@ func Run(t *testing.T, subject Subject) {
 		tombstones(t, s, subject.TombstoneTTL, t0)
 	})
 
+	t.Run("outside calls", func(t *testing.T) { calls(t, subject, t0) })
+
 	t.Run("purge deletes only expired records, in batches", func(t *testing.T) {
 		for i := range 7 {
 			rec := executing("purge", fmt.Sprintf("old-%d", i), t0)
@@ -322,4 +324,68 @@ func tombstones(t *testing.T, s idempotency.Store, tombstoneTTL time.Duration, t
 	old := executing("tomb", "never-purged", t0)
 	require.NoError(t, s.Insert(ctx, old))
 	require.NoError(t, s.Insert(ctx, executing("tomb", "never-purged", gone)))
+}
+
+// calls is the contract of a store's outside calls: one per resource, read
+// back as written, counted by client key, and listed when due, fairly.
+func calls(t *testing.T, subject Subject, t0 time.Time) {
+	s, ctx := subject.Store, context.Background()
+	call := func(scope, id, clientKey string, due time.Time) *idempotency.Call {
+		return &idempotency.Call{
+			Scope: scope, ID: id, Kind: "thing", ClientKey: clientKey, Key: "key-" + id, KeyVersion: 1,
+			State: idempotency.CallReady, AttemptedAt: t0, DueAt: due, TraceParent: "00-trace",
+			CreatedAt: t0, UpdatedAt: t0,
+		}
+	}
+	c := call("c1", "th_1", "ck", t0.Add(time.Minute))
+	require.NoError(t, s.InsertCall(ctx, c))
+	require.ErrorIs(t, s.InsertCall(ctx, call("c1", "th_1", "ck", t0)), idempotency.ErrKeyExists)
+	_, err := s.LockCall(ctx, "c1", "th_none")
+	require.ErrorIs(t, err, idempotency.ErrNotFound)
+	_, err = s.LockCall(ctx, "c2", "th_1")
+	require.ErrorIs(t, err, idempotency.ErrNotFound, "scoped")
+	got, err := s.LockCall(ctx, "c1", "th_1")
+	require.NoError(t, err)
+	require.Equal(t, c, got, "read back as written, the zero intent time included")
+
+	got.State, got.IntentFence, got.IntentAt, got.Checks, got.UpdatedAt = idempotency.CallCalling, 3, t0.Add(time.Second), 2, t0.Add(time.Second)
+	got.DueAt = time.Time{}
+	require.NoError(t, s.SaveCall(ctx, got))
+	again, err := s.LockCall(ctx, "c1", "th_1")
+	require.NoError(t, err)
+	require.Equal(t, got, again)
+	require.ErrorIs(t, s.SaveCall(ctx, call("c1", "th_none", "", t0)), idempotency.ErrNotFound)
+
+	require.NoError(t, s.InsertCall(ctx, call("c1", "th_2", "ck", t0)))
+	require.NoError(t, s.InsertCall(ctx, call("c1", "th_3", "other", t0)))
+	n, err := s.CountCalls(ctx, "c1", "ck", "thing")
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	n, err = s.CountCalls(ctx, "c1", "ck", "another kind")
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	// Due: three of scope d1, one of d2, one settled (no due time) and one
+	// not due yet. Two per scope at most, the longest due first.
+	for i, d := range []struct {
+		scope, id string
+		due       time.Time
+	}{
+		{"d1", "th_a", t0.Add(-3 * time.Minute)}, {"d1", "th_b", t0.Add(-2 * time.Minute)}, {"d1", "th_c", t0.Add(-time.Minute)},
+		{"d2", "th_d", t0.Add(-90 * time.Second)}, {"d2", "th_e", time.Time{}}, {"d2", "th_f", t0.Add(time.Hour)},
+	} {
+		require.NoError(t, s.InsertCall(ctx, call(d.scope, d.id, fmt.Sprint("due-", i), d.due)))
+	}
+	due, err := s.DueCalls(ctx, t0, 10, 2)
+	require.NoError(t, err)
+	var ids []string
+	for _, c := range due {
+		if c.Scope == "d1" || c.Scope == "d2" {
+			ids = append(ids, c.ID)
+		}
+	}
+	require.Equal(t, []string{"th_a", "th_b", "th_d"}, ids, "th_c is the third of d1: left for the next round")
+	due, err = s.DueCalls(ctx, t0, 1, 2)
+	require.NoError(t, err)
+	require.Len(t, due, 1)
 }
