@@ -6,6 +6,7 @@ package docs
 
 import (
 	"go/ast"
+	"go/build"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -13,7 +14,6 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -547,7 +547,7 @@ func (c *code) checkPath(s, dir string) string {
 			return ""
 		}
 	}
-	if _, err := os.Stat(filepath.Join(runtime.GOROOT(), "src", p)); err == nil {
+	if pkg, err := build.Default.Import(p, c.root, build.FindOnly); err == nil && pkg.Goroot {
 		return ""
 	}
 	return "is not in the repository"
