@@ -69,7 +69,7 @@ func run(ctx context.Context, args, environ []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := app.NewLogger(stdout, cfg.LogLevel)
+	log := app.LoggerFor(stdout, cfg)
 
 	switch cmd {
 	case "serve":

@@ -85,6 +85,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	// Gin's debug mode prints every route at start and warns on each run;
 	// our own structured logs say what matters.
 	gin.SetMode(gin.ReleaseMode)
+	announceDevelopment(cfg, log, browsableURL(ln.Addr()))
 	db, err := openDatabase(ctx, cfg, log)
 	if err != nil {
 		return nil, err
@@ -106,7 +107,6 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 			return nil, fmt.Errorf("seed demo merchants: %w", err)
 		}
 	}
-	announceDevelopment(cfg, log)
 
 	providerURL := cfg.ProviderURL
 	if providerURL == "" {
@@ -131,7 +131,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		}
 		a.provider = running
 		providerURL = running.URL
-		log.Info("in-process payment provider started", "url", providerURL)
+		// Debug, and an address rather than a URL: nobody opens it (its
+		// ledger is under /dev/provider/), and a random port on the first
+		// screen looked like one more page to visit.
+		log.Debug("in-process payment provider started", "addr", strings.TrimPrefix(providerURL, "http://"))
 	}
 	providerClient := provider.NewClient(providerURL, provider.ClientOptions{Timeout: cfg.ProviderTimeout, WrapTransport: tr.Transport})
 
@@ -296,30 +299,60 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	return a, nil
 }
 
-// announceDevelopment says at start what a development deployment lets
-// anyone do, so that nobody mistakes it for a production one. It names the
-// settings, never a key or a secret: the log may travel further than the
-// machine.
-func announceDevelopment(cfg config.Config, log *slog.Logger) {
+// announceDevelopment says first, in development, where to point a browser
+// and what a development deployment lets anyone do, so that nobody mistakes
+// it for a production one. It names pages and settings, never a key or a
+// secret: the log may travel further than the machine. For people (text)
+// that is a few short lines; for machines (json), two records.
+func announceDevelopment(cfg config.Config, log *slog.Logger, base string) {
 	if cfg.Production() {
 		return
+	}
+	pages := []struct{ key, name, url string }{
+		{"demo", "the checkout demo", base + "/demo"},
+		{"swagger_ui", "Swagger UI", base + "/swagger/index.html"},
+		{"api", "the API", base},
+	}
+	if cfg.ProviderURL == "" {
+		pages = append(pages, struct{ key, name, url string }{"provider_ledger", "the mock provider's ledger", base + devProviderPrefix + "/v1/ledger"})
 	}
 	var public []string
 	if cfg.DemoSeed {
 		public = append(public, "the demo merchants acme and globex, whose API keys are public (DEMO_SEED)")
 	}
 	if cfg.ProviderWebhookSecret == config.DemoWebhookSecret {
-		public = append(public, "the well-known test webhook secret (PROVIDER_WEBHOOK_SECRET)")
+		public = append(public, "webhooks signed with the well-known test secret (PROVIDER_WEBHOOK_SECRET)")
 	}
 	if cfg.LogKeySecret == "" {
-		public = append(public, "no LOG_KEY_SECRET: log hashes use a random per-process secret and Redis key names a fixed development one")
+		public = append(public, "no LOG_KEY_SECRET: key hashes in the log change at every start")
 	}
-	if len(public) == 0 {
-		log.Info("development mode (APP_ENV=development)")
+
+	if !cfg.LogText() {
+		where := make([]any, 0, 2*len(pages))
+		for _, p := range pages {
+			where = append(where, p.key, p.url)
+		}
+		log.Info("development: open these in a browser (the demo merchants' API keys are in the README)", where...)
+		if len(public) == 0 {
+			log.Info("development mode (APP_ENV=development)")
+			return
+		}
+		log.Warn("development mode (APP_ENV=development): not for production", "in_force", public)
 		return
 	}
-	log.Warn("development mode (APP_ENV=development): not for production; in force: "+strings.Join(public, "; "),
-		"app_env", cfg.AppEnv)
+	log.Info("Development mode. Open in a browser:")
+	for _, p := range pages {
+		log.Info(fmt.Sprintf("  %-27s %s", p.name, p.url))
+	}
+	if cfg.DemoSeed {
+		log.Info(`The demo merchants' API keys are in the README, under "Two commands".`)
+	}
+	if len(public) > 0 {
+		log.Warn("Not for production. In force:")
+		for _, p := range public {
+			log.Warn("  " + p)
+		}
+	}
 }
 
 // browsableURL is the http:// URL of a listening address, with localhost
@@ -378,14 +411,6 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String(), "dialect", string(a.db.Dialect))
-	if !a.cfg.Production() {
-		base := browsableURL(ln.Addr())
-		where := []any{"api", base, "swagger_ui", base + "/swagger/index.html", "demo", base + "/demo"}
-		if a.provider != nil {
-			where = append(where, "provider_ledger", base+devProviderPrefix+"/v1/ledger")
-		}
-		log.Info("development: open these in a browser (the demo merchants' API keys are in the README)", where...)
-	}
 
 	select {
 	case err := <-serveErr:
@@ -422,8 +447,6 @@ func (a *App) close(ctx context.Context) error {
 // warn or error, as config.Config.LogLevel holds it), with the trace and
 // span ids of a record logged with a traced context.
 func NewLogger(w io.Writer, level string) *slog.Logger {
-	var l slog.Level
-	_ = l.UnmarshalText([]byte(strings.ToUpper(level)))
 	// Lines logged inside a trace carry its trace_id and span_id.
-	return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})))
+	return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: logLevel(level)})))
 }

@@ -124,3 +124,23 @@ func TestDevelopmentSaysWhatIsInForce(t *testing.T) {
 	ledger := apptest.Call(t, "GET", api.URL+"/dev/provider/v1/ledger", "", "", "")
 	require.Equal(t, 200, ledger.Status, "development serves the in-process provider's ledger")
 }
+
+// TestDevelopmentFirstScreen: started as `make run` starts it, the API's
+// first lines are for a person: the pages to open, where the demo keys are
+// written down, then what is not for production; the in-process provider's
+// own port is not among them.
+func TestDevelopmentFirstScreen(t *testing.T) {
+	testkit.EndToEnd(t)
+	bin, _ := apptest.Binaries(t)
+	api := apptest.StartBinary(t, bin, testkit.DatabaseURL(t, database.SQLite), apptest.Env("LOG_FORMAT=", "LOG_LEVEL=info"))
+	var logs string
+	require.Eventually(t, func() bool { logs = api.Logs(); return strings.Contains(logs, "listening") }, 10*time.Second, 20*time.Millisecond)
+	lines := strings.Split(logs, "\n")
+	require.Contains(t, lines[0], "Development mode. Open in a browser:", logs)
+	require.Contains(t, lines[1], api.URL+"/demo", logs)
+	require.Contains(t, logs, "API keys are in the README")
+	require.NotContains(t, logs, `"msg"`, "development's log is text")
+	for _, u := range regexp.MustCompile(`https?://[^\s"]+`).FindAllString(logs, -1) {
+		require.True(t, strings.HasPrefix(u, api.URL), "an address to open that is not the API's: %s\n%s", u, logs)
+	}
+}

@@ -55,6 +55,9 @@ type Config struct {
 	JanitorInterval         time.Duration `env:"JANITOR_INTERVAL" envDefault:"1m"`
 	EventRetention          time.Duration `env:"EVENT_RETENTION" envDefault:"168h"`
 	LogLevel                string        `env:"LOG_LEVEL" envDefault:"info"`
+	// LogFormat is json (lines for machines) or text (lines for people);
+	// empty: text in development, json in production (LogText).
+	LogFormat string `env:"LOG_FORMAT"`
 
 	// Secrets (secrets.go); no error message or log line ever shows them.
 	LogKeySecret            string `env:"LOG_KEY_SECRET"`
@@ -183,6 +186,11 @@ func (c Config) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("LOG_LEVEL must be debug, info, warn or error, got %q", c.LogLevel))
 	}
+	switch c.LogFormat {
+	case "", LogFormatJSON, LogFormatText:
+	default:
+		errs = append(errs, fmt.Errorf("LOG_FORMAT must be json or text, got %q", c.LogFormat))
+	}
 	errs = append(errs, c.validateSecrets()...)
 	return errors.Join(errs...)
 }
@@ -204,6 +212,19 @@ const (
 
 // Production reports whether APP_ENV is production.
 func (c Config) Production() bool { return c.AppEnv == AppEnvProduction }
+
+// Values of LOG_FORMAT.
+const (
+	LogFormatJSON = "json"
+	LogFormatText = "text"
+)
+
+// LogText reports whether the log is written for people: LOG_FORMAT=text,
+// or no LOG_FORMAT in development. Production's default stays JSON, which
+// log collectors parse.
+func (c Config) LogText() bool {
+	return c.LogFormat == LogFormatText || c.LogFormat == "" && !c.Production()
+}
 
 // validateProduction lists what production refuses, each by its setting,
 // and nothing else: the in-process provider, SQLite and no Redis all stay

@@ -125,6 +125,7 @@ func TestBadSettingsAreNamed(t *testing.T) {
 		"EVENT_RETENTION=a week":      "EVENT_RETENTION",
 		"RATE_LIMIT_NEW_KEYS=-1":      "RATE_LIMIT_NEW_KEYS",
 		"RATE_LIMIT_WINDOW=0s":        "RATE_LIMIT_WINDOW",
+		"LOG_FORMAT=yaml":             "LOG_FORMAT must be json or text",
 	}
 	for kv, name := range cases {
 		t.Run(kv, func(t *testing.T) {
@@ -161,4 +162,25 @@ func TestOutboxSinkSettings(t *testing.T) {
 	_, err = config.Load([]string{"NATS_URL=ftp://user:secret@nats.internal"})
 	require.ErrorContains(t, err, "NATS_URL")
 	require.NotContains(t, err.Error(), "secret", "no credentials in the message")
+}
+
+// TestLogFormat: people read development's log, machines production's,
+// unless LOG_FORMAT says otherwise.
+func TestLogFormat(t *testing.T) {
+	cases := []struct {
+		env  []string
+		text bool
+	}{
+		{nil, true},
+		{[]string{"LOG_FORMAT=json"}, false},
+		{goodProduction, false},
+		{append([]string{"LOG_FORMAT=text"}, goodProduction...), true},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.env, " "), func(t *testing.T) {
+			cfg, err := config.Load(c.env)
+			require.NoError(t, err)
+			require.Equal(t, c.text, cfg.LogText())
+		})
+	}
 }

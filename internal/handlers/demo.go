@@ -38,8 +38,8 @@ func demoPage() gin.HandlerFunc {
 	}
 }
 
-// renderDemo inlines demo/checkout.js and demo/checkout.css into
-// demo/index.html.
+// renderDemo inlines demo/lifecycle.js (the drawing), demo/checkout.js and
+// demo/checkout.css into demo/index.html.
 func renderDemo() ([]byte, error) {
 	tmpl, err := template.ParseFS(demoFiles, "demo/index.html")
 	if err != nil {
@@ -49,14 +49,19 @@ func renderDemo() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	lifecycle, err := demoFiles.ReadFile("demo/lifecycle.js")
+	if err != nil {
+		return nil, err
+	}
 	style, err := demoFiles.ReadFile("demo/checkout.css")
 	if err != nil {
 		return nil, err
 	}
 	var buf bytes.Buffer
 	err = tmpl.Execute(&buf, struct {
-		Script template.JS
-		Style  template.CSS
-	}{template.JS(script), template.CSS(style)})
+		Lifecycle template.JS
+		Script    template.JS
+		Style     template.CSS
+	}{template.JS(lifecycle), template.JS(script), template.CSS(style)})
 	return buf.Bytes(), err
 }

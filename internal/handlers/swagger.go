@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	_ "embed"
 	"io/fs"
 	"net/http"
 	"strings"
@@ -11,11 +12,18 @@ import (
 	"github.com/idemkeys/payments/api"
 )
 
+// idempotencyKeyPlugin fills a fresh Idempotency-Key on Try it out and
+// keeps it until the reader asks for a new one (swagger/idempotency-key.js).
+//
+//go:embed swagger/idempotency-key.js
+var idempotencyKeyPlugin string
+
 // swaggerInitializer starts Swagger UI on the spec beside it. It replaces
 // the bundle's own swagger-initializer.js, which points at a demo spec.
 // The key entered in Authorize survives reloads; operations open collapsed,
 // as the descriptions are long.
-const swaggerInitializer = `window.onload = function () {
+var swaggerInitializer = idempotencyKeyPlugin + `
+window.onload = function () {
   window.ui = SwaggerUIBundle({
     url: "doc.json",
     dom_id: "#swagger-ui",
@@ -23,7 +31,7 @@ const swaggerInitializer = `window.onload = function () {
     persistAuthorization: true,
     docExpansion: "list",
     presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset],
-    plugins: [SwaggerUIBundle.plugins.DownloadUrl],
+    plugins: [SwaggerUIBundle.plugins.DownloadUrl, IdempotencyKeyPlugin],
     layout: "StandaloneLayout"
   });
 };

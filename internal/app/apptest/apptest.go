@@ -25,6 +25,7 @@ var defaults = []string{
 	"DEMO_SEED=true",
 	"IDEMPOTENCY_WAIT=5s",
 	"LOG_LEVEL=warn",
+	"LOG_FORMAT=json", // Logs returns JSON lines, which tests search
 	"DB_MAX_CONNS=10",
 }
 

@@ -13,6 +13,13 @@
 //
 // The saved operation is removed once the checkout reached a final answer;
 // "Start a new checkout" is the only way to get fresh keys.
+//
+// A 202 says the provider's outcome is unknown. Resending at once would
+// only ask the provider again; the page instead watches the key's record
+// (GET /v1/idempotency-keys/{key}) until the reconciler or a webhook has
+// stored the outcome, or UNKNOWN_WAIT_MS has passed, and then sends the same
+// request again: it gets the stored answer, replayed, or resumes the
+// operation. lifecycle.js draws all of it beside the form.
 (function () {
   'use strict';
 
@@ -22,6 +29,9 @@
   const MAX_ATTEMPTS = 10;
   const BASE_DELAY_MS = 250;
   const MAX_DELAY_MS = 4000;
+  // How long the page watches an unknown outcome before it asks again; a
+  // little more than the reconciler's default interval (5 s).
+  const UNKNOWN_WAIT_MS = 8000;
   const ORDER_BODY = {
     customer_id: 'cus_demo',
     currency: 'BRL',
@@ -33,10 +43,12 @@
   const form = $('checkout');
   const payButton = $('pay');
   const newButton = $('new-checkout');
+  const againButton = $('send-again');
 
   // In-memory guards of this page load; sessionStorage is what survives it.
   let running = false; // a request of the saved operation is in flight
   let finished = false; // the last checkout got its final answer
+  let last = null; // the finished checkout's payment request, for "send again"
 
   function load() {
     try {
@@ -70,9 +82,17 @@
     $('status').textContent = text;
   }
 
-  function log(text) {
+  // log adds a line to the request log; a replayed answer gets a mark.
+  function log(text, replayed) {
     const li = document.createElement('li');
     li.textContent = new Date().toISOString().slice(11, 23) + ' ' + text;
+    if (replayed) {
+      const mark = document.createElement('mark');
+      mark.className = 'replayed';
+      mark.dataset.replayed = 'true';
+      mark.textContent = 'replayed';
+      li.append(' ', mark);
+    }
     $('log').appendChild(li);
   }
 
@@ -131,6 +151,8 @@
     for (let attempt = 1; ; attempt++) {
       let res = null;
       let r = null;
+      Lifecycle.request(label, key);
+      const stopWatching = Lifecycle.watch(op.apiKey, key);
       try {
         res = await fetch(path, {
           method: 'POST',
@@ -142,15 +164,23 @@
           body: JSON.stringify(body),
         });
         r = { status: res.status, data: await res.json().catch(() => null) };
-        log(label + ' #' + attempt + ' → ' + res.status +
-          (res.headers.get('Idempotent-Replayed') === 'true' ? ' (replayed)' : '') +
-          (r.data && r.data.code ? ' ' + r.data.code : ''));
+        const replayed = res.headers.get('Idempotent-Replayed') === 'true';
+        const code = r.data && r.data.code ? r.data.code : '';
+        await stopWatching(res.status);
+        Lifecycle.answer(key, res.status, replayed, code);
+        log(label + ' #' + attempt + ' → ' + res.status + (code ? ' ' + code : ''), replayed);
       } catch (err) {
+        await stopWatching(0);
         log(label + ' #' + attempt + ' → network error: ' + err.message);
       }
       if (r && !retryable(r)) return r;
       if (attempt >= MAX_ATTEMPTS) {
         throw new Stalled(label + ' is not finished after ' + attempt + ' attempts');
+      }
+      if (r && r.status === 202) {
+        setPhase('waiting', label + ': the outcome is unknown; watching the key until it is known…');
+        await Lifecycle.outcome(op.apiKey, key, UNKNOWN_WAIT_MS);
+        continue;
       }
       const ms = delay(attempt, res);
       setPhase('waiting', label + ': ' + (r ? 'HTTP ' + r.status : 'network error') +
@@ -178,6 +208,7 @@
       setPhase('paying', 'Paying the order…');
       const path = '/v1/orders/' + encodeURIComponent(op.order.id) + '/payments';
       const r = await send(op, 'POST ' + path, path, op.paymentKey, { payment_method: op.paymentMethod });
+      last = { op: op, path: path };
       if (r.status === 201) {
         showPayment(r.data.id, r.data.status);
         await refreshOrder(op);
@@ -218,8 +249,23 @@
     finished = true;
     payButton.hidden = true;
     newButton.hidden = false;
+    againButton.hidden = !last;
     setPhase(phase, text);
   }
+
+  // "Send the payment again" repeats the finished checkout's payment, the
+  // same request under the same key, as a client does that never got the
+  // answer: the API replays the stored answer and charges nothing.
+  againButton.addEventListener('click', async () => {
+    if (running || !last) return;
+    running = true;
+    againButton.disabled = true;
+    const r = await send(last.op, 'POST ' + last.path + ' again', last.path, last.op.paymentKey,
+      { payment_method: last.op.paymentMethod });
+    running = false;
+    againButton.disabled = false;
+    setPhase(document.body.dataset.phase, 'Sent again under the same key: ' + r.status + '.');
+  });
 
   form.addEventListener('submit', (event) => {
     event.preventDefault();
@@ -240,6 +286,9 @@
     if (running) return;
     forget();
     finished = false;
+    last = null;
+    againButton.hidden = true;
+    Lifecycle.clear();
     $('inputs').disabled = false;
     $('keys').hidden = true;
     $('result').hidden = true;

@@ -1,0 +1,93 @@
+package app
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkeys/payments/internal/config"
+)
+
+func loadConfig(t *testing.T, env ...string) config.Config {
+	t.Helper()
+	cfg, err := config.Load(env)
+	require.NoError(t, err)
+	return cfg
+}
+
+// TestTextLogIsForPeople: development's log puts the message first, after
+// the time of day; the level only when it is not INFO; attributes as
+// key=value, quoted when they have spaces, groups as prefixes; no colour
+// when the log is not a terminal.
+func TestTextLogIsForPeople(t *testing.T) {
+	var out bytes.Buffer
+	log := LoggerFor(&out, loadConfig(t))
+	log.Info("listening", "addr", "[::]:8080")
+	log.With("component", "provider").WithGroup("call").Warn("slow answer", "took", "2s", "detail", "a b")
+	log.Debug("not shown at info")
+
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	require.Len(t, lines, 2, out.String())
+	require.Regexp(t, `^\d\d:\d\d:\d\d listening addr=\[::\]:8080$`, lines[0])
+	require.Regexp(t, `^\d\d:\d\d:\d\d WARN slow answer component=provider call\.took=2s call\.detail="a b"$`, lines[1])
+}
+
+// TestJSONLogOnRequest: LOG_FORMAT=json, and production, keep JSON lines.
+func TestJSONLogOnRequest(t *testing.T) {
+	for _, cfg := range []config.Config{
+		loadConfig(t, "LOG_FORMAT=json"),
+		{AppEnv: config.AppEnvProduction, LogLevel: "info"},
+	} {
+		var out bytes.Buffer
+		LoggerFor(&out, cfg).Info("listening", "addr", ":8080")
+		var line map[string]any
+		require.NoError(t, json.Unmarshal(out.Bytes(), &line), out.String())
+		require.Equal(t, "listening", line["msg"])
+	}
+}
+
+// TestFirstScreen: in development the first lines say, in plain words,
+// which pages to open and where the demo keys are written down; then,
+// short, what is not for production. No key or secret, no line a screen
+// must wrap, no address but the API's.
+func TestFirstScreen(t *testing.T) {
+	cfg := loadConfig(t)
+	var out bytes.Buffer
+	announceDevelopment(cfg, LoggerFor(&out, cfg), "http://localhost:8080")
+	screen := out.String()
+	lines := strings.Split(strings.TrimSuffix(screen, "\n"), "\n")
+	require.Contains(t, lines[0], "Open in a browser:")
+	for i, want := range []string{
+		"the checkout demo  *http://localhost:8080/demo$",
+		"Swagger UI  *http://localhost:8080/swagger/index.html$",
+		"the API  *http://localhost:8080$",
+		"the mock provider's ledger  *http://localhost:8080/dev/provider/v1/ledger$",
+	} {
+		require.Regexp(t, want, lines[1+i])
+	}
+	require.Contains(t, lines[5], `API keys are in the README, under "Two commands"`)
+	require.Contains(t, lines[6], "WARN Not for production")
+	require.Contains(t, screen, "DEMO_SEED")
+	require.Contains(t, screen, "PROVIDER_WEBHOOK_SECRET")
+	require.Contains(t, screen, "LOG_KEY_SECRET")
+	for _, line := range lines {
+		require.LessOrEqual(t, len(line), 100, "a line a terminal must wrap: %q", line)
+	}
+	for _, secret := range []string{"sk_test_acme", "sk_test_globex", config.DemoWebhookSecret} {
+		require.NotContains(t, screen, secret)
+	}
+	urls := regexp.MustCompile(`https?://[^\s"]+`).FindAllString(screen, -1)
+	for _, u := range urls {
+		require.True(t, strings.HasPrefix(u, "http://localhost:8080"), "an address that is not the API's: %s", u)
+	}
+
+	out.Reset()
+	prod := config.Config{AppEnv: config.AppEnvProduction}
+	announceDevelopment(prod, slog.New(slog.NewTextHandler(&out, nil)), "http://localhost:8080")
+	require.Empty(t, out.String(), "production announces nothing")
+}
