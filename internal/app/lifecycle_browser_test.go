@@ -58,7 +58,10 @@ func TestDemoDrawsTheLifecycle(t *testing.T) {
 	order := []string{"request", "reserved", "provider-call", "unknown", "answer", "reconciled", "request", "replayed"}
 	require.Equal(t, order, without(payment, "point"), picture())
 	points := evaluate[[]string](t, ctx, `[...document.querySelectorAll('#lifecycle li[data-step="point"]')].map(li => li.dataset.point)`)
-	require.Equal(t, []string{"payment_created", "payment_unknown"}, points, picture())
+	// The page reads the record as it goes: it may miss the short-lived
+	// payment_created (the intent follows at once), never the intent
+	// (held while the provider does not answer) nor the unknown outcome.
+	require.Equal(t, []string{"payment_calling", "payment_unknown"}, without(points, "payment_created"), picture())
 	require.True(t, evaluate[bool](t, ctx, `(() => {
 		const mark = document.querySelector('#lifecycle li[data-step="replayed"][data-replayed="true"] mark.replayed');
 		return !!mark && mark.offsetParent !== null && mark.innerText.toLowerCase() === 'replayed' })()`), "the replay is marked, visibly\n%s", picture())

@@ -57,10 +57,10 @@ window.Lifecycle = (function () {
     if (rec.recovery_point !== before.point && rec.recovery_point && rec.recovery_point !== 'started') {
       const [point, resource] = rec.recovery_point.split(':');
       step('point', 'record', 'record', 'recovery point ' + rec.recovery_point, { point: point });
-      if (point.endsWith('_created')) {
-        step('provider-call', 'api', 'provider', 'call under provider key ' + resource);
-      } else if (point.endsWith('_finished')) {
-        step('provider-answer', 'provider', 'api', 'the provider answered');
+      if (point.endsWith('_calling')) {
+        // The intent is committed under the record's fence: only now may
+        // the call go out.
+        step('provider-call', 'api', 'provider', 'intent recorded; call under provider key ' + resource);
       } else if (point.endsWith('_unknown') && !before.unknownDrawn) {
         step('unknown', 'provider', 'api', 'no answer: the outcome is unknown');
         before.unknownDrawn = true;
