@@ -4,14 +4,15 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/idemkeys/payments/internal/idempotency/seal"
+
 	"github.com/idemkeys/payments/internal/config"
-	"github.com/idemkeys/payments/internal/idempotency"
 )
 
 // responseCipher turns RESPONSE_ENCRYPTION_KEYS into the cipher that
 // encrypts stored response bodies, in the database and in the Redis cache;
 // nil when the setting is empty.
-func responseCipher(cfg config.Config, log *slog.Logger) (*idempotency.ResponseCipher, error) {
+func responseCipher(cfg config.Config, log *slog.Logger) (*seal.Cipher, error) {
 	keys, active, err := cfg.ResponseKeys()
 	if err != nil {
 		return nil, fmt.Errorf("configuration: %w", err)
@@ -19,7 +20,7 @@ func responseCipher(cfg config.Config, log *slog.Logger) (*idempotency.ResponseC
 	if keys == nil {
 		return nil, nil
 	}
-	c, err := idempotency.NewResponseCipher(keys, active)
+	c, err := seal.New(keys, active)
 	if err != nil {
 		return nil, fmt.Errorf("configuration: RESPONSE_ENCRYPTION_KEYS: %w", err)
 	}

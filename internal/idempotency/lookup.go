@@ -6,7 +6,7 @@ import "context"
 // endpoint (GET /v1/idempotency-keys/{key}). Keys are scoped, so another
 // scope's record under the same key is not found. It returns an error
 // wrapping ErrKeyInvalid for a malformed key, ErrNotFound, or a store error
-// (ErrResponseKeyUnknown and ErrResponseUndecryptable included).
+// (seal.ErrKeyUnknown and seal.ErrUndecryptable included, from a store that seals answers).
 func (k *Keeper) Lookup(ctx context.Context, scope, key string) (*Record, error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, err

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/idemkeys/payments/internal/idempotency/seal"
+
 	"gorm.io/gorm"
 
 	"github.com/idemkeys/payments/internal/idempotency"
@@ -25,7 +27,7 @@ import (
 type Store struct {
 	db *gorm.DB
 	// cipher, when set, encrypts stored response bodies (WithCipher).
-	cipher *idempotency.ResponseCipher
+	cipher *seal.Cipher
 	// classify sorts the driver's errors (WithClassify).
 	classify func(error) error
 	// tombstoneTTL, when positive, is how long a purged record's tombstone
@@ -46,8 +48,8 @@ type Option func(*Store)
 // WithCipher makes the store encrypt the response bodies it writes with c,
 // and decrypt them on read. Records written in clear before (no key id)
 // still read. nil leaves bodies in clear, as without the option; a record
-// that was encrypted then fails to read with idempotency.ErrResponseKeyUnknown.
-func WithCipher(c *idempotency.ResponseCipher) Option {
+// that was encrypted then fails to read with seal.ErrKeyUnknown.
+func WithCipher(c *seal.Cipher) Option {
 	return func(s *Store) { s.cipher = c }
 }
 
@@ -294,7 +296,7 @@ func (s *Store) toRecord(row recordRow) (*idempotency.Record, error) {
 		resp := &idempotency.Answer{Status: *row.ResponseStatus, Body: row.ResponseBody, Final: true}
 		if row.ResponseKeyID != nil {
 			if s.cipher == nil {
-				return nil, fmt.Errorf("%w: %q (response encryption is off)", idempotency.ErrResponseKeyUnknown, *row.ResponseKeyID)
+				return nil, fmt.Errorf("%w: %q (response encryption is off)", seal.ErrKeyUnknown, *row.ResponseKeyID)
 			}
 			body, err := s.cipher.Open(row.MerchantID, row.IdempotencyKey, *row.ResponseKeyID, row.ResponseBody)
 			if err != nil {

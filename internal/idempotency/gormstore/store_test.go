@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkeys/payments/internal/idempotency/seal"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/idempotency"
@@ -16,15 +18,15 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency/storetest"
 )
 
-func testKey(b byte) []byte { return bytes.Repeat([]byte{b}, idempotency.ResponseKeySize) }
+func testKey(b byte) []byte { return bytes.Repeat([]byte{b}, seal.KeySize) }
 
-func newCipher(t *testing.T, active string, ids ...string) *idempotency.ResponseCipher {
+func newCipher(t *testing.T, active string, ids ...string) *seal.Cipher {
 	t.Helper()
 	keys := map[string][]byte{}
 	for i, id := range ids {
 		keys[id] = testKey(byte(i + 1))
 	}
-	c, err := idempotency.NewResponseCipher(keys, active)
+	c, err := seal.New(keys, active)
 	require.NoError(t, err)
 	return c
 }
@@ -94,7 +96,7 @@ WHERE merchant_id = ? AND idempotency_key = ?`, merchant, key).Scan(&row).Error)
 			// Rotated: k2 encrypts, k1 is kept to read older records.
 			v2 := gormstore.New(db, gormstore.WithCipher(newCipher(t, "k2", "k1", "k2")))
 			// k1 dropped too early.
-			k2, err := idempotency.NewResponseCipher(map[string][]byte{"k2": testKey(2)}, "k2")
+			k2, err := seal.New(map[string][]byte{"k2": testKey(2)}, "k2")
 			require.NoError(t, err)
 			onlyK2 := gormstore.New(db, gormstore.WithCipher(k2))
 
@@ -130,10 +132,10 @@ WHERE merchant_id = ? AND idempotency_key = ?`, merchant, key).Scan(&row).Error)
 
 			t.Run("a record under a key no longer held is a clear error", func(t *testing.T) {
 				_, err := onlyK2.Get(ctx, "m1", "atomic", t0)
-				require.ErrorIs(t, err, idempotency.ErrResponseKeyUnknown)
+				require.ErrorIs(t, err, seal.ErrKeyUnknown)
 				require.ErrorContains(t, err, `"k1"`)
 				_, err = plain.Get(ctx, "m1", "atomic", t0)
-				require.ErrorIs(t, err, idempotency.ErrResponseKeyUnknown)
+				require.ErrorIs(t, err, seal.ErrKeyUnknown)
 				require.ErrorContains(t, err, "encryption is off")
 			})
 
@@ -153,7 +155,7 @@ WHERE merchant_id = ? AND idempotency_key = ?`, merchant, key).Scan(&row).Error)
 				require.NoError(t, db.Exec(`UPDATE idempotency_records SET response_body = ?
 WHERE merchant_id = 'm2' AND idempotency_key = 'victim'`, stolen).Error)
 				_, err := v1.Get(ctx, "m2", "victim", t0)
-				require.ErrorIs(t, err, idempotency.ErrResponseUndecryptable)
+				require.ErrorIs(t, err, seal.ErrUndecryptable)
 			})
 
 			t.Run("an empty body round-trips", func(t *testing.T) {

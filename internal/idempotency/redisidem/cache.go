@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemkeys/payments/internal/idempotency/seal"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkeys/payments/internal/idempotency"
@@ -50,12 +52,12 @@ type Cache struct {
 
 	// cipher, when set, encrypts cached bodies as the store encrypts them
 	// at rest: turning encryption on must not leave a clear copy in Redis.
-	cipher *idempotency.ResponseCipher
+	cipher *seal.Cipher
 }
 
 // WithCipher makes the cache encrypt the bodies it holds with c, the cipher
 // of the store. It returns the cache for chaining.
-func (c *Cache) WithCipher(rc *idempotency.ResponseCipher) *Cache {
+func (c *Cache) WithCipher(rc *seal.Cipher) *Cache {
 	c.cipher = rc
 	return c
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkeys/payments/internal/idempotency/seal"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/idempotency"
@@ -225,7 +227,7 @@ func TestRedisCacheEncryptsBodiesWhenTheStoreDoes(t *testing.T) {
 	rs := testkit.StartRedis(t)
 	client, err := redisconn.Open(rs.URL(), redisconn.Options{Timeout: time.Second})
 	require.NoError(t, err)
-	cipher, err := idempotency.NewResponseCipher(map[string][]byte{"k1": make([]byte, 32)}, "k1")
+	cipher, err := seal.New(map[string][]byte{"k1": make([]byte, 32)}, "k1")
 	require.NoError(t, err)
 	c := redisidem.NewCache(client, testKeySecret, nil).WithCipher(cipher)
 	t.Cleanup(func() { c.Close(); _ = client.Close() })

@@ -1,4 +1,4 @@
-package idempotency_test
+package seal_test
 
 import (
 	"bytes"
@@ -6,23 +6,23 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/seal"
 )
 
-func testKey(b byte) []byte { return bytes.Repeat([]byte{b}, idempotency.ResponseKeySize) }
+func testKey(b byte) []byte { return bytes.Repeat([]byte{b}, seal.KeySize) }
 
-func newCipher(t *testing.T, active string, ids ...string) *idempotency.ResponseCipher {
+func newCipher(t *testing.T, active string, ids ...string) *seal.Cipher {
 	t.Helper()
 	keys := map[string][]byte{}
 	for i, id := range ids {
 		keys[id] = testKey(byte(i + 1))
 	}
-	c, err := idempotency.NewResponseCipher(keys, active)
+	c, err := seal.New(keys, active)
 	require.NoError(t, err)
 	return c
 }
 
-func TestNewResponseCipherRefusesBadKeys(t *testing.T) {
+func TestNewRefusesBadKeys(t *testing.T) {
 	cases := map[string]struct {
 		keys   map[string][]byte
 		active string
@@ -35,7 +35,7 @@ func TestNewResponseCipherRefusesBadKeys(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := idempotency.NewResponseCipher(tc.keys, tc.active)
+			_, err := seal.New(tc.keys, tc.active)
 			require.ErrorContains(t, err, tc.want)
 		})
 	}

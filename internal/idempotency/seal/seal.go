@@ -1,4 +1,8 @@
-package idempotency
+// Package seal encrypts the answers an idempotency store keeps, at rest:
+// AES-256-GCM under keys named by id, so that keys rotate without a
+// migration. The stores (gormstore, redisidem) seal a body as they write a
+// record and open it as they read one; the core never sees a ciphertext.
+package seal
 
 import (
 	"crypto/aes"
@@ -9,24 +13,24 @@ import (
 	"sort"
 )
 
-// ResponseKeySize is the size of a response encryption key: AES-256.
-const ResponseKeySize = 32
+// KeySize is the size of a response encryption key: AES-256.
+const KeySize = 32
 
 // maxKeyIDLength bounds a key id; it is stored on every record.
 const maxKeyIDLength = 32
 
-// ErrResponseKeyUnknown: a stored response was encrypted under a key id this
+// ErrKeyUnknown: a stored response was encrypted under a key id this
 // process does not hold (a key removed from the configuration while records
 // encrypted with it were still live, or encryption turned off). The record
 // cannot be replayed until the key is configured again. Returned wrapped
 // with the key id.
-var ErrResponseKeyUnknown = errors.New("stored response is encrypted with an unknown key id")
+var ErrKeyUnknown = errors.New("stored response is encrypted with an unknown key id")
 
-// ErrResponseUndecryptable: a stored response did not decrypt under its
+// ErrUndecryptable: a stored response did not decrypt under its
 // key: the ciphertext was altered, or moved from another record.
-var ErrResponseUndecryptable = errors.New("stored response does not decrypt")
+var ErrUndecryptable = errors.New("stored response does not decrypt")
 
-// ResponseCipher encrypts stored response bodies at rest with AES-256-GCM.
+// Cipher encrypts stored response bodies at rest with AES-256-GCM.
 //
 // It holds several keys by id. The active one encrypts every response
 // written from now on, and the record keeps its id next to the ciphertext;
@@ -39,25 +43,25 @@ var ErrResponseUndecryptable = errors.New("stored response does not decrypt")
 // ciphertext copied into another record does not decrypt there. Only the
 // body is encrypted: the status, Content-Type and Location say nothing
 // secret, and the fingerprint is already a hash.
-type ResponseCipher struct {
+type Cipher struct {
 	active string
 	aeads  map[string]cipher.AEAD
 }
 
-// NewResponseCipher returns a cipher over keys (id → 32-byte key) that
+// New returns a cipher over keys (id → 32-byte key) that
 // encrypts with activeID. Ids are 1 to 32 characters of letters, digits,
 // '-', '_' and '.'.
-func NewResponseCipher(keys map[string][]byte, activeID string) (*ResponseCipher, error) {
+func New(keys map[string][]byte, activeID string) (*Cipher, error) {
 	if _, ok := keys[activeID]; !ok {
 		return nil, fmt.Errorf("response encryption: the active key id %q is not among the keys", activeID)
 	}
-	c := &ResponseCipher{active: activeID, aeads: make(map[string]cipher.AEAD, len(keys))}
+	c := &Cipher{active: activeID, aeads: make(map[string]cipher.AEAD, len(keys))}
 	for id, key := range keys {
 		if err := validKeyID(id); err != nil {
 			return nil, err
 		}
-		if len(key) != ResponseKeySize {
-			return nil, fmt.Errorf("response encryption: key %q is %d bytes, want %d (AES-256)", id, len(key), ResponseKeySize)
+		if len(key) != KeySize {
+			return nil, fmt.Errorf("response encryption: key %q is %d bytes, want %d (AES-256)", id, len(key), KeySize)
 		}
 		block, err := aes.NewCipher(key)
 		if err != nil {
@@ -73,10 +77,10 @@ func NewResponseCipher(keys map[string][]byte, activeID string) (*ResponseCipher
 }
 
 // ActiveKeyID is the id of the key new responses are encrypted with.
-func (c *ResponseCipher) ActiveKeyID() string { return c.active }
+func (c *Cipher) ActiveKeyID() string { return c.active }
 
 // KeyIDs lists the ids of every key held, sorted.
-func (c *ResponseCipher) KeyIDs() []string {
+func (c *Cipher) KeyIDs() []string {
 	ids := make([]string, 0, len(c.aeads))
 	for id := range c.aeads {
 		ids = append(ids, id)
@@ -87,7 +91,7 @@ func (c *ResponseCipher) KeyIDs() []string {
 
 // Seal encrypts body for the record (scope, key) with the active key and
 // returns the key id to store beside it.
-func (c *ResponseCipher) Seal(scope, key string, body []byte) (keyID string, sealed []byte, err error) {
+func (c *Cipher) Seal(scope, key string, body []byte) (keyID string, sealed []byte, err error) {
 	aead := c.aeads[c.active]
 	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(body)+aead.Overhead())
 	if _, err := rand.Read(nonce); err != nil {
@@ -97,19 +101,19 @@ func (c *ResponseCipher) Seal(scope, key string, body []byte) (keyID string, sea
 }
 
 // Open decrypts what Seal returned. It returns an error wrapping
-// ErrResponseKeyUnknown or ErrResponseUndecryptable.
-func (c *ResponseCipher) Open(scope, key, keyID string, sealed []byte) ([]byte, error) {
+// ErrKeyUnknown or ErrUndecryptable.
+func (c *Cipher) Open(scope, key, keyID string, sealed []byte) ([]byte, error) {
 	aead, ok := c.aeads[keyID]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q (configured: %v)", ErrResponseKeyUnknown, keyID, c.KeyIDs())
+		return nil, fmt.Errorf("%w: %q (configured: %v)", ErrKeyUnknown, keyID, c.KeyIDs())
 	}
 	if len(sealed) < aead.NonceSize()+aead.Overhead() {
-		return nil, fmt.Errorf("%w: key id %q: too short", ErrResponseUndecryptable, keyID)
+		return nil, fmt.Errorf("%w: key id %q: too short", ErrUndecryptable, keyID)
 	}
 	nonce, ciphertext := sealed[:aead.NonceSize()], sealed[aead.NonceSize():]
 	body, err := aead.Open(nil, nonce, ciphertext, additionalData(scope, key))
 	if err != nil {
-		return nil, fmt.Errorf("%w: key id %q: %w", ErrResponseUndecryptable, keyID, err)
+		return nil, fmt.Errorf("%w: key id %q: %w", ErrUndecryptable, keyID, err)
 	}
 	return body, nil
 }
