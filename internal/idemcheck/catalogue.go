@@ -83,7 +83,7 @@ var catalogue = []Check{
 	},
 	{
 		ID:     ReplaySame,
-		Rule:   "The repeat gets the stored answer: the same status, a byte-identical body, and the same Content-Type, Location and ETag.",
+		Rule:   "The repeat gets the stored answer: the same status, a byte-identical body, the same Content-Type and Location, and no other ETag (a replay may leave the validator out, since the resource may have changed).",
 		Source: "draft-07 §2.6 (respond with the result of the previously completed operation); Stripe: the status code and body of the first request are saved and returned",
 		Level:  Should,
 	},

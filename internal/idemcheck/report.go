@@ -111,7 +111,7 @@ func (r *Report) Summary() string {
 // result that is not a plain pass (of every result, with verbose).
 func (r *Report) WriteText(w io.Writer, verbose bool) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "idemcheck %s: %d requests in %s\n\n", r.Target, r.Requests, r.Elapsed.Round(10*time.Millisecond))
+	fmt.Fprintf(&b, "idemcheck %s: %d requests in %s\n\n", r.Target, r.Requests, r.Elapsed.Round(time.Millisecond))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHECK\tLEVEL\tVERDICT\tREASON")
 	for _, res := range r.Results {
