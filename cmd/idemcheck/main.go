@@ -177,13 +177,17 @@ run, 2 usage error or refused plan.
 		return exitUsage
 	}
 
-	cfg.Progress = progressLine(stderr)
+	progress, terminal := progressLine(stderr)
+	cfg.Progress = progress
 	rep, err := idemcheck.Run(ctx, cfg, ids...)
+	if terminal {
+		fmt.Fprint(stderr, "\r\033[K") // clear the progress line
+	}
 	if err != nil {
-		fmt.Fprintf(stderr, "\nidemcheck: %v\n", err)
+		fmt.Fprintf(stderr, "idemcheck: %v\n", err)
 		return exitUsage
 	}
-	fmt.Fprintf(stderr, "\rdone: %d requests, %s%s\n", rep.Requests, rep.Summary(), strings.Repeat(" ", 20))
+	fmt.Fprintf(stderr, "done: %d requests, %s\n", rep.Requests, rep.Summary())
 
 	out := stdout
 	if outFile != "" {
@@ -228,8 +232,7 @@ func readBody(v string, stdin io.Reader) ([]byte, error) {
 
 // progressLine returns a Progress function that keeps one line up to date
 // on a terminal, and prints a line per check elsewhere (a CI log).
-func progressLine(w io.Writer) func(idemcheck.Progress) {
-	terminal := false
+func progressLine(w io.Writer) (progress func(idemcheck.Progress), terminal bool) {
 	if f, ok := w.(*os.File); ok {
 		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
 			terminal = true
@@ -245,5 +248,5 @@ func progressLine(w io.Writer) func(idemcheck.Progress) {
 			lastStep = p.Step
 			fmt.Fprintf(w, "[%d/%d] %s (%d/%d requests sent)\n", p.Step, p.Steps, p.Check, p.Sent, p.Planned)
 		}
-	}
+	}, terminal
 }

@@ -386,7 +386,7 @@ func (a *answer) describe() string {
 		s += " " + res
 	}
 	if a.replayed() {
-		s += " (marked replayed)"
+		s += ", marked replayed"
 	}
 	return s
 }
