@@ -203,7 +203,9 @@ func Run(ctx context.Context, cfg Config, ids ...string) (*Report, error) {
 	}
 	results := map[string]Result{}
 	for i, s := range steps {
+		r.mu.Lock()
 		r.step, r.steps, r.current = i+1, len(steps), strings.Join(s.selectedIDs(selected), ", ")
+		r.mu.Unlock()
 		r.report()
 		for _, res := range s.run(ctx, r, selected) {
 			results[res.ID] = res
