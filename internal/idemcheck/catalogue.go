@@ -96,7 +96,7 @@ var catalogue = []Check{
 	{
 		ID:     ReuseBody,
 		Rule:   "The same key with another body is refused with 422 and changes nothing: no effect, and the original request still gets its own answer.",
-		Source: "draft-07 §2.7: the resource MUST fail the request; 422 SHOULD",
+		Source: "draft-07 §2.7: the resource MUST fail the request; 422 SHOULD; Stripe: the parameters are compared with the original's, and an error answers a difference",
 		Level:  Must,
 		Needs:  "-body-variant",
 	},
