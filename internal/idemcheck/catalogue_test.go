@@ -257,7 +257,7 @@ func TestPrepareFillsPlaceholders(t *testing.T) {
 	rep, err = idemcheck.Run(context.Background(), cfg, idemcheck.FirstRequest)
 	require.NoError(t, err)
 	require.Equal(t, idemcheck.Error, rep.Results[0].Verdict)
-	requireReason(t, rep.Results[0], "Prepare gave no value for {{collection}}")
+	requireReason(t, rep.Results[0], "no value from Prepare for {{collection}}")
 }
 
 // TestReportFormats: the JSON report round-trips, and the JUnit report is

@@ -218,7 +218,7 @@ func Run(ctx context.Context, cfg Config, ids ...string) (*Report, error) {
 		res, ok := results[c.ID]
 		if !ok {
 			_, why := applicable(&cfg, c.ID)
-			res = Result{Check: c, Verdict: NotApplicable, Reason: why}
+			res = Result{Check: c, Verdict: NotApplicable, Reason: sentences([]string{why})}
 		}
 		rep.Results = append(rep.Results, res)
 	}
@@ -311,7 +311,7 @@ func (r *runner) newOperation(ctx context.Context) (*operation, error) {
 		fault:      fillBytes(r.cfg.FaultBody),
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("Prepare gave no value for %s", strings.Join(missing, ", "))
+		return nil, fmt.Errorf("no value from Prepare for %s", strings.Join(missing, ", "))
 	}
 	return op, nil
 }
