@@ -19,7 +19,8 @@ import (
 // reorder returns body, a JSON object, with its top-level members in reverse
 // order and whitespace added, every value kept byte for byte: the same
 // request in canonical JSON (RFC 8785), other bytes. ok is false when body
-// is not an object of two members or more.
+// is not an object of two members or more, or repeats a member's name
+// (whose meaning would then hang on the order).
 func reorder(body []byte) (out []byte, ok bool) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -31,12 +32,14 @@ func reorder(body []byte) (out []byte, ok bool) {
 		value json.RawMessage
 	}
 	var members []member
+	seen := map[string]bool{}
 	for dec.More() {
 		t, err := dec.Token()
 		name, isString := t.(string)
-		if err != nil || !isString {
+		if err != nil || !isString || seen[name] {
 			return nil, false
 		}
+		seen[name] = true
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
 			return nil, false
