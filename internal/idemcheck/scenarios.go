@@ -708,7 +708,7 @@ func runConcurrent(ctx context.Context, r *runner, sel map[string]bool) []Result
 		j.advise("%d copies got no answer (timeout or connection error)", errs)
 	}
 	j.note("%d copies at once: %s", n, tally)
-	if len(oks) > 0 {
+	if len(oks) > 0 && oks[0].resource() != "" {
 		j.note("every 2xx names %s", oks[0].resource())
 	}
 	if op.effectsURL != "" {
