@@ -1,0 +1,252 @@
+// Command idemcheck tells whether an endpoint's Idempotency-Key handling is
+// right: it runs a catalogue of black-box checks against the endpoint, each
+// citing its rule (the IETF draft's section, Stripe's documented behaviour
+// or this project's contract), and reports pass, fail, advice or not
+// applicable with the requests and answers as evidence.
+//
+//	go install github.com/idemkeys/payments/cmd/idemcheck@latest
+//	idemcheck -url https://api.example.com/v1/orders -H 'Authorization: Bearer …' \
+//	          -body @order.json -body-variant @order-other.json -allow-effects
+//
+// It imports only the standard library and its own check package, so
+// installing it builds nothing else. It is safe by default: it prints its
+// plan (how many requests, how many effects at worst) and sends nothing
+// without -allow-effects, never more than -max-requests, only to the URLs
+// given, and never retries. The exit status is 0 when no check failed, 1
+// when one failed or could not be run, 2 for a usage error or a refused plan.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/idemkeys/payments/internal/idemcheck"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit statuses.
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+// headerFlags collects repeated -H 'Name: value' flags.
+type headerFlags struct{ h http.Header }
+
+func (f *headerFlags) String() string { return "" }
+
+func (f *headerFlags) Set(s string) error {
+	name, value, ok := strings.Cut(s, ":")
+	name = strings.TrimSpace(name)
+	if !ok || name == "" {
+		return fmt.Errorf("want 'Name: value', got %q", s)
+	}
+	if f.h == nil {
+		f.h = http.Header{}
+	}
+	f.h.Add(name, strings.TrimSpace(value))
+	return nil
+}
+
+// run is the whole program, callable from tests.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("idemcheck", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		cfg                                           idemcheck.Config
+		h1, h2                                        headerFlags
+		body, variant, invalid, fault, checks, format string
+		outFile                                       string
+		planOnly, list, verbose                       bool
+		timeout                                       time.Duration
+	)
+	fs.StringVar(&cfg.URL, "url", "", "the endpoint under test (required); {{unique}} is replaced by a new value per operation")
+	fs.StringVar(&cfg.Method, "X", "POST", "the endpoint's method")
+	fs.Var(&h1, "H", "a request header, 'Name: value' (repeat it): the credentials, Content-Type")
+	fs.Var(&h2, "H2", "a header of other credentials (another client), replacing -H's of the same name; enables the credentials check")
+	fs.StringVar(&cfg.KeyHeader, "key-header", "Idempotency-Key", "the name of the key's header")
+	fs.BoolVar(&cfg.KeyOptional, "key-optional", false, "the endpoint accepts requests without a key (key-missing does not apply)")
+	fs.StringVar(&body, "body", "", "the request body: JSON text, or @file (@- for standard input)")
+	fs.StringVar(&variant, "body-variant", "", "another valid body for the same endpoint, text or @file (reuse-body)")
+	fs.StringVar(&cfg.URLVariant, "url-variant", "", "another path of the same API the key must not reach (reuse-path)")
+	fs.StringVar(&cfg.MethodVariant, "method-variant", "", "another method for the same URL, such as PUT (reuse-method)")
+	fs.StringVar(&invalid, "body-invalid", "", "a body the endpoint refuses by validation, text or @file (no-burn)")
+	fs.StringVar(&fault, "body-5xx", "", "a body the endpoint answers with 5xx before any effect, text or @file (no-5xx-replay)")
+	fs.StringVar(&cfg.EffectsURL, "effects-url", "", "a URL answering, to GET with -H, JSON holding the count of effects")
+	fs.StringVar(&cfg.EffectsPointer, "effects-pointer", "", "JSON pointer to the count in the effects answer: a number, or an array counted by its length")
+	fs.IntVar(&cfg.Concurrency, "n", 30, "copies sent at once by the concurrent check")
+	fs.DurationVar(&cfg.Pause, "pause", 3*time.Second, "how long pause-replay waits before its replay")
+	fs.IntVar(&cfg.MaxRequests, "max-requests", 200, "refuse a plan of more requests than this, and never send more")
+	fs.BoolVar(&cfg.AllowEffects, "allow-effects", false, "send the requests: without it, only the plan is printed")
+	fs.BoolVar(&planOnly, "plan", false, "print the plan and exit 0")
+	fs.StringVar(&checks, "checks", "", "comma-separated ids of the checks to run (default: all; see -list)")
+	fs.StringVar(&format, "format", "text", "report format: text, json or junit")
+	fs.StringVar(&outFile, "o", "", "write the report to this file instead of standard output")
+	fs.BoolVar(&verbose, "v", false, "text format: show the evidence of passing checks too")
+	fs.BoolVar(&list, "list", false, "list the checks, their rules and sources, and exit")
+	fs.DurationVar(&timeout, "timeout", 30*time.Second, "timeout of one request")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: idemcheck -url URL [-H 'Name: value']... -body @file [flags] -allow-effects
+
+Checks an endpoint's Idempotency-Key handling against the IETF draft
+(draft-ietf-httpapi-idempotency-key-header-07), Stripe's documented behaviour
+and the rules of github.com/idemkeys/payments. Without -allow-effects it only
+prints its plan. Exit status: 0 no check failed, 1 a check failed or could not
+run, 2 usage error or refused plan.
+
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if list {
+		for _, c := range idemcheck.Checks() {
+			fmt.Fprintf(stdout, "%s (%s)\n  %s\n  source: %s\n", c.ID, c.Level, c.Rule, c.Source)
+			if c.Needs != "" {
+				fmt.Fprintf(stdout, "  needs: %s\n", c.Needs)
+			}
+		}
+		return exitOK
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "idemcheck: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if format != "text" && format != "json" && format != "junit" {
+		fmt.Fprintf(stderr, "idemcheck: -format must be text, json or junit, not %q\n", format)
+		return exitUsage
+	}
+	cfg.Header, cfg.Header2 = h1.h, h2.h
+	for _, b := range []struct {
+		flag string
+		in   string
+		out  *[]byte
+	}{{"-body", body, &cfg.Body}, {"-body-variant", variant, &cfg.BodyVariant}, {"-body-invalid", invalid, &cfg.InvalidBody}, {"-body-5xx", fault, &cfg.FaultBody}} {
+		data, err := readBody(b.in, stdin)
+		if err != nil {
+			fmt.Fprintf(stderr, "idemcheck: %s: %v\n", b.flag, err)
+			return exitUsage
+		}
+		*b.out = data
+	}
+	var ids []string
+	if checks != "" {
+		for _, id := range strings.Split(checks, ",") {
+			ids = append(ids, strings.TrimSpace(id))
+		}
+	}
+	client := idemcheck.DefaultClient()
+	client.Timeout = timeout
+	cfg.Client = client
+
+	p, err := idemcheck.PlanFor(cfg, ids...)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemcheck: %v\n", err)
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "idemcheck %s %s\n%s", cfg.Method, cfg.URL, p)
+	if planOnly {
+		return exitOK
+	}
+	if !cfg.AllowEffects {
+		fmt.Fprintln(stderr, "nothing sent: add -allow-effects to run the checks (point it at a test environment: the checks create what the endpoint creates)")
+		return exitUsage
+	}
+	if cfg.MaxRequests > 0 && p.Requests > cfg.MaxRequests {
+		fmt.Fprintf(stderr, "nothing sent: the plan is over -max-requests %d; raise it, lower -n, or pick checks with -checks\n", cfg.MaxRequests)
+		return exitUsage
+	}
+
+	progress, terminal := progressLine(stderr)
+	cfg.Progress = progress
+	rep, err := idemcheck.Run(ctx, cfg, ids...)
+	if terminal {
+		fmt.Fprint(stderr, "\r\033[K") // clear the progress line
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idemcheck: %v\n", err)
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "done: %d requests, %s\n", rep.Requests, rep.Summary())
+
+	out := stdout
+	if outFile != "" {
+		f, err := os.Create(outFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "idemcheck: %v\n", err)
+			return exitUsage
+		}
+		defer f.Close()
+		out = f
+	}
+	switch format {
+	case "json":
+		err = rep.WriteJSON(out)
+	case "junit":
+		err = rep.WriteJUnit(out)
+	default:
+		err = rep.WriteText(out, verbose)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idemcheck: writing the report: %v\n", err)
+		return exitFailed
+	}
+	if rep.Failed() {
+		return exitFailed
+	}
+	return exitOK
+}
+
+// readBody reads a body flag: @file, @- for standard input, or the text.
+func readBody(v string, stdin io.Reader) ([]byte, error) {
+	switch {
+	case v == "":
+		return nil, nil
+	case v == "@-":
+		return io.ReadAll(stdin)
+	case strings.HasPrefix(v, "@"):
+		return os.ReadFile(v[1:])
+	}
+	return []byte(v), nil
+}
+
+// progressLine returns a Progress function that keeps one line up to date
+// on a terminal, and prints a line per check elsewhere (a CI log).
+func progressLine(w io.Writer) (progress func(idemcheck.Progress), terminal bool) {
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			terminal = true
+		}
+	}
+	lastStep := 0
+	return func(p idemcheck.Progress) {
+		if terminal {
+			fmt.Fprintf(w, "\r[%d/%d] %-40s %d/%d requests", p.Step, p.Steps, p.Check, p.Sent, p.Planned)
+			return
+		}
+		if p.Step != lastStep {
+			lastStep = p.Step
+			fmt.Fprintf(w, "[%d/%d] %s (%d/%d requests sent)\n", p.Step, p.Steps, p.Check, p.Sent, p.Planned)
+		}
+	}, terminal
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkeys/payments/internal/idemcheck"
+)
+
+// anything is an endpoint without idempotency at all: every POST creates.
+func anything(served *atomic.Int64) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := served.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Location", "/v1/orders/"+strings.Repeat("o", int(n)))
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id":"` + strings.Repeat("o", int(n)) + `"}`))
+	}))
+}
+
+// tableRows returns the first three columns of each line of a text
+// report, single-spaced.
+func tableRows(report string) []string {
+	var rows []string
+	for _, line := range strings.Split(report, "\n") {
+		if f := strings.Fields(line); len(f) >= 3 {
+			rows = append(rows, strings.Join(f[:3], " "))
+		}
+	}
+	return rows
+}
+
+func runArgs(args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), args, strings.NewReader(""), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// TestSafeByDefault: the plan is printed first, and nothing is sent
+// without -allow-effects or over -max-requests.
+func TestSafeByDefault(t *testing.T) {
+	var served atomic.Int64
+	srv := anything(&served)
+	t.Cleanup(srv.Close)
+	base := []string{"-url", srv.URL + "/v1/orders", "-body", `{"a":1,"b":2}`}
+
+	code, _, stderr := runArgs(base...)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, stderr, "plan: at most 47 requests (47 to the endpoint, 0 reads of the effects URL) under 7 new keys.")
+	require.Contains(t, stderr, "a broken one could make up to 47")
+	require.Contains(t, stderr, "nothing sent: add -allow-effects")
+
+	code, _, stderr = runArgs(append(base, "-plan")...)
+	require.Equal(t, exitOK, code, stderr)
+
+	code, _, stderr = runArgs(append(base, "-allow-effects", "-max-requests", "20")...)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, stderr, "the plan is over -max-requests 20")
+	require.Zero(t, served.Load())
+}
+
+// TestExitStatusAndFormats: a failed check makes exit status 1, and each
+// format carries the verdicts.
+func TestExitStatusAndFormats(t *testing.T) {
+	var served atomic.Int64
+	srv := anything(&served)
+	t.Cleanup(srv.Close)
+	base := []string{"-url", srv.URL + "/v1/orders", "-body", `{"a":1}`, "-allow-effects", "-checks", "key-missing,first-request"}
+
+	code, stdout, stderr := runArgs(base...)
+	require.Equal(t, exitFailed, code, stderr)
+	require.Contains(t, tableRows(stdout), "key-missing MUST fail")
+	require.Contains(t, tableRows(stdout), "first-request SHOULD pass")
+	require.Contains(t, stderr, "done: 2 requests, 1 pass, 1 fail")
+	require.EqualValues(t, 2, served.Load(), "exactly the planned requests")
+
+	code, stdout, _ = runArgs(append(base, "-format", "junit")...)
+	require.Equal(t, exitFailed, code)
+	require.Contains(t, stdout, `<testsuite name="idemcheck POST `+srv.URL+`/v1/orders" tests="2" failures="1"`)
+
+	code, _, stderr = runArgs(append(base[:len(base)-2], "-checks", "first-request", "-format", "json")...)
+	require.Equal(t, exitOK, code, stderr)
+
+	code, _, stderr = runArgs(append(base, "-format", "yaml")...)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, stderr, "-format must be text, json or junit")
+	code, _, stderr = runArgs(append(base[:len(base)-2], "-checks", "no-such")...)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, stderr, `no check "no-such"`)
+}
+
+// TestList prints every check with its rule, level and source.
+func TestList(t *testing.T) {
+	code, stdout, _ := runArgs("-list")
+	require.Equal(t, exitOK, code)
+	for _, c := range idemcheck.Checks() {
+		require.Contains(t, stdout, c.ID+" ("+string(c.Level)+")\n  "+c.Rule+"\n  source: "+c.Source)
+	}
+}

@@ -1,0 +1,82 @@
+package idemcheck
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// decode reads a JSON document with its numbers as written.
+func decode(t testing.TB, b []byte) any {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	require.NoError(t, dec.Decode(&v), string(b))
+	return v
+}
+
+func TestReorder(t *testing.T) {
+	out, ok := reorder([]byte(`{"a":1,"b":{"c":[1,2.0]},"é":"\u00e9"}`))
+	require.True(t, ok)
+	require.Equal(t, "{\n    \"é\" :  \"\\u00e9\",\n    \"b\" :  {\"c\":[1,2.0]},\n    \"a\" :  1\n}\n", string(out),
+		"members reversed, values byte for byte")
+
+	for _, body := range []string{`{"a":1}`, `[1,2]`, `{"a":1,"b":2} {}`, `{"a":1,"b":`, ``, `"x"`} {
+		_, ok := reorder([]byte(body))
+		require.False(t, ok, body)
+	}
+}
+
+// FuzzReorder: whatever reorder accepts, it turns into the same JSON value
+// with other bytes, so the checker never sends a request that differs in
+// value from the original.
+func FuzzReorder(f *testing.F) {
+	for _, s := range []string{`{"a":1,"b":2}`, `{"customer_id":"cus_1","items":[{"q":2}],"metadata":{}}`, `{"x":"\u00e9","y":1e3,"z":null}`, `{"a":1}`, `[]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		out, ok := reorder(body)
+		if !ok {
+			return
+		}
+		require.True(t, json.Valid(out), string(out))
+		require.True(t, reflect.DeepEqual(decode(t, body), decode(t, out)), "%s\n%s", body, out)
+		require.NotEqual(t, string(body), string(out))
+	})
+}
+
+func TestCountAt(t *testing.T) {
+	doc := []byte(`{"object":"list","data":[{"id":1},{"id":2}],"meta":{"a/b":{"~n":7}},"neg":-1,"frac":1.5}`)
+	for pointer, want := range map[string]int{"/data": 2, "/meta/a~1b/~0n": 7, "/data/1/id": 2} {
+		n, err := countAt(doc, pointer)
+		require.NoError(t, err, pointer)
+		require.Equal(t, want, n, pointer)
+	}
+	for _, pointer := range []string{"/object", "/missing", "data", "/neg", "/frac", "/data/9", "/data/x"} {
+		_, err := countAt(doc, pointer)
+		require.Error(t, err, pointer)
+	}
+	n, err := countAt([]byte(`3`), "")
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	_, err = countAt([]byte(`<html>`), "")
+	require.Error(t, err)
+}
+
+// FuzzCountAt: any answer and pointer give a count of zero or more, or an
+// error; never a panic.
+func FuzzCountAt(f *testing.F) {
+	f.Add([]byte(`{"data":[1,2]}`), "/data")
+	f.Add([]byte(`{"a":{"b":3}}`), "/a/b")
+	f.Add([]byte(`[[1]]`), "/0")
+	f.Fuzz(func(t *testing.T, doc []byte, pointer string) {
+		n, err := countAt(doc, pointer)
+		if err == nil {
+			require.GreaterOrEqual(t, n, 0)
+		}
+	})
+}

@@ -1,0 +1,935 @@
+package idemcheck
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A scenario is a short sequence of requests that several checks judge
+// together: the first request and its replay serve four checks, so they are
+// sent once. Each check belongs to exactly one scenario.
+type scenario struct {
+	ids []string
+	// cost is what the scenario sends for the selected, applicable checks.
+	cost func(cfg *Config, sel map[string]bool) cost
+	// run sends the requests and returns a result for each selected check
+	// it judged; a check it leaves out is reported as not applicable.
+	run func(ctx context.Context, r *runner, sel map[string]bool) []Result
+}
+
+type cost struct {
+	writes, reads, ops, effects int
+}
+
+// scenarios run in this order.
+var scenarios = []scenario{
+	{ids: []string{KeyMissing}, cost: fixedCost(1, 1, 0, true), run: runKeyMissing},
+	{ids: []string{KeyInvalid}, cost: fixedCost(len(invalidKeys), 1, 0, true), run: runKeyInvalid},
+	{ids: []string{FirstRequest, ReplayEffect, ReplaySame, ReplayMarked}, cost: replayCost, run: runReplay},
+	{ids: []string{ReuseBody, ReusePath, ReuseMethod}, cost: reuseCost, run: runReuse},
+	{ids: []string{FingerprintCanonical}, cost: fixedCost(2, 1, 1, false), run: runCanonical},
+	{ids: []string{Concurrent}, cost: concurrentCost, run: runConcurrent},
+	{ids: []string{Credentials}, cost: fixedCost(3, 1, 2, false), run: runCredentials},
+	{ids: []string{NoBurn}, cost: fixedCost(2, 1, 1, false), run: runNoBurn},
+	{ids: []string{No5xxReplay}, cost: fixedCost(2, 1, 1, false), run: run5xx},
+	{ids: []string{PauseReplay}, cost: fixedCost(2, 1, 1, false), run: runPause},
+	{ids: []string{Timing}, cost: fixedCost(1+timingReplays, 1, 1, false), run: runTiming},
+}
+
+// wanted reports whether any of the scenario's checks is selected and
+// applicable.
+func (s scenario) wanted(cfg *Config, sel map[string]bool) bool {
+	for _, id := range s.ids {
+		if ok, _ := applicable(cfg, id); sel[id] && ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (s scenario) selectedIDs(sel map[string]bool) []string {
+	var ids []string
+	for _, id := range s.ids {
+		if sel[id] {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// fixedCost is a scenario that sends the same whatever is selected, with
+// two reads of the effects URL (before and after) when readsEffects.
+func fixedCost(writes, ops, effects int, readsEffects bool) func(*Config, map[string]bool) cost {
+	return func(cfg *Config, _ map[string]bool) cost {
+		c := cost{writes: writes, ops: ops, effects: effects}
+		if readsEffects && cfg.EffectsURL != "" {
+			c.reads = 2
+		}
+		return c
+	}
+}
+
+// judge collects what a check found and turns it into a Result.
+type judge struct {
+	check    Check
+	fails    []string
+	advice   []string
+	errs     []string
+	na       string
+	notes    []string
+	evidence []*answer
+}
+
+func newJudge(id string) *judge {
+	c, _ := Lookup(id)
+	return &judge{check: c}
+}
+
+func (j *judge) fail(format string, args ...any) {
+	j.fails = append(j.fails, fmt.Sprintf(format, args...))
+}
+func (j *judge) advise(format string, args ...any) {
+	j.advice = append(j.advice, fmt.Sprintf(format, args...))
+}
+func (j *judge) error(format string, args ...any) {
+	j.errs = append(j.errs, fmt.Sprintf(format, args...))
+}
+func (j *judge) note(format string, args ...any) {
+	j.notes = append(j.notes, fmt.Sprintf(format, args...))
+}
+func (j *judge) notApplicable(format string, args ...any) {
+	j.na = fmt.Sprintf(format, args...)
+}
+func (j *judge) show(answers ...*answer) {
+	for _, a := range answers {
+		if a != nil {
+			j.evidence = append(j.evidence, a)
+		}
+	}
+}
+
+// result picks the verdict: an error over everything, then not applicable,
+// a failure, advice, and a pass.
+func (j *judge) result() Result {
+	res := Result{Check: j.check}
+	var reasons []string
+	switch {
+	case len(j.errs) > 0:
+		res.Verdict, reasons = Error, j.errs
+	case j.na != "":
+		res.Verdict, reasons = NotApplicable, []string{j.na}
+	case len(j.fails) > 0:
+		res.Verdict, reasons = Fail, append(j.fails, j.advice...)
+	case len(j.advice) > 0:
+		res.Verdict, reasons = Advice, j.advice
+	default:
+		res.Verdict, reasons = Pass, j.notes
+	}
+	res.Reason = sentences(reasons)
+	for _, a := range j.evidence {
+		res.Evidence = append(res.Evidence, a.ex)
+	}
+	return res
+}
+
+// sentences joins reasons into sentences.
+func sentences(reasons []string) string {
+	out := make([]string, 0, len(reasons))
+	for _, r := range reasons {
+		r = strings.TrimSpace(r)
+		if r == "" {
+			continue
+		}
+		if !strings.HasSuffix(r, ".") {
+			r += "."
+		}
+		out = append(out, strings.ToUpper(r[:1])+r[1:])
+	}
+	return strings.Join(out, " ")
+}
+
+// judges returns a judge for each selected check of ids.
+func judges(sel map[string]bool, ids ...string) map[string]*judge {
+	js := map[string]*judge{}
+	for _, id := range ids {
+		if sel[id] {
+			js[id] = newJudge(id)
+		}
+	}
+	return js
+}
+
+// results returns the judges' results in catalogue order.
+func results(js map[string]*judge) []Result {
+	var out []Result
+	for _, c := range catalogue {
+		if j, ok := js[c.ID]; ok {
+			out = append(out, j.result())
+		}
+	}
+	return out
+}
+
+// all applies f to every judge.
+func all(js map[string]*judge, f func(*judge)) {
+	for _, j := range js {
+		f(j)
+	}
+}
+
+// sameResource reports whether two answers name the same resource: by
+// their JSON ids, else their Locations, else identical bodies. known is
+// false when the answers give no way to tell.
+func sameResource(a, b *answer) (same, known bool) {
+	if ia, ib := jsonID(a.body), jsonID(b.body); ia != "" && ib != "" {
+		return ia == ib, true
+	}
+	if la, lb := a.header.Get("Location"), b.header.Get("Location"); la != "" && lb != "" {
+		return la == lb, true
+	}
+	if len(a.body) > 0 && bytes.Equal(a.body, b.body) {
+		return true, true
+	}
+	return false, false
+}
+
+// first sends an operation's first request and says, on every judge,
+// why nothing more can be checked when it did not succeed.
+func (r *runner) first(ctx context.Context, op *operation, js map[string]*judge) (*answer, bool) {
+	a := r.do(ctx, call{note: "first request", url: op.url, body: op.body, key: op.key})
+	if !a.ok() {
+		all(js, func(j *judge) {
+			j.error("the first request under a new key was answered %s, not 2xx; the check needs a request that succeeds (check the URL, body and headers)", a.describe())
+			j.show(a)
+		})
+		return a, false
+	}
+	return a, true
+}
+
+// operation makes a new operation, or says on every judge why it could not.
+func (r *runner) operation(ctx context.Context, js map[string]*judge) (*operation, bool) {
+	op, err := r.newOperation(ctx)
+	if err != nil {
+		all(js, func(j *judge) { j.error("%v", err) })
+		return nil, false
+	}
+	return op, true
+}
+
+// count reads the effects count when an effects URL is given; ok is false
+// (and every judge says why) when it could not be read.
+func (r *runner) count(ctx context.Context, op *operation, note string, js map[string]*judge) (n int, ok bool) {
+	if op.effectsURL == "" {
+		return 0, true
+	}
+	n, a, err := r.effects(ctx, op, note)
+	if err != nil {
+		all(js, func(j *judge) { j.error("%v", err); j.show(a) })
+		return 0, false
+	}
+	return n, true
+}
+
+func runKeyMissing(ctx context.Context, r *runner, sel map[string]bool) []Result {
+	js := judges(sel, KeyMissing)
+	j := js[KeyMissing]
+	op, ok := r.operation(ctx, js)
+	if !ok {
+		return results(js)
+	}
+	before, ok := r.count(ctx, op, "effects before", js)
+	if !ok {
+		return results(js)
+	}
+	a := r.do(ctx, call{url: op.url, body: op.body, noKey: true})
+	after, ok := r.count(ctx, op, "effects after", js)
+	if !ok {
+		return results(js)
+	}
+	j.show(a)
+	switch {
+	case a.err != nil:
+		j.error("the request without a key got no answer: %v", a.err)
+	case a.status < 400:
+		j.fail("the request without a key was executed: answered %s", a.describe())
+	case a.is5xx():
+		j.advise("the request without a key was answered %s: a missing key is the client's error, 400 (§2.7)", a.describe())
+	case a.status != http.StatusBadRequest:
+		j.advise("refused with %s; §2.7 says 400", a.describe())
+	case !a.problemJSON():
+		j.advise("refused with 400, but with %q rather than a problem body (application/problem+json)", a.header.Get("Content-Type"))
+	default:
+		j.note("refused with %s, application/problem+json", a.describe())
+	}
+	if after > before {
+		j.fail("the request without a key changed something: %d new effects counted", after-before)
+	}
+	return results(js)
+}
+
+// invalidKeys are the malformed keys KeyInvalid sends. The last two are as
+// long as a valid key, so that an endpoint that checks only the length
+// (Fiber's default) shows whether it checks the characters.
+var invalidKeys = []struct{ name, key string }{
+	{"empty", ""},
+	{"256 characters", strings.Repeat("k", 256)},
+	{"a tab inside", "0123abcd\t0123-4567-89ab-0123456789ab"},
+	{"non-ASCII", "0123abcd-0123-4567-89ab-0123456789é"},
+}
+
+func runKeyInvalid(ctx context.Context, r *runner, sel map[string]bool) []Result {
+	js := judges(sel, KeyInvalid)
+	j := js[KeyInvalid]
+	op, ok := r.operation(ctx, js)
+	if !ok {
+		return results(js)
+	}
+	before, ok := r.count(ctx, op, "effects before", js)
+	if !ok {
+		return results(js)
+	}
+	var accepted, failed, refused []string
+	for _, k := range invalidKeys {
+		a := r.do(ctx, call{note: "key: " + k.name, url: op.url, body: op.body, key: k.key})
+		j.show(a)
+		switch {
+		case a.err != nil:
+			j.error("the %s key got no answer: %v", k.name, a.err)
+		case a.status < 400:
+			accepted = append(accepted, fmt.Sprintf("%s (%s)", k.name, a.describe()))
+		case a.is5xx():
+			failed = append(failed, fmt.Sprintf("%s (%s)", k.name, a.describe()))
+		default:
+			refused = append(refused, fmt.Sprintf("%s %d", k.name, a.status))
+		}
+	}
+	after, ok := r.count(ctx, op, "effects after", js)
+	if !ok {
+		return results(js)
+	}
+	if len(accepted) > 0 {
+		j.advise("invalid keys were accepted: %s", strings.Join(accepted, ", "))
+	}
+	if len(failed) > 0 {
+		j.advise("invalid keys were answered 5xx, not as the client's error: %s", strings.Join(failed, ", "))
+	}
+	if after > before {
+		j.advise("requests under invalid keys changed something: %d new effects counted", after-before)
+	}
+	j.note("every invalid key was refused: %s", strings.Join(refused, ", "))
+	return results(js)
+}
+
+// replayCost: the first request, and its repeat unless only FirstRequest
+// is selected.
+func replayCost(cfg *Config, sel map[string]bool) cost {
+	c := fixedCost(2, 1, 1, true)(cfg, sel)
+	if !sel[ReplayEffect] && !sel[ReplaySame] && !sel[ReplayMarked] {
+		c.writes = 1
+	}
+	return c
+}
+
+func runReplay(ctx context.Context, r *runner, sel map[string]bool) []Result {
+	js := judges(sel, FirstRequest, ReplayEffect, ReplaySame, ReplayMarked)
+	op, ok := r.operation(ctx, js)
+	if !ok {
+		return results(js)
+	}
+	before, ok := r.count(ctx, op, "effects before", js)
+	if !ok {
+		return results(js)
+	}
+	first, ok := r.first(ctx, op, js)
+	if !ok {
+		return results(js)
+	}
+	if j := js[FirstRequest]; j != nil {
+		j.show(first)
+		j.note("answered %s", first.describe())
+	}
+	if !sel[ReplayEffect] && !sel[ReplaySame] && !sel[ReplayMarked] {
+		return results(js)
+	}
+	replay := r.do(ctx, call{note: "the same request again", url: op.url, body: op.body, key: op.key})
+	after, ok := r.count(ctx, op, "effects after", js)
+	if !ok {
+		return results(js)
+	}
+	if replay.err != nil {
+		all(js, func(j *judge) {
+			if j.check.ID != FirstRequest {
+				j.error("the repeat got no answer: %v", replay.err)
+				j.show(replay)
+			}
+		})
+		return results(js)
+	}
+
+	if j := js[ReplayEffect]; j != nil {
+		j.show(first, replay)
+		judgeRepeat(j, first, replay, "the repeat")
+		if op.effectsURL != "" {
+			switch delta := after - before; {
+			case delta == 0:
+				j.error("the effects URL counted no effect of the first request; check the effects URL and pointer")
+			case delta > 1:
+				j.fail("%d effects were counted for one key", delta)
+			default:
+				j.note("one effect counted")
+			}
+		}
+	}
+	if j := js[ReplaySame]; j != nil {
+		j.show(first, replay)
+		var diffs []string
+		if replay.status != first.status {
+			diffs = append(diffs, fmt.Sprintf("status %d, first %d", replay.status, first.status))
+		}
+		if !bytes.Equal(replay.body, first.body) {
+			diffs = append(diffs, "the body differs")
+		}
+		for _, h := range []string{"Content-Type", "Location", "Content-Location"} {
+			if v := first.header.Get(h); v != "" && replay.header.Get(h) != v {
+				diffs = append(diffs, fmt.Sprintf("%s %q, first %q", h, replay.header.Get(h), v))
+			}
+		}
+		// A validator describes the resource as it is now, which may have
+		// changed since the first answer: a replay may leave it out, but
+		// must not name another version.
+		for _, h := range []string{"ETag", "Last-Modified"} {
+			if v, w := first.header.Get(h), replay.header.Get(h); v != "" && w != "" && w != v {
+				diffs = append(diffs, fmt.Sprintf("%s %q, first %q", h, w, v))
+			}
+		}
+		if len(diffs) > 0 {
+			j.advise("the repeat is not the stored answer: %s", strings.Join(diffs, "; "))
+		}
+		j.note("the same status, body and headers (%s)", replay.describe())
+	}
+	if j := js[ReplayMarked]; j != nil {
+		j.show(first, replay)
+		if first.replayed() {
+			j.advise("the first answer is marked as a replay")
+		}
+		if !replay.replayed() {
+			j.advise("the repeat is not marked as a replay (no Idempotent-Replayed: true), so a client cannot tell it from a new result")
+		}
+		j.note("only the repeat is marked Idempotent-Replayed: true")
+	}
+	return results(js)
+}
+
+// judgeRepeat holds a repeat of a finished request (same key, same
+// request) to the rule that it does not execute again.
+func judgeRepeat(j *judge, first, repeat *answer, what string) {
+	switch {
+	case repeat.ok():
+		same, known := sameResource(first, repeat)
+		switch {
+		case known && !same:
+			j.fail("%s executed again: it names %s, the first request %s", what, repeat.resource(), first.resource())
+		case !known:
+			j.advise("%s was answered %s; the answers name no resource (no id, no Location) and their bodies differ, so whether it executed again cannot be told without an effects URL", what, repeat.describe())
+		default:
+			j.note("%s names the same resource (%s)", what, repeat.describe())
+		}
+	case repeat.err != nil:
+		j.error("%s got no answer: %v", what, repeat.err)
+	default:
+		j.note("%s was answered %s: nothing executed again", what, repeat.describe())
+	}
+}
+
+// reuseCost: the first request, then for each variant the variant and the
+// original again, with an effects read after each variant (and one before).
+func reuseCost(cfg *Config, sel map[string]bool) cost {
+	variants := 0
+	for _, id := range []string{ReuseBody, ReusePath, ReuseMethod} {
+		if ok, _ := applicable(cfg, id); ok && sel[id] {
+			variants++
+		}
+	}
+	c := cost{writes: 1 + 2*variants, ops: 1, effects: 1}
+	if cfg.EffectsURL != "" {
+		c.reads = 1 + variants
+	}
+	return c
+}
+
+func runReuse(ctx context.Context, r *runner, sel map[string]bool) []Result {
+	js := map[string]*judge{}
+	for _, id := range []string{ReuseBody, ReusePath, ReuseMethod} {
+		if ok, _ := applicable(r.cfg, id); ok && sel[id] {
+			js[id] = newJudge(id)
+		}
+	}
+	op, ok := r.operation(ctx, js)
+	if !ok {
+		return results(js)
+	}
+	first, ok := r.first(ctx, op, js)
+	if !ok {
+		return results(js)
+	}
+	before, ok := r.count(ctx, op, "effects after the first request", js)
+	if !ok {
+		return results(js)
+	}
+	variants := []struct {
+		id   string
+		what string
+		c    call
+	}{
+		{ReuseBody, "another body", call{note: "same key, another body", url: op.url, body: op.variant, key: op.key}},
+		{ReusePath, "another path", call{note: "same key, another path", url: op.urlVariant, body: op.body, key: op.key}},
+		{ReuseMethod, "another method", call{note: "same key, another method", method: r.cfg.MethodVariant, url: op.url, body: op.body, key: op.key}},
+	}
+	for _, v := range variants {
+		j := js[v.id]
+		if j == nil {
+			continue
+		}
+		va := r.do(ctx, v.c)
+		after, ok := r.count(ctx, op, "effects after the variant", map[string]*judge{v.id: j})
+		if !ok {
+			continue
+		}
+		delta := after - before
+		before = after
+		again := r.do(ctx, call{note: "the original request again", url: op.url, body: op.body, key: op.key})
+		j.show(first, va, again)
+		if va.err != nil {
+			j.error("the request with %s got no answer: %v", v.what, va.err)
+			continue
+		}
+		if v.id == ReuseBody {
+			judgeReuseBody(j, first, va, delta)
+		} else {
+			judgeReuseScope(j, first, va, v.what, delta)
+		}
+		// Whatever the variant got, it must not have replaced the
+		// original's record: that would answer the original twice.
+		switch same, known := sameResource(first, again); {
+		case again.err != nil:
+			j.error("the original request, sent again, got no answer: %v", again.err)
+		case !again.ok():
+			j.fail("the original request, sent again, is now answered %s: the request with %s replaced the key's record", again.describe(), v.what)
+		case known && !same:
+			j.fail("the original request, sent again, now names %s instead of %s: the request with %s replaced the key's record", again.resource(), first.resource(), v.what)
+		default:
+			j.note("the original request still gets its own answer")
+		}
+	}
+	return results(js)
+}
+
+func judgeReuseBody(j *judge, first, va *answer, delta int) {
+	switch {
+	case va.status < 400:
+		how := "executed as a new operation"
+		if same, known := sameResource(first, va); known && same {
+			how = "given the original's answer, so the endpoint compares no fingerprint"
+		}
+		j.fail("another body under a used key was answered %s, not refused: %s", va.describe(), how)
+	case va.status == http.StatusUnprocessableEntity:
+		j.note("another body was refused with %s", va.describe())
+	case va.is5xx():
+		j.advise("another body was answered %s; §2.7 says 422", va.describe())
+	default:
+		j.advise("another body was refused with %s; §2.7 says 422", va.describe())
+	}
+	if delta > 0 {
+		j.fail("the refused request changed something: %d new effects counted", delta)
+	}
+}
+
+func judgeReuseScope(j *judge, first, va *answer, what string, delta int) {
+	switch {
+	case va.ok():
+		if same, known := sameResource(first, va); known && same {
+			j.advise("%s under a used key was answered %s, the original's result: the fingerprint does not cover it, and this project refuses it with 422", what, va.describe())
+		} else {
+			j.advise("%s under a used key was executed as a new operation (%s): keys are scoped per path or method here, and this project refuses it with 422", what, va.describe())
+		}
+	case va.status == http.StatusUnprocessableEntity:
+		j.note("%s was refused with %s", what, va.describe())
+	case va.refused():
+		j.note("%s was refused with %s (this project answers 422)", what, va.describe())
+	default:
+		j.advise("%s under a used key was answered %s", what, va.describe())
+	}
+	if delta > 0 && !va.ok() {
+		j.advise("the refused request changed something: %d new effects counted", delta)
+	}
+}
+
+func runCanonical(ctx context.Context, r *runner, sel map[string]bool) []Result {
+	js := judges(sel, FingerprintCanonical)
+	j := js[FingerprintCanonical]
+	op, ok := r.operation(ctx, js)
+	if !ok {
+		return results(js)
+	}
+	reordered, ok := reorder(op.body)
+	if !ok {
+		j.notApplicable("the body is not a JSON object with two members or more")
+		return results(js)
+	}
+	first, ok := r.first(ctx, op, js)
+	if !ok {
+		return results(js)
+	}
+	again := r.do(ctx, call{note: "members reversed, whitespace added", url: op.url, body: reordered, key: op.key})
+	j.show(first, again)
+	switch {
+	case again.err != nil:
+		j.error("the reordered request got no answer: %v", again.err)
+	case again.ok():
+		same, known := sameResource(first, again)
+		switch {
+		case known && !same:
+			j.fail("the reordered request executed again under the same key: it names %s, the first %s (the rule of %s)", again.resource(), first.resource(), ReplayEffect)
+		case !known:
+			j.advise("the reordered request was answered %s; whether it executed again cannot be told (no id, no Location)", again.describe())
+		default:
+			j.note("the reordered request was replayed (%s)", again.describe())
+		}
+	case again.status == http.StatusUnprocessableEntity:
+		j.advise("the reordered request was refused with %s: the fingerprint is over the bytes, so member order and whitespace change it", again.describe())
+	default:
+		j.advise("the reordered request was answered %s, not the replay", again.describe())
+	}
+	return results(js)
+}
+
+func concurrentCost(cfg *Config, _ map[string]bool) cost {
+	c := cost{writes: cfg.Concurrency, ops: 1, effects: 1}
+	if cfg.EffectsURL != "" {
+		c.reads = 2
+	}
+	return c
+}
+
+func runConcurrent(ctx context.Context, r *runner, sel map[string]bool) []Result {
+	js := judges(sel, Concurrent)
+	j := js[Concurrent]
+	op, ok := r.operation(ctx, js)
+	if !ok {
+		return results(js)
+	}
+	before, ok := r.count(ctx, op, "effects before", js)
+	if !ok {
+		return results(js)
+	}
+	n := r.cfg.Concurrency
+	answers := make([]*answer, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			answers[i] = r.do(ctx, call{note: fmt.Sprintf("copy %d of %d", i+1, n), url: op.url, body: op.body, key: op.key})
+		}()
+	}
+	close(start) // every copy at once
+	wg.Wait()
+	after, ok := r.count(ctx, op, "effects after", js)
+	if !ok {
+		return results(js)
+	}
+
+	var oks, noRetryAfter []*answer
+	var others []string
+	errs := 0
+	shown := map[string]bool{}
+	for _, a := range answers {
+		switch {
+		case a.err != nil:
+			errs++
+		case a.ok():
+			oks = append(oks, a)
+		case a.status == http.StatusConflict:
+			if a.header.Get("Retry-After") == "" {
+				noRetryAfter = append(noRetryAfter, a)
+			}
+		default:
+			others = append(others, a.describe())
+		}
+		// One of each kind of answer is enough evidence.
+		kind := fmt.Sprint(a.status, a.replayed(), a.resource())
+		if !shown[kind] && len(j.evidence) < 6 {
+			shown[kind] = true
+			j.show(a)
+		}
+	}
+	tally := tallyAnswers(answers)
+	if errs == n {
+		j.error("no copy got an answer: %v", answers[0].err)
+		return results(js)
+	}
+	distinct := map[string]bool{}
+	for _, a := range oks {
+		if same, known := sameResource(oks[0], a); known && !same {
+			distinct[a.resource()] = true
+		}
+	}
+	if len(distinct) > 0 {
+		distinct[oks[0].resource()] = true
+		j.fail("%d copies made %d different resources: %s (%s)", n, len(distinct), strings.Join(sortedSet(distinct), ", "), tally)
+	}
+	if op.effectsURL != "" {
+		switch delta := after - before; {
+		case delta > 1:
+			j.fail("%d new effects were counted for one key (%s)", delta, tally)
+		case delta == 0 && len(oks) > 0:
+			j.error("the effects URL counted no new effect though %d copies were answered 2xx; check the effects URL and pointer", len(oks))
+		}
+	}
+	if len(oks) == 0 {
+		j.advise("no copy got a 2xx answer: %s", tally)
+	}
+	if len(noRetryAfter) > 0 {
+		j.advise("%d of the 409 answers carry no Retry-After, so clients must guess when to try again", len(noRetryAfter))
+	}
+	if len(others) > 0 {
+		j.advise("%d copies were answered neither 2xx nor 409 (§2.7: a concurrent retry gets 409): %s", len(others), strings.Join(uniq(others), ", "))
+	}
+	if errs > 0 {
+		j.advise("%d copies got no answer (timeout or connection error)", errs)
+	}
+	j.note("%d copies at once: %s", n, tally)
+	if len(oks) > 0 && oks[0].resource() != "" {
+		j.note("every 2xx names %s", oks[0].resource())
+	}
+	if op.effectsURL != "" {
+		j.note("one new effect counted")
+	}
+	return results(js)
+}
+
+// tallyAnswers counts answers by status: "201 × 1, 201 replayed × 29".
+func tallyAnswers(answers []*answer) string {
+	counts := map[string]int{}
+	for _, a := range answers {
+		k := "no answer"
+		if a.err == nil {
+			k = fmt.Sprint(a.status)
+			if a.replayed() {
+				k += " replayed"
+			}
+		}
+		counts[k]++
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s × %d", k, counts[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sortedSet(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func uniq(xs []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, x := range xs {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func runCredentials(ctx context.Context, r *runner, sel map[string]bool) []Result {
+	js := judges(sel, Credentials)
+	j := js[Credentials]
+	op, ok := r.operation(ctx, js)
+	if !ok {
+		return results(js)
+	}
+	first, ok := r.first(ctx, op, js)
+	if !ok {
+		return results(js)
+	}
+	other := r.do(ctx, call{note: "same key and request, other credentials", url: op.url, body: op.body, key: op.key, second: true})
+	again := r.do(ctx, call{note: "the first client's request again", url: op.url, body: op.body, key: op.key})
+	j.show(first, other, again)
+	if other.err != nil {
+		j.error("the request under the other credentials got no answer: %v", other.err)
+		return results(js)
+	}
+	same, known := sameResource(first, other)
+	switch {
+	case other.ok() && (known && same || other.replayed()):
+		j.fail("the other credentials got the first client's answer (%s): keys are not scoped to the client", other.describe())
+	case other.ok():
+		j.note("the other credentials made a separate operation (%s)", other.describe())
+	case other.replayed():
+		j.fail("the other credentials got a replayed answer (%s)", other.describe())
+	default:
+		j.note("the other credentials were answered %s, not with the first client's answer", other.describe())
+	}
+	switch same, known := sameResource(first, again); {
+	case again.err != nil:
+		j.error("the first client's repeat got no answer: %v", again.err)
+	case !again.ok():
+		j.fail("the first client's repeat is now answered %s: the other client's request replaced its record", again.describe())
+	case known && !same:
+		j.fail("the first client's repeat now names %s instead of %s: the other client's request replaced its record", again.resource(), first.resource())
+	default:
+		j.note("the first client's repeat still gets its own answer")
+	}
+	return results(js)
+}
+
+func runNoBurn(ctx context.Context, r *runner, sel map[string]bool) []Result {
+	js := judges(sel, NoBurn)
+	j := js[NoBurn]
+	op, ok := r.operation(ctx, js)
+	if !ok {
+		return results(js)
+	}
+	bad := r.do(ctx, call{note: "the invalid body", url: op.url, body: op.invalid, key: op.key})
+	j.show(bad)
+	switch {
+	case bad.err != nil:
+		j.error("the invalid body got no answer: %v", bad.err)
+		return results(js)
+	case !bad.refused():
+		j.notApplicable("the invalid body was answered %s, not refused with 4xx: give a body the endpoint refuses", bad.describe())
+		return results(js)
+	}
+	good := r.do(ctx, call{note: "the corrected request, same key", url: op.url, body: op.body, key: op.key})
+	j.show(good)
+	switch {
+	case good.err != nil:
+		j.error("the corrected request got no answer: %v", good.err)
+	case good.ok():
+		j.note("%d, then %s under the same key", bad.status, good.describe())
+	case good.replayed() || good.status == bad.status && bytes.Equal(good.body, bad.body):
+		j.advise("the refusal was stored and replayed (%s again): the corrected request cannot use the key", good.describe())
+	case good.status == http.StatusUnprocessableEntity:
+		j.advise("the corrected request was refused as a reuse (%s): the refusal used up the key", good.describe())
+	default:
+		j.advise("the corrected request was answered %s, not 2xx", good.describe())
+	}
+	return results(js)
+}
+
+func run5xx(ctx context.Context, r *runner, sel map[string]bool) []Result {
+	js := judges(sel, No5xxReplay)
+	j := js[No5xxReplay]
+	op, ok := r.operation(ctx, js)
+	if !ok {
+		return results(js)
+	}
+	f := r.do(ctx, call{note: "the request that fails", url: op.url, body: op.fault, key: op.key})
+	j.show(f)
+	switch {
+	case f.err != nil:
+		j.error("the request that should fail got no answer: %v", f.err)
+		return results(js)
+	case !f.is5xx():
+		j.notApplicable("the -body-5xx request was answered %s, not 5xx: no 5xx could be provoked", f.describe())
+		return results(js)
+	}
+	g := r.do(ctx, call{note: "the same request again", url: op.url, body: op.fault, key: op.key})
+	j.show(g)
+	switch {
+	case g.err != nil:
+		j.error("the repeat got no answer: %v", g.err)
+	case g.replayed():
+		j.advise("the %d was stored and replayed (%s): the key cannot be retried", f.status, g.describe())
+	case g.status == f.status && bytes.Equal(g.body, f.body):
+		j.advise("the same %d came back byte for byte: it looks stored and replayed, so a retry cannot succeed", f.status)
+	default:
+		j.note("%s, then %s: the 5xx was not replayed", f.describe(), g.describe())
+	}
+	return results(js)
+}
+
+func runPause(ctx context.Context, r *runner, sel map[string]bool) []Result {
+	js := judges(sel, PauseReplay)
+	j := js[PauseReplay]
+	op, ok := r.operation(ctx, js)
+	if !ok {
+		return results(js)
+	}
+	first, ok := r.first(ctx, op, js)
+	if !ok {
+		return results(js)
+	}
+	select {
+	case <-ctx.Done():
+		j.error("canceled during the pause: %v", ctx.Err())
+		return results(js)
+	case <-time.After(r.cfg.Pause):
+	}
+	replay := r.do(ctx, call{note: fmt.Sprintf("the same request after %s", r.cfg.Pause), url: op.url, body: op.body, key: op.key})
+	j.show(first, replay)
+	judgeRepeat(j, first, replay, fmt.Sprintf("the repeat after %s", r.cfg.Pause))
+	if replay.err == nil && !replay.ok() {
+		j.advise("after %s the repeat was answered %s, not the stored answer", r.cfg.Pause, replay.describe())
+	}
+	return results(js)
+}
+
+// timingReplays is how many replays Timing measures.
+const timingReplays = 5
+
+func runTiming(ctx context.Context, r *runner, sel map[string]bool) []Result {
+	js := judges(sel, Timing)
+	j := js[Timing]
+	op, ok := r.operation(ctx, js)
+	if !ok {
+		return results(js)
+	}
+	first, ok := r.first(ctx, op, js)
+	if !ok {
+		return results(js)
+	}
+	j.show(first)
+	var times []time.Duration
+	for i := range timingReplays {
+		a := r.do(ctx, call{note: fmt.Sprintf("replay %d", i+1), url: op.url, body: op.body, key: op.key})
+		if a.err == nil {
+			times = append(times, a.elapsed)
+		}
+		if i == 0 {
+			j.show(a)
+		}
+	}
+	if len(times) == 0 {
+		j.error("no replay got an answer")
+		return results(js)
+	}
+	sort.Slice(times, func(a, b int) bool { return times[a] < times[b] })
+	j.note("first request %s; %d replays: median %s (fastest %s, slowest %s)", ms(first.elapsed), len(times),
+		ms(times[len(times)/2]), ms(times[0]), ms(times[len(times)-1]))
+	return results(js)
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
