@@ -138,7 +138,6 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	}
 	providerClient := provider.NewClient(providerURL, provider.ClientOptions{Timeout: cfg.ProviderTimeout, WrapTransport: tr.Transport})
 
-	clock := idempotency.SystemClock{}
 	cipher, err := responseCipher(cfg, log)
 	if err != nil {
 		_ = a.close(ctx)
@@ -162,12 +161,17 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		LockTimeout:  cfg.IdempotencyLockTimeout,
 		Wait:         cfg.IdempotencyWait,
 		MaxBodyBytes: cfg.MaxBodyBytes,
-		Timeouts:     idempotency.Timeouts{Cache: cfg.RedisTimeout},
+		CacheTimeout: cfg.RedisTimeout,
 		Tombstones:   cfg.IdempotencyTombstones,
 		Transactor:   idemStore,
-		Clock:        clock,
 		Observer:     m.IdempotencyObserver(),
 		Log:          log,
+		// Without Redis, the same quota of new keys, counted by this
+		// instance alone.
+		NewKeyLimit:   cfg.RateLimitNewKeys,
+		NewKeyWindow:  cfg.RateLimitWindow,
+		PurgeInterval: cfg.JanitorInterval,
+		OnPurge:       m.Purged,
 
 		KeySecret:         []byte(cfg.ProviderKeySecret),
 		ReconcileInterval: cfg.ReconcileInterval,
@@ -206,10 +210,6 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 			a.closers = append(a.closers, func() error { limiter.Close(); return nil })
 			idemCfg.Limiter = limiter
 		}
-	}
-	if idemCfg.Limiter == nil && cfg.RateLimitNewKeys > 0 {
-		// No Redis: the same quota, counted by this instance alone.
-		idemCfg.Limiter = idempotency.NewLocalLimiter(cfg.RateLimitNewKeys, cfg.RateLimitWindow, clock)
 	}
 	sink, err := a.newOutboxSink(ctx, redisClient)
 	if err != nil {
@@ -280,8 +280,6 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		a.handler = o.wrap(router)
 	}
 
-	janitor := idempotency.NewJanitor(records, clock, idempotency.JanitorConfig{Interval: cfg.JanitorInterval}, log)
-	janitor.OnPurge = m.Purged
 	dispatcher := outbox.NewDispatcher(db.DB, sink.publisher, cfg.OutboxInterval, log.With("component", "outbox"))
 	purge := &retention{
 		keep: cfg.EventRetention, interval: cfg.JanitorInterval, batch: retentionBatch, pause: retentionPause,
@@ -295,7 +293,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		log.Warn("EVENT_RETENTION is shorter than the redelivery window of common providers (3 days): an event redelivered after its inbox row is purged is checked with the provider again",
 			"event_retention", cfg.EventRetention)
 	}
-	a.workers = []func(context.Context){janitor.Run, keeper.RunReconciler, dispatcher.Run, purge.run}
+	a.workers = []func(context.Context){keeper.Run, dispatcher.Run, purge.run}
 	return a, nil
 }
 

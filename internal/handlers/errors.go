@@ -67,10 +67,6 @@ var errorTable = []errorRow{
 		fill: func(err error, a *problemParts) {
 			a.detail = fmt.Sprintf("The request body is larger than %d bytes.", asErr[*http.MaxBytesError](err).Limit)
 		}},
-	{match: as[*idempotency.BodyTooLargeError], status: http.StatusRequestEntityTooLarge, code: problem.CodeRequestTooLarge, title: "Request too large",
-		fill: func(err error, a *problemParts) {
-			a.detail = fmt.Sprintf("The request body is larger than %d bytes.", asErr[*idempotency.BodyTooLargeError](err).Limit)
-		}},
 	{match: is(database.ErrUnavailable), status: http.StatusServiceUnavailable, code: problem.CodeServiceUnavailable, title: "Service unavailable",
 		retryAfter: time.Second,
 		detail:     "The database cannot be reached. Retry later with the same Idempotency-Key: an operation already under way resumes where it stopped, and nothing happens twice."},
@@ -84,15 +80,15 @@ var errorTable = []errorRow{
 		detail: "This Idempotency-Key was already used for a different request (other body, endpoint or path). Use a new key for a new operation."},
 	{match: is(idempotency.ErrKeyExpired), status: http.StatusConflict, code: problem.CodeIdempotencyKeyExpired, title: "Idempotency key expired",
 		detail: "This Idempotency-Key was used for this request longer ago than the keys are kept; nothing was done. If you mean to repeat the operation, send it with a new key."},
-	{match: as[*idempotency.InProgressError], status: http.StatusConflict, code: problem.CodeIdempotencyInProgress, title: "Request in progress",
+	{match: is(idempotency.ErrInProgress), status: http.StatusConflict, code: problem.CodeIdempotencyInProgress, title: "Request in progress",
 		detail: "The original request with this Idempotency-Key is still running. Retry after the time in Retry-After to get its result.",
 		fill: func(err error, a *problemParts) {
-			a.header.Set("Retry-After", retryAfterSeconds(asErr[*idempotency.InProgressError](err).RetryAfter))
+			a.header.Set("Retry-After", retryAfterSeconds(idempotency.RetryAfter(err)))
 		}},
-	{match: as[*idempotency.RateLimitedError], status: http.StatusTooManyRequests, code: problem.CodeRateLimited, title: "Rate limited",
+	{match: is(idempotency.ErrRateLimited), status: http.StatusTooManyRequests, code: problem.CodeRateLimited, title: "Rate limited",
 		detail: "Too many new Idempotency-Keys from this merchant; nothing was done. Retry after the time in Retry-After. Retries of existing keys are never limited.",
 		fill: func(err error, a *problemParts) {
-			a.header.Set("Retry-After", retryAfterSeconds(asErr[*idempotency.RateLimitedError](err).RetryAfter))
+			a.header.Set("Retry-After", retryAfterSeconds(idempotency.RetryAfter(err)))
 		}},
 	// Another request took this key's operation over while this one ran
 	// (its lock had timed out): that request's answer is the one that will

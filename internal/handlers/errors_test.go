@@ -36,14 +36,12 @@ func TestRenderError(t *testing.T) {
 		fields  []problem.FieldError
 	}{
 		{name: "key missing", err: idempotency.ErrKeyMissing, status: 400, code: "idempotency_key_missing"},
-		{name: "key invalid says why", err: idempotency.ValidateKey(strings.Repeat("k", 256)), status: 400,
+		{name: "key invalid says why", err: fmt.Errorf("%w: the key is longer than 255 characters", idempotency.ErrKeyInvalid), status: 400,
 			code: "idempotency_key_invalid", detail: "idempotency key invalid: the key is longer than 255 characters"},
 		{name: "key invalid, joined", err: errors.Join(idempotency.ErrKeyInvalid, errors.New("the header is repeated")),
 			status: 400, code: "idempotency_key_invalid", detail: "idempotency key invalid: the header is repeated"},
 		{name: "key reused", err: idempotency.ErrKeyReused, status: 422, code: "idempotency_key_reused"},
-		{name: "in progress rounds Retry-After up", err: &idempotency.InProgressError{RetryAfter: 1500 * time.Millisecond},
-			status: 409, code: "idempotency_request_in_progress", headers: map[string]string{"Retry-After": "2"}},
-		{name: "in progress waits at least a second", err: &idempotency.InProgressError{},
+		{name: "in progress waits at least a second", err: idempotency.ErrInProgress,
 			status: 409, code: "idempotency_request_in_progress", headers: map[string]string{"Retry-After": "1"}},
 		{name: "malformed body", err: fmt.Errorf("%w: the body repeats a member name", idempotency.ErrMalformedBody),
 			status: 400, code: "validation_failed", detail: "malformed JSON body: the body repeats a member name"},
@@ -98,5 +96,13 @@ func TestRenderError(t *testing.T) {
 				require.Contains(t, logs.String(), "secret_user", "but it is logged")
 			}
 		})
+	}
+}
+
+// TestRetryAfterRoundsUp: Retry-After is whole seconds, rounded up, and at
+// least one.
+func TestRetryAfterRoundsUp(t *testing.T) {
+	for d, want := range map[time.Duration]string{0: "1", 300 * time.Millisecond: "1", time.Second: "1", 1500 * time.Millisecond: "2", 30 * time.Second: "30"} {
+		require.Equal(t, want, retryAfterSeconds(d), "%v", d)
 	}
 }

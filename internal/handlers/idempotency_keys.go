@@ -129,7 +129,7 @@ func toIdempotencyKeyResponse(rec *idempotency.Record) IdempotencyKeyResponse {
 		Object:        "idempotency_key",
 		Key:           rec.Key,
 		State:         string(rec.State),
-		RecoveryPoint: rec.Point.String(),
+		RecoveryPoint: rec.Point,
 		Method:        rec.Method,
 		Path:          rec.Path,
 		Fingerprint:   rec.Fingerprint,

@@ -90,7 +90,7 @@ func TestIdempotencyKeyIntrospection(t *testing.T) {
 			require.Equal(t, "idempotency_key", got.Object)
 			require.Equal(t, key, got.Key)
 			require.Equal(t, "completed", got.State)
-			require.Equal(t, idempotency.PointStarted.String(), got.RecoveryPoint)
+			require.Equal(t, idempotency.PointStarted, got.RecoveryPoint)
 			require.Equal(t, "POST", got.Method)
 			require.Equal(t, "/v1/orders", got.Path)
 			require.Len(t, got.Fingerprint, 64)
@@ -120,9 +120,9 @@ func TestIdempotencyKeyIntrospection(t *testing.T) {
 				requireProblem(t, a.do(http.MethodGet, "/v1/idempotency-keys/"+escaped, "", "", ""), http.StatusUnauthorized, "unauthorized")
 			})
 			t.Run("an executing record shows its lock and no response", func(t *testing.T) {
-				now := idempotency.SystemClock{}.Now()
+				now := time.Now().UTC().Truncate(time.Microsecond)
 				rec := &idempotency.Record{Scope: a.merchant, Key: "pay-1", Method: "POST", Path: "/v1/orders/ord_1/payments",
-					Fingerprint: "fp", State: idempotency.StateExecuting, Point: idempotency.Point{Step: "payment_created", Resource: "pay_1"},
+					Fingerprint: "fp", State: idempotency.StateExecuting, Point: "payment_created:pay_1",
 					LockedUntil: now.Add(time.Minute), CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
 				require.NoError(t, a.store.Insert(t.Context(), rec))
 				w := a.do(http.MethodGet, "/v1/idempotency-keys/pay-1", acmeKey, "", "")

@@ -336,8 +336,7 @@ func TestRouterRequiresThePaymentDeps(t *testing.T) {
 
 // TestPaymentsBehindTheKeeper runs the payment routes behind the real
 // idempotency Keeper over a real database, with the service faked: what is
-// stored, what is replayed byte for byte, and how the RecordFinisher closes
-// a record that a 202 left open.
+// stored, what is replayed byte for byte, and what is never stored.
 func TestPaymentsBehindTheKeeper(t *testing.T) {
 	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {
@@ -345,32 +344,22 @@ func TestPaymentsBehindTheKeeper(t *testing.T) {
 			db := testkit.OpenDB(t, d)
 			ms := merchants.NewStore(db.DB, nil)
 			require.NoError(t, ms.SeedDemo(t.Context()))
-			merchantID, err := ms.Authenticate(t.Context(), acmeKey)
-			require.NoError(t, err)
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
-			keeper, idem, _ := newIdempotency(t, db.DB, idempotency.Config{
+			_, idem, _ := newIdempotency(t, db.DB, idempotency.Config{
 				TTL: time.Hour, LockTimeout: time.Minute, Wait: 500 * time.Millisecond, MaxBodyBytes: maxBody,
 			}, log)
 
 			// The fake pays by method, like the mock provider; every payment
-			// gets an id of its own and checkpoints it, and a retry resumes
-			// it, as the service does.
+			// gets an id of its own. (Resuming a payment on a retry is the
+			// service's work, proven in the payments package.)
 			var mu sync.Mutex
 			seq := 0
 			svc := &fakePayments{}
 			svc.pay = func(ctx context.Context, merchant, orderID string, in payments.PayInput) (payments.Payment, error) {
-				// A retry that took the record over resumes its payment.
-				rec := idempotency.LeaseFrom(ctx)
-				id := rec.Point().Resource
-				if rec.Point().Step != "payment_created" {
-					mu.Lock()
-					seq++
-					id = fmt.Sprintf("pay_%d", seq)
-					mu.Unlock()
-					if err := rec.Checkpoint(ctx, idempotency.Point{Step: "payment_created", Resource: id}); err != nil {
-						return payments.Payment{}, err
-					}
-				}
+				mu.Lock()
+				seq++
+				id := fmt.Sprintf("pay_%d", seq)
+				mu.Unlock()
 				p := payments.Payment{ID: id, MerchantID: merchant, OrderID: orderID, Amount: 2500, Currency: "BRL",
 					PaymentMethod: in.PaymentMethod, CreatedAt: created, Status: payments.StatusSucceeded, ProviderChargeID: "ch_" + id}
 				switch in.PaymentMethod {
@@ -387,9 +376,6 @@ func TestPaymentsBehindTheKeeper(t *testing.T) {
 				return p, nil
 			}
 			svc.refund = func(ctx context.Context, merchant, paymentID string, in payments.RefundInput) (payments.Refund, error) {
-				if err := idempotency.LeaseFrom(ctx).Checkpoint(ctx, idempotency.Point{Step: "refund_created", Resource: "re_1"}); err != nil {
-					return payments.Refund{}, err
-				}
 				if in.Amount != nil && *in.Amount > 2500 {
 					return payments.Refund{}, fmt.Errorf("refund: %w", payments.ErrRefundExceedsPayment)
 				}
@@ -458,7 +444,10 @@ func TestPaymentsBehindTheKeeper(t *testing.T) {
 				require.Equal(t, before+2, svc.Calls("pay"))
 			})
 
-			t.Run("unknown outcome: 202 until the finisher stores the final answer", func(t *testing.T) {
+			t.Run("unknown outcome: 202, never stored, the key runs again", func(t *testing.T) {
+				// Storing the final answer once the outcome is learned is the
+				// core's settle step: see TestSettledPaymentStoresItsAnswerWithIt
+				// (internal/app) and the Effect tests (gormstore).
 				const key = "k-lost"
 				body := `{"payment_method":"pm_fault_lost_response"}`
 				before := svc.Calls("pay")
@@ -468,35 +457,10 @@ func TestPaymentsBehindTheKeeper(t *testing.T) {
 					require.Empty(t, w.Header().Get(idempotency.HeaderReplayed), "a 202 is never stored")
 				}
 				require.Equal(t, before+2, svc.Calls("pay"))
-
-				// The last attempt recorded its payment as the recovery
-				// point; the reconciler settles that payment later.
 				var pending handlers.PaymentResponse
 				require.NoError(t, json.Unmarshal(second.Body.Bytes(), &pending))
 				require.Equal(t, "processing", pending.Status)
 				require.Equal(t, "/v1/payments/"+pending.ID, second.Header().Get("Location"))
-				settled := payments.Payment{ID: pending.ID, MerchantID: merchantID, OrderID: "ord_5", Amount: 2500, Currency: "BRL",
-					PaymentMethod: "pm_fault_lost_response", Status: payments.StatusSucceeded, ProviderChargeID: "ch_late",
-					IdempotencyKey: key, CreatedAt: created}
-				// The core stores the settled payment's answer when it
-				// learns the outcome later (the reconciler, a webhook).
-				require.NoError(t, keeper.Finish(t.Context(), merchantID, key, pending.ID, handlers.PaymentAnswer(settled)))
-				calls := svc.Calls("pay")
-				w := post("/v1/orders/ord_5/payments", key, body)
-				require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
-				require.Equal(t, "true", w.Header().Get(idempotency.HeaderReplayed))
-				want := handlers.PaymentAnswer(settled)
-				require.Equal(t, string(want.Body), w.Body.String())
-				require.Equal(t, want.Header.Get("Location"), w.Header().Get("Location"))
-				require.Equal(t, want.Header.Get("Content-Type"), w.Header().Get("Content-Type"))
-				require.Equal(t, calls, svc.Calls("pay"), "the stored answer replays; nothing runs again")
-
-				t.Run("finishing again changes nothing", func(t *testing.T) {
-					other := settled
-					other.Status, other.DeclineCode = payments.StatusFailed, "card_declined"
-					require.ErrorIs(t, keeper.Finish(t.Context(), merchantID, key, pending.ID, handlers.PaymentAnswer(other)), idempotency.ErrNotFound)
-					require.Equal(t, string(want.Body), post("/v1/orders/ord_5/payments", key, body).Body.String())
-				})
 			})
 
 			t.Run("refunds", func(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// The Atomic step (StepExecute). The handler runs inside the Transactor's
+// The Atomic step (stepExecute). The handler runs inside the Transactor's
 // transaction, which begins at its first statement, so decoding and
 // validating before it hold no connection. Then the answer decides:
 //
@@ -35,7 +35,7 @@ var (
 	errKeptAlone = errors.New("error answer kept without its transaction")
 )
 
-func (r *run) atomic() (*Record, Result, bool) {
+func (r *run) atomic() (*Record, result, bool) {
 	k := r.k
 	var (
 		answer Answer
@@ -57,23 +57,23 @@ func (r *run) atomic() (*Record, Result, bool) {
 	switch {
 	case err == nil:
 		k.published(stored)
-		return nil, fresh(answer, OutcomeExecuted, stored), true
+		return nil, fresh(answer, outcomeExecuted, stored), true
 	case errors.Is(err, errKeptAlone):
 		stored = r.completed(answer)
 		err := k.store.Insert(r.ctx, stored)
 		switch {
 		case err == nil:
 			k.published(stored)
-			return nil, fresh(answer, OutcomeExecuted, stored), true
+			return nil, fresh(answer, outcomeExecuted, stored), true
 		case errors.Is(err, ErrKeyExists):
 			return r.lostRace()
 		}
 		return nil, refused(err), true
 	case errors.Is(err, errNotKept):
 		if rec, gerr := k.store.Get(r.ctx, r.req.Scope, r.req.Key, k.clock.Now()); gerr == nil {
-			return rec, Result{}, false
+			return rec, result{}, false
 		}
-		return nil, fresh(answer, OutcomeExecuted, nil), true
+		return nil, fresh(answer, outcomeExecuted, nil), true
 	case errors.Is(err, ErrKeyExists):
 		return r.lostRace()
 	}
@@ -84,7 +84,7 @@ func (r *run) atomic() (*Record, Result, bool) {
 // was refused; our work is rolled back. A record that is gone already
 // (expired or released between the insert and the read) means nothing was
 // done: the client's retry runs afresh.
-func (r *run) lostRace() (*Record, Result, bool) {
+func (r *run) lostRace() (*Record, result, bool) {
 	rec, err := r.get()
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -92,5 +92,5 @@ func (r *run) lostRace() (*Record, Result, bool) {
 	case err != nil:
 		return nil, refused(err), true
 	}
-	return rec, Result{}, false
+	return rec, result{}, false
 }

@@ -1,4 +1,4 @@
-package idempotency_test
+package idempotency
 
 // Benchmarks of the core's own work on a request: the key and the
 // fingerprint. The middleware benchmarks are in ginidem. Run them with
@@ -12,20 +12,18 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/idemkeys/payments/internal/idempotency"
 )
 
 func BenchmarkValidateKey(b *testing.B) {
 	keys := []struct{ name, key string }{
 		{"short", "550e8400-e29b-41d4-a716-446655440000"},
-		{"max_length", strings.Repeat("k", idempotency.MaxKeyLength)},
+		{"max_length", strings.Repeat("k", MaxKeyLength)},
 	}
 	for _, k := range keys {
 		b.Run(k.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := idempotency.ValidateKey(k.key); err != nil {
+				if err := validateKey(k.key); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -71,11 +69,11 @@ func BenchmarkFingerprint(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(tc.body)))
 			for b.Loop() {
-				canonical, err := idempotency.Canonicalize(tc.body)
+				canonical, err := canonicalize(tc.body)
 				if err != nil {
 					b.Fatal(err)
 				}
-				_ = idempotency.Fingerprint(http.MethodPost, "/v1/orders", nil, canonical)
+				_ = fingerprint(http.MethodPost, "/v1/orders", nil, canonical)
 			}
 		})
 	}

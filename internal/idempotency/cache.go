@@ -3,16 +3,16 @@ package idempotency
 import "context"
 
 // cached looks for a completed record of the request's key in this
-// process's memory, then in the cache, if any, within Timeouts.Cache. A
+// process's memory, then in the cache, if any, within Config.CacheTimeout. A
 // miss and a cache error look alike: nil.
-func (k *Keeper) cached(ctx context.Context, req Request) *Record {
+func (k *Keeper) cached(ctx context.Context, req keyedRequest) *Record {
 	if rec := k.local.get(req.Scope, req.Key, k.clock.Now()); rec != nil {
 		return rec
 	}
 	if k.cfg.Cache == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, k.cfg.Timeouts.Cache)
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.CacheTimeout)
 	defer cancel()
 	rec, err := k.cfg.Cache.GetCompleted(ctx, req.Scope, req.Key)
 	if err != nil {
@@ -31,7 +31,7 @@ func (k *Keeper) published(rec *Record) {
 		return
 	}
 	k.background(func(ctx context.Context) {
-		ctx, cancel := context.WithTimeout(ctx, k.cfg.Timeouts.Cache)
+		ctx, cancel := context.WithTimeout(ctx, k.cfg.CacheTimeout)
 		defer cancel()
 		if rec.State == StateCompleted && rec.Answer != nil {
 			_ = k.cfg.Cache.PutCompleted(ctx, rec)
@@ -46,7 +46,7 @@ func (k *Keeper) released(scope, key string) {
 		return
 	}
 	k.background(func(ctx context.Context) {
-		ctx, cancel := context.WithTimeout(ctx, k.cfg.Timeouts.Cache)
+		ctx, cancel := context.WithTimeout(ctx, k.cfg.CacheTimeout)
 		defer cancel()
 		_ = k.cfg.Cache.Notify(ctx, scope, key)
 	})

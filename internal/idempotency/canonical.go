@@ -17,54 +17,57 @@ import (
 // its cost is bounded: linear scans, a sort of each object's members in
 // O(n log n), and caps on what a body may hold.
 
-// Defaults of Limits.
+// The caps of a body (limits).
 const (
-	// MaxBodyDepth bounds how deeply a body's arrays and objects may nest.
+	// maxBodyDepth bounds how deeply a body's arrays and objects may nest.
 	// No request of the API comes near it (an order is three levels deep).
-	MaxBodyDepth = 32
-	// MaxBodyMembers bounds the object members of a whole body. An order
+	maxBodyDepth = 32
+	// maxBodyMembers bounds the object members of a whole body. An order
 	// of 100 items has about 500.
-	MaxBodyMembers = 10_000
-	// MaxBodyString bounds one string of a body (a name or a value, as
+	maxBodyMembers = 10_000
+	// maxBodyString bounds one string of a body (a name or a value, as
 	// sent, escapes included), in bytes.
-	MaxBodyString = 64 << 10
+	maxBodyString = 64 << 10
 )
 
-// Limits bound the work of canonicalizing a body. Zero fields take the
+// limits bound the work of canonicalizing a body. Zero fields take the
 // defaults above; a negative field lifts its cap (for benchmarks).
-type Limits struct {
+type limits struct {
 	MaxDepth   int
 	MaxMembers int
 	MaxString  int
 }
 
-func (l Limits) withDefaults() Limits {
+func (l limits) withDefaults() limits {
 	def := func(v *int, d int) {
 		if *v == 0 {
 			*v = d
 		}
 	}
-	def(&l.MaxDepth, MaxBodyDepth)
-	def(&l.MaxMembers, MaxBodyMembers)
-	def(&l.MaxString, MaxBodyString)
+	def(&l.MaxDepth, maxBodyDepth)
+	def(&l.MaxMembers, maxBodyMembers)
+	def(&l.MaxString, maxBodyString)
 	return l
 }
 
-// Canonicalize returns body as canonical JSON (RFC 8785, JCS): members
+// bodyLimits are the caps every keyed request's body is held to.
+var bodyLimits = limits{}.withDefaults()
+
+// canonicalize returns body as canonical JSON (RFC 8785, JCS): members
 // sorted by their UTF-16 code units, no insignificant whitespace, numbers
 // and strings in one spelling. An empty body canonicalizes to "{}" so that
 // "no body" and "empty object" are one request. It returns an error wrapping
 // ErrMalformedBody for invalid JSON, for an object that repeats a member
 // name, for a number outside IEEE 754 double range, and for a body beyond
-// the default Limits.
-func Canonicalize(body []byte) ([]byte, error) {
-	return Limits{}.Canonicalize(context.Background(), body)
+// the default limits.
+func canonicalize(body []byte) ([]byte, error) {
+	return limits{}.canonicalize(context.Background(), body)
 }
 
-// Canonicalize is the package's Canonicalize under these limits. It gives
+// canonicalize is the package's canonicalize under these limits. It gives
 // up with ctx's error when ctx ends (the client went away) before it is
 // done.
-func (l Limits) Canonicalize(ctx context.Context, body []byte) ([]byte, error) {
+func (l limits) canonicalize(ctx context.Context, body []byte) ([]byte, error) {
 	l = l.withDefaults()
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
@@ -101,7 +104,7 @@ const checkEvery = 64 << 10
 // deep, too many members, a string too long, a number no double holds. It
 // does not validate the syntax (the canonicalizer does), so on invalid JSON
 // it only has to end.
-func (l Limits) check(ctx context.Context, body []byte) error {
+func (l limits) check(ctx context.Context, body []byte) error {
 	depth, members := 0, 0
 	for i := 0; i < len(body); i++ {
 		if i%checkEvery == 0 && ctx.Err() != nil {

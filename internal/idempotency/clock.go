@@ -8,9 +8,8 @@ type Clock interface {
 	Now() time.Time
 }
 
-// SystemClock is the wall clock, in UTC.
-type SystemClock struct{}
+// systemClock is the wall clock, in UTC, truncated to microseconds so that
+// a time survives a round trip through PostgreSQL unchanged.
+type systemClock struct{}
 
-// Now returns the current UTC time, truncated to microseconds so that it
-// survives a round trip through PostgreSQL unchanged.
-func (SystemClock) Now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+func (systemClock) Now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }

@@ -12,30 +12,26 @@ import (
 // IDEMPOTENCY_TTL, IDEMPOTENCY_LOCK_TIMEOUT and IDEMPOTENCY_WAIT, and the
 // body limit of MAX_BODY_BYTES.
 const (
-	DefaultTTL          = 24 * time.Hour
-	DefaultLockTimeout  = 30 * time.Second
-	DefaultWait         = 2 * time.Second
-	DefaultMaxBodyBytes = 1 << 20
+	defaultTTL          = 24 * time.Hour
+	defaultLockTimeout  = 30 * time.Second
+	defaultWait         = 2 * time.Second
+	defaultMaxBodyBytes = 1 << 20
 )
 
 // Config holds the rules of the contract and the Keeper's collaborators.
-// Every field has a default; Store is the only thing New requires.
+// Every field has a default; New requires only a Store.
 type Config struct {
-	// TTL is how long a record is kept and replayed.
+	// TTL is how long a record is kept and replayed; default 24h.
 	TTL time.Duration
 	// LockTimeout is how long an executing record stays locked to its
-	// owner before a retry may take it over.
+	// owner before a retry may take it over; default 30s.
 	LockTimeout time.Duration
 	// Wait is how long a duplicate waits for the original to finish before
-	// it answers InProgressError.
+	// it answers ErrInProgress; default 2s.
 	Wait time.Duration
 	// MaxBodyBytes bounds the body the Keeper reads for the fingerprint;
-	// a longer one is a *BodyTooLargeError, read no further.
+	// a longer one is an *http.MaxBytesError, read no further. Default 1 MiB.
 	MaxBodyBytes int64
-	// Limits bound the work of canonicalizing a body.
-	Limits Limits
-	// Timeouts are the Keeper's own deadlines and hints.
-	Timeouts Timeouts
 	// StoredHeaders names the headers of a final answer that are stored
 	// and replayed with it besides Content-Type, Location, ETag and
 	// Last-Modified, which always are: those that describe the result.
@@ -47,23 +43,62 @@ type Config struct {
 	// long as the store remembers it (Store.Tombstone; the store must keep
 	// tombstones too, gormstore.WithTombstones). Off, an expired key is new.
 	Tombstones bool
+	// NewKeyLimit bounds the new keys a scope may start in each
+	// NewKeyWindow, counted by this process alone, when Limiter is nil;
+	// zero leaves them unbounded. With several instances a scope may start
+	// up to one limit per instance.
+	NewKeyLimit  int
+	NewKeyWindow time.Duration
 
-	// Transactor opens the transaction of Atomic requests; required for
-	// Atomic, unused by Guarded.
+	// Transactor opens the transactions of Atomic requests and of outside
+	// calls; required for both.
 	Transactor Transactor
-	// Clock tells the time of every decision; nil means SystemClock.
+	// Clock tells the time of every decision; nil means the wall clock.
 	Clock Clock
 	// Observer hears every outcome (metrics); nil hears nothing.
 	Observer Observer
 	// Cache, if set, serves replays and cross-instance wake-ups.
 	Cache Cache
 	// LocalCacheSize bounds the completed records kept in this process's
-	// memory for replays (zero: DefaultLocalCacheSize; negative: none).
+	// memory for replays (zero: 4096; negative: none).
 	LocalCacheSize int
-	// Limiter, if set, bounds how many new keys a scope may start.
+	// Limiter, if set, bounds how many new keys a scope may start (a
+	// shared one, redisidem.Limiter); nil means NewKeyLimit.
 	Limiter Limiter
 	// Log receives the Keeper's warnings; nil means slog.Default().
 	Log *slog.Logger
+
+	// The Keeper's own deadlines and hints, named so that an operator can
+	// find and tune them; zero takes the default given.
+
+	// WriteTimeout bounds one write of a record that must finish whatever
+	// the client does (a reservation, a stored answer, a release): once
+	// the Keeper tries to own a key, a disconnect must not leave it unsure
+	// whether it does. Default 10s.
+	WriteTimeout time.Duration
+	// CacheTimeout bounds one cache call made on a request's path; a slow
+	// cache costs at most this before the Store answers. Default 150ms;
+	// set it to the cache client's own timeout.
+	CacheTimeout time.Duration
+	// RetryAfter is the hint ErrInProgress carries. Default 1s.
+	RetryAfter time.Duration
+	// PollMin and PollMax bound the growing pause between two reads of a
+	// record a duplicate waits for. Defaults 5ms and 200ms.
+	PollMin, PollMax time.Duration
+	// RetryMin and RetryMax bound the growing pause between two background
+	// attempts of a record write that failed (the database was away).
+	// Defaults 100ms and 2s.
+	RetryMin, RetryMax time.Duration
+
+	// The background work Run does:
+
+	// PurgeInterval is the pause between two purges of expired records;
+	// default 1m. PurgeBatch bounds the records one statement deletes;
+	// default 500. OnPurge, if set, hears how many records each batch
+	// deleted (metrics).
+	PurgeInterval time.Duration
+	PurgeBatch    int
+	OnPurge       func(n int)
 
 	// The outside calls of registered Effects (effect.go):
 
@@ -73,7 +108,7 @@ type Config struct {
 	// secret, fit for development and tests only.
 	KeySecret []byte
 	// ReconcileInterval is the pause between two rounds of the reconciler
-	// (RunReconciler); default 5s.
+	// (Run); default 5s.
 	ReconcileInterval time.Duration
 	// ReconcileBatch bounds the calls one round looks at; default 100.
 	ReconcileBatch int
@@ -83,7 +118,8 @@ type Config struct {
 	// LockTimeout.
 	CancelAfter time.Duration
 	// OnReconcile, if set, hears the result of each call the reconciler
-	// looks at (ReconcileResolved, …), with the call's kind (metrics).
+	// looks at, with the call's kind (metrics): resolved, unresolved,
+	// canceled, flagged or error.
 	OnReconcile func(kind, result string)
 	// TraceParent, if set, returns the W3C trace context of ctx, stored
 	// with a new call so that the reconciler's work links back to it.
@@ -94,29 +130,6 @@ type Config struct {
 	Span func(ctx context.Context, name, link, key, value string) (context.Context, func(error))
 }
 
-// Timeouts are the deadlines and hints of the Keeper, named so that an
-// operator can find and tune them. Zero fields take the defaults given.
-type Timeouts struct {
-	// Write bounds one write of a record that must finish whatever the
-	// client does (a reservation, a stored answer, a release): once the
-	// Keeper tries to own a key, a disconnect must not leave it unsure
-	// whether it does. Default 10s.
-	Write time.Duration
-	// Cache bounds one cache call made on a request's path; a slow cache
-	// costs at most this before the Store answers. Default 150ms; set it
-	// to the cache client's own timeout.
-	Cache time.Duration
-	// RetryAfter is the hint an InProgressError carries. Default 1s.
-	RetryAfter time.Duration
-	// PollMin and PollMax bound the growing pause between two reads of a
-	// record a duplicate waits for. Defaults 5ms and 200ms.
-	PollMin, PollMax time.Duration
-	// RetryMin and RetryMax bound the growing pause between two background
-	// attempts of a record write that failed (the database was away).
-	// Defaults 100ms and 2s.
-	RetryMin, RetryMax time.Duration
-}
-
 // withDefaults fills the zero fields of c.
 func (c Config) withDefaults() Config {
 	def := func(d *time.Duration, v time.Duration) {
@@ -124,18 +137,22 @@ func (c Config) withDefaults() Config {
 			*d = v
 		}
 	}
-	def(&c.TTL, DefaultTTL)
-	def(&c.LockTimeout, DefaultLockTimeout)
-	def(&c.Wait, DefaultWait)
-	t := &c.Timeouts
-	def(&t.Write, 10*time.Second)
-	def(&t.Cache, 150*time.Millisecond)
-	def(&t.RetryAfter, time.Second)
-	def(&t.PollMin, 5*time.Millisecond)
-	def(&t.PollMax, 200*time.Millisecond)
-	def(&t.RetryMin, 100*time.Millisecond)
-	def(&t.RetryMax, 2*time.Second)
+	def(&c.TTL, defaultTTL)
+	def(&c.LockTimeout, defaultLockTimeout)
+	def(&c.Wait, defaultWait)
+	def(&c.WriteTimeout, 10*time.Second)
+	def(&c.CacheTimeout, 150*time.Millisecond)
+	def(&c.RetryAfter, time.Second)
+	def(&c.PollMin, 5*time.Millisecond)
+	def(&c.PollMax, 200*time.Millisecond)
+	def(&c.RetryMin, 100*time.Millisecond)
+	def(&c.RetryMax, 2*time.Second)
+	def(&c.PurgeInterval, time.Minute)
 	def(&c.ReconcileInterval, 5*time.Second)
+	def(&c.NewKeyWindow, time.Second)
+	if c.PurgeBatch <= 0 {
+		c.PurgeBatch = 500
+	}
 	if c.ReconcileBatch <= 0 {
 		c.ReconcileBatch = 100
 	}
@@ -143,12 +160,11 @@ func (c Config) withDefaults() Config {
 		c.KeySecret = developmentKeySecret
 	}
 	if c.LocalCacheSize == 0 {
-		c.LocalCacheSize = DefaultLocalCacheSize
+		c.LocalCacheSize = defaultLocalCacheSize
 	}
 	if c.MaxBodyBytes <= 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
+		c.MaxBodyBytes = defaultMaxBodyBytes
 	}
-	c.Limits = c.Limits.withDefaults()
 	// Canonical spellings: net/http writes ETag as Etag.
 	stored := []string{"Content-Type", "Location", "Etag", "Last-Modified"}
 	for _, h := range c.StoredHeaders {
@@ -158,13 +174,16 @@ func (c Config) withDefaults() Config {
 	}
 	c.StoredHeaders = stored
 	if c.Clock == nil {
-		c.Clock = SystemClock{}
+		c.Clock = systemClock{}
 	}
 	if c.Observer == nil {
 		c.Observer = noObserver{}
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
+	}
+	if c.Limiter == nil && c.NewKeyLimit > 0 {
+		c.Limiter = newLocalLimiter(c.NewKeyLimit, c.NewKeyWindow, c.Clock)
 	}
 	return c
 }

@@ -11,88 +11,79 @@ const (
 	Atomic Mode = iota + 1
 	// Guarded is for operations with an effect outside the database: the
 	// key is reserved first, the handler records recovery points with a
-	// Lease, and the final answer is stored at the end.
+	// owner, and the final answer is stored at the end.
 	Guarded
 )
 
-func (m Mode) String() string {
-	switch m {
-	case Atomic:
-		return "atomic"
-	case Guarded:
-		return "guarded"
-	}
-	return "unknown"
-}
+// step is what a request does next about its key.
+type step int
 
-// Step is what a request does next about its key.
-type Step int
-
-// The steps Decide chooses among.
+// The steps decide chooses among.
 const (
-	// StepExecute runs an Atomic request's handler in a transaction that
+	// stepExecute runs an Atomic request's handler in a transaction that
 	// inserts the record with the answer.
-	StepExecute Step = iota + 1
-	// StepReserve inserts a Guarded request's executing record, then runs
+	stepExecute step = iota + 1
+	// stepReserve inserts a Guarded request's executing record, then runs
 	// the handler as its owner.
-	StepReserve
-	// StepMismatch refuses the request: the key holds another request.
-	StepMismatch
-	// StepReplay answers from the stored response.
-	StepReplay
-	// StepWait waits for the record's owner, then reads the record again.
-	StepWait
-	// StepTakeOver takes an abandoned record over (the fence grows) and
+	stepReserve
+	// stepMismatch refuses the request: the key holds another request.
+	stepMismatch
+	// stepReplay answers from the stored response.
+	stepReplay
+	// stepWait waits for the record's owner, then reads the record again.
+	stepWait
+	// stepTakeOver takes an abandoned record over (the fence grows) and
 	// resumes its operation from the recovery point.
-	StepTakeOver
-	// StepExpired refuses the request: tombstones are on and the key's
+	stepTakeOver
+	// stepExpired refuses the request: tombstones are on and the key's
 	// record expired; nothing executes.
-	StepExpired
+	stepExpired
 )
 
-func (s Step) String() string {
+func (s step) String() string {
 	switch s {
-	case StepExecute:
+	case stepExecute:
 		return "execute"
-	case StepReserve:
+	case stepReserve:
 		return "reserve"
-	case StepMismatch:
+	case stepMismatch:
 		return "mismatch"
-	case StepReplay:
+	case stepReplay:
 		return "replay"
-	case StepWait:
+	case stepWait:
 		return "wait"
-	case StepTakeOver:
+	case stepTakeOver:
 		return "take over"
-	case StepExpired:
+	case stepExpired:
 		return "expired"
 	}
 	return "unknown"
 }
 
-// Decide is the whole decision of the idempotency layer: given the live
+// decide is the whole decision of the idempotency layer: given the live
 // record under the request's key (nil when there is none, or none was read
 // yet: an insert-if-absent then decides), the request's fingerprint, the
 // time and the route's mode, it says what to do next. It reads nothing and
-// writes nothing; Handle carries its step out and asks again.
-func Decide(rec *Record, fingerprint string, now time.Time, mode Mode) Step {
+// writes nothing; Handle carries its step out and asks again. It is the
+// heart of the layer, and TestDecide is its table.
+func decide(rec *Record, fingerprint string, now time.Time, mode Mode) step {
 	switch {
 	case rec == nil && mode == Atomic:
-		return StepExecute
+		return stepExecute
 	case rec == nil:
-		return StepReserve
+		return stepReserve
 	case rec.Fingerprint != fingerprint:
-		return StepMismatch
+		return stepMismatch
 	case rec.State == StateExpired:
-		return StepExpired
+		return stepExpired
 	case rec.State == StateCompleted && rec.Answer != nil:
-		return StepReplay
+		return stepReplay
 	case rec.State == StateExecuting && mode == Guarded && !rec.LockedUntil.After(now):
-		return StepTakeOver
+		return stepTakeOver
 	default:
 		// Executing under a running lock: its owner is at work. (An Atomic
 		// request never sees its own record executing: Atomic records are
 		// inserted completed.)
-		return StepWait
+		return stepWait
 	}
 }

@@ -26,12 +26,12 @@
 //
 // Handle checks the key and the body, looks for a completed record in the
 // cache, and queues behind an identical request already running in this
-// process (see below). Then it loops over one pure decision, Decide, from
+// process (see below). Then it loops over one pure decision, decide, from
 // (record, fingerprint, now, mode) to the next step: execute, reserve,
 // replay, refuse a different request (422), wait for the original, or take
 // an abandoned record over. Each step either ends the request or reads the
 // record again; the loop is bounded, and the request ends in exactly one
-// Result, which the Observer hears once.
+// answer or refusal, whose outcome the Observer hears once.
 //
 // # Two ways to run a keyed request
 //
@@ -91,7 +91,7 @@
 // duplicate polls the record with a growing pause, holding no connection
 // between reads, for at most Config.Wait, and then answers
 // InProgressError (409 with Retry-After). Its pauses and hints are the named
-// Config.Timeouts.
+// Config's timeouts (WriteTimeout, PollMin, …).
 //
 // # Time
 //

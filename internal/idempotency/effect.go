@@ -170,7 +170,7 @@ func (e *Effect[R, O]) Apply(ctx context.Context, scope, id string, answer O) (r
 		}
 		if c.State == CallFlagged && claim != nil {
 			// Nothing is answered for good: the record goes back, open.
-			if err := claim.Release(ctx); err != nil {
+			if err := claim.release(ctx); err != nil {
 				return err
 			}
 		}
@@ -182,14 +182,14 @@ func (e *Effect[R, O]) Apply(ctx context.Context, scope, id string, answer O) (r
 
 // begin is phase 1: the call and resource the owner's recovery point
 // names, or new ones.
-func (e *Effect[R, O]) begin(ctx context.Context, o *Lease, create func(ctx context.Context, c Call) (R, error)) (*Call, R, error) {
+func (e *Effect[R, O]) begin(ctx context.Context, o *owner, create func(ctx context.Context, c Call) (R, error)) (*Call, R, error) {
 	var (
 		c *Call
 		r R
 	)
 	err := e.k.inTx(ctx, func(ctx context.Context) error {
 		var err error
-		if id := o.point.Resource; id != "" {
+		if id := resourceOf(o.point); id != "" {
 			if c, err = e.k.store.LockCall(ctx, o.scope, id); err != nil {
 				return fmt.Errorf("resume %s %s: %w", e.Kind, id, err)
 			}
@@ -207,14 +207,14 @@ func (e *Effect[R, O]) begin(ctx context.Context, o *Lease, create func(ctx cont
 		if err := e.k.store.InsertCall(ctx, c); err != nil {
 			return err
 		}
-		return o.Checkpoint(ctx, Point{Step: e.Kind + "_created", Resource: c.ID})
+		return o.checkpoint(ctx, pointOf(e.Kind+"_created", c.ID))
 	})
 	return c, r, err
 }
 
 // intend is phase 2: the intent to call, under the owner's fence. A call
 // that settled meanwhile (a webhook, the reconciler) is answered as it is.
-func (e *Effect[R, O]) intend(ctx context.Context, o *Lease, c *Call) (*Call, R, error) {
+func (e *Effect[R, O]) intend(ctx context.Context, o *owner, c *Call) (*Call, R, error) {
 	var r R
 	err := e.k.inTx(ctx, func(ctx context.Context) error {
 		var err error
@@ -229,7 +229,7 @@ func (e *Effect[R, O]) intend(ctx context.Context, o *Lease, c *Call) (*Call, R,
 		}
 		// The fence is checked first: an owner that lost its record must
 		// not open an intent, nor call.
-		if err := o.Checkpoint(ctx, Point{Step: e.Kind + "_calling", Resource: c.ID}); err != nil {
+		if err := o.checkpoint(ctx, pointOf(e.Kind+"_calling", c.ID)); err != nil {
 			return err
 		}
 		wasCalling := c.State == CallCalling
@@ -249,7 +249,7 @@ func (e *Effect[R, O]) intend(ctx context.Context, o *Lease, c *Call) (*Call, R,
 }
 
 // answered is phase 3 for a definitive answer.
-func (e *Effect[R, O]) answered(ctx context.Context, o *Lease, id string, answer O) (R, error) {
+func (e *Effect[R, O]) answered(ctx context.Context, o *owner, id string, answer O) (R, error) {
 	var r R
 	err := e.k.inTx(ctx, func(ctx context.Context) error {
 		c, err := e.k.store.LockCall(ctx, o.scope, id)
@@ -272,7 +272,7 @@ func (e *Effect[R, O]) answered(ctx context.Context, o *Lease, id string, answer
 // closed under its fence, and the error is returned only if the call is
 // ready again (no other owner's call can be in flight). Otherwise the
 // outcome stays unknown, and the resource is answered as it stands.
-func (e *Effect[R, O]) notExecuted(ctx context.Context, o *Lease, id string, cause error) (R, error) {
+func (e *Effect[R, O]) notExecuted(ctx context.Context, o *owner, id string, cause error) (R, error) {
 	var (
 		r     R
 		ready bool
@@ -288,7 +288,7 @@ func (e *Effect[R, O]) notExecuted(ctx context.Context, o *Lease, id string, cau
 		if c.State.settled() {
 			return e.finishIfSettled(ctx, o, c, r)
 		}
-		if err := o.Checkpoint(ctx, Point{Step: e.Kind + "_created", Resource: id}); err != nil {
+		if err := o.checkpoint(ctx, pointOf(e.Kind+"_created", id)); err != nil {
 			return err
 		}
 		if c.move(eventNotExecuted, o.fence, e.k.clock.Now()) != nil {
@@ -307,7 +307,7 @@ func (e *Effect[R, O]) notExecuted(ctx context.Context, o *Lease, id string, cau
 // unknown is phase 3 when the call's outcome is unknown: the call is
 // recorded so, and the record stays open (a 202) until the reconciler, a
 // webhook or a retry learns the outcome.
-func (e *Effect[R, O]) unknown(ctx context.Context, o *Lease, id string) (R, error) {
+func (e *Effect[R, O]) unknown(ctx context.Context, o *owner, id string) (R, error) {
 	var r R
 	err := e.k.inTx(ctx, func(ctx context.Context) error {
 		c, err := e.k.store.LockCall(ctx, o.scope, id)
@@ -323,7 +323,7 @@ func (e *Effect[R, O]) unknown(ctx context.Context, o *Lease, id string) (R, err
 		if err := e.markUnknown(ctx, c, &r); err != nil {
 			return err
 		}
-		return o.Checkpoint(ctx, Point{Step: e.Kind + "_unknown", Resource: id})
+		return o.checkpoint(ctx, pointOf(e.Kind+"_unknown", id))
 	})
 	return r, err
 }
@@ -379,7 +379,7 @@ func (e *Effect[R, O]) settle(ctx context.Context, c *Call, r R, answer O, fin f
 // finisher is the request's owner (a retry resuming an operation that
 // settled meanwhile). A flagged call is not answered for good: the record
 // stays open until an operator resolves it.
-func (e *Effect[R, O]) finishIfSettled(ctx context.Context, o *Lease, c *Call, r R) error {
+func (e *Effect[R, O]) finishIfSettled(ctx context.Context, o *owner, c *Call, r R) error {
 	if !c.State.settled() {
 		return nil
 	}
@@ -392,7 +392,7 @@ func (e *Effect[R, O]) finish(ctx context.Context, c *Call, r R, fin finisher) (
 	if fin == nil || c.State == CallFlagged {
 		return nil
 	}
-	if _, later := fin.(*Claim); later && e.k.cfg.Span != nil {
+	if _, later := fin.(*claim); later && e.k.cfg.Span != nil {
 		// The answer of a request that may be long gone: its span links
 		// back to that request.
 		var end func(error)

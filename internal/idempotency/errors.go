@@ -2,11 +2,10 @@ package idempotency
 
 import (
 	"errors"
-	"fmt"
 	"time"
 )
 
-// Errors a Result carries for the HTTP layer to answer. The adapter hands
+// Refusals Handle returns for the HTTP layer to answer. The adapter hands
 // them to the application's error table; nothing here knows about status
 // codes.
 var (
@@ -30,33 +29,36 @@ var (
 	ErrMalformedBody = errors.New("malformed JSON body")
 )
 
-// InProgressError says the original request with this key still runs after
-// the configured wait. RetryAfter is a hint for the client.
-type InProgressError struct {
-	RetryAfter time.Duration
+// Refusals that clear with time: a client may send the same request again
+// after RetryAfter(err).
+var (
+	// ErrInProgress: the original request with this key still runs after
+	// Config.Wait, or another request has taken its operation over.
+	ErrInProgress = errors.New("a request with this idempotency key is still in progress")
+	// ErrRateLimited: the scope started too many new keys.
+	ErrRateLimited = errors.New("too many new idempotency keys")
+)
+
+// RetryAfter is how long a client should wait before sending a request that
+// err refused again (ErrInProgress, ErrRateLimited); zero for any other err.
+func RetryAfter(err error) time.Duration {
+	var r *retryError
+	if errors.As(err, &r) {
+		return r.after
+	}
+	return 0
 }
 
-func (e *InProgressError) Error() string {
-	return "a request with this idempotency key is still in progress"
+// retryError is a refusal that clears with time, and when.
+type retryError struct {
+	err   error
+	after time.Duration
 }
 
-// RateLimitedError says the scope started too many new keys; RetryAfter is
-// when the next one will be accepted.
-type RateLimitedError struct {
-	RetryAfter time.Duration
-}
+func retryable(err error, after time.Duration) error { return &retryError{err: err, after: after} }
 
-func (e *RateLimitedError) Error() string { return "too many new idempotency keys" }
-
-// BodyTooLargeError says the body is larger than Config.MaxBodyBytes; the
-// Keeper read no more than Limit+1 bytes of it.
-type BodyTooLargeError struct {
-	Limit int64
-}
-
-func (e *BodyTooLargeError) Error() string {
-	return fmt.Sprintf("request body larger than %d bytes", e.Limit)
-}
+func (e *retryError) Error() string { return e.err.Error() }
+func (e *retryError) Unwrap() error { return e.err }
 
 // Errors returned by a Store.
 var (
@@ -68,7 +70,3 @@ var (
 	// record over, so the caller must not write.
 	ErrFenced = errors.New("idempotency record owned by another request")
 )
-
-// ErrLocked: Finish found the record held by a running request, which will
-// store the answer itself.
-var ErrLocked = errors.New("idempotency record is locked by a running request")

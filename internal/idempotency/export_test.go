@@ -1,5 +1,7 @@
 package idempotency
 
+import "time"
+
 // CallMovesForTest is callMoves, by state and event name, for the diagram
 // test (an external test: testkit imports the stores, which import this
 // package).
@@ -12,4 +14,18 @@ func CallMovesForTest() map[string]map[string]string {
 		}
 	}
 	return out
+}
+
+// StepsForTest names every step decide can take.
+func StepsForTest() []string {
+	var names []string
+	for s := step(1); s.String() != "unknown"; s++ {
+		names = append(names, s.String())
+	}
+	return names
+}
+
+// DecideForTest is decide, its step by name, for the record diagram's test.
+func DecideForTest(rec *Record, fingerprint string, now time.Time, mode Mode) string {
+	return decide(rec, fingerprint, now, mode).String()
 }

@@ -3,22 +3,16 @@ package idempotency
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"slices"
 	"strconv"
-	"strings"
 )
 
-// Param is one path parameter of a route.
-type Param struct {
-	Name, Value string
-}
-
-// Fingerprint identifies a request for one key: method, route template, path
-// parameters (sorted by name) and the canonical body. Two requests with the
-// same fingerprint are the same logical request.
-func Fingerprint(method, route string, params []Param, canonicalBody []byte) string {
-	sorted := slices.Clone(params)
-	slices.SortStableFunc(sorted, func(a, b Param) int { return strings.Compare(a.Name, b.Name) })
+// fingerprint identifies a request for one key: method, route template,
+// path parameters (sorted by name) and the canonical body. Two requests with
+// the same fingerprint are the same logical request.
+func fingerprint(method, route string, params map[string]string, canonicalBody []byte) string {
+	names := slices.Sorted(maps.Keys(params))
 
 	h := sha256.New()
 	// Each part is length-prefixed, so no two different requests can be
@@ -31,9 +25,9 @@ func Fingerprint(method, route string, params []Param, canonicalBody []byte) str
 	}
 	write(method)
 	write(route)
-	for _, p := range sorted {
-		write(p.Name)
-		write(p.Value)
+	for _, name := range names {
+		write(name)
+		write(params[name])
 	}
 	h.Write(canonicalBody)
 	var sum [sha256.Size]byte

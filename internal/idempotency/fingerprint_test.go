@@ -1,4 +1,4 @@
-package idempotency_test
+package idempotency
 
 import (
 	"encoding/json"
@@ -8,15 +8,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/idemkeys/payments/internal/idempotency"
 )
 
 func fp(t *testing.T, body string) string {
 	t.Helper()
-	canonical, err := idempotency.Canonicalize([]byte(body))
+	canonical, err := canonicalize([]byte(body))
 	require.NoError(t, err, body)
-	return idempotency.Fingerprint("POST", "/v1/orders", nil, canonical)
+	return fingerprint("POST", "/v1/orders", nil, canonical)
 }
 
 func TestFingerprintIgnoresSpelling(t *testing.T) {
@@ -51,31 +49,31 @@ func TestFingerprintIgnoresSpelling(t *testing.T) {
 
 func TestFingerprintCoversRouteAndParams(t *testing.T) {
 	body := []byte(`{}`)
-	base := idempotency.Fingerprint("POST", "/v1/orders/:id/payments", []idempotency.Param{{Name: "id", Value: "ord_1"}}, body)
-	require.NotEqual(t, base, idempotency.Fingerprint("POST", "/v1/orders/:id/payments", []idempotency.Param{{Name: "id", Value: "ord_2"}}, body))
-	require.NotEqual(t, base, idempotency.Fingerprint("POST", "/v1/payments/:id/refunds", []idempotency.Param{{Name: "id", Value: "ord_1"}}, body))
-	require.NotEqual(t, base, idempotency.Fingerprint("PUT", "/v1/orders/:id/payments", []idempotency.Param{{Name: "id", Value: "ord_1"}}, body))
+	base := fingerprint("POST", "/v1/orders/:id/payments", map[string]string{"id": "ord_1"}, body)
+	require.NotEqual(t, base, fingerprint("POST", "/v1/orders/:id/payments", map[string]string{"id": "ord_2"}, body))
+	require.NotEqual(t, base, fingerprint("POST", "/v1/payments/:id/refunds", map[string]string{"id": "ord_1"}, body))
+	require.NotEqual(t, base, fingerprint("PUT", "/v1/orders/:id/payments", map[string]string{"id": "ord_1"}, body))
 	// Length prefixes keep part boundaries: "ab"+"c" is not "a"+"bc".
 	require.NotEqual(t,
-		idempotency.Fingerprint("POST", "/r", []idempotency.Param{{Name: "ab", Value: "c"}}, body),
-		idempotency.Fingerprint("POST", "/r", []idempotency.Param{{Name: "a", Value: "bc"}}, body))
+		fingerprint("POST", "/r", map[string]string{"ab": "c"}, body),
+		fingerprint("POST", "/r", map[string]string{"a": "bc"}, body))
 }
 
 func TestCanonicalizeRefuses(t *testing.T) {
 	for _, body := range []string{`{"a":1,"a":2}`, `{"a":`, `[1,]`, `{'a':1}`, `{"a":1}{"b":2}`, "\xff"} {
-		_, err := idempotency.Canonicalize([]byte(body))
-		require.ErrorIs(t, err, idempotency.ErrMalformedBody, body)
+		_, err := canonicalize([]byte(body))
+		require.ErrorIs(t, err, ErrMalformedBody, body)
 	}
 }
 
 func TestValidateKey(t *testing.T) {
 	valid := []string{"a", "order-123_ABC.~!", strings.Repeat("x", 255), "550e8400-e29b-41d4-a716-446655440000"}
 	for _, k := range valid {
-		require.NoError(t, idempotency.ValidateKey(k), k)
+		require.NoError(t, validateKey(k), k)
 	}
 	invalid := []string{"", " ", "a b", "tab\tkey", "new\nline", "nul\x00", "del\x7f", "é", strings.Repeat("x", 256)}
 	for _, k := range invalid {
-		require.ErrorIs(t, idempotency.ValidateKey(k), idempotency.ErrKeyInvalid, "%q", k)
+		require.ErrorIs(t, validateKey(k), ErrKeyInvalid, "%q", k)
 	}
 }
 
@@ -84,7 +82,7 @@ func FuzzValidateKey(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, key string) {
-		err := idempotency.ValidateKey(key)
+		err := validateKey(key)
 		ok := len(key) >= 1 && len(key) <= 255
 		for i := 0; i < len(key); i++ {
 			if key[i] < 0x21 || key[i] > 0x7e {
@@ -94,7 +92,7 @@ func FuzzValidateKey(f *testing.F) {
 		if ok != (err == nil) {
 			t.Fatalf("ValidateKey(%q) = %v, want ok=%v", key, err, ok)
 		}
-		if err != nil && !errors.Is(err, idempotency.ErrKeyInvalid) {
+		if err != nil && !errors.Is(err, ErrKeyInvalid) {
 			t.Fatalf("error %v does not wrap ErrKeyInvalid", err)
 		}
 	})
@@ -105,9 +103,9 @@ func FuzzCanonicalize(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		out, err := idempotency.Canonicalize(body)
+		out, err := canonicalize(body)
 		if err != nil {
-			if !errors.Is(err, idempotency.ErrMalformedBody) {
+			if !errors.Is(err, ErrMalformedBody) {
 				t.Fatalf("error %v does not wrap ErrMalformedBody", err)
 			}
 			return
@@ -116,7 +114,7 @@ func FuzzCanonicalize(f *testing.F) {
 			t.Fatalf("canonical form %q is not valid JSON", out)
 		}
 		// Canonical JSON is a fixed point.
-		again, err := idempotency.Canonicalize(out)
+		again, err := canonicalize(out)
 		if err != nil || string(again) != string(out) {
 			t.Fatalf("not idempotent: %q -> %q (%v)", out, again, err)
 		}
@@ -132,17 +130,17 @@ func TestCanonicalizeRefusesDeepNesting(t *testing.T) {
 		body string
 		ok   bool
 	}{
-		{"at the limit", nest(idempotency.MaxBodyDepth), true},
-		{"one over", nest(idempotency.MaxBodyDepth + 1), false},
+		{"at the limit", nest(maxBodyDepth), true},
+		{"one over", nest(maxBodyDepth + 1), false},
 		{"far over", strings.Repeat("[", 5000) + strings.Repeat("]", 5000), false},
 		{"brackets in strings", `{"a":"` + strings.Repeat(`[{`, 100) + `\"[["}`, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := idempotency.Canonicalize([]byte(c.body))
+			_, err := canonicalize([]byte(c.body))
 			if c.ok {
 				require.NoError(t, err)
 			} else {
-				require.ErrorIs(t, err, idempotency.ErrMalformedBody)
+				require.ErrorIs(t, err, ErrMalformedBody)
 				require.ErrorContains(t, err, "nests")
 			}
 		})

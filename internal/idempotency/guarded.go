@@ -6,19 +6,19 @@ import (
 	"time"
 )
 
-// The Guarded steps. The key is reserved first (StepReserve: an executing
+// The Guarded steps. The key is reserved first (stepReserve: an executing
 // record with fence 1 and a lock deadline); the handler then runs as the
-// record's owner with a Lease in its context, recording recovery points in
-// the same transactions as its own durable steps; at the end the answer is
+// record's owner, whose outside call (Effect.Run) records recovery points
+// in the same transactions as its own durable steps; at the end the answer is
 // stored (Complete) or the key given back (Release), conditional on the
 // fence. A retry that finds the lock run out takes the record over
-// (StepTakeOver) and resumes from the last recovery point; the previous
+// (stepTakeOver) and resumes from the last recovery point; the previous
 // owner, if it was only slow, now fails every write with ErrFenced.
 
 // reserve inserts the executing record of a Guarded request and runs it.
 // A record found instead is returned to be decided on; one that vanished
 // meanwhile (released, expired) lets the loop reserve again.
-func (r *run) reserve() (*Record, Result, bool) {
+func (r *run) reserve() (*Record, result, bool) {
 	k := r.k
 	ctx, cancel := k.writeContext(r.ctx)
 	defer cancel()
@@ -31,16 +31,16 @@ func (r *run) reserve() (*Record, Result, bool) {
 	err := k.store.Insert(ctx, rec)
 	switch {
 	case err == nil:
-		return nil, r.execute(rec.Fence, PointStarted, rec.ExpiresAt, OutcomeExecuted), true
+		return nil, r.execute(rec.Fence, PointStarted, rec.ExpiresAt, outcomeExecuted), true
 	case errors.Is(err, ErrKeyExists):
 		existing, err := r.get()
 		switch {
 		case errors.Is(err, ErrNotFound):
-			return nil, Result{}, false
+			return nil, result{}, false
 		case err != nil:
 			return nil, refused(err), true
 		}
-		return existing, Result{}, false
+		return existing, result{}, false
 	}
 	return nil, refused(err), true
 }
@@ -48,7 +48,7 @@ func (r *run) reserve() (*Record, Result, bool) {
 // takeOver makes this request the owner of an abandoned record and resumes
 // its operation. When another request moved first, the record is read
 // again and decided on.
-func (r *run) takeOver(rec *Record) (*Record, Result, bool) {
+func (r *run) takeOver(rec *Record) (*Record, result, bool) {
 	k := r.k
 	ctx, cancel := k.writeContext(r.ctx)
 	now := k.clock.Now()
@@ -56,7 +56,7 @@ func (r *run) takeOver(rec *Record) (*Record, Result, bool) {
 	cancel()
 	switch {
 	case err == nil:
-		return nil, r.execute(rec.Fence+1, rec.Point, rec.ExpiresAt, OutcomeRecovered), true
+		return nil, r.execute(rec.Fence+1, rec.Point, rec.ExpiresAt, outcomeRecovered), true
 	case errors.Is(err, ErrFenced):
 		return r.reread()
 	}
@@ -65,10 +65,10 @@ func (r *run) takeOver(rec *Record) (*Record, Result, bool) {
 
 // execute runs the handler as the owner of the record (fence) and then
 // stores or gives back its answer.
-func (r *run) execute(fence int64, point Point, expiresAt time.Time, outcome Outcome) Result {
+func (r *run) execute(fence int64, point string, expiresAt time.Time, outcome string) result {
 	k := r.k
 	scope, key := r.req.Scope, r.req.Key
-	lease := &Lease{k: k, scope: scope, key: key, fence: fence, point: point}
+	lease := &owner{k: k, scope: scope, key: key, fence: fence, point: point}
 	defer func() {
 		if p := recover(); p != nil {
 			// The key goes back as after any answer that is not kept.
@@ -81,7 +81,7 @@ func (r *run) execute(fence int64, point Point, expiresAt time.Time, outcome Out
 		}
 	}()
 	started := time.Now()
-	answer := r.handler(context.WithValue(r.ctx, leaseKey{}, lease), r.req.Body)
+	answer := r.handler(context.WithValue(r.ctx, ownerKey{}, lease), r.req.Body)
 	k.obs.Processed(r.ctx, r.req.Route, time.Since(started))
 
 	if lease.stored != nil {
@@ -102,7 +102,12 @@ func (r *run) execute(fence int64, point Point, expiresAt time.Time, outcome Out
 	defer cancel()
 	if !answer.Final {
 		err := k.store.Release(ctx, scope, key, fence, k.clock.Now())
-		if err != nil && !errors.Is(err, ErrFenced) {
+		if errors.Is(err, ErrFenced) {
+			// Another request took the record over while this one ran:
+			// its answer is the one that counts. Send the client to it.
+			return refused(k.inProgress())
+		}
+		if err != nil {
 			// Most likely the database is away (this answer may well be
 			// its 503). Keep trying in the background, so the key is free
 			// as soon as the database is back rather than when the lock
@@ -145,46 +150,37 @@ func (r *run) execute(fence int64, point Point, expiresAt time.Time, outcome Out
 	return fresh(answer, outcome, done)
 }
 
-// Lease is the ownership of a record held by a Guarded request. The handler
-// (through the service) records recovery points with it; every write is
+// owner is the ownership of a record held by a Guarded request: its fence,
+// and how far its operation got. The request's outside call (Effect.Run)
+// finds it in the context and records its phases with it; every write is
 // fenced, so a request that lost the record cannot write.
-type Lease struct {
+type owner struct {
 	k          *Keeper
 	scope, key string
 	fence      int64
-	point      Point
+	point      string
 	// stored is the final answer an outside call stored with its
-	// settlement (see Effect), once that committed.
+	// settlement, once that committed.
 	stored *Answer
 }
 
-// Point is the last durable step recorded for this operation; PointStarted
-// for a fresh one.
-func (l *Lease) Point() Point { return l.point }
-
-// Fence is the fencing token of this owner.
-func (l *Lease) Fence() int64 { return l.fence }
-
-// Checkpoint records p as reached. Call it inside the transaction that makes
-// the step durable (the store joins the transaction carried by ctx), so the
-// step and its recovery point commit together. It returns ErrFenced when
-// another request has taken the record over; roll back then.
-func (l *Lease) Checkpoint(ctx context.Context, p Point) error {
-	if err := l.k.store.Checkpoint(ctx, l.scope, l.key, l.fence, p, l.k.clock.Now()); err != nil {
+// checkpoint records p as reached, inside the transaction that makes the
+// step durable (the store joins the transaction carried by ctx), so the step
+// and its recovery point commit together. It returns ErrFenced when another
+// request has taken the record over: roll back then.
+func (o *owner) checkpoint(ctx context.Context, p string) error {
+	if err := o.k.store.Checkpoint(ctx, o.scope, o.key, o.fence, p, o.k.clock.Now()); err != nil {
 		return err
 	}
-	l.point = p
+	o.point = p
 	return nil
 }
 
-type leaseKey struct{}
+type ownerKey struct{}
 
-// LeaseFrom returns the lease of a Guarded request, or nil.
-func LeaseFrom(ctx context.Context) *Lease {
-	l, _ := ctx.Value(leaseKey{}).(*Lease)
-	return l
+// ownerFrom is the owner of the record of the Guarded request ctx belongs
+// to, or nil.
+func ownerFrom(ctx context.Context) *owner {
+	o, _ := ctx.Value(ownerKey{}).(*owner)
+	return o
 }
-
-// ownerFrom is the owner of the record of the request ctx belongs to, or
-// nil outside a Guarded request.
-func ownerFrom(ctx context.Context) *Lease { return LeaseFrom(ctx) }

@@ -6,35 +6,29 @@ import (
 	"time"
 )
 
-// Handler runs the application's work for one keyed request and returns
-// its answer, errors already turned into answers by the application's error
-// table. ctx carries the request's transaction (Atomic) or its owner
-// (Guarded); body is the request body as the Keeper read it.
-type Handler func(ctx context.Context, body []byte) Answer
-
-// Result is how a keyed request ends: either Err, a refusal of the layer's
-// own for the application's error table to answer, or Answer. A replayed
-// Answer is a stored one, sent with HeaderReplayed and only the headers
+// result is how a keyed request ends: either err, a refusal of the layer's
+// own for the application's error table to answer, or answer. A replayed
+// answer is a stored one, sent with HeaderReplayed and only the headers
 // stored with it; any other is the handler's own answer, sent as it is.
-type Result struct {
-	Outcome  Outcome
-	Err      error
-	Answer   *Answer
-	Replayed bool
+type result struct {
+	outcome  string
+	err      error
+	answer   *Answer
+	replayed bool
 
 	// stored is the completed record this request stored or replayed, for
 	// the duplicates queued behind it in this process.
 	stored *Record
 }
 
-func refused(err error) Result { return Result{Outcome: outcomeOf(err), Err: err} }
+func refused(err error) result { return result{outcome: outcomeOf(err), err: err} }
 
-func fresh(a Answer, o Outcome, stored *Record) Result {
-	return Result{Outcome: o, Answer: &a, stored: stored}
+func fresh(a Answer, o string, stored *Record) result {
+	return result{outcome: o, answer: &a, stored: stored}
 }
 
-func replayed(rec *Record) Result {
-	return Result{Outcome: OutcomeReplayed, Answer: rec.Answer, Replayed: true, stored: rec}
+func replayed(rec *Record) result {
+	return result{outcome: outcomeReplayed, answer: rec.Answer, replayed: true, stored: rec}
 }
 
 // maxRounds bounds the decide-and-act loop of one request. A request takes a
@@ -44,25 +38,39 @@ const maxRounds = 64
 
 // Handle runs one keyed request to its end: it checks the key and the body,
 // looks for a completed record in the cache, queues behind an identical
-// request already running in this process, and then loops over Decide,
+// request already running in this process, and then loops over decide,
 // carrying out each step (execute, reserve, replay, refuse, wait, take over)
-// until one ends the request. h runs at most once. The Observer hears exactly
-// one outcome per call, a panic of h included (OutcomeError; the panic goes
-// on up).
-func (k *Keeper) Handle(ctx context.Context, mode Mode, in Input, h Handler) (res Result) {
+// until one ends the request. h runs the application's work at most once,
+// with ctx carrying the request's transaction (Atomic) or its record's owner
+// (Guarded), and the body as the Keeper read it; it returns its answer, its
+// errors already answered by the application's error table.
+//
+// Handle returns the answer to send (replayed: a stored one, to be sent
+// with HeaderReplayed), or a refusal of its own for the error table:
+// ErrKeyMissing, ErrKeyInvalid, ErrKeyReused, ErrKeyExpired, ErrInProgress,
+// ErrRateLimited, ErrMalformedBody, ErrBodyRead, an *http.MaxBytesError,
+// or a store's error. The Observer hears exactly one outcome per call, a
+// panic of h included (the panic goes on up).
+func (k *Keeper) Handle(ctx context.Context, mode Mode, in Input, h func(ctx context.Context, body []byte) Answer) (answer Answer, replayed bool, err error) {
+	var res result
 	defer func() {
 		if p := recover(); p != nil {
-			k.obs.Outcome(ctx, in.Route, OutcomeError)
+			k.obs.Outcome(ctx, in.Route, outcomeError)
 			panic(p)
 		}
-		k.obs.Outcome(ctx, in.Route, res.Outcome)
+		k.obs.Outcome(ctx, in.Route, res.outcome)
 	}()
 	req, err := k.request(ctx, in)
 	if err != nil {
-		return refused(err)
+		res = refused(err)
+		return Answer{}, false, err
 	}
 	r := &run{k: k, ctx: ctx, mode: mode, req: req, handler: h}
-	return r.handle()
+	res = r.handle()
+	if res.err != nil {
+		return Answer{}, false, res.err
+	}
+	return *res.answer, res.replayed, nil
 }
 
 // run is one request on its way through Handle.
@@ -70,8 +78,8 @@ type run struct {
 	k       *Keeper
 	ctx     context.Context
 	mode    Mode
-	req     Request
-	handler Handler
+	req     keyedRequest
+	handler func(ctx context.Context, body []byte) Answer
 
 	// waitCtx bounds the whole wait for an original, in this process and
 	// in the store, to Config.Wait.
@@ -79,7 +87,7 @@ type run struct {
 	// limited: the Limiter has been asked already.
 	limited bool
 
-	// The state of waiting for an original (StepWait).
+	// The state of waiting for an original (stepWait).
 	polling   bool
 	pollStart time.Time
 	pause     time.Duration
@@ -87,7 +95,7 @@ type run struct {
 	stopWake  func()
 }
 
-func (r *run) handle() Result {
+func (r *run) handle() result {
 	k := r.k
 	// A completed record in the cache answers without the store: a replay,
 	// or the 422 of a different request. Neither waits.
@@ -112,7 +120,7 @@ func (r *run) handle() Result {
 	case handed != nil:
 		return r.answer(handed)
 	}
-	var res Result
+	var res result
 	defer func() { k.flights.land(id, fl, res.stored) }()
 	defer r.stopWaiting()
 
@@ -134,31 +142,31 @@ func (r *run) handle() Result {
 }
 
 // answer is the end of a request whose key holds the completed record rec.
-func (r *run) answer(rec *Record) Result {
-	if Decide(rec, r.req.Fingerprint, r.k.clock.Now(), r.mode) == StepMismatch {
+func (r *run) answer(rec *Record) result {
+	if decide(rec, r.req.Fingerprint, r.k.clock.Now(), r.mode) == stepMismatch {
 		return refused(ErrKeyReused)
 	}
 	return replayed(rec)
 }
 
-// loop carries out Decide's steps until one ends the request. Each step
+// loop carries out decide's steps until one ends the request. Each step
 // returns its Result and done, or the record to decide on next.
-func (r *run) loop(rec *Record) Result {
+func (r *run) loop(rec *Record) result {
 	for range maxRounds {
 		var (
-			res  Result
+			res  result
 			done bool
 		)
-		switch step := Decide(rec, r.req.Fingerprint, r.k.clock.Now(), r.mode); step {
-		case StepMismatch:
+		switch step := decide(rec, r.req.Fingerprint, r.k.clock.Now(), r.mode); step {
+		case stepMismatch:
 			return refused(ErrKeyReused)
-		case StepExpired:
+		case stepExpired:
 			return refused(ErrKeyExpired)
-		case StepReplay:
+		case stepReplay:
 			r.waitedFor()
 			r.k.local.put(rec)
 			return replayed(rec)
-		case StepExecute, StepReserve:
+		case stepExecute, stepReserve:
 			next, refusal := r.allowNew()
 			switch {
 			case refusal != nil:
@@ -166,14 +174,14 @@ func (r *run) loop(rec *Record) Result {
 			case next != nil:
 				rec = next
 				continue
-			case step == StepExecute:
+			case step == stepExecute:
 				rec, res, done = r.atomic()
 			default:
 				rec, res, done = r.reserve()
 			}
-		case StepTakeOver:
+		case stepTakeOver:
 			rec, res, done = r.takeOver(rec)
-		case StepWait:
+		case stepWait:
 			if !r.wait() {
 				r.waitedFor()
 				return refused(r.k.inProgress())
@@ -191,7 +199,7 @@ func (r *run) loop(rec *Record) Result {
 // a new key. A refusal applies to new keys only, so it reads the record
 // first: a live one is returned, to be decided on (a replay, a 422, a
 // wait). Both results nil: go on.
-func (r *run) allowNew() (next *Record, refusal *Result) {
+func (r *run) allowNew() (next *Record, refusal *result) {
 	k := r.k
 	if r.limited || k.cfg.Limiter == nil {
 		return nil, nil
@@ -204,7 +212,7 @@ func (r *run) allowNew() (next *Record, refusal *Result) {
 	rec, err := k.store.Get(r.ctx, r.req.Scope, r.req.Key, k.clock.Now())
 	switch {
 	case errors.Is(err, ErrNotFound):
-		res := refused(&RateLimitedError{RetryAfter: retryAfter})
+		res := refused(retryable(ErrRateLimited, retryAfter))
 		return nil, &res
 	case err != nil:
 		res := refused(err)
@@ -216,18 +224,18 @@ func (r *run) allowNew() (next *Record, refusal *Result) {
 // reread reads the key's record again after a wait or a lost race. A
 // record that is gone was given back: a Guarded request may reserve the key
 // itself; an Atomic one cannot tell what happened and answers in progress.
-func (r *run) reread() (*Record, Result, bool) {
+func (r *run) reread() (*Record, result, bool) {
 	k := r.k
 	rec, err := r.get()
 	switch {
 	case errors.Is(err, ErrNotFound) && r.mode == Guarded:
-		return nil, Result{}, false
+		return nil, result{}, false
 	case errors.Is(err, ErrNotFound):
 		return nil, refused(k.inProgress()), true
 	case err != nil:
 		return nil, refused(err), true
 	}
-	return rec, Result{}, false
+	return rec, result{}, false
 }
 
 // get reads the key's live record or, with tombstones on, what the store
@@ -247,7 +255,7 @@ func (r *run) get() (*Record, error) {
 // reports false when the wait deadline ran out first. It holds no
 // connection.
 func (r *run) wait() bool {
-	t := r.k.cfg.Timeouts
+	t := r.k.cfg
 	if !r.polling {
 		r.polling, r.pollStart, r.pause = true, time.Now(), t.PollMin
 		if c := r.k.cfg.Cache; c != nil {

@@ -40,9 +40,6 @@ func New(store Store, cfg Config) *Keeper {
 	}
 }
 
-// Config returns the configuration in force, defaults filled in.
-func (k *Keeper) Config() Config { return k.cfg }
-
 // Close waits for the Keeper's background work (retried record writes,
 // cache updates) to end, up to ctx; what is still running then is stopped.
 // A record write abandoned this way leaves its record to the lock timeout,
@@ -81,7 +78,7 @@ func (k *Keeper) retryLater(write func(ctx context.Context) error) {
 	k.background(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, k.cfg.LockTimeout)
 		defer cancel()
-		pause := k.cfg.Timeouts.RetryMin
+		pause := k.cfg.RetryMin
 		for {
 			select {
 			case <-ctx.Done():
@@ -92,7 +89,7 @@ func (k *Keeper) retryLater(write func(ctx context.Context) error) {
 			if err == nil || errors.Is(err, ErrFenced) {
 				return
 			}
-			pause = min(pause*2, k.cfg.Timeouts.RetryMax)
+			pause = min(pause*2, k.cfg.RetryMax)
 		}
 	})
 }
@@ -100,9 +97,9 @@ func (k *Keeper) retryLater(write func(ctx context.Context) error) {
 // writeContext is the context of a record write that must finish whatever
 // the client does: not cancelled by a disconnect, bounded by Timeouts.Write.
 func (k *Keeper) writeContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), k.cfg.Timeouts.Write)
+	return context.WithTimeout(context.WithoutCancel(ctx), k.cfg.WriteTimeout)
 }
 
 func (k *Keeper) inProgress() error {
-	return &InProgressError{RetryAfter: k.cfg.Timeouts.RetryAfter}
+	return retryable(ErrInProgress, k.cfg.RetryAfter)
 }

@@ -5,15 +5,15 @@ import "fmt"
 // MaxKeyLength is the longest Idempotency-Key accepted.
 const MaxKeyLength = 255
 
-// KeyPattern is ValidateKey's rule as a regular expression (ECMA-262 and Go
+// KeyPattern is validateKey's rule as a regular expression (ECMA-262 and Go
 // syntax alike), for the OpenAPI document's Idempotency-Key parameters.
 const KeyPattern = `^[\x21-\x7E]{1,255}$`
 
-// ValidateKey checks a key's shape: 1 to 255 characters, each visible ASCII
+// validateKey checks a key's shape: 1 to 255 characters, each visible ASCII
 // (0x21-0x7E). Spaces, control characters and anything non-ASCII are refused,
 // which also rules out header injection and keys that log or compare oddly.
 // It returns nil or an error wrapping ErrKeyInvalid.
-func ValidateKey(key string) error {
+func validateKey(key string) error {
 	if key == "" {
 		return fmt.Errorf("%w: the key is empty", ErrKeyInvalid)
 	}

@@ -1,17 +1,15 @@
-package idempotency_test
+package idempotency
 
 import (
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/idemkeys/payments/internal/idempotency"
 )
 
 // TestKeyPatternAgreesWithValidateKey: the pattern the OpenAPI document
 // states for Idempotency-Key accepts exactly the keys ValidateKey accepts.
 func TestKeyPatternAgreesWithValidateKey(t *testing.T) {
-	re := regexp.MustCompile(idempotency.KeyPattern)
+	re := regexp.MustCompile(KeyPattern)
 	keys := []string{
 		"", "a", "k-1", "3f1c2a9e-8d47-4b1f-9a53-0c6e2d7b8a41", "a/b?c#d%e", "!", "~", "\"quoted\"",
 		"with space", "tab\there", "new\nline", "\x7f", "\x20", "é", "ключ",
@@ -21,7 +19,7 @@ func TestKeyPatternAgreesWithValidateKey(t *testing.T) {
 		keys = append(keys, string([]byte{byte(c)}))
 	}
 	for _, k := range keys {
-		valid := idempotency.ValidateKey(k) == nil
+		valid := validateKey(k) == nil
 		if matched := re.MatchString(k); matched != valid {
 			t.Errorf("key %q: pattern matches %v, ValidateKey accepts %v", k, matched, valid)
 		}

@@ -6,13 +6,13 @@ import (
 	"time"
 )
 
-// LocalLimiter is a Limiter of this process alone: at most limit new keys
+// localLimiter is a Limiter of this process alone: at most limit new keys
 // per scope in each fixed window (aligned on the clock, window start =
 // now truncated to the window). It is the limit when no Redis is
 // configured, and what the shared limiter falls back to when Redis cannot
 // answer: with n instances a scope may then start up to n × limit keys per
 // window, never an unlimited number.
-type LocalLimiter struct {
+type localLimiter struct {
 	limit  int64
 	window time.Duration
 	clock  Clock
@@ -22,19 +22,15 @@ type LocalLimiter struct {
 	counts map[string]int64
 }
 
-// NewLocalLimiter allows limit new keys per scope per window; a nil clock
-// is the wall clock.
-func NewLocalLimiter(limit int, window time.Duration, clock Clock) *LocalLimiter {
-	if clock == nil {
-		clock = SystemClock{}
-	}
-	return &LocalLimiter{limit: int64(limit), window: window, clock: clock, counts: map[string]int64{}}
+// newLocalLimiter allows limit new keys per scope per window.
+func newLocalLimiter(limit int, window time.Duration, clock Clock) *localLimiter {
+	return &localLimiter{limit: int64(limit), window: window, clock: clock, counts: map[string]int64{}}
 }
 
 // AllowNewKey implements Limiter. It holds one count per scope seen in the
 // current window and drops them all when the window turns, so its memory is
 // the number of scopes active in one window.
-func (l *LocalLimiter) AllowNewKey(_ context.Context, scope string) (time.Duration, bool) {
+func (l *localLimiter) AllowNewKey(_ context.Context, scope string) (time.Duration, bool) {
 	now := l.clock.Now()
 	start := now.Truncate(l.window)
 	l.mu.Lock()

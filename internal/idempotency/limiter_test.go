@@ -1,18 +1,15 @@
-package idempotency_test
+package idempotency
 
 import (
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/idemkeys/payments/internal/idempotency"
-	"github.com/idemkeys/payments/internal/testkit"
 )
 
 func TestLocalLimiter(t *testing.T) {
-	c := testkit.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	l := idempotency.NewLocalLimiter(3, time.Second, c)
+	c := &testClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	l := newLocalLimiter(3, time.Second, c)
 	for range 3 {
 		_, ok := l.AllowNewKey(t.Context(), "m1")
 		require.True(t, ok)
@@ -27,3 +24,9 @@ func TestLocalLimiter(t *testing.T) {
 	_, ok = l.AllowNewKey(t.Context(), "m1")
 	require.True(t, ok, "a new window")
 }
+
+// testClock is a clock the test moves.
+type testClock struct{ now time.Time }
+
+func (c *testClock) Now() time.Time          { return c.now }
+func (c *testClock) Advance(d time.Duration) { c.now = c.now.Add(d) }

@@ -5,12 +5,12 @@ import (
 	"time"
 )
 
-// DefaultLocalCacheSize is how many completed records an instance keeps in
+// defaultLocalCacheSize is how many completed records an instance keeps in
 // memory when Config.LocalCacheSize is zero: about 2 KB each with an
 // order's answer, so some 8 MB of live heap (twice that at the garbage
 // collector's peak). Retries come within seconds of the original, so the
 // newest few thousand keys are the ones replays ask for.
-const DefaultLocalCacheSize = 4096
+const defaultLocalCacheSize = 4096
 
 // localCache holds completed records this instance committed or read, so
 // that a replay on the instance that stored the answer touches neither the

@@ -8,7 +8,7 @@ import "context"
 // wrapping ErrKeyInvalid for a malformed key, ErrNotFound, or a store error
 // (seal.ErrKeyUnknown and seal.ErrUndecryptable included, from a store that seals answers).
 func (k *Keeper) Lookup(ctx context.Context, scope, key string) (*Record, error) {
-	if err := ValidateKey(key); err != nil {
+	if err := validateKey(key); err != nil {
 		return nil, err
 	}
 	return k.store.Get(ctx, scope, key, k.clock.Now())

@@ -22,7 +22,7 @@ type Store interface {
 	// until lockedUntil. It returns ErrFenced when someone else moved first.
 	TakeOver(ctx context.Context, scope, key string, seen int64, now, lockedUntil time.Time) error
 	// Checkpoint records a recovery point. It returns ErrFenced.
-	Checkpoint(ctx context.Context, scope, key string, fence int64, point Point, now time.Time) error
+	Checkpoint(ctx context.Context, scope, key string, fence int64, point string, now time.Time) error
 	// Complete stores the final answer: its status, body and headers
 	// (those of Config.StoredHeaders, which the Keeper has already kept
 	// alone). It returns ErrFenced.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 )
 
 // The reconciler settles the outside calls that no request is settling: an
@@ -32,18 +31,18 @@ import (
 
 // Results of looking at one call, as Config.OnReconcile hears them.
 const (
-	ReconcileResolved   = "resolved"   // the outside service's answer applied
-	ReconcileUnresolved = "unresolved" // nothing known yet; looked at again later
-	ReconcileCanceled   = "canceled"   // never reached the outside service; abandoned
-	ReconcileFlagged    = "flagged"    // the answer failed the money check
-	ReconcileError      = "error"      // asking, sending or applying failed
+	reconcileResolved   = "resolved"   // the outside service's answer applied
+	reconcileUnresolved = "unresolved" // nothing known yet; looked at again later
+	reconcileCanceled   = "canceled"   // never reached the outside service; abandoned
+	reconcileFlagged    = "flagged"    // the answer failed the money check
+	reconcileError      = "error"      // asking, sending or applying failed
 )
 
 // Reconcile runs one round and returns how many calls it settled.
 func (k *Keeper) Reconcile(ctx context.Context) (int, error) {
 	calls, err := k.store.DueCalls(ctx, k.clock.Now(), k.cfg.ReconcileBatch, reconcilePerScope)
 	if err != nil {
-		k.reconciled("", ReconcileError)
+		k.reconciled("", reconcileError)
 		return 0, err
 	}
 	settled := 0
@@ -59,7 +58,7 @@ func (k *Keeper) Reconcile(ctx context.Context) (int, error) {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s %s: %w", c.Kind, c.ID, err))
 		}
-		if result == ReconcileResolved || result == ReconcileCanceled {
+		if result == reconcileResolved || result == reconcileCanceled {
 			settled++
 		}
 	}
@@ -69,21 +68,12 @@ func (k *Keeper) Reconcile(ctx context.Context) (int, error) {
 // reconcilePerScope bounds the calls of one scope in one round.
 const reconcilePerScope = 10
 
-// RunReconciler reconciles every Config.ReconcileInterval until ctx ends.
-func (k *Keeper) RunReconciler(ctx context.Context) {
-	t := time.NewTicker(k.cfg.ReconcileInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if n, err := k.Reconcile(ctx); err != nil && ctx.Err() == nil {
-			k.cfg.Log.WarnContext(ctx, "reconciler: round failed", "error", err, "settled", n)
-		} else if n > 0 {
-			k.cfg.Log.InfoContext(ctx, "reconciler: settled outside calls", "settled", n)
-		}
+// reconcileRound is one round of Run, its outcome logged.
+func (k *Keeper) reconcileRound(ctx context.Context) {
+	if n, err := k.Reconcile(ctx); err != nil && ctx.Err() == nil {
+		k.cfg.Log.WarnContext(ctx, "reconciler: round failed", "error", err, "settled", n)
+	} else if n > 0 {
+		k.cfg.Log.InfoContext(ctx, "reconciler: settled outside calls", "settled", n)
 	}
 }
 
@@ -102,23 +92,23 @@ func (e *Effect[R, O]) reconcile(ctx context.Context, c *Call) (result string, e
 		ctx, end = k.cfg.Span(ctx, "reconcile "+e.Kind, c.TraceParent, e.Kind+".id", c.ID)
 		defer func() { end(err) }()
 	}
-	var claim *Claim
+	var cl *claim
 	if c.ClientKey != "" {
-		claim, err = k.Claim(ctx, c.Scope, c.ClientKey, c.ID)
+		cl, err = k.claim(ctx, c.Scope, c.ClientKey, c.ID)
 		switch {
-		case errors.Is(err, ErrLocked):
+		case errors.Is(err, errLocked):
 			// A request is working on it: it settles the call itself.
-			return ReconcileUnresolved, e.reschedule(ctx, c, false)
+			return reconcileUnresolved, e.reschedule(ctx, c, false)
 		case errors.Is(err, ErrNotFound):
-			claim = nil // no open record: nothing to answer, nothing can resume it
+			cl = nil // no open record: nothing to answer, nothing can resume it
 		case err != nil:
-			return ReconcileError, err
+			return reconcileError, err
 		}
 	}
 	done := false
 	defer func() {
-		if claim != nil && !done {
-			if rerr := claim.Release(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, ErrFenced) {
+		if cl != nil && !done {
+			if rerr := cl.release(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, ErrFenced) {
 				k.cfg.Log.WarnContext(ctx, "reconciler: giving a claimed record back failed; it unlocks at its lock timeout",
 					"kind", e.Kind, "resource_id", c.ID, "error", rerr)
 			}
@@ -129,59 +119,59 @@ func (e *Effect[R, O]) reconcile(ctx context.Context, c *Call) (result string, e
 		// Its owner's lock ran out (the claim took the record) or, with no
 		// record, has surely run out by now: the owner may still send, so
 		// the outcome is unknown.
-		if claim == nil && k.clock.Now().Before(c.IntentAt.Add(k.cfg.LockTimeout)) {
-			return ReconcileUnresolved, e.reschedule(ctx, c, false)
+		if cl == nil && k.clock.Now().Before(c.IntentAt.Add(k.cfg.LockTimeout)) {
+			return reconcileUnresolved, e.reschedule(ctx, c, false)
 		}
 		if c, err = e.lostOwner(ctx, c); err != nil || c.State.settled() {
-			return ReconcileUnresolved, err
+			return reconcileUnresolved, err
 		}
 	}
 
 	r, err := e.Load(ctx, c.Scope, c.ID)
 	if err != nil {
-		return ReconcileError, err
+		return reconcileError, err
 	}
 	answer, err := e.Find(ctx, r, c.Key)
 	if errors.Is(err, ErrNoSuchCall) && c.State == CallUnknown {
 		// Nothing there yet: send it again, under the same key, so that
 		// whatever late call is still on its way is deduplicated.
-		if err = e.attempt(ctx, c, claim); err == nil {
+		if err = e.attempt(ctx, c, cl); err == nil {
 			answer, err = e.Send(ctx, r, c.Key)
 		}
 	}
 	switch {
 	case errors.Is(err, ErrNoSuchCall) && c.State == CallReady:
 		if !e.cancelDue(c) {
-			return ReconcileUnresolved, e.reschedule(ctx, c, true)
+			return reconcileUnresolved, e.reschedule(ctx, c, true)
 		}
-		canceled, err := e.cancel(ctx, c, claim)
+		canceled, err := e.cancel(ctx, c, cl)
 		if err != nil || !canceled {
-			return ReconcileUnresolved, errors.Join(err, e.reschedule(ctx, c, true))
+			return reconcileUnresolved, errors.Join(err, e.reschedule(ctx, c, true))
 		}
-		done = claim != nil
+		done = cl != nil
 		k.cfg.Log.InfoContext(ctx, "reconciler: canceled an operation that never reached the outside service",
 			"kind", e.Kind, "scope", c.Scope, "resource_id", c.ID, "attempted_at", c.AttemptedAt)
-		return ReconcileCanceled, nil
+		return reconcileCanceled, nil
 	case errors.Is(err, ErrNoSuchCall):
-		return ReconcileUnresolved, e.reschedule(ctx, c, true)
+		return reconcileUnresolved, e.reschedule(ctx, c, true)
 	case err != nil:
 		// The outside service could not be asked, or did not take the call:
 		// looked at again later.
-		return ReconcileError, errors.Join(err, e.reschedule(ctx, c, true))
+		return reconcileError, errors.Join(err, e.reschedule(ctx, c, true))
 	}
-	settled, flagged, err := e.settleLater(ctx, c, answer, claim)
+	settled, flagged, err := e.settleLater(ctx, c, answer, cl)
 	switch {
 	case err != nil:
-		return ReconcileError, errors.Join(err, e.reschedule(ctx, c, true))
+		return reconcileError, errors.Join(err, e.reschedule(ctx, c, true))
 	case flagged:
-		return ReconcileFlagged, nil
+		return reconcileFlagged, nil
 	}
-	done = settled && claim != nil
+	done = settled && cl != nil
 	if settled {
 		k.cfg.Log.InfoContext(ctx, "reconciler: settled an outside call with the outside service's answer",
 			"kind", e.Kind, "scope", c.Scope, "resource_id", c.ID, "answer_stored", done)
 	}
-	return ReconcileResolved, nil
+	return reconcileResolved, nil
 }
 
 // lostOwner moves a call whose intent's owner lost its record to unknown,
@@ -207,10 +197,10 @@ func (e *Effect[R, O]) lostOwner(ctx context.Context, seen *Call) (*Call, error)
 
 // attempt records the reconciler's intent to send an unknown call again:
 // the attempt, under the claim's fence when it holds the record.
-func (e *Effect[R, O]) attempt(ctx context.Context, seen *Call, claim *Claim) error {
+func (e *Effect[R, O]) attempt(ctx context.Context, seen *Call, cl *claim) error {
 	return e.k.inTx(ctx, func(ctx context.Context) error {
-		if claim != nil {
-			if err := claim.check(ctx); err != nil {
+		if cl != nil {
+			if err := cl.check(ctx); err != nil {
 				return err
 			}
 		}
@@ -229,7 +219,7 @@ func (e *Effect[R, O]) attempt(ctx context.Context, seen *Call, claim *Claim) er
 
 // settleLater applies an answer the reconciler learned, under the call's
 // row lock, with the client's answer stored through the claim.
-func (e *Effect[R, O]) settleLater(ctx context.Context, seen *Call, answer O, claim *Claim) (settled, flagged bool, err error) {
+func (e *Effect[R, O]) settleLater(ctx context.Context, seen *Call, answer O, cl *claim) (settled, flagged bool, err error) {
 	err = e.k.inTx(ctx, func(ctx context.Context) error {
 		c, err := e.k.store.LockCall(ctx, seen.Scope, seen.ID)
 		if err != nil {
@@ -243,8 +233,8 @@ func (e *Effect[R, O]) settleLater(ctx context.Context, seen *Call, answer O, cl
 			return err
 		}
 		var fin finisher
-		if claim != nil {
-			fin = claim
+		if cl != nil {
+			fin = cl
 		}
 		if _, err := e.settle(ctx, c, r, answer, fin); err != nil {
 			return err
@@ -267,7 +257,7 @@ func (e *Effect[R, O]) cancelDue(c *Call) bool {
 // transaction that re-checks, under the row lock, that it is still ready
 // and due (a retry resuming it first wins), and stores the client's answer
 // under the claim. It reports whether it canceled.
-func (e *Effect[R, O]) cancel(ctx context.Context, seen *Call, claim *Claim) (bool, error) {
+func (e *Effect[R, O]) cancel(ctx context.Context, seen *Call, cl *claim) (bool, error) {
 	canceled := false
 	err := e.k.inTx(ctx, func(ctx context.Context) error {
 		c, err := e.k.store.LockCall(ctx, seen.Scope, seen.ID)
@@ -291,10 +281,10 @@ func (e *Effect[R, O]) cancel(ctx context.Context, seen *Call, claim *Claim) (bo
 			return err
 		}
 		canceled = true
-		if claim == nil {
+		if cl == nil {
 			return nil
 		}
-		return claim.complete(ctx, e.Answer(r))
+		return cl.complete(ctx, e.Answer(r))
 	})
 	return canceled, err
 }

@@ -19,38 +19,21 @@ const (
 	StateExpired   State = "expired"
 )
 
-// Point is a recovery point: the last durable step of an operation that
-// spans several transactions, and the id of what that step made (a payment,
-// a refund), so that a request taking the record over can find it and
-// resume. The core compares points as values; only a store spells them as
-// text ("payment_created:pay_123").
-type Point struct {
-	// Step names the step; "started" for a fresh reservation.
-	Step string
-	// Resource is the id of what the step made; empty for PointStarted.
-	Resource string
-}
+// PointStarted is the recovery point of a fresh reservation: nothing
+// durable has happened yet, so releasing the key deletes the record. A
+// recovery point is the last durable step of an operation that spans
+// several transactions and the id of what that step made, spelled
+// "step:resource" ("payment_created:pay_123"), so that a request taking
+// the record over can find it and resume.
+const PointStarted = "started"
 
-// PointStarted is the recovery point of a fresh reservation: nothing durable
-// has happened yet, so releasing the key deletes the record.
-var PointStarted = Point{Step: "started"}
+// pointOf spells a recovery point.
+func pointOf(step, resource string) string { return step + ":" + resource }
 
-// Started reports whether nothing durable stands behind the point.
-func (p Point) Started() bool { return p == PointStarted || p == Point{} }
-
-// String spells the point as stores keep it: "step:resource", or "step"
-// alone when there is no resource.
-func (p Point) String() string {
-	if p.Resource == "" {
-		return p.Step
-	}
-	return p.Step + ":" + p.Resource
-}
-
-// ParsePoint reads a point spelled by String.
-func ParsePoint(s string) Point {
-	step, resource, _ := strings.Cut(s, ":")
-	return Point{Step: step, Resource: resource}
+// resourceOf is the id a recovery point names; "" for PointStarted.
+func resourceOf(point string) string {
+	_, resource, _ := strings.Cut(point, ":")
+	return resource
 }
 
 // Answer is what a keyed request answers: what a handler returns, what the
@@ -84,9 +67,9 @@ type Record struct {
 	Path        string
 	Fingerprint string
 	State       State
-	// Point is the last durable step of an operation that spans several
-	// transactions; a request that takes the record over resumes from it.
-	Point Point
+	// Point is the recovery point (see PointStarted): a request that
+	// takes the record over resumes from it.
+	Point string
 	// Fence is the fencing token: it grows with every new owner, and every
 	// write of an owner is conditional on it.
 	Fence       int64

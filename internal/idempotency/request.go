@@ -25,16 +25,16 @@ type Input struct {
 	// Method and Path are the request's; Route is the route template that
 	// matched (never a key or an id: it labels metrics).
 	Method, Path, Route string
-	// Params are the path parameters.
-	Params []Param
+	// Params are the path parameters, by name.
+	Params map[string]string
 	// Body is read once, at most Config.MaxBodyBytes of it, and handed to
 	// the handler.
 	Body io.Reader
 }
 
-// Request is what the Keeper knows of one keyed request once its key is
-// valid and its fingerprint computed.
-type Request struct {
+// keyedRequest is what the Keeper knows of one keyed request once its key
+// is valid and its fingerprint computed.
+type keyedRequest struct {
 	Scope, Key, Method, Path, Route string
 	Fingerprint                     string
 	// Body is the request's body as it was read.
@@ -43,29 +43,29 @@ type Request struct {
 
 // request checks the key and the body, and computes the fingerprint. It
 // returns ErrKeyMissing, an error wrapping ErrKeyInvalid, ErrMalformedBody
-// or ErrBodyRead, a *BodyTooLargeError, or ctx's error.
-func (k *Keeper) request(ctx context.Context, in Input) (Request, error) {
+// or ErrBodyRead, an *http.MaxBytesError, or ctx's error.
+func (k *Keeper) request(ctx context.Context, in Input) (keyedRequest, error) {
 	switch {
 	case len(in.Keys) == 0:
-		return Request{}, ErrKeyMissing
+		return keyedRequest{}, ErrKeyMissing
 	case len(in.Keys) > 1:
-		return Request{}, fmt.Errorf("%w: the header is repeated", ErrKeyInvalid)
+		return keyedRequest{}, fmt.Errorf("%w: the header is repeated", ErrKeyInvalid)
 	}
 	key := in.Keys[0]
-	if err := ValidateKey(key); err != nil {
-		return Request{}, err
+	if err := validateKey(key); err != nil {
+		return keyedRequest{}, err
 	}
 	body, err := readBody(in.Body, k.cfg.MaxBodyBytes)
 	if err != nil {
-		return Request{}, err
+		return keyedRequest{}, err
 	}
-	canonical, err := k.cfg.Limits.Canonicalize(ctx, body)
+	canonical, err := bodyLimits.canonicalize(ctx, body)
 	if err != nil {
-		return Request{}, err
+		return keyedRequest{}, err
 	}
-	return Request{
+	return keyedRequest{
 		Scope: in.Scope, Key: key, Method: in.Method, Path: in.Path, Route: in.Route,
-		Fingerprint: Fingerprint(in.Method, in.Route, in.Params, canonical),
+		Fingerprint: fingerprint(in.Method, in.Route, in.Params, canonical),
 		Body:        body,
 	}, nil
 }
@@ -81,35 +81,35 @@ func readBody(r io.Reader, limit int64) ([]byte, error) {
 	switch {
 	case errors.As(err, &tooLarge):
 		// The server's own limit in front of ours (http.MaxBytesReader).
-		return nil, &BodyTooLargeError{Limit: tooLarge.Limit}
+		return nil, tooLarge
 	case err != nil:
 		return nil, fmt.Errorf("%w: %w", ErrBodyRead, err)
 	}
 	if int64(len(body)) > limit {
-		return nil, &BodyTooLargeError{Limit: limit}
+		return nil, &http.MaxBytesError{Limit: limit}
 	}
 	return body, nil
 }
 
 // outcomeOf is the Observer's name for an error answer.
-func outcomeOf(err error) Outcome {
+func outcomeOf(err error) string {
 	switch {
 	case errors.Is(err, ErrKeyMissing):
-		return OutcomeMissingKey
+		return outcomeMissingKey
 	case errors.Is(err, ErrKeyInvalid):
-		return OutcomeInvalidKey
+		return outcomeInvalidKey
 	case errors.Is(err, ErrKeyReused):
-		return OutcomeMismatch
+		return outcomeMismatch
 	case errors.Is(err, ErrKeyExpired):
-		return OutcomeExpired
-	case errors.As(err, new(*InProgressError)):
-		return OutcomeInProgress
+		return outcomeExpired
+	case errors.Is(err, ErrInProgress):
+		return outcomeInProgress
 	case errors.Is(err, ErrMalformedBody):
-		return OutcomeInvalidBody
-	case errors.As(err, new(*RateLimitedError)):
-		return OutcomeRateLimited
+		return outcomeInvalidBody
+	case errors.Is(err, ErrRateLimited):
+		return outcomeRateLimited
 	case errors.Is(err, ErrBodyRead), errors.Is(err, context.Canceled):
-		return OutcomeClientGone
+		return outcomeClientGone
 	}
-	return OutcomeError
+	return outcomeError
 }

@@ -17,7 +17,7 @@ type settler interface {
 }
 
 // finisher stores the client's answer of a settled operation: the request
-// that owns the record (its Lease), or a claim the reconciler or a webhook
+// that owns the record (its owner), or a claim the reconciler or a webhook
 // took on it.
 type finisher interface {
 	complete(ctx context.Context, a Answer) error
@@ -32,7 +32,7 @@ func (k *Keeper) inTx(ctx context.Context, fn func(ctx context.Context) error) e
 // newCall is the call of a resource the owner is about to create: its id
 // and key derived from the owner's key, ready, due for a first look once
 // the owner's lock has surely run out.
-func (k *Keeper) newCall(ctx context.Context, o *Lease, kind, prefix string) (*Call, error) {
+func (k *Keeper) newCall(ctx context.Context, o *owner, kind, prefix string) (*Call, error) {
 	n, err := k.store.CountCalls(ctx, o.scope, o.key, kind)
 	if err != nil {
 		return nil, err
@@ -94,15 +94,15 @@ const maxBackoff = 5 * time.Minute
 // when there is nothing to claim: no client key, no open record naming c
 // (already answered, expired, another operation's), or a request running it
 // now, which will store the answer itself.
-func (k *Keeper) claimFor(ctx context.Context, c *Call) *Claim {
+func (k *Keeper) claimFor(ctx context.Context, c *Call) *claim {
 	if c.ClientKey == "" {
 		return nil
 	}
-	claim, err := k.Claim(ctx, c.Scope, c.ClientKey, c.ID)
+	cl, err := k.claim(ctx, c.Scope, c.ClientKey, c.ID)
 	if err != nil {
 		return nil
 	}
-	return claim
+	return cl
 }
 
 // flagged tells of a call whose outside answer failed the money check: one
@@ -111,27 +111,17 @@ func (k *Keeper) flagged(ctx context.Context, c *Call, err error) {
 	k.cfg.Log.ErrorContext(ctx, "outside call flagged: the outside service's answer differs from ours; nothing applied",
 		"kind", c.Kind, "scope", c.Scope, "resource_id", c.ID, "error", err)
 	if k.cfg.OnReconcile != nil {
-		k.cfg.OnReconcile(c.Kind, ReconcileFlagged)
+		k.cfg.OnReconcile(c.Kind, reconcileFlagged)
 	}
 }
 
 // complete stores a as the answer of the request's record, in the
 // transaction ctx carries; the request then answers with what was stored.
-func (l *Lease) complete(ctx context.Context, a Answer) error {
+func (l *owner) complete(ctx context.Context, a Answer) error {
 	stored := l.k.cfg.stored(a)
 	if err := l.k.store.Complete(ctx, l.scope, l.key, l.fence, stored, l.k.clock.Now()); err != nil {
 		return err
 	}
 	l.k.cfg.Transactor.AfterCommit(ctx, func() { l.stored = &stored })
-	return nil
-}
-
-// complete stores a as the claimed record's answer, in the transaction ctx
-// carries, and publishes it once that commits.
-func (c *Claim) complete(ctx context.Context, a Answer) error {
-	if err := c.Complete(ctx, a); err != nil {
-		return err
-	}
-	c.k.cfg.Transactor.AfterCommit(ctx, c.Published)
 	return nil
 }

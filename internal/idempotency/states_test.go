@@ -15,8 +15,8 @@ import (
 
 // TestRecordDiagram holds the picture of a key's record in
 // docs/reference/states.md to the code. Its states are the State constants.
-// An arrow's lower-case names are Decide's steps, and they are exactly the
-// steps Decide takes from the arrow's state, for either mode, a lock that
+// An arrow's lower-case names are decide's steps, and they are exactly the
+// steps decide takes from the arrow's state, for either mode, a lock that
 // runs or has run out, the same request or another; its other names are
 // Store methods or Record fields, the writes and times that move a record.
 func TestRecordDiagram(t *testing.T) {
@@ -25,8 +25,8 @@ func TestRecordDiagram(t *testing.T) {
 	require.ElementsMatch(t, states, d.TopStates(), "the record's states: in the code, in the picture")
 
 	steps := map[string]bool{}
-	for s := idempotency.Step(1); s.String() != "unknown"; s++ {
-		steps[s.String()] = true
+	for _, s := range idempotency.StepsForTest() {
+		steps[s] = true
 	}
 	movers := map[string]bool{}
 	for _, typ := range []reflect.Type{reflect.TypeFor[idempotency.Store](), reflect.TypeFor[idempotency.Record]()} {
@@ -47,7 +47,7 @@ func TestRecordDiagram(t *testing.T) {
 			case steps[name]:
 				drawn[tr.From] = append(drawn[tr.From], name)
 			case !movers[name]:
-				t.Errorf("states.md:%d: %q is neither a step of Decide nor a Store method or Record field", tr.Line, name)
+				t.Errorf("states.md:%d: %q is neither a step of decide nor a Store method or Record field", tr.Line, name)
 			}
 		}
 	}
@@ -55,7 +55,7 @@ func TestRecordDiagram(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	decided := map[string][]string{}
 	decide := func(from string, rec *idempotency.Record, fingerprint string, mode idempotency.Mode) {
-		if step := idempotency.Decide(rec, fingerprint, now, mode).String(); !slices.Contains(decided[from], step) {
+		if step := idempotency.DecideForTest(rec, fingerprint, now, mode); !slices.Contains(decided[from], step) {
 			decided[from] = append(decided[from], step)
 		}
 	}
@@ -74,6 +74,6 @@ func TestRecordDiagram(t *testing.T) {
 		}
 	}
 	for _, from := range append(states, "[*]") {
-		require.ElementsMatch(t, decided[from], drawn[from], "the steps Decide takes from %s, and the ones drawn", from)
+		require.ElementsMatch(t, decided[from], drawn[from], "the steps decide takes from %s, and the ones drawn", from)
 	}
 }

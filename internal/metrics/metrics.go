@@ -9,7 +9,7 @@
 //
 //	idempotency.Config.Observer    IdempotencyObserver: outcomes, waits, processing time
 //	idempotency.Store              InstrumentStore: store errors
-//	idempotency.Janitor.OnPurge    Purged: records purged
+//	idempotency.Config.OnPurge     Purged: records purged
 //	payments.Provider              InstrumentProvider: provider calls and latency
 //	payments.ReconcilerConfig      Reconciled: reconciliation results
 //	handlers.Deps.Middleware       HTTPMiddleware: latency by route and status
@@ -125,8 +125,8 @@ func New() *Metrics {
 			m.providerCalls.WithLabelValues(op, o)
 		}
 	}
-	for _, r := range []string{idempotency.ReconcileResolved, idempotency.ReconcileUnresolved, idempotency.ReconcileCanceled,
-		idempotency.ReconcileFlagged, idempotency.ReconcileError} {
+	// The results idempotency.Config.OnReconcile hears.
+	for _, r := range []string{"resolved", "unresolved", "canceled", "flagged", "error"} {
 		m.reconciliations.WithLabelValues(r)
 	}
 	for _, o := range []payments.EventOutcome{payments.EventApplied, payments.EventRepeat, payments.EventUnknown, payments.EventForged, payments.EventMismatch} {
@@ -175,7 +175,7 @@ func (m *Metrics) HTTPMiddleware() gin.HandlerFunc {
 // idempotency_* metrics.
 func (m *Metrics) IdempotencyObserver() idempotency.Observer { return observer{m} }
 
-// Purged counts records the janitor deleted (idempotency.Janitor.OnPurge).
+// Purged counts records the janitor deleted (idempotency.Config.OnPurge).
 func (m *Metrics) Purged(n int) { m.janitorPurged.Add(float64(n)) }
 
 // WebhookEvent counts one provider event's outcome
@@ -192,7 +192,7 @@ func (m *Metrics) StoreError(store, op string) { m.storeErrors.WithLabelValues(s
 
 type observer struct{ m *Metrics }
 
-func (o observer) Outcome(_ context.Context, route string, out idempotency.Outcome) {
+func (o observer) Outcome(_ context.Context, route string, out string) {
 	o.m.idemRequests.WithLabelValues(routeLabel(route), string(out)).Inc()
 }
 

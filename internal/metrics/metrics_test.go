@@ -111,7 +111,7 @@ func (s failingStore) Get(context.Context, string, string, time.Time) (*idempote
 func (s failingStore) TakeOver(context.Context, string, string, int64, time.Time, time.Time) error {
 	return s.err
 }
-func (s failingStore) Checkpoint(context.Context, string, string, int64, idempotency.Point, time.Time) error {
+func (s failingStore) Checkpoint(context.Context, string, string, int64, string, time.Time) error {
 	return s.err
 }
 func (s failingStore) Complete(context.Context, string, string, int64, idempotency.Answer, time.Time) error {
@@ -157,7 +157,7 @@ func TestStoreErrorsCountFailuresNotAnswers(t *testing.T) {
 			_, err := s.Get(ctx, "m", "k", now)
 			require.ErrorIs(t, err, tc.err)
 			_ = s.TakeOver(ctx, "m", "k", 1, now, now)
-			_ = s.Checkpoint(ctx, "m", "k", 1, idempotency.Point{Step: "p"}, now)
+			_ = s.Checkpoint(ctx, "m", "k", 1, "p", now)
 			_ = s.Complete(ctx, "m", "k", 1, idempotency.Answer{}, now)
 			_ = s.Release(ctx, "m", "k", 1, now)
 			_, _ = s.PurgeExpired(ctx, now, 10)
@@ -182,15 +182,15 @@ func TestObserverJanitorAndReconciler(t *testing.T) {
 	m := metrics.New()
 	obs := m.IdempotencyObserver()
 	ctx := context.Background()
-	obs.Outcome(ctx, "/v1/orders", idempotency.OutcomeExecuted)
-	obs.Outcome(ctx, "/v1/orders", idempotency.OutcomeReplayed)
-	obs.Outcome(ctx, "/v1/orders", idempotency.OutcomeReplayed)
-	obs.Outcome(ctx, "", idempotency.OutcomeMissingKey)
+	obs.Outcome(ctx, "/v1/orders", "executed")
+	obs.Outcome(ctx, "/v1/orders", "replayed")
+	obs.Outcome(ctx, "/v1/orders", "replayed")
+	obs.Outcome(ctx, "", "missing_key")
 	obs.Waited(ctx, "/v1/orders", 30*time.Millisecond)
 	obs.Processed(ctx, "/v1/orders", 10*time.Millisecond)
 	m.Purged(3)
 	m.Purged(2)
-	m.Reconciled(idempotency.ReconcileResolved)
+	m.Reconciled("resolved")
 
 	got := scrape(t, m)
 	require.Equal(t, 1.0, got[`idempotency_requests_total{outcome="executed",route="/v1/orders"}`])

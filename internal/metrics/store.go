@@ -65,7 +65,7 @@ func (s *instrumentedStore) TakeOver(ctx context.Context, scope, key string, see
 	return s.count("take_over", s.next.TakeOver(ctx, scope, key, seen, now, lockedUntil))
 }
 
-func (s *instrumentedStore) Checkpoint(ctx context.Context, scope, key string, fence int64, point idempotency.Point, now time.Time) error {
+func (s *instrumentedStore) Checkpoint(ctx context.Context, scope, key string, fence int64, point string, now time.Time) error {
 	return s.count("checkpoint", s.next.Checkpoint(ctx, scope, key, fence, point, now))
 }
 

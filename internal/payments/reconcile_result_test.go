@@ -123,9 +123,9 @@ func TestReconcilerReportsEachResult(t *testing.T) {
 			require.ErrorIs(t, err, payments.ErrProviderNotExecuted)
 			require.Equal(t, 1, n)
 			require.Equal(t, map[string]int{
-				idempotency.ReconcileResolved:   1,
-				idempotency.ReconcileUnresolved: 1,
-				idempotency.ReconcileError:      1,
+				"resolved":   1,
+				"unresolved": 1,
+				"error":      1,
 			}, results)
 		})
 	}

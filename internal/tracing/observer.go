@@ -12,7 +12,7 @@ import (
 
 // AttrIdempotencyOutcome is the request span's attribute that says what the
 // idempotency layer did (executed, replayed, recovered, mismatch,
-// in_progress, ...: idempotency.Outcome).
+// in_progress, ...: string).
 const AttrIdempotencyOutcome = "idempotency.outcome"
 
 // Observer returns an idempotency.Observer that puts each request's outcome
@@ -22,9 +22,9 @@ func Observer(next idempotency.Observer) idempotency.Observer { return observer{
 
 type observer struct{ next idempotency.Observer }
 
-func (o observer) Outcome(ctx context.Context, route string, out idempotency.Outcome) {
+func (o observer) Outcome(ctx context.Context, route string, out string) {
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.SetAttributes(attribute.String(AttrIdempotencyOutcome, string(out)))
+		span.SetAttributes(attribute.String(AttrIdempotencyOutcome, out))
 	}
 	o.next.Outcome(ctx, route, out)
 }

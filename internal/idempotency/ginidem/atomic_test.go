@@ -126,7 +126,7 @@ func TestAtomicDecodesBeforeTheTransaction(t *testing.T) {
 // through a takeover in which the first owner's answer is fenced out.
 func TestObserverHearsOneOutcomePerRequest(t *testing.T) {
 	eachDialect(t, func(t *testing.T, d string) {
-		obs := &recordingObserver{outcomes: map[idempotency.Outcome]int{}}
+		obs := &recordingObserver{outcomes: map[string]int{}}
 		e := newTestEnv(t, d, idempotency.Config{Observer: obs, LockTimeout: 30 * time.Second, Wait: 50 * time.Millisecond})
 		requests := 0
 		post := func(path, key, body string) int {
@@ -134,36 +134,28 @@ func TestObserverHearsOneOutcomePerRequest(t *testing.T) {
 			return e.post("m1", path, key, body).Code
 		}
 
-		// The first owner records its step and blocks; its lock runs out;
-		// a retry on another instance takes the record over and stores its
-		// answer; the first owner's Complete is then fenced out.
+		// The first owner makes its action and blocks before the call; its
+		// lock runs out; a retry on another instance takes the record over
+		// and stores its answer; the first owner is then fenced out.
 		hold := make(chan struct{})
-		slow := func(c *gin.Context) (idempotency.Answer, error) {
-			lease := idempotency.LeaseFrom(c.Request.Context())
-			if err := lease.Checkpoint(c.Request.Context(), step1); err != nil {
-				return idempotency.Answer{}, err
-			}
-			if c.GetHeader("X-Hold") != "" {
-				<-hold
-			}
-			return reply(201, gin.H{"fence": lease.Fence()}), nil
-		}
-		e.engine.POST("/slow", e.middleware(t, idempotency.Config{Observer: obs, Wait: 50 * time.Millisecond}).Guarded(slow))
+		k := e.keeper(t, idempotency.Config{Observer: obs, Wait: 50 * time.Millisecond})
+		first := e.instance(k)
+		e.actions.Store(first, e.registerActionsHeld(k, hold))
+		e.engine.POST("/slow", first.Guarded(e.guardedAction(first)))
+		second := e.middleware(t, idempotency.Config{Observer: obs, Wait: 50 * time.Millisecond})
 		other := gin.New()
-		other.POST("/slow", e.middleware(t, idempotency.Config{Observer: obs, Wait: 50 * time.Millisecond}).Guarded(slow))
+		other.POST("/slow", second.Guarded(e.guardedAction(second)))
 
 		done := make(chan int)
 		requests++
-		held := httptestRequest("m1", "/slow", "fenced", `{}`)
-		held.Header.Set("X-Hold", "1")
 		go func() {
 			w := httptest.NewRecorder()
-			e.engine.ServeHTTP(w, held)
+			e.engine.ServeHTTP(w, httptestRequest("m1", "/slow", "fenced", `{}`))
 			done <- w.Code
 		}()
 		require.Eventually(t, func() bool {
 			rec, err := e.store.Get(context.Background(), "m1", "fenced", e.clock.Now())
-			return err == nil && rec.Point == step1
+			return err == nil && strings.HasPrefix(rec.Point, "action_calling:")
 		}, 5*time.Second, time.Millisecond)
 		e.clock.Advance(31 * time.Second)
 		requests++
@@ -172,6 +164,7 @@ func TestObserverHearsOneOutcomePerRequest(t *testing.T) {
 		require.Equal(t, 201, w.Code, "the retry took over: %s", w.Body.String())
 		close(hold)
 		require.Equal(t, 409, <-done, "the fenced owner sends the client to the stored answer")
+		require.EqualValues(t, 1, e.outside.Load(), "the stale owner's call was deduplicated: one action at the outside service")
 		require.Equal(t, 201, post("/slow", "fenced", `{}`))
 
 		require.Equal(t, 201, post("/atomic/things", "o-1", `{"name":"a"}`))
@@ -186,9 +179,9 @@ func TestObserverHearsOneOutcomePerRequest(t *testing.T) {
 			total += n
 		}
 		require.Equal(t, requests, total, "one outcome per request: %v", obs.outcomes)
-		require.Equal(t, 1, obs.outcomes[idempotency.OutcomeRecovered])
-		require.Equal(t, 1, obs.outcomes[idempotency.OutcomeInProgress], "the fenced owner's one outcome")
-		require.Equal(t, 2, obs.outcomes[idempotency.OutcomeReplayed])
+		require.Equal(t, 1, obs.outcomes["recovered"])
+		require.Equal(t, 1, obs.outcomes["in_progress"], "the fenced owner's one outcome")
+		require.Equal(t, 2, obs.outcomes["replayed"])
 	})
 }
 
@@ -200,12 +193,12 @@ func TestCloseWaitsForBackgroundWork(t *testing.T) {
 	cfg := idempotency.Config{Cache: cache, Clock: e.clock, Transactor: e.store}
 	k := idempotency.New(e.store, cfg)
 
-	res := k.Handle(context.Background(), idempotency.Atomic, idempotency.Input{
+	_, _, err := k.Handle(context.Background(), idempotency.Atomic, idempotency.Input{
 		Scope: "m1", Keys: []string{"close-1"}, Method: "POST", Path: "/x", Route: "/x",
 	}, func(context.Context, []byte) idempotency.Answer {
 		return idempotency.Answer{Status: 201, Body: []byte(`{}`), Final: true}
 	})
-	require.NoError(t, res.Err)
+	require.NoError(t, err)
 	<-cache.entered // the PutCompleted of the stored record is running
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -213,12 +206,12 @@ func TestCloseWaitsForBackgroundWork(t *testing.T) {
 	require.ErrorIs(t, k.Close(ctx), context.DeadlineExceeded, "work still running at the deadline is stopped")
 
 	k2 := idempotency.New(e.store, cfg)
-	res = k2.Handle(context.Background(), idempotency.Atomic, idempotency.Input{
+	_, _, err = k2.Handle(context.Background(), idempotency.Atomic, idempotency.Input{
 		Scope: "m1", Keys: []string{"close-2"}, Method: "POST", Path: "/x", Route: "/x",
 	}, func(context.Context, []byte) idempotency.Answer {
 		return idempotency.Answer{Status: 201, Body: []byte(`{}`), Final: true}
 	})
-	require.NoError(t, res.Err)
+	require.NoError(t, err)
 	<-cache.entered
 	closed := make(chan error)
 	go func() { closed <- k2.Close(context.Background()) }()

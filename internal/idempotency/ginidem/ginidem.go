@@ -65,9 +65,6 @@ func New(keeper *idempotency.Keeper, opts Options) *Middleware {
 // answered with an error, never with a success; a final error answer is
 // stored after the transaction rolled back.
 func (m *Middleware) Atomic(h Handler) gin.HandlerFunc {
-	if m.keeper.Config().Transactor == nil {
-		panic("ginidem: Atomic routes need idempotency.Config.Transactor")
-	}
 	return m.serve(idempotency.Atomic, h)
 }
 
@@ -90,18 +87,16 @@ func (m *Middleware) serve(mode idempotency.Mode, h Handler) gin.HandlerFunc {
 			Params: params(c),
 			Body:   c.Request.Body,
 		}
-		res := m.keeper.Handle(c.Request.Context(), mode, in, func(ctx context.Context, body []byte) idempotency.Answer {
+		answer, replayed, err := m.keeper.Handle(c.Request.Context(), mode, in, func(ctx context.Context, body []byte) idempotency.Answer {
 			return m.run(c, h, ctx, body)
 		})
 		switch {
-		case res.Err != nil:
-			Write(c, m.opts.Answer(c, res.Err))
-		case res.Replayed:
+		case err != nil:
+			answer = m.opts.Answer(c, err)
+		case replayed:
 			c.Header(idempotency.HeaderReplayed, "true")
-			Write(c, *res.Answer)
-		default:
-			Write(c, *res.Answer)
 		}
+		Write(c, answer)
 		c.Abort()
 	}
 }
@@ -132,10 +127,10 @@ func Write(c *gin.Context, a idempotency.Answer) {
 	_, _ = c.Writer.Write(a.Body)
 }
 
-func params(c *gin.Context) []idempotency.Param {
-	out := make([]idempotency.Param, len(c.Params))
-	for i, p := range c.Params {
-		out[i] = idempotency.Param{Name: p.Key, Value: p.Value}
+func params(c *gin.Context) map[string]string {
+	out := make(map[string]string, len(c.Params))
+	for _, p := range c.Params {
+		out[p.Key] = p.Value
 	}
 	return out
 }

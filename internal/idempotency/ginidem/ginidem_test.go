@@ -35,9 +35,14 @@ type testEnv struct {
 	clock      *testkit.Clock
 	engine     *gin.Engine
 	executions atomic.Int64
-	seen       sync.Map // recovery point seen by each Guarded execution, by key
+	seen       sync.Map // "fresh" or "resumed": how each Guarded execution began, by key
 	block      chan struct{}
 	started    chan struct{}
+	// actions are the action Effect of each instance (middleware).
+	actions sync.Map
+	// outside counts the actions a held outside service executed (see
+	// registerActionsHeld), one per key however often it is asked.
+	outside atomic.Int64
 }
 
 type thingIn struct {
@@ -48,19 +53,25 @@ type thingIn struct {
 }
 
 // thingsTable is the test's own business table: one thing per row, scoped
-// like the records.
-const thingsTable = `CREATE TABLE things (scope TEXT NOT NULL, id TEXT NOT NULL, name TEXT NOT NULL,
+// like the records. actionsTable holds the Guarded route's resources: an
+// action at an outside service, what the test asked the service to answer
+// (want), and where it stands.
+const (
+	thingsTable = `CREATE TABLE things (scope TEXT NOT NULL, id TEXT NOT NULL, name TEXT NOT NULL,
 	PRIMARY KEY (scope, id))`
+	actionsTable = `CREATE TABLE actions (scope TEXT NOT NULL, id TEXT NOT NULL, want INTEGER NOT NULL,
+	status TEXT NOT NULL, PRIMARY KEY (scope, id))`
+)
 
 func newTestEnv(t *testing.T, dialect string, cfg idempotency.Config) *testEnv {
 	t.Helper()
 	gin.SetMode(gin.TestMode)
-	e := &testEnv{db: gormtest.Open(t, dialect, thingsTable), clock: newFakeClock(), block: make(chan struct{}), started: make(chan struct{}, 100)}
+	e := &testEnv{db: gormtest.Open(t, dialect, thingsTable, actionsTable), clock: newFakeClock(), block: make(chan struct{}), started: make(chan struct{}, 100)}
 	e.store = gormstore.New(e.db)
 	mw := e.middleware(t, cfg)
 	r := gin.New()
 	r.POST("/atomic/things", mw.Atomic(e.createThing))
-	r.POST("/guarded/things/:id/actions", mw.Guarded(e.guardedAction))
+	r.POST("/guarded/things/:id/actions", mw.Guarded(e.guardedAction(mw)))
 	e.engine = r
 	return e
 }
@@ -68,13 +79,25 @@ func newTestEnv(t *testing.T, dialect string, cfg idempotency.Config) *testEnv {
 // middleware is another Keeper over the env's store and clock: another
 // process, as far as in-process coalescing can tell.
 func (e *testEnv) middleware(t *testing.T, cfg idempotency.Config) *ginidem.Middleware {
+	return e.instance(e.keeper(t, cfg))
+}
+
+// keeper is another Keeper over the env's store and clock.
+func (e *testEnv) keeper(t *testing.T, cfg idempotency.Config) *idempotency.Keeper {
 	cfg.Clock, cfg.Transactor = e.clock, e.store
 	k := idempotency.New(e.store, cfg)
 	t.Cleanup(func() { _ = k.Close(context.Background()) })
-	return ginidem.New(k, ginidem.Options{
+	return k
+}
+
+// instance is k's middleware, with the action Effect registered on k.
+func (e *testEnv) instance(k *idempotency.Keeper) *ginidem.Middleware {
+	mw := ginidem.New(k, ginidem.Options{
 		Scope:  func(c *gin.Context) string { return c.GetHeader("X-Merchant") },
 		Answer: testAnswer,
 	})
+	e.actions.Store(mw, e.registerActions(k))
+	return mw
 }
 
 // reply is a JSON answer, final as a payments API's answers are: a success
@@ -96,7 +119,6 @@ func reply(status int, v any, header ...string) idempotency.Answer {
 // testAnswer stands in for the HTTP layer's error table: none of its
 // answers is final.
 func testAnswer(_ *gin.Context, err error) idempotency.Answer {
-	var inProgress *idempotency.InProgressError
 	status, code := http.StatusInternalServerError, "internal_error"
 	var header []string
 	switch {
@@ -110,9 +132,9 @@ func testAnswer(_ *gin.Context, err error) idempotency.Answer {
 		status, code = 422, "idempotency_key_reused"
 	case errors.Is(err, idempotency.ErrMalformedBody), errors.Is(err, errValidation):
 		status, code = 400, "validation_failed"
-	case errors.As(err, &inProgress):
+	case errors.Is(err, idempotency.ErrInProgress):
 		status, code = 409, "idempotency_request_in_progress"
-		header = []string{"Retry-After", strconv.Itoa(int(inProgress.RetryAfter.Seconds()))}
+		header = []string{"Retry-After", strconv.Itoa(int(idempotency.RetryAfter(err).Seconds()))}
 	}
 	a := reply(status, gin.H{"code": code, "detail": err.Error()}, header...)
 	a.Final = false
@@ -139,29 +161,114 @@ func (e *testEnv) createThing(c *gin.Context) (idempotency.Answer, error) {
 	return reply(http.StatusCreated, gin.H{"id": id, "name": in.Name}, "Location", "/atomic/things/"+id, "ETag", `"1"`), nil
 }
 
-var step1 = idempotency.Point{Step: "step1"}
+// action is the Guarded route's resource: an action at an outside service
+// that answers what the request asked (want): 201 done, 402 declined, 202
+// lost (the outcome unknown), 500 not executed.
+type action struct {
+	Scope, ID string
+	Want      int
+	Status    string
+}
 
-func (e *testEnv) guardedAction(c *gin.Context) (idempotency.Answer, error) {
-	var in thingIn
-	_ = c.ShouldBindJSON(&in)
-	n := e.executions.Add(1)
-	lease := idempotency.LeaseFrom(c.Request.Context())
-	e.seen.Store(c.GetHeader(idempotency.HeaderKey), lease.Point())
-	e.started <- struct{}{}
-	if in.Block {
-		<-e.block
+// registerActions is the action Effect on k, over the actions table.
+func (e *testEnv) registerActions(k *idempotency.Keeper) *idempotency.Effect[action, int] {
+	return idempotency.Register(k, e.actionEffect())
+}
+
+// registerActionsHeld is the action Effect on k with an outside
+// service that waits for hold before it executes, and executes once per
+// idempotency key it is sent (as a provider does): e.outside counts them.
+func (e *testEnv) registerActionsHeld(k *idempotency.Keeper, hold <-chan struct{}) *idempotency.Effect[action, int] {
+	var executed sync.Map
+	effect := e.actionEffect()
+	send := effect.Send
+	effect.Send = func(ctx context.Context, a action, key string) (int, error) {
+		<-hold
+		if _, again := executed.LoadOrStore(key, true); !again {
+			e.outside.Add(1)
+		}
+		return send(ctx, a, key)
 	}
-	if in.Sleep > 0 {
-		time.Sleep(time.Duration(in.Sleep) * time.Millisecond)
+	return idempotency.Register(k, effect)
+}
+
+// actionEffect is the action Effect over the actions table.
+func (e *testEnv) actionEffect() idempotency.Effect[action, int] {
+	set := func(ctx context.Context, a action, status string) (action, error) {
+		a.Status = status
+		return a, gormstore.Conn(ctx, e.db).Exec(`UPDATE actions SET status = ? WHERE scope = ? AND id = ?`, status, a.Scope, a.ID).Error
 	}
-	if err := lease.Checkpoint(c.Request.Context(), step1); err != nil {
-		return idempotency.Answer{}, err
+	return idempotency.Effect[action, int]{
+		Kind: "action", Prefix: "act_",
+		Load: func(ctx context.Context, scope, id string) (action, error) {
+			a := action{Scope: scope, ID: id}
+			err := gormstore.Conn(ctx, e.db).Raw(`SELECT want, status FROM actions WHERE scope = ? AND id = ?`, scope, id).
+				Row().Scan(&a.Want, &a.Status)
+			return a, err
+		},
+		Send: func(_ context.Context, a action, _ string) (int, error) {
+			switch a.Want {
+			case http.StatusAccepted:
+				return 0, errors.New("the outside service's answer was lost")
+			case http.StatusInternalServerError:
+				return 0, idempotency.ErrNotExecuted
+			case 0:
+				return http.StatusCreated, nil
+			}
+			return a.Want, nil
+		},
+		Find:  func(context.Context, action, string) (int, error) { return 0, idempotency.ErrNoSuchCall },
+		Check: func(action, int) error { return nil },
+		Settle: func(ctx context.Context, a action, got int) (action, error) {
+			if got == http.StatusPaymentRequired {
+				return set(ctx, a, "declined")
+			}
+			return set(ctx, a, "done")
+		},
+		Unknown: func(ctx context.Context, a action) (action, error) { return set(ctx, a, "unknown") },
+		Answer: func(a action) idempotency.Answer {
+			switch a.Status {
+			case "done":
+				return reply(http.StatusCreated, gin.H{"id": a.ID, "status": a.Status})
+			case "declined":
+				return reply(http.StatusPaymentRequired, gin.H{"id": a.ID, "status": a.Status})
+			}
+			return reply(http.StatusAccepted, gin.H{"id": a.ID, "status": a.Status})
+		},
 	}
-	status := in.Status
-	if status == 0 {
-		status = http.StatusCreated
+}
+
+// guardedAction is the Guarded route of instance mw: it runs the action the
+// body asks for (blocking or sleeping first, if asked, while it holds the
+// key's record), and notes whether it began fresh or resumed an earlier
+// attempt's action.
+func (e *testEnv) guardedAction(mw *ginidem.Middleware) ginidem.Handler {
+	return func(c *gin.Context) (idempotency.Answer, error) {
+		v, _ := e.actions.Load(mw)
+		actions := v.(*idempotency.Effect[action, int])
+		var in thingIn
+		_ = c.ShouldBindJSON(&in)
+		e.executions.Add(1)
+		e.started <- struct{}{}
+		if in.Block {
+			<-e.block
+		}
+		if in.Sleep > 0 {
+			time.Sleep(time.Duration(in.Sleep) * time.Millisecond)
+		}
+		how := "resumed"
+		a, err := actions.Run(c.Request.Context(), func(ctx context.Context, call idempotency.Call) (action, error) {
+			how = "fresh"
+			a := action{Scope: call.Scope, ID: call.ID, Want: in.Status, Status: "pending"}
+			return a, gormstore.Conn(ctx, e.db).Exec(`INSERT INTO actions (scope, id, want, status) VALUES (?, ?, ?, ?)`,
+				a.Scope, a.ID, a.Want, a.Status).Error
+		})
+		e.seen.Store(c.GetHeader(idempotency.HeaderKey), how)
+		if err != nil {
+			return idempotency.Answer{}, err
+		}
+		return actions.Answer(a), nil
 	}
-	return reply(status, gin.H{"execution": n, "resumed_from": lease.Point().String()}), nil
 }
 
 func (e *testEnv) post(merchant, path, key, body string) *httptest.ResponseRecorder {
@@ -413,7 +520,7 @@ func TestGuardedCrashedOwnerIsTakenOverWithFencing(t *testing.T) {
 		w = e.post("m1", "/guarded/things/t1/actions", "crash", `{"status":500}`)
 		require.Equal(t, 500, w.Code, "the retry ran the operation again")
 		seen, _ := e.seen.Load("crash")
-		require.Equal(t, step1, seen, "and resumed from the recovery point")
+		require.Equal(t, "resumed", seen, "and resumed from the recovery point")
 
 		// The dead owner wakes up: it can no longer write.
 		require.ErrorIs(t, e.store.Complete(ctx, "m1", "crash", staleFence, idempotency.Answer{Status: 201, Final: true}, e.clock.Now()), idempotency.ErrFenced)
@@ -430,10 +537,10 @@ func TestGuardedAcceptedKeepsRecordOpen(t *testing.T) {
 		require.Equal(t, 202, w.Code)
 		require.Empty(t, w.Header().Get(idempotency.HeaderReplayed))
 		seen, _ := e.seen.Load("pending")
-		require.Equal(t, step1, seen)
+		require.Equal(t, "resumed", seen)
 		require.EqualValues(t, 2, e.executions.Load())
 
-		// Fresh key, answer not kept before any step: the key is released.
+		// A decline is final: stored with its settlement, and replayed.
 		w = e.post("m1", "/guarded/things/t1/actions", "released", `{"status":402}`)
 		require.Equal(t, 402, w.Code)
 		w = e.post("m1", "/guarded/things/t1/actions", "released", `{"status":402}`)
@@ -476,11 +583,11 @@ func TestPanickingHandlerReleasesTheKey(t *testing.T) {
 
 type recordingObserver struct {
 	mu       sync.Mutex
-	outcomes map[idempotency.Outcome]int
+	outcomes map[string]int
 	waits    int
 }
 
-func (o *recordingObserver) Outcome(_ context.Context, _ string, out idempotency.Outcome) {
+func (o *recordingObserver) Outcome(_ context.Context, _ string, out string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.outcomes[out]++
@@ -495,7 +602,7 @@ func (o *recordingObserver) Waited(context.Context, string, time.Duration) {
 func (o *recordingObserver) Processed(context.Context, string, time.Duration) {}
 
 func TestObserverHearsEveryOutcome(t *testing.T) {
-	obs := &recordingObserver{outcomes: map[idempotency.Outcome]int{}}
+	obs := &recordingObserver{outcomes: map[string]int{}}
 	e := newTestEnv(t, "sqlite", idempotency.Config{Observer: obs, Wait: 50 * time.Millisecond})
 	e.post("m1", "/atomic/things", "o-1", `{"name":"a"}`)
 	e.post("m1", "/atomic/things", "o-1", `{"name":"a"}`)
@@ -516,14 +623,14 @@ func TestObserverHearsEveryOutcome(t *testing.T) {
 
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
-	require.Equal(t, map[idempotency.Outcome]int{
-		idempotency.OutcomeExecuted:    2, // the order, and the blocked original
-		idempotency.OutcomeReplayed:    1,
-		idempotency.OutcomeMismatch:    1,
-		idempotency.OutcomeMissingKey:  1,
-		idempotency.OutcomeInvalidKey:  1,
-		idempotency.OutcomeInvalidBody: 1,
-		idempotency.OutcomeInProgress:  1,
+	require.Equal(t, map[string]int{
+		"executed":     2, // the order, and the blocked original
+		"replayed":     1,
+		"mismatch":     1,
+		"missing_key":  1,
+		"invalid_key":  1,
+		"invalid_body": 1,
+		"in_progress":  1,
 	}, obs.outcomes)
 	require.GreaterOrEqual(t, obs.waits, 1)
 }

@@ -3,8 +3,6 @@ package gormstore
 import (
 	"context"
 	"time"
-
-	"github.com/idemkeys/payments/internal/idempotency"
 )
 
 // ExecutingStats describes the live records that are still executing: the
@@ -57,33 +55,4 @@ WHERE state = 'executing' AND expires_at > ?`, now, now).Scan(&counts).Error
 		stats.OldestCreatedAt = rows[0].CreatedAt.UTC()
 	}
 	return stats, nil
-}
-
-// OpenRecord is a live executing record whose lock has run out: the
-// request that held it ended (it crashed, or lost the database) without
-// storing an answer.
-type OpenRecord struct {
-	Scope string
-	Key   string
-	Point idempotency.Point
-}
-
-// Unlocked lists up to limit live executing records whose lock ran out at
-// or before now and that recorded a recovery point past PointStarted (so
-// something durable stands behind them), the longest unlocked first. Like
-// ExecutingStats it reads the partial index on executing records. It
-// returns a store error.
-func (s *Store) Unlocked(ctx context.Context, now time.Time, limit int) ([]OpenRecord, error) {
-	var rows []recordRow
-	err := Conn(ctx, s.db).Select("merchant_id", "idempotency_key", "recovery_point").
-		Where("state = 'executing' AND locked_until <= ? AND expires_at > ? AND recovery_point <> ?", now, now, idempotency.PointStarted.String()).
-		Order("locked_until").Limit(limit).Find(&rows).Error
-	if err != nil {
-		return nil, s.classify(err)
-	}
-	out := make([]OpenRecord, len(rows))
-	for i, r := range rows {
-		out[i] = OpenRecord{Scope: r.MerchantID, Key: r.IdempotencyKey, Point: idempotency.ParsePoint(r.RecoveryPoint)}
-	}
-	return out, nil
 }

@@ -131,7 +131,7 @@ func (s *Store) Insert(ctx context.Context, rec *idempotency.Record) error {
 	// Row, not Scan: GORM's Scan records every statement through a logger
 	// that spells out the SQL with its values, which cost 5% of the CPU of
 	// a whole order creation in a profile (tools/bench).
-	args := []any{rec.Scope, rec.Key, rec.Method, rec.Path, rec.Fingerprint, string(rec.State), rec.Point.String(),
+	args := []any{rec.Scope, rec.Key, rec.Method, rec.Path, rec.Fingerprint, string(rec.State), rec.Point,
 		rec.LockedUntil, status, headers, body, keyID, rec.CreatedAt, rec.UpdatedAt, rec.ExpiresAt}
 	if s.tombstoneTTL > 0 {
 		args = append(args, rec.Scope, rec.Key, rec.CreatedAt, rec.CreatedAt.Add(-s.tombstoneTTL))
@@ -180,11 +180,11 @@ WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executi
 }
 
 // Checkpoint implements idempotency.Store.
-func (s *Store) Checkpoint(ctx context.Context, scope, key string, fence int64, point idempotency.Point, now time.Time) error {
+func (s *Store) Checkpoint(ctx context.Context, scope, key string, fence int64, point string, now time.Time) error {
 	return s.fenced(Conn(ctx, s.db).Exec(`
 UPDATE idempotency_records SET recovery_point = ?, updated_at = ?
 WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executing'`,
-		point.String(), now, scope, key, fence))
+		point, now, scope, key, fence))
 }
 
 // Complete implements idempotency.Store.
@@ -207,7 +207,7 @@ func (s *Store) Release(ctx context.Context, scope, key string, fence int64, now
 	res := conn.Exec(`
 DELETE FROM idempotency_records
 WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executing' AND recovery_point = ?`,
-		scope, key, fence, idempotency.PointStarted.String())
+		scope, key, fence, idempotency.PointStarted)
 	if res.Error != nil {
 		return s.classify(res.Error)
 	}
@@ -285,7 +285,7 @@ func (s *Store) toRecord(row recordRow) (*idempotency.Record, error) {
 		Path:        row.Path,
 		Fingerprint: row.Fingerprint,
 		State:       idempotency.State(row.State),
-		Point:       idempotency.ParsePoint(row.RecoveryPoint),
+		Point:       row.RecoveryPoint,
 		Fence:       row.Fence,
 		LockedUntil: row.LockedUntil.UTC(),
 		CreatedAt:   row.CreatedAt.UTC(),

@@ -177,9 +177,8 @@ func TestKeeperLookup(t *testing.T) {
 			ctx := context.Background()
 			db := gormtest.Open(t, dialect)
 			store := gormstore.New(db)
-			clock := idempotency.SystemClock{}
-			k := idempotency.New(store, idempotency.Config{TTL: time.Hour, LockTimeout: time.Minute, Wait: time.Second, Clock: clock})
-			now := clock.Now()
+			k := idempotency.New(store, idempotency.Config{TTL: time.Hour, LockTimeout: time.Minute, Wait: time.Second})
+			now := time.Now().UTC().Truncate(time.Microsecond)
 			rec := executing("m1", "look/me up", now)
 			require.NoError(t, store.Insert(ctx, rec))
 

@@ -52,8 +52,8 @@ func Run(t *testing.T, subject Subject) {
 	t.Helper()
 	s := subject.Store
 	ctx := context.Background()
-	charged := idempotency.Point{Step: "charged", Resource: "ch_1"}
-	created := idempotency.Point{Step: "payment_created", Resource: "pay_1"}
+	charged := "charged:ch_1"
+	created := "payment_created:pay_1"
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)
 	// A stored answer as the Keeper hands it over: final, with the headers
 	// that describe the result, canonically spelled.
@@ -149,7 +149,7 @@ func Run(t *testing.T, subject Subject) {
 		require.Equal(t, charged, got.Point, "the new owner resumes from the recovery point")
 
 		// The stale owner can write nothing.
-		require.ErrorIs(t, s.Checkpoint(ctx, "m1", "takeover", rec.Fence, idempotency.Point{Step: "other"}, later), idempotency.ErrFenced)
+		require.ErrorIs(t, s.Checkpoint(ctx, "m1", "takeover", rec.Fence, "other", later), idempotency.ErrFenced)
 		require.ErrorIs(t, s.Complete(ctx, "m1", "takeover", rec.Fence, resp, later), idempotency.ErrFenced)
 		require.ErrorIs(t, s.Release(ctx, "m1", "takeover", rec.Fence, later), idempotency.ErrFenced)
 		require.NoError(t, s.Complete(ctx, "m1", "takeover", got.Fence, resp, later))
