@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,27 +19,16 @@ import (
 
 // decodeJSON reads the request body into dst, a pointer to a request DTO.
 // It returns the *http.MaxBytesError of an oversized body as it is, and a
-// *requestError for everything the client got wrong.
-//
-// A body declared as anything but JSON (a form, text/plain) is refused even
-// when its bytes happen to be JSON: the client meant something else, or a
-// browser form on another site is posting to the API. A body without a
-// Content-Type is read as JSON, as most HTTP clients send it that way.
+// *requestError for everything the client got wrong. The body's
+// Content-Type was checked before (requireJSON, in front of the idempotency
+// middleware), so that a body the API cannot read never reserves a key.
 func decodeJSON(c *gin.Context, dst any) error {
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
 		return &bodyReadError{err: err}
 	}
-	if ct := c.GetHeader("Content-Type"); ct != "" && len(bytes.TrimSpace(body)) > 0 && !isJSONContentType(ct) {
-		return errNotJSON
-	}
 	return decodeStrict(body, dst)
 }
-
-// errNotJSON refuses a body whose Content-Type is not JSON.
-var errNotJSON = &requestError{fields: []problem.FieldError{{
-	Field: "Content-Type", Message: "must be application/json",
-}}, count: 1}
 
 // MaxFieldErrors is the most refused fields a validation problem lists;
 // error_count then says how many were found.
@@ -53,21 +43,39 @@ const MaxFieldErrors = 20
 // decoding there, so that a body of half a million items costs neither
 // memory nor an answer of half a million errors.
 //
+// Required means required, and null means null, as the OpenAPI document
+// says (swag reads the same tags): a member is required unless its field is
+// tagged validate:"optional", and a missing one is refused by name; null is
+// accepted only by a pointer field (the document's nullable members), which
+// it leaves nil, and refused everywhere else. A value the client left out
+// is never read as its zero value: an item without unit_amount is not an
+// item for free.
+//
 // An empty body is an empty object: the idempotency fingerprint treats the
-// two as one request, so the handler must too. JSON null leaves a field at
-// its zero value, which the domain then judges ("is required").
+// two as one request, so the handler must too (and its required members are
+// missing).
 func decodeStrict(body []byte, dst any) error {
+	return decodeStrictAt("", body, dst)
+}
+
+// decodeStrictAt is decodeStrict for a body that sits at path inside a
+// larger one (a webhook's data.object), so that refused fields carry their
+// full path.
+func decodeStrictAt(path string, body []byte, dst any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return nil
+		body = []byte("{}")
 	}
 	d := &streamBinder{dec: jsontext.NewDecoder(bytes.NewReader(body))}
 	if d.dec.PeekKind() != '{' {
 		if _, err := d.dec.ReadValue(); err != nil {
 			return errInvalidJSON
 		}
+		if path != "" {
+			return &requestError{fields: []problem.FieldError{{Field: path, Message: "must be an object"}}}
+		}
 		return &requestError{detail: "The body must be a JSON object."}
 	}
-	errs, err := d.bind("", reflect.ValueOf(dst).Elem(), "")
+	errs, err := d.bind(path, reflect.ValueOf(dst).Elem(), "")
 	if err != nil {
 		return errInvalidJSON
 	}
@@ -155,20 +163,53 @@ type streamBinder struct {
 	stopped bool
 }
 
+// openObject is implemented by a DTO whose JSON object may carry members it
+// does not declare, which are then skipped instead of refused: the provider's
+// webhook events, whose sender (authenticated by the signature) may add
+// members on its own schedule. The OpenAPI document leaves the same schemas
+// open (scripts/openapifix); every client request is closed.
+type openObject interface{ acceptsUnknownMembers() }
+
+var (
+	openObjectType = reflect.TypeFor[openObject]()
+	rawObjectType  = reflect.TypeFor[json.RawMessage]()
+)
+
+// required reports whether a DTO field must be present: all are, unless
+// tagged validate:"optional" (swag's --requiredByDefault reads the same tag).
+func required(tag reflect.StructTag) bool {
+	return !slices.Contains(strings.Split(tag.Get("validate"), ","), "optional")
+}
+
 // bind supports what request DTOs are made of: structs with json tags,
-// slices, maps with string keys, strings, integers, booleans and pointers.
-// tag is the struct tag of the field being bound, for its size limit. The
-// error is a syntax error of the body; refused fields come in the list.
+// slices, maps with string keys, strings, integers, booleans, pointers, and
+// json.RawMessage for an object read later (a webhook's data.object). tag is
+// the struct tag of the field being bound, for its size limit. The error is
+// a syntax error of the body; refused fields come in the list.
 func (d *streamBinder) bind(path string, dst reflect.Value, tag reflect.StructTag) (fieldErrors, error) {
 	var errs fieldErrors
 	kind := d.dec.PeekKind()
-	if kind == 'n' {
-		_, err := d.dec.ReadToken()
-		return errs, err
-	}
 	refuse := func(message string) (fieldErrors, error) {
 		errs.add(path, message)
 		return errs, d.dec.SkipValue()
+	}
+	if kind == 'n' {
+		if dst.Kind() != reflect.Pointer {
+			return refuse("must not be null")
+		}
+		dst.SetZero()
+		_, err := d.dec.ReadToken()
+		return errs, err
+	}
+	if dst.Type() == rawObjectType {
+		if kind != '{' {
+			return refuse("must be an object")
+		}
+		raw, err := d.dec.ReadValue()
+		if err == nil {
+			dst.SetBytes(bytes.Clone(raw))
+		}
+		return errs, err
 	}
 	switch dst.Kind() {
 	case reflect.Pointer:
@@ -182,19 +223,33 @@ func (d *streamBinder) bind(path string, dst reflect.Value, tag reflect.StructTa
 			return refuse("must be an object")
 		}
 		fields := jsonFields(dst.Type())
+		open := dst.Type().Implements(openObjectType)
+		seen := make(map[string]bool, len(fields))
 		var members sortedMembers
 		err := d.object(path, tag, func(name string) error {
 			f, known := fields[name]
 			if !known {
-				var e fieldErrors
-				e.add(join(path, name), "is not a known field")
-				members.add(name, e)
+				if !open {
+					var e fieldErrors
+					e.add(join(path, name), "is not a known field")
+					members.add(name, e)
+				}
 				return d.dec.SkipValue()
 			}
+			seen[name] = true
 			e, err := d.bind(join(path, name), dst.Field(f.index), f.tag)
 			members.add(name, e)
 			return err
 		}, &members)
+		if err == nil && !d.stopped {
+			for name, f := range fields {
+				if !seen[name] && required(f.tag) {
+					var e fieldErrors
+					e.add(join(path, name), "is required")
+					members.add(name, e)
+				}
+			}
+		}
 		return members.errors(), err
 
 	case reflect.Map:

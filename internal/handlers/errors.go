@@ -138,6 +138,10 @@ func problemFor(c *gin.Context, err error) problem.Problem {
 		return problem.New(http.StatusRequestEntityTooLarge, problem.CodeRequestTooLarge, "Request too large",
 			fmt.Sprintf("The request body is larger than %d bytes.", bodyLimit.Limit))
 
+	case errors.Is(err, errUnsupportedMediaType):
+		return problem.New(http.StatusUnsupportedMediaType, problem.CodeUnsupportedMediaType, "Unsupported media type",
+			"A request body must be sent with Content-Type: application/json (charset=utf-8 is allowed); nothing was done. Send it again with that type, under the same Idempotency-Key if it has one.")
+
 	case errors.Is(err, database.ErrUnavailable):
 		c.Header("Retry-After", "1")
 		return problem.New(http.StatusServiceUnavailable, problem.CodeServiceUnavailable, "Service unavailable",

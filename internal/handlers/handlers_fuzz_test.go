@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"mime"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -115,29 +116,34 @@ func FuzzListQuery(f *testing.F) {
 	})
 }
 
-// FuzzDecodeJSON is the whole body reader: Content-Type and body. Anything
-// it refuses is a requestError; a body declared as something other than JSON
-// is refused whatever its bytes, and what it accepts is a JSON object (or
-// nothing).
+// FuzzDecodeJSON is the whole body reader: the Content-Type check in front
+// of it (requireJSON), then the body. A body not declared as application/json
+// (alone, or with charset=utf-8) is refused with errUnsupportedMediaType
+// whatever its bytes, and only such a body; anything else refused is a
+// requestError; what is accepted is a JSON object (or nothing).
 func FuzzDecodeJSON(f *testing.F) {
 	gin.SetMode(gin.TestMode)
 	f.Fuzz(func(t *testing.T, contentType string, body []byte) {
-		c, _ := gin.CreateTestContext(httptest.NewRecorder())
+		w := httptest.NewRecorder()
+		c, _ := gin.CreateTestContext(w)
 		c.Request = httptest.NewRequest("POST", "/v1/orders", bytes.NewReader(body))
 		c.Request.Header["Content-Type"] = []string{contentType}
-		var req CreateOrderRequest
-		err := decodeJSON(c, &req)
-		blank := len(bytes.TrimSpace(body)) == 0
-		if contentType != "" && !blank && !isJSONContentType(contentType) {
-			require.Same(t, errNotJSON, err)
+		requireJSON()(c)
+		mt, params, err := mime.ParseMediaType(contentType)
+		declaredJSON := err == nil && mt == "application/json" && (len(params) == 0 || len(params) == 1 && strings.EqualFold(params["charset"], "utf-8"))
+		if len(body) > 0 && !declaredJSON {
+			require.True(t, c.IsAborted(), "accepted %q", contentType)
+			require.Equal(t, http.StatusUnsupportedMediaType, w.Code)
 			return
 		}
-		if err != nil {
+		require.False(t, c.IsAborted(), "refused %q with a body of %d bytes", contentType, len(body))
+		var req CreateOrderRequest
+		if err := decodeJSON(c, &req); err != nil {
 			var re *requestError
 			require.ErrorAs(t, err, &re)
 			return
 		}
-		if !blank {
+		if blank := len(bytes.TrimSpace(body)) == 0; !blank {
 			var obj map[string]json.RawMessage
 			require.NoError(t, json.Unmarshal(body, &obj), "accepted %q", body)
 		}

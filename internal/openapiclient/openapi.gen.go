@@ -479,6 +479,36 @@ func (e HandlersProblem413Status) Valid() bool {
 	}
 }
 
+// Defines values for HandlersProblem415Code.
+const (
+	UnsupportedMediaType HandlersProblem415Code = "unsupported_media_type"
+)
+
+// Valid indicates whether the value is a known member of the HandlersProblem415Code enum.
+func (e HandlersProblem415Code) Valid() bool {
+	switch e {
+	case UnsupportedMediaType:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for HandlersProblem415Status.
+const (
+	N415 HandlersProblem415Status = 415
+)
+
+// Valid indicates whether the value is a known member of the HandlersProblem415Status enum.
+func (e HandlersProblem415Status) Valid() bool {
+	switch e {
+	case N415:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HandlersProblem422Code.
 const (
 	IdempotencyKeyReused HandlersProblem422Code = "idempotency_key_reused"
@@ -656,27 +686,6 @@ const (
 func (e HandlersProblem503Status) Valid() bool {
 	switch e {
 	case N503:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for HandlersProviderEventRequestType.
-const (
-	ChargeDeclined  HandlersProviderEventRequestType = "charge.declined"
-	ChargeSucceeded HandlersProviderEventRequestType = "charge.succeeded"
-	RefundSucceeded HandlersProviderEventRequestType = "refund.succeeded"
-)
-
-// Valid indicates whether the value is a known member of the HandlersProviderEventRequestType enum.
-func (e HandlersProviderEventRequestType) Valid() bool {
-	switch e {
-	case ChargeDeclined:
-		return true
-	case ChargeSucceeded:
-		return true
-	case RefundSucceeded:
 		return true
 	default:
 		return false
@@ -1196,6 +1205,21 @@ type HandlersProblem413Code string
 // HandlersProblem413Status defines model for HandlersProblem413.Status.
 type HandlersProblem413Status int
 
+// HandlersProblem415 defines model for handlers.Problem415.
+type HandlersProblem415 struct {
+	Code   HandlersProblem415Code   `json:"code"`
+	Detail string                   `json:"detail"`
+	Status HandlersProblem415Status `json:"status"`
+	Title  string                   `json:"title"`
+	Type   string                   `json:"type"`
+}
+
+// HandlersProblem415Code defines model for HandlersProblem415.Code.
+type HandlersProblem415Code string
+
+// HandlersProblem415Status defines model for HandlersProblem415.Status.
+type HandlersProblem415Status int
+
 // HandlersProblem422 defines model for handlers.Problem422.
 type HandlersProblem422 struct {
 	Code   HandlersProblem422Code   `json:"code"`
@@ -1299,7 +1323,8 @@ type HandlersProblemField struct {
 
 // HandlersProviderEventData defines model for handlers.ProviderEventData.
 type HandlersProviderEventData struct {
-	// Object Object is the charge or refund, as the provider's API returns it.
+	// Object Object is the charge (charge.* events) or the refund (refund.*
+	// events), as the provider's API returns it.
 	Object map[string]interface{} `json:"object"`
 }
 
@@ -1313,14 +1338,11 @@ type HandlersProviderEventRequest struct {
 	// id once.
 	Id string `json:"id"`
 
-	// Type Type says what happened; types not listed here are acknowledged and
-	// ignored.
-	Type HandlersProviderEventRequestType `json:"type"`
+	// Type Type says what happened. The API acts on charge.succeeded,
+	// charge.declined and refund.succeeded; any other type is acknowledged
+	// and ignored, whatever its data.object holds.
+	Type string `json:"type"`
 }
-
-// HandlersProviderEventRequestType Type says what happened; types not listed here are acknowledged and
-// ignored.
-type HandlersProviderEventRequestType string
 
 // HandlersReadinessChecks defines model for handlers.ReadinessChecks.
 type HandlersReadinessChecks struct {
@@ -3275,7 +3297,8 @@ type CreateCustomerResponse401Headers struct {
 
 // CreateCustomerResponse409Headers the declared response headers of an HTTP 409 response for CreateCustomer
 type CreateCustomerResponse409Headers struct {
-	RetryAfter *int
+	IdempotentReplayed *string
+	RetryAfter         *int
 }
 
 // CreateCustomerResponse429Headers the declared response headers of an HTTP 429 response for CreateCustomer
@@ -3303,6 +3326,8 @@ type CreateCustomerResponse struct {
 	ApplicationproblemJSON409 *HandlersProblem409
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *HandlersProblem413
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *HandlersProblem415
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *HandlersProblem422
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -3351,6 +3376,11 @@ func (r CreateCustomerResponse) GetApplicationproblemJSON409() *HandlersProblem4
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r CreateCustomerResponse) GetApplicationproblemJSON413() *HandlersProblem413 {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateCustomerResponse) GetApplicationproblemJSON415() *HandlersProblem415 {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -3700,6 +3730,8 @@ type CreateOrderResponse struct {
 	ApplicationproblemJSON409 *HandlersProblem409
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *HandlersProblem413
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *HandlersProblem415
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *HandlersProblem422
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -3748,6 +3780,11 @@ func (r CreateOrderResponse) GetApplicationproblemJSON409() *HandlersProblem409 
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r CreateOrderResponse) GetApplicationproblemJSON413() *HandlersProblem413 {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateOrderResponse) GetApplicationproblemJSON415() *HandlersProblem415 {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -3902,7 +3939,8 @@ type AddOrderItemResponse401Headers struct {
 
 // AddOrderItemResponse409Headers the declared response headers of an HTTP 409 response for AddOrderItem
 type AddOrderItemResponse409Headers struct {
-	RetryAfter *int
+	IdempotentReplayed *string
+	RetryAfter         *int
 }
 
 // AddOrderItemResponse429Headers the declared response headers of an HTTP 429 response for AddOrderItem
@@ -3934,6 +3972,8 @@ type AddOrderItemResponse struct {
 	ApplicationproblemJSON412 *HandlersProblem412
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *HandlersProblem413
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *HandlersProblem415
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *HandlersProblem422
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -3992,6 +4032,11 @@ func (r AddOrderItemResponse) GetApplicationproblemJSON412() *HandlersProblem412
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r AddOrderItemResponse) GetApplicationproblemJSON413() *HandlersProblem413 {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r AddOrderItemResponse) GetApplicationproblemJSON415() *HandlersProblem415 {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -4059,9 +4104,15 @@ type PayOrderResponse401Headers struct {
 	WWWAuthenticate string
 }
 
+// PayOrderResponse402Headers the declared response headers of an HTTP 402 response for PayOrder
+type PayOrderResponse402Headers struct {
+	IdempotentReplayed *string
+}
+
 // PayOrderResponse409Headers the declared response headers of an HTTP 409 response for PayOrder
 type PayOrderResponse409Headers struct {
-	RetryAfter *int
+	IdempotentReplayed *string
+	RetryAfter         *int
 }
 
 // PayOrderResponse429Headers the declared response headers of an HTTP 429 response for PayOrder
@@ -4095,6 +4146,8 @@ type PayOrderResponse struct {
 	ApplicationproblemJSON409 *HandlersProblem409
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *HandlersProblem413
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *HandlersProblem415
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *HandlersProblem422
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -4111,6 +4164,8 @@ type PayOrderResponse struct {
 	Headers202 *PayOrderResponse202Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PayOrderResponse401Headers
+	// Headers402 the parsed response headers for an HTTP 402 response
+	Headers402 *PayOrderResponse402Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *PayOrderResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -4162,6 +4217,11 @@ func (r PayOrderResponse) GetApplicationproblemJSON409() *HandlersProblem409 {
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r PayOrderResponse) GetApplicationproblemJSON413() *HandlersProblem413 {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r PayOrderResponse) GetApplicationproblemJSON415() *HandlersProblem415 {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -4252,6 +4312,8 @@ type SetShippingAddressResponse struct {
 	ApplicationproblemJSON412 *HandlersProblem412
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *HandlersProblem413
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *HandlersProblem415
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *HandlersProblem500
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -4302,6 +4364,11 @@ func (r SetShippingAddressResponse) GetApplicationproblemJSON412() *HandlersProb
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r SetShippingAddressResponse) GetApplicationproblemJSON413() *HandlersProblem413 {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r SetShippingAddressResponse) GetApplicationproblemJSON415() *HandlersProblem415 {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -4438,7 +4505,8 @@ type RefundPaymentResponse401Headers struct {
 
 // RefundPaymentResponse409Headers the declared response headers of an HTTP 409 response for RefundPayment
 type RefundPaymentResponse409Headers struct {
-	RetryAfter *int
+	IdempotentReplayed *string
+	RetryAfter         *int
 }
 
 // RefundPaymentResponse429Headers the declared response headers of an HTTP 429 response for RefundPayment
@@ -4470,6 +4538,8 @@ type RefundPaymentResponse struct {
 	ApplicationproblemJSON409 *HandlersProblem409
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *HandlersProblem413
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *HandlersProblem415
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *HandlersProblem422
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -4530,6 +4600,11 @@ func (r RefundPaymentResponse) GetApplicationproblemJSON409() *HandlersProblem40
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r RefundPaymentResponse) GetApplicationproblemJSON413() *HandlersProblem413 {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r RefundPaymentResponse) GetApplicationproblemJSON415() *HandlersProblem415 {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -4687,6 +4762,8 @@ type ReceiveProviderEventResponse struct {
 	ApplicationproblemJSON408 *HandlersProblem408
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *HandlersProblem413
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *HandlersProblem415
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *HandlersProblem500
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -4718,6 +4795,11 @@ func (r ReceiveProviderEventResponse) GetApplicationproblemJSON408() *HandlersPr
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r ReceiveProviderEventResponse) GetApplicationproblemJSON413() *HandlersProblem413 {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r ReceiveProviderEventResponse) GetApplicationproblemJSON415() *HandlersProblem415 {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -5216,6 +5298,13 @@ func ParseCreateCustomerResponse(rsp *http.Response) (*CreateCustomerResponse, e
 		}
 		response.ApplicationproblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest HandlersProblem415
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest HandlersProblem422
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5276,6 +5365,13 @@ func ParseCreateCustomerResponse(rsp *http.Response) (*CreateCustomerResponse, e
 		response.Headers401 = &headers
 	case rsp.StatusCode == 409:
 		var headers CreateCustomerResponse409Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -5603,6 +5699,13 @@ func ParseCreateOrderResponse(rsp *http.Response) (*CreateOrderResponse, error) 
 		}
 		response.ApplicationproblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest HandlersProblem415
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest HandlersProblem422
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5860,6 +5963,13 @@ func ParseAddOrderItemResponse(rsp *http.Response) (*AddOrderItemResponse, error
 		}
 		response.ApplicationproblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest HandlersProblem415
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest HandlersProblem422
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5920,6 +6030,13 @@ func ParseAddOrderItemResponse(rsp *http.Response) (*AddOrderItemResponse, error
 		response.Headers401 = &headers
 	case rsp.StatusCode == 409:
 		var headers AddOrderItemResponse409Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -6030,6 +6147,13 @@ func ParsePayOrderResponse(rsp *http.Response) (*PayOrderResponse, error) {
 		}
 		response.ApplicationproblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest HandlersProblem415
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest HandlersProblem422
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6105,8 +6229,25 @@ func ParsePayOrderResponse(rsp *http.Response) (*PayOrderResponse, error) {
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 402:
+		var headers PayOrderResponse402Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers402 = &headers
 	case rsp.StatusCode == 409:
 		var headers PayOrderResponse409Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -6209,6 +6350,13 @@ func ParseSetShippingAddressResponse(rsp *http.Response) (*SetShippingAddressRes
 			return nil, err
 		}
 		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest HandlersProblem415
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest HandlersProblem500
@@ -6409,6 +6557,13 @@ func ParseRefundPaymentResponse(rsp *http.Response) (*RefundPaymentResponse, err
 		}
 		response.ApplicationproblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest HandlersProblem415
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest HandlersProblem422
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6469,6 +6624,13 @@ func ParseRefundPaymentResponse(rsp *http.Response) (*RefundPaymentResponse, err
 		response.Headers401 = &headers
 	case rsp.StatusCode == 409:
 		var headers RefundPaymentResponse409Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -6627,6 +6789,13 @@ func ParseReceiveProviderEventResponse(rsp *http.Response) (*ReceiveProviderEven
 			return nil, err
 		}
 		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest HandlersProblem415
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest HandlersProblem500
