@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,7 +54,7 @@ const MaxFieldErrors = 20
 //
 // An empty body is an empty object: the idempotency fingerprint treats the
 // two as one request, so the handler must too (and its required members are
-// missing).
+// missing). A body of white space only is not JSON.
 func decodeStrict(body []byte, dst any) error {
 	return decodeStrictAt("", body, dst)
 }
@@ -62,8 +63,13 @@ func decodeStrict(body []byte, dst any) error {
 // larger one (a webhook's data.object), so that refused fields carry their
 // full path.
 func decodeStrictAt(path string, body []byte, dst any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
+	switch {
+	case len(body) == 0:
 		body = []byte("{}")
+	case len(bytes.TrimSpace(body)) == 0:
+		// White space alone is no JSON value: not the empty body of a
+		// request that has none.
+		return errInvalidJSON
 	}
 	d := &streamBinder{dec: jsontext.NewDecoder(bytes.NewReader(body))}
 	if d.dec.PeekKind() != '{' {
@@ -434,6 +440,23 @@ func join(path, name string) string {
 		return name
 	}
 	return path + "." + name
+}
+
+// decimalNumber is the spelling of a number in a query parameter: what a
+// JSON number allows, and also a sign, leading zeros and a bare point ("+5",
+// "05", "5.", ".5e1"), as OpenAPI validators read an integer parameter.
+var decimalNumber = regexp.MustCompile(`^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$`)
+
+// queryInteger reads an integer query parameter under the rule of request
+// bodies: any spelling of a whole number (10, 10.0, 1e1), exactly, so that a
+// client that builds its query from a JSON number is read as it meant. It
+// returns errNotWhole for a fraction and errOutOfRange beyond int64 or for
+// something that is not a number at all.
+func queryInteger(raw string) (int64, error) {
+	if !decimalNumber.MatchString(raw) {
+		return 0, errOutOfRange
+	}
+	return jsonInteger(raw)
 }
 
 var (

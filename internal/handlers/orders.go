@@ -236,13 +236,13 @@ func toListQuery(c *gin.Context) (payments.ListQuery, error) {
 		CustomerID:    c.Query("customer_id"),
 	}
 	if raw, ok := c.GetQuery("limit"); ok {
-		n, err := strconv.Atoi(raw)
+		n, err := queryInteger(raw) // bind.go: the integer rule of bodies
 		if err != nil || n < 1 {
 			return q, &requestError{fields: []problem.FieldError{{
 				Field: "limit", Message: "must be an integer between 1 and " + strconv.Itoa(payments.MaxListLimit),
 			}}}
 		}
-		q.Limit = n
+		q.Limit = int(n)
 	}
 	return q, nil
 }

@@ -291,7 +291,7 @@ func TestCreateOrderValidation(t *testing.T) {
 				{name: "domain rules", body: `{"customer_id":"cus 1","currency":"XXX","items":[{"sku":"S","name":"N","quantity":0,"unit_amount":1}],"metadata":{"k":""}}`,
 					fields: []problem.FieldError{
 						{Field: "customer_id", Message: "must contain only visible ASCII characters"},
-						{Field: "currency", Message: "is not a supported currency"},
+						{Field: "currency", Message: "is not an active ISO 4217 currency code"},
 						{Field: "items[0].quantity", Message: "must be between 1 and 10000"},
 					}},
 			}
