@@ -24,7 +24,8 @@ type CustomerService interface {
 // CreateCustomerRequest is the body of POST /v1/customers.
 type CreateCustomerRequest struct {
 	// Email identifies the customer within the merchant: one customer per
-	// email, compared case-insensitively (at most 254 characters).
+	// email, compared case-insensitively (at most 254 characters, as sent:
+	// no spaces around it).
 	Email string `json:"email" validate:"required" minLength:"3" maxLength:"254" example:"ada@example.com"`
 	// Name is shown to the merchant (1-255 characters).
 	Name string `json:"name" validate:"required" minLength:"1" maxLength:"255" example:"Ada Lovelace"`
@@ -34,7 +35,7 @@ type CreateCustomerRequest struct {
 type CustomerResponse struct {
 	ID     string `json:"id" validate:"required" example:"cus_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"`
 	Object string `json:"object" validate:"required" enums:"customer" example:"customer"`
-	// Email is as stored: trimmed and in lower case.
+	// Email is as stored: in lower case.
 	Email string `json:"email" validate:"required" example:"ada@example.com"`
 	Name  string `json:"name" validate:"required" example:"Ada Lovelace"`
 	// CreatedAt is RFC 3339 in UTC.

@@ -44,8 +44,9 @@ type OrderService interface {
 type CreateOrderRequest struct {
 	// CustomerID is the merchant's own id of the customer (1-255 visible ASCII characters).
 	CustomerID string `json:"customer_id" validate:"required" minLength:"1" maxLength:"255" example:"cus_1"`
-	// Currency is an upper-case ISO 4217 code.
-	Currency string `json:"currency" validate:"required" enums:"AUD,BRL,CAD,CHF,EUR,GBP,INR,JPY,MXN,USD" example:"BRL"`
+	// Currency is an active ISO 4217 code with a minor unit, in upper case
+	// (the document's enum lists them all).
+	Currency string `json:"currency" validate:"required" example:"BRL"`
 	// Items are the order's lines, 1 to 100.
 	Items []OrderItem `json:"items" validate:"required" minItems:"1" maxItems:"100"`
 	// Metadata is free-form: at most 50 keys of up to 40 characters, values up to 500.
@@ -105,6 +106,7 @@ type orderHandlers struct {
 //
 //	@Summary		Create an order
 //	@Description	Creates an order pending payment. Idempotent: a retry with the same Idempotency-Key and body replays the first answer byte for byte (with Idempotent-Replayed: true) and creates nothing more.
+//	@Description	Beyond its schema, the body must make an order total (the sum of quantity × unit_amount) of at least 1 and at most 10^15, and hold no member name twice; these rules are listed in x-validation-rules, and breaking one is 400 validation_failed.
 //	@ID				createOrder
 //	@Tags			orders
 //	@Accept			json
@@ -182,7 +184,7 @@ func (h *orderHandlers) getOrder(c *gin.Context) {
 // listOrders godoc
 //
 //	@Summary		List orders
-//	@Description	Returns the merchant's orders, newest first, one page at a time. Pass the id of the last order of a page as starting_after to get the next one.
+//	@Description	Returns the merchant's orders, newest first, one page at a time. Pass the id of the last order of a page as starting_after to get the next one: it must name one of your orders (400 validation_failed otherwise; listed in x-validation-rules).
 //	@ID				listOrders
 //	@Tags			orders
 //	@Security		BearerAuth
