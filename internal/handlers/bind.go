@@ -291,10 +291,15 @@ func (d *streamBinder) bind(path string, dst reflect.Value, tag reflect.StructTa
 				return errs, err
 			}
 			if limit > 0 && i == limit {
-				errs.add(path, fmt.Sprintf("must contain at most %d items", limit))
+				// First in the list: the size is what is wrong, and the
+				// elements' own errors (required members of {} items) would
+				// otherwise fill it.
+				var first fieldErrors
+				first.add(path, fmt.Sprintf("must contain at most %d items", limit))
+				first.merge(errs)
 				d.stopped = true
 				dst.Set(s)
-				return errs, nil
+				return first, nil
 			}
 			s = reflect.Append(s, reflect.New(dst.Type().Elem()).Elem())
 			e, err := d.bind(fmt.Sprintf("%s[%d]", path, i), s.Index(i), "")
