@@ -70,8 +70,8 @@ func requestSchemas() map[string]map[string]object {
 			"currency":    {"enum": enum(payments.Currencies())},
 			"items":       {"minItems": num(1), "maxItems": num(payments.MaxItems)},
 			"metadata": {
-				"maxProperties": num(payments.MaxMetadataKeys),
-				"propertyNames": text(1, payments.MaxMetadataKeyLength),
+				"maxProperties":        num(payments.MaxMetadataKeys),
+				"propertyNames":        text(1, payments.MaxMetadataKeyLength),
 				"additionalProperties": merged(object{"type": "string"}, text(0, payments.MaxMetadataValueLen)),
 			},
 		},
