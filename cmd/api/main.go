@@ -13,7 +13,11 @@
 //	@title			Idempotent Payments API
 //	@version		1.0
 //	@description	A reference payments backend for idempotency keys done right: every POST carries an Idempotency-Key, and for one merchant and one key the business effect happens at most once. A repeat gets the stored answer with Idempotent-Replayed: true; a different request under the same key gets 422; a repeat while the original runs waits, then gets 409 with Retry-After. Success bodies are application/json, problems application/problem+json (RFC 9457), times RFC 3339 in UTC.
-//	@license.name	Proprietary
+//	@license.name	MIT
+//	@contact.name	The maintainers of this reference
+//	@contact.url	https://github.com/idemkeys/payments/issues
+//	@externalDocs.description	The idempotency rules: what a key means, what is stored and replayed, and when
+//	@externalDocs.url	https://github.com/idemkeys/payments/blob/main/docs/reference/api.md#idempotency-rules
 //	@servers.url	/
 //	@tag.name		orders
 //	@tag.description	Orders, their items and shipping address
@@ -47,7 +51,7 @@ import (
 // takes the bare key and sends "Authorization: Bearer <key>".
 //
 //	@securityDefinitions.bearerauth	BearerAuth
-//	@description					The API key itself, e.g. sk_test_acme; it is sent as Authorization: Bearer <key>.
+//	@description					The API key itself, e.g. sk_test_acme; it is sent as `Authorization: Bearer <key>`.
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

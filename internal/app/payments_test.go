@@ -224,7 +224,7 @@ func TestRefunds(t *testing.T) {
 
 func TestWebhookSignature(t *testing.T) {
 	w := apptest.Start(t, testkit.DatabaseURL(t, database.SQLite), apptest.WithProvider(provider.Config{DuplicateWebhookRate: -1}))
-	body := []byte(`{"id":"evt_forged","type":"charge.succeeded","created":1,"data":{"object":{"id":"ch_x","object":"charge","status":"succeeded","reference":"pay_x","idempotency_key":"pay_x"}}}`)
+	body := []byte(`{"id":"evt_forged","type":"charge.succeeded","created":1,"data":{"object":{"id":"ch_x","object":"charge","status":"succeeded","amount":2500,"currency":"BRL","reference":"pay_x","idempotency_key":"pay_x"}}}`)
 	post := func(sig string) int {
 		var header []string
 		if sig != "" {

@@ -2,10 +2,12 @@ package handlers
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,27 +20,16 @@ import (
 
 // decodeJSON reads the request body into dst, a pointer to a request DTO.
 // It returns the *http.MaxBytesError of an oversized body as it is, and a
-// *requestError for everything the client got wrong.
-//
-// A body declared as anything but JSON (a form, text/plain) is refused even
-// when its bytes happen to be JSON: the client meant something else, or a
-// browser form on another site is posting to the API. A body without a
-// Content-Type is read as JSON, as most HTTP clients send it that way.
+// *requestError for everything the client got wrong. The body's
+// Content-Type was checked before (requireJSON, in front of the idempotency
+// middleware), so that a body the API cannot read never reserves a key.
 func decodeJSON(c *gin.Context, dst any) error {
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
 		return &bodyReadError{err: err}
 	}
-	if ct := c.GetHeader("Content-Type"); ct != "" && len(bytes.TrimSpace(body)) > 0 && !isJSONContentType(ct) {
-		return errNotJSON
-	}
 	return decodeStrict(body, dst)
 }
-
-// errNotJSON refuses a body whose Content-Type is not JSON.
-var errNotJSON = &requestError{fields: []problem.FieldError{{
-	Field: "Content-Type", Message: "must be application/json",
-}}, count: 1}
 
 // MaxFieldErrors is the most refused fields a validation problem lists;
 // error_count then says how many were found.
@@ -53,21 +44,44 @@ const MaxFieldErrors = 20
 // decoding there, so that a body of half a million items costs neither
 // memory nor an answer of half a million errors.
 //
+// Required means required, and null means null, as the OpenAPI document
+// says (swag reads the same tags): a member is required unless its field is
+// tagged validate:"optional", and a missing one is refused by name; null is
+// accepted only by a pointer field (the document's nullable members), which
+// it leaves nil, and refused everywhere else. A value the client left out
+// is never read as its zero value: an item without unit_amount is not an
+// item for free.
+//
 // An empty body is an empty object: the idempotency fingerprint treats the
-// two as one request, so the handler must too. JSON null leaves a field at
-// its zero value, which the domain then judges ("is required").
+// two as one request, so the handler must too (and its required members are
+// missing). A body of white space only is not JSON.
 func decodeStrict(body []byte, dst any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil
+	return decodeStrictAt("", body, dst)
+}
+
+// decodeStrictAt is decodeStrict for a body that sits at path inside a
+// larger one (a webhook's data.object), so that refused fields carry their
+// full path.
+func decodeStrictAt(path string, body []byte, dst any) error {
+	switch {
+	case len(body) == 0:
+		body = []byte("{}")
+	case len(bytes.TrimSpace(body)) == 0:
+		// White space alone is no JSON value: not the empty body of a
+		// request that has none.
+		return errInvalidJSON
 	}
 	d := &streamBinder{dec: jsontext.NewDecoder(bytes.NewReader(body))}
 	if d.dec.PeekKind() != '{' {
 		if _, err := d.dec.ReadValue(); err != nil {
 			return errInvalidJSON
 		}
+		if path != "" {
+			return &requestError{fields: []problem.FieldError{{Field: path, Message: "must be an object"}}}
+		}
 		return &requestError{detail: "The body must be a JSON object."}
 	}
-	errs, err := d.bind("", reflect.ValueOf(dst).Elem(), "")
+	errs, err := d.bind(path, reflect.ValueOf(dst).Elem(), "")
 	if err != nil {
 		return errInvalidJSON
 	}
@@ -155,20 +169,53 @@ type streamBinder struct {
 	stopped bool
 }
 
+// openObject is implemented by a DTO whose JSON object may carry members it
+// does not declare, which are then skipped instead of refused: the provider's
+// webhook events, whose sender (authenticated by the signature) may add
+// members on its own schedule. The OpenAPI document leaves the same schemas
+// open (scripts/openapifix); every client request is closed.
+type openObject interface{ acceptsUnknownMembers() }
+
+var (
+	openObjectType = reflect.TypeFor[openObject]()
+	rawObjectType  = reflect.TypeFor[json.RawMessage]()
+)
+
+// required reports whether a DTO field must be present: all are, unless
+// tagged validate:"optional" (swag's --requiredByDefault reads the same tag).
+func required(tag reflect.StructTag) bool {
+	return !slices.Contains(strings.Split(tag.Get("validate"), ","), "optional")
+}
+
 // bind supports what request DTOs are made of: structs with json tags,
-// slices, maps with string keys, strings, integers, booleans and pointers.
-// tag is the struct tag of the field being bound, for its size limit. The
-// error is a syntax error of the body; refused fields come in the list.
+// slices, maps with string keys, strings, integers, booleans, pointers, and
+// json.RawMessage for an object read later (a webhook's data.object). tag is
+// the struct tag of the field being bound, for its size limit. The error is
+// a syntax error of the body; refused fields come in the list.
 func (d *streamBinder) bind(path string, dst reflect.Value, tag reflect.StructTag) (fieldErrors, error) {
 	var errs fieldErrors
 	kind := d.dec.PeekKind()
-	if kind == 'n' {
-		_, err := d.dec.ReadToken()
-		return errs, err
-	}
 	refuse := func(message string) (fieldErrors, error) {
 		errs.add(path, message)
 		return errs, d.dec.SkipValue()
+	}
+	if kind == 'n' {
+		if dst.Kind() != reflect.Pointer {
+			return refuse("must not be null")
+		}
+		dst.SetZero()
+		_, err := d.dec.ReadToken()
+		return errs, err
+	}
+	if dst.Type() == rawObjectType {
+		if kind != '{' {
+			return refuse("must be an object")
+		}
+		raw, err := d.dec.ReadValue()
+		if err == nil {
+			dst.SetBytes(bytes.Clone(raw))
+		}
+		return errs, err
 	}
 	switch dst.Kind() {
 	case reflect.Pointer:
@@ -182,19 +229,33 @@ func (d *streamBinder) bind(path string, dst reflect.Value, tag reflect.StructTa
 			return refuse("must be an object")
 		}
 		fields := jsonFields(dst.Type())
+		open := dst.Type().Implements(openObjectType)
+		seen := make(map[string]bool, len(fields))
 		var members sortedMembers
 		err := d.object(path, tag, func(name string) error {
 			f, known := fields[name]
 			if !known {
-				var e fieldErrors
-				e.add(join(path, name), "is not a known field")
-				members.add(name, e)
+				if !open {
+					var e fieldErrors
+					e.add(join(path, name), "is not a known field")
+					members.add(name, e)
+				}
 				return d.dec.SkipValue()
 			}
+			seen[name] = true
 			e, err := d.bind(join(path, name), dst.Field(f.index), f.tag)
 			members.add(name, e)
 			return err
 		}, &members)
+		if err == nil && !d.stopped {
+			for name, f := range fields {
+				if !seen[name] && required(f.tag) {
+					var e fieldErrors
+					e.add(join(path, name), "is required")
+					members.add(name, e)
+				}
+			}
+		}
 		return members.errors(), err
 
 	case reflect.Map:
@@ -230,10 +291,15 @@ func (d *streamBinder) bind(path string, dst reflect.Value, tag reflect.StructTa
 				return errs, err
 			}
 			if limit > 0 && i == limit {
-				errs.add(path, fmt.Sprintf("must contain at most %d items", limit))
+				// First in the list: the size is what is wrong, and the
+				// elements' own errors (required members of {} items) would
+				// otherwise fill it.
+				var first fieldErrors
+				first.add(path, fmt.Sprintf("must contain at most %d items", limit))
+				first.merge(errs)
 				d.stopped = true
 				dst.Set(s)
-				return errs, nil
+				return first, nil
 			}
 			s = reflect.Append(s, reflect.New(dst.Type().Elem()).Elem())
 			e, err := d.bind(fmt.Sprintf("%s[%d]", path, i), s.Index(i), "")
@@ -379,6 +445,23 @@ func join(path, name string) string {
 		return name
 	}
 	return path + "." + name
+}
+
+// decimalNumber is the spelling of a number in a query parameter: what a
+// JSON number allows, and also a sign, leading zeros and a bare point ("+5",
+// "05", "5.", ".5e1"), as OpenAPI validators read an integer parameter.
+var decimalNumber = regexp.MustCompile(`^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$`)
+
+// queryInteger reads an integer query parameter under the rule of request
+// bodies: any spelling of a whole number (10, 10.0, 1e1), exactly, so that a
+// client that builds its query from a JSON number is read as it meant. It
+// returns errNotWhole for a fraction and errOutOfRange beyond int64 or for
+// something that is not a number at all.
+func queryInteger(raw string) (int64, error) {
+	if !decimalNumber.MatchString(raw) {
+		return 0, errOutOfRange
+	}
+	return jsonInteger(raw)
 }
 
 var (

@@ -122,16 +122,20 @@ func TestDecodeStrict(t *testing.T) {
 			"metadata": {"a": 1, "b": "ok"}}`,
 			fields: []problem.FieldError{
 				{Field: "colour", Message: "is not a known field"},
+				{Field: "currency", Message: "is required"},
 				{Field: "customer_id", Message: "must be a string"},
+				{Field: "items[0].name", Message: "is required"},
+				{Field: "items[0].unit_amount", Message: "is required"},
+				{Field: "items[1].name", Message: "is required"},
 				{Field: "items[1].quantity", Message: "must be an integer"},
 				{Field: "items[1].size", Message: "is not a known field"},
 				{Field: "items[1].sku", Message: "must be a string"},
 				{Field: "items[1].unit_amount", Message: "must be a whole number"},
 				{Field: "metadata.a", Message: "must be a string"},
 			}},
-		{name: "out of range", body: `{"items":[{"quantity":1e30}]}`,
+		{name: "out of range", body: `{"customer_id":"c","currency":"BRL","items":[{"sku":"S","name":"N","quantity":1e30,"unit_amount":1}]}`,
 			fields: []problem.FieldError{{Field: "items[0].quantity", Message: "is out of range"}}},
-		{name: "items not an array", body: `{"items":{}}`,
+		{name: "items not an array", body: `{"customer_id":"c","currency":"BRL","items":{}}`,
 			fields: []problem.FieldError{{Field: "items", Message: "must be an array"}}},
 	}
 	for _, tt := range tests {
@@ -145,21 +149,99 @@ func TestDecodeStrict(t *testing.T) {
 		})
 	}
 
-	t.Run("valid, with whole numbers in any spelling and nulls", func(t *testing.T) {
+	t.Run("valid, with whole numbers in any spelling", func(t *testing.T) {
 		var req CreateOrderRequest
-		err := decodeStrict([]byte(`{"customer_id":"cus_1","currency":null,
+		err := decodeStrict([]byte(`{"customer_id":"cus_1","currency":"BRL",
 			"items":[{"sku":"S","name":"N","quantity":2.0,"unit_amount":125e1}],"metadata":{"k":"v"}}`), &req)
 		require.NoError(t, err)
 		require.Equal(t, CreateOrderRequest{
 			CustomerID: "cus_1",
+			Currency:   "BRL",
 			Items:      []OrderItem{{SKU: "S", Name: "N", Quantity: 2, UnitAmount: 1250}},
 			Metadata:   map[string]string{"k": "v"},
 		}, req)
 	})
-	t.Run("an empty body is an empty object", func(t *testing.T) {
+	t.Run("an empty body is an empty object, without its required members", func(t *testing.T) {
 		var req CreateOrderRequest
-		require.NoError(t, decodeStrict([]byte(" \n"), &req))
-		require.Equal(t, CreateOrderRequest{}, req)
+		var re *requestError
+		require.ErrorAs(t, decodeStrict(nil, &req), &re)
+		require.Equal(t, []problem.FieldError{
+			{Field: "currency", Message: "is required"},
+			{Field: "customer_id", Message: "is required"},
+			{Field: "items", Message: "is required"},
+		}, re.fields)
+		var refund RefundPaymentRequest
+		require.NoError(t, decodeStrict(nil, &refund), "a refund has no required member")
+		require.Nil(t, refund.Amount)
+		require.ErrorIs(t, decodeStrict([]byte(" \n"), &refund), errInvalidJSON, "white space alone is not JSON")
+	})
+}
+
+// TestDecodeStrictRequiredAndNull: a required member left out, or null
+// where the DTO has no pointer, is refused by its path, whatever else the
+// body holds; an optional member may be left out, and a nullable one (a
+// pointer) may be null. The rule is the struct tags', the same ones swag
+// writes into the document's required lists.
+func TestDecodeStrictRequiredAndNull(t *testing.T) {
+	const item = `{"sku":"S","name":"N","quantity":1,"unit_amount":100}`
+	tests := []struct {
+		name   string
+		dst    any
+		body   string
+		fields []problem.FieldError
+	}{
+		{"an item without unit_amount", &OrderItem{}, `{"sku":"S","name":"N","quantity":1}`,
+			[]problem.FieldError{{Field: "unit_amount", Message: "is required"}}},
+		{"an item with a null unit_amount", &OrderItem{}, `{"sku":"S","name":"N","quantity":1,"unit_amount":null}`,
+			[]problem.FieldError{{Field: "unit_amount", Message: "must not be null"}}},
+		{"an order's item without unit_amount", &CreateOrderRequest{},
+			`{"customer_id":"c","currency":"BRL","items":[` + item + `,{"sku":"S","name":"N","quantity":1}]}`,
+			[]problem.FieldError{{Field: "items[1].unit_amount", Message: "is required"}}},
+		{"null metadata", &CreateOrderRequest{}, `{"customer_id":"c","currency":"BRL","items":[` + item + `],"metadata":null}`,
+			[]problem.FieldError{{Field: "metadata", Message: "must not be null"}}},
+		{"a null metadata value", &CreateOrderRequest{}, `{"customer_id":"c","currency":"BRL","items":[` + item + `],"metadata":{"k":null}}`,
+			[]problem.FieldError{{Field: "metadata.k", Message: "must not be null"}}},
+		{"a null item", &CreateOrderRequest{}, `{"customer_id":"c","currency":"BRL","items":[null]}`,
+			[]problem.FieldError{{Field: "items[0]", Message: "must not be null"}}},
+		{"null line2 and postal_code", &ShippingAddress{}, `{"name":"A","line1":"L","city":"C","country":"BR","line2":null,"postal_code":null}`,
+			[]problem.FieldError{{Field: "line2", Message: "must not be null"}, {Field: "postal_code", Message: "must not be null"}}},
+		{"a customer without name", &CreateCustomerRequest{}, `{"email":"ada@example.com"}`,
+			[]problem.FieldError{{Field: "name", Message: "is required"}}},
+		{"a payment without method", &PayOrderRequest{}, `{}`,
+			[]problem.FieldError{{Field: "payment_method", Message: "is required"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var re *requestError
+			require.ErrorAs(t, decodeStrict([]byte(tt.body), tt.dst), &re)
+			require.Equal(t, tt.fields, re.fields)
+		})
+	}
+
+	t.Run("optional members may be left out", func(t *testing.T) {
+		var addr ShippingAddress
+		require.NoError(t, decodeStrict([]byte(`{"name":"A","line1":"L","city":"C","country":"BR"}`), &addr))
+		require.Empty(t, addr.Line2+addr.PostalCode, "an optional text left out is empty")
+		var order CreateOrderRequest
+		require.NoError(t, decodeStrict([]byte(`{"customer_id":"c","currency":"BRL","items":[`+item+`]}`), &order))
+		require.Nil(t, order.Metadata)
+	})
+	t.Run("a nullable member may be null", func(t *testing.T) {
+		refund := RefundPaymentRequest{Amount: new(int64)}
+		require.NoError(t, decodeStrict([]byte(`{"amount":null}`), &refund))
+		require.Nil(t, refund.Amount)
+		require.NoError(t, decodeStrict([]byte(`{"amount":2.0}`), &refund))
+		require.Equal(t, int64(2), *refund.Amount)
+	})
+	t.Run("an open object skips what it does not declare, and still requires what it does", func(t *testing.T) {
+		var ev ProviderEventRequest
+		var re *requestError
+		require.ErrorAs(t, decodeStrict([]byte(`{"id":"evt_1","livemode":false,"data":{"object":{},"previous":{}}}`), &ev), &re)
+		require.Equal(t, []problem.FieldError{
+			{Field: "created", Message: "is required"},
+			{Field: "type", Message: "is required"},
+		}, re.fields)
+		require.JSONEq(t, `{}`, string(ev.Data.Object))
 	})
 }
 
@@ -196,7 +278,7 @@ func TestDecodeStrictIsBounded(t *testing.T) {
 		for i := 29; i >= 0; i-- {
 			fmt.Fprintf(&sb, `"x%02d":1,`, i)
 		}
-		sb.WriteString(`"customer_id":"c"}`)
+		sb.WriteString(`"customer_id":"c","currency":"BRL","items":[{"sku":"S","name":"N","quantity":1,"unit_amount":1}]}`)
 		var req CreateOrderRequest
 		var re *requestError
 		require.ErrorAs(t, decodeStrict([]byte(sb.String()), &req), &re)
@@ -250,5 +332,21 @@ func BenchmarkDecodeWideOrder(b *testing.B) {
 		if err := decodeStrict(body, &req); err == nil {
 			b.Fatal("accepted")
 		}
+	}
+}
+
+// TestQueryInteger: an integer query parameter takes every spelling of a
+// whole number that a body takes, and the decimal spellings an OpenAPI
+// validator reads as an integer parameter (libopenapi-validator, the one
+// the end-to-end tests use, agrees on each of these).
+func TestQueryInteger(t *testing.T) {
+	for raw, want := range map[string]int64{"10": 10, "10.0": 10, "1e1": 10, "010": 10, "+10": 10, "10.": 10, ".1e2": 10, "-3": -3} {
+		got, err := queryInteger(raw)
+		require.NoError(t, err, raw)
+		require.Equal(t, want, got, raw)
+	}
+	for _, raw := range []string{"", "abc", "1.5", "1e", "e1", ".", "0x10", "Inf", "NaN", "1_0", " 1", "1 ", "1\x00", "1e400", "--1"} {
+		_, err := queryInteger(raw)
+		require.Error(t, err, "%q", raw)
 	}
 }

@@ -25,7 +25,8 @@ type CustomerService interface {
 // CreateCustomerRequest is the body of POST /v1/customers.
 type CreateCustomerRequest struct {
 	// Email identifies the customer within the merchant: one customer per
-	// email, compared case-insensitively (at most 254 characters).
+	// email, compared case-insensitively (at most 254 characters, as sent:
+	// no spaces around it).
 	Email string `json:"email" validate:"required" minLength:"3" maxLength:"254" example:"ada@example.com"`
 	// Name is shown to the merchant (1-255 characters).
 	Name string `json:"name" validate:"required" minLength:"1" maxLength:"255" example:"Ada Lovelace"`
@@ -35,7 +36,7 @@ type CreateCustomerRequest struct {
 type CustomerResponse struct {
 	ID     string `json:"id" validate:"required" example:"cus_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"`
 	Object string `json:"object" validate:"required" enums:"customer" example:"customer"`
-	// Email is as stored: trimmed and in lower case.
+	// Email is as stored: in lower case.
 	Email string `json:"email" validate:"required" example:"ada@example.com"`
 	Name  string `json:"name" validate:"required" example:"Ada Lovelace"`
 	// CreatedAt is RFC 3339 in UTC.
@@ -60,7 +61,6 @@ type customerHandlers struct {
 //	@Produce		json
 //	@Success		201	{object}	CustomerResponse
 //	@Header			201	{string}	Location	"/v1/customers/{id}"
-//	@Header			201,409	{string}	Idempotent-Replayed	"true: this answer replays the stored answer of an earlier request with this key"
 //	@Produce		application/problem+json
 //	@Failure		400	{object}	Problem400	"validation_failed, idempotency_key_missing or idempotency_key_invalid"
 //	@Failure		401	{object}	Problem401	"unauthorized: the API key is missing or unknown"
@@ -68,11 +68,13 @@ type customerHandlers struct {
 //	@Failure		408	{object}	Problem408	"request_timeout: the body did not arrive in time; nothing was done"
 //	@Failure		409	{object}	Problem409	"customer_exists (stored and replayed), idempotency_request_in_progress (with Retry-After), or idempotency_key_expired (IDEMPOTENCY_TOMBSTONES=true only)"
 //	@Failure		413	{object}	Problem413	"request_too_large: the body is over MAX_BODY_BYTES"
+//	@Failure		415	{object}	Problem415	"unsupported_media_type: the body's Content-Type is missing or not application/json; nothing was done or stored"
 //	@Failure		422	{object}	Problem422	"idempotency_key_reused: the key was used before for a different request"
 //	@Failure		429	{object}	Problem429	"rate_limited: more than RATE_LIMIT_NEW_KEYS new keys from this merchant in RATE_LIMIT_WINDOW (100 a second by default; 0 turns the limit off); retries of known keys are never limited"
 //	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
 //	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
 //	@Header			409,429,503	{integer}	Retry-After	"seconds to wait before retrying"
+//	@Header			201,409	{string}	Idempotent-Replayed	"true: this answer replays the stored answer of an earlier request with this key"
 //	@Produce		json
 //	@Router			/v1/customers [post]
 func (h *customerHandlers) createCustomer(c *gin.Context) (idempotency.Answer, error) {

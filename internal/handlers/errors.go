@@ -67,6 +67,8 @@ var errorTable = []errorRow{
 		fill: func(err error, a *problemParts) {
 			a.detail = fmt.Sprintf("The request body is larger than %d bytes.", asErr[*http.MaxBytesError](err).Limit)
 		}},
+	{match: is(errUnsupportedMediaType), status: http.StatusUnsupportedMediaType, code: problem.CodeUnsupportedMediaType, title: "Unsupported media type",
+		detail: "A request body must be sent with Content-Type: application/json (charset=utf-8 is allowed); nothing was done. Send it again with that type, under the same Idempotency-Key if it has one."},
 	{match: is(database.ErrUnavailable), status: http.StatusServiceUnavailable, code: problem.CodeServiceUnavailable, title: "Service unavailable",
 		retryAfter: time.Second,
 		detail:     "The database cannot be reached. Retry later with the same Idempotency-Key: an operation already under way resumes where it stopped, and nothing happens twice."},

@@ -5,16 +5,19 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"math/big"
+	"mime"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"strconv"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/problem"
@@ -25,14 +28,21 @@ import (
 //
 //	go test -run '^$' -fuzz '^FuzzPrecondition$' -fuzztime 20s ./internal/handlers
 
-// FuzzPrecondition reads If-Match headers. A refusal is always errIfMatch; an
-// accepted header asks only for versions it spells as strong tags, and
-// "*" or nothing asks for none. Every version's own ETag reads back as it.
+// FuzzPrecondition reads If-Match headers. A refusal is always errIfMatch,
+// and it refuses exactly what IfMatchPattern, the document's rule, does not
+// match; an accepted header asks only for versions it spells as strong tags,
+// and "*" or nothing asks for none. Every version's own ETag reads back as
+// it.
 func FuzzPrecondition(f *testing.F) {
+	pattern := regexp.MustCompile(IfMatchPattern)
 	f.Fuzz(func(t *testing.T, value string, version int64) {
 		h := http.Header{}
 		h.Set("If-Match", value)
 		pre, err := toPrecondition(h)
+		if httpguts.ValidHeaderFieldValue(value) {
+			// What net/http lets through to the API: no control but tab.
+			require.Equal(t, err == nil, pattern.MatchString(value), "%q: the server and the document disagree", value)
+		}
 		if err != nil {
 			require.Same(t, errIfMatch, err)
 		} else {
@@ -86,9 +96,10 @@ func FuzzBearerToken(f *testing.F) {
 }
 
 // FuzzListQuery reads the query string of GET /v1/orders. It refuses only a
-// limit that is not a positive integer, always as a requestError naming
-// limit, and passes the other parameters on as they are (the service judges
-// them).
+// limit that is not a positive integer (in any decimal spelling of a whole
+// number, as bodies take them: exact rational arithmetic is the oracle),
+// always as a requestError naming limit, and passes the other parameters on
+// as they are (the service judges them).
 func FuzzListQuery(f *testing.F) {
 	gin.SetMode(gin.TestMode)
 	f.Fuzz(func(t *testing.T, rawQuery string) {
@@ -96,17 +107,25 @@ func FuzzListQuery(f *testing.F) {
 		c.Request = &http.Request{Method: "GET", URL: &url.URL{Path: "/v1/orders", RawQuery: rawQuery}, Header: http.Header{}}
 		q, err := toListQuery(c)
 		raw, hasLimit := c.GetQuery("limit")
-		n, convErr := strconv.Atoi(raw)
+		r, isNumber := new(big.Rat).SetString(raw)
+		isNumber = isNumber && decimalNumber.MatchString(raw)
+		whole := isNumber && r.IsInt() && r.Num().IsInt64()
+		var n int
+		if whole {
+			n = int(r.Num().Int64())
+		}
+		convErr := !whole
 		if err != nil {
 			var re *requestError
 			require.ErrorAs(t, err, &re)
 			require.Equal(t, "limit", re.fields[0].Field)
-			require.True(t, hasLimit && (convErr != nil || n < 1))
+			require.True(t, hasLimit && (convErr || n < 1), "%q refused", raw)
 			return
 		}
 		require.Equal(t, c.Query("starting_after"), q.StartingAfter)
 		require.Equal(t, c.Query("customer_id"), q.CustomerID)
 		if hasLimit {
+			require.False(t, convErr, "%q accepted", raw)
 			require.Equal(t, n, q.Limit)
 			require.GreaterOrEqual(t, q.Limit, 1)
 		} else {
@@ -115,29 +134,34 @@ func FuzzListQuery(f *testing.F) {
 	})
 }
 
-// FuzzDecodeJSON is the whole body reader: Content-Type and body. Anything
-// it refuses is a requestError; a body declared as something other than JSON
-// is refused whatever its bytes, and what it accepts is a JSON object (or
-// nothing).
+// FuzzDecodeJSON is the whole body reader: the Content-Type check in front
+// of it (requireJSON), then the body. A body not declared as application/json
+// (alone, or with charset=utf-8) is refused with errUnsupportedMediaType
+// whatever its bytes, and only such a body; anything else refused is a
+// requestError; what is accepted is a JSON object (or nothing).
 func FuzzDecodeJSON(f *testing.F) {
 	gin.SetMode(gin.TestMode)
 	f.Fuzz(func(t *testing.T, contentType string, body []byte) {
-		c, _ := gin.CreateTestContext(httptest.NewRecorder())
+		w := httptest.NewRecorder()
+		c, _ := gin.CreateTestContext(w)
 		c.Request = httptest.NewRequest("POST", "/v1/orders", bytes.NewReader(body))
 		c.Request.Header["Content-Type"] = []string{contentType}
-		var req CreateOrderRequest
-		err := decodeJSON(c, &req)
-		blank := len(bytes.TrimSpace(body)) == 0
-		if contentType != "" && !blank && !isJSONContentType(contentType) {
-			require.Same(t, errNotJSON, err)
+		requireJSON()(c)
+		mt, params, err := mime.ParseMediaType(contentType)
+		declaredJSON := err == nil && mt == "application/json" && (len(params) == 0 || len(params) == 1 && strings.EqualFold(params["charset"], "utf-8"))
+		if len(body) > 0 && !declaredJSON {
+			require.True(t, c.IsAborted(), "accepted %q", contentType)
+			require.Equal(t, http.StatusUnsupportedMediaType, w.Code)
 			return
 		}
-		if err != nil {
+		require.False(t, c.IsAborted(), "refused %q with a body of %d bytes", contentType, len(body))
+		var req CreateOrderRequest
+		if err := decodeJSON(c, &req); err != nil {
 			var re *requestError
 			require.ErrorAs(t, err, &re)
 			return
 		}
-		if !blank {
+		if blank := len(bytes.TrimSpace(body)) == 0; !blank {
 			var obj map[string]json.RawMessage
 			require.NoError(t, json.Unmarshal(body, &obj), "accepted %q", body)
 		}

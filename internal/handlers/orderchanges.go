@@ -56,6 +56,7 @@ type ShippingAddress struct {
 //	@Failure		409	{object}	Problem409	"order_already_paid"
 //	@Failure		412	{object}	Problem412	"version_mismatch: the order changed since the If-Match version; nothing was changed"
 //	@Failure		413	{object}	Problem413	"request_too_large: the body is over MAX_BODY_BYTES"
+//	@Failure		415	{object}	Problem415	"unsupported_media_type: the body's Content-Type is missing or not application/json; nothing was done or stored"
 //	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
 //	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
 //	@Header			503	{integer}	Retry-After	"seconds to wait before retrying"
@@ -85,7 +86,6 @@ func (h *orderHandlers) putShippingAddress(c *gin.Context) (idempotency.Answer, 
 //	@Produce		json
 //	@Success		201	{object}	OrderResponse
 //	@Header			201	{string}	ETag	"The order's version after the request, as a strong entity tag; a replay carries the first answer's"
-//	@Header			201,409	{string}	Idempotent-Replayed	"true: this answer replays the stored answer of an earlier request with this key"
 //	@Produce		application/problem+json
 //	@Failure		400	{object}	Problem400	"validation_failed (the item, an order that would exceed 100 items or the total limit, a malformed If-Match), idempotency_key_missing or idempotency_key_invalid"
 //	@Failure		401	{object}	Problem401	"unauthorized: the API key is missing or unknown"
@@ -95,11 +95,13 @@ func (h *orderHandlers) putShippingAddress(c *gin.Context) (idempotency.Answer, 
 //	@Failure		409	{object}	Problem409	"order_already_paid (the order is paid; stored and replayed), payment_in_progress (a payment of the order is in flight; with Retry-After; not stored), idempotency_request_in_progress (with Retry-After), or idempotency_key_expired (IDEMPOTENCY_TOMBSTONES=true only)"
 //	@Failure		412	{object}	Problem412	"version_mismatch: the order changed since the If-Match version; nothing was changed"
 //	@Failure		413	{object}	Problem413	"request_too_large: the body is over MAX_BODY_BYTES"
+//	@Failure		415	{object}	Problem415	"unsupported_media_type: the body's Content-Type is missing or not application/json; nothing was done or stored"
 //	@Failure		422	{object}	Problem422	"idempotency_key_reused: the key was used before for a different request"
 //	@Failure		429	{object}	Problem429	"rate_limited: more than RATE_LIMIT_NEW_KEYS new keys from this merchant in RATE_LIMIT_WINDOW (100 a second by default; 0 turns the limit off); retries of known keys are never limited"
 //	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
 //	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
 //	@Header			409,429,503	{integer}	Retry-After	"seconds to wait before retrying"
+//	@Header			201,409	{string}	Idempotent-Replayed	"true: this answer replays the stored answer of an earlier request with this key"
 //	@Produce		json
 //	@Router			/v1/orders/{id}/items [post]
 func (h *orderHandlers) addOrderItem(c *gin.Context) (idempotency.Answer, error) {

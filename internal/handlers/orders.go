@@ -45,8 +45,9 @@ type OrderService interface {
 type CreateOrderRequest struct {
 	// CustomerID is the merchant's own id of the customer (1-255 visible ASCII characters).
 	CustomerID string `json:"customer_id" validate:"required" minLength:"1" maxLength:"255" example:"cus_1"`
-	// Currency is an upper-case ISO 4217 code.
-	Currency string `json:"currency" validate:"required" enums:"AUD,BRL,CAD,CHF,EUR,GBP,INR,JPY,MXN,USD" example:"BRL"`
+	// Currency is an active ISO 4217 code with a minor unit, in upper case
+	// (the document's enum lists them all).
+	Currency string `json:"currency" validate:"required" example:"BRL"`
 	// Items are the order's lines, 1 to 100.
 	Items []OrderItem `json:"items" validate:"required" minItems:"1" maxItems:"100"`
 	// Metadata is free-form: at most 50 keys of up to 40 characters, values up to 500.
@@ -104,6 +105,7 @@ type orderHandlers struct {
 //
 //	@Summary		Create an order
 //	@Description	Creates an order pending payment. Idempotent: a retry with the same Idempotency-Key and body replays the first answer byte for byte (with Idempotent-Replayed: true) and creates nothing more.
+//	@Description	Beyond its schema, the body must make an order total (the sum of quantity × unit_amount) of at least 1 and at most 10^15, and hold no member name twice; these rules are listed in x-validation-rules, and breaking one is 400 validation_failed.
 //	@ID				createOrder
 //	@Tags			orders
 //	@Accept			json
@@ -122,6 +124,7 @@ type orderHandlers struct {
 //	@Failure		408	{object}	Problem408	"request_timeout: the body did not arrive in time; nothing was done"
 //	@Failure		409	{object}	Problem409	"idempotency_request_in_progress (with Retry-After), or idempotency_key_expired (IDEMPOTENCY_TOMBSTONES=true only)"
 //	@Failure		413	{object}	Problem413	"request_too_large: the body is over MAX_BODY_BYTES"
+//	@Failure		415	{object}	Problem415	"unsupported_media_type: the body's Content-Type is missing or not application/json; nothing was done or stored"
 //	@Failure		422	{object}	Problem422	"idempotency_key_reused: the key was used before for a different request"
 //	@Failure		429	{object}	Problem429	"rate_limited: more than RATE_LIMIT_NEW_KEYS new keys from this merchant in RATE_LIMIT_WINDOW (100 a second by default; 0 turns the limit off); retries of known keys are never limited"
 //	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
@@ -174,7 +177,7 @@ func (h *orderHandlers) getOrder(c *gin.Context) (idempotency.Answer, error) {
 // listOrders godoc
 //
 //	@Summary		List orders
-//	@Description	Returns the merchant's orders, newest first, one page at a time. Pass the id of the last order of a page as starting_after to get the next one.
+//	@Description	Returns the merchant's orders, newest first, one page at a time. Pass the id of the last order of a page as starting_after to get the next one: it must name one of your orders (400 validation_failed otherwise; listed in x-validation-rules).
 //	@ID				listOrders
 //	@Tags			orders
 //	@Security		BearerAuth
@@ -226,13 +229,13 @@ func toListQuery(c *gin.Context) (payments.ListQuery, error) {
 		CustomerID:    c.Query("customer_id"),
 	}
 	if raw, ok := c.GetQuery("limit"); ok {
-		n, err := strconv.Atoi(raw)
+		n, err := queryInteger(raw) // bind.go: the integer rule of bodies
 		if err != nil || n < 1 {
 			return q, &requestError{fields: []problem.FieldError{{
 				Field: "limit", Message: "must be an integer between 1 and " + strconv.Itoa(payments.MaxListLimit),
 			}}}
 		}
-		q.Limit = n
+		q.Limit = int(n)
 	}
 	return q, nil
 }

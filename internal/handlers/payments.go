@@ -229,7 +229,6 @@ type paymentHandlers struct {
 //	@Success		201	{object}	PaymentResponse	"succeeded"
 //	@Success		202	{object}	PaymentResponse	"processing: the provider's outcome is not known yet"
 //	@Header			201,202	{string}	Location	"/v1/payments/{id}"
-//	@Header			201,402,409	{string}	Idempotent-Replayed	"true: this answer replays the stored answer of an earlier request with this key"
 //	@Produce		application/problem+json
 //	@Failure		400	{object}	Problem400	"validation_failed, idempotency_key_missing or idempotency_key_invalid"
 //	@Failure		401	{object}	Problem401	"unauthorized: the API key is missing or unknown"
@@ -239,12 +238,14 @@ type paymentHandlers struct {
 //	@Failure		408	{object}	Problem408	"request_timeout: the body did not arrive in time; nothing was done"
 //	@Failure		409	{object}	Problem409	"order_already_paid (the order is paid; stored and replayed), payment_canceled (the key's payment never reached the provider and was canceled; with payment_id; stored), payment_in_progress (another payment of the order is in flight; with Retry-After; not stored), idempotency_request_in_progress (with Retry-After), or idempotency_key_expired (IDEMPOTENCY_TOMBSTONES=true only)"
 //	@Failure		413	{object}	Problem413	"request_too_large: the body is over MAX_BODY_BYTES"
+//	@Failure		415	{object}	Problem415	"unsupported_media_type: the body's Content-Type is missing or not application/json; nothing was done or stored"
 //	@Failure		422	{object}	Problem422	"idempotency_key_reused: the key was used before for a different request"
 //	@Failure		429	{object}	Problem429	"rate_limited: more than RATE_LIMIT_NEW_KEYS new keys from this merchant in RATE_LIMIT_WINDOW (100 a second by default; 0 turns the limit off); retries of known keys are never limited"
 //	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
 //	@Failure		502	{object}	Problem502Payment	"provider_unavailable: nothing was charged; payment_id names the attempt, which a retry with the same key resumes until it is canceled (PENDING_CANCEL_AFTER)"
 //	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
 //	@Header			409,429,503	{integer}	Retry-After	"seconds to wait before retrying"
+//	@Header			201,402,409	{string}	Idempotent-Replayed	"true: this answer replays the stored answer of an earlier request with this key"
 //	@Produce		json
 //	@Router			/v1/orders/{id}/payments [post]
 func (h *paymentHandlers) payOrder(c *gin.Context) (idempotency.Answer, error) {
@@ -331,7 +332,6 @@ func (h *paymentHandlers) getRefund(c *gin.Context) (idempotency.Answer, error) 
 //	@Produce		json
 //	@Success		201	{object}	RefundResponse	"succeeded or failed"
 //	@Success		202	{object}	RefundResponse	"processing: the provider's outcome is not known yet"
-//	@Header			201,409	{string}	Idempotent-Replayed	"true: this answer replays the stored answer of an earlier request with this key"
 //	@Produce		application/problem+json
 //	@Failure		400	{object}	Problem400	"validation_failed, idempotency_key_missing or idempotency_key_invalid"
 //	@Failure		401	{object}	Problem401	"unauthorized: the API key is missing or unknown"
@@ -340,12 +340,14 @@ func (h *paymentHandlers) getRefund(c *gin.Context) (idempotency.Answer, error) 
 //	@Failure		408	{object}	Problem408	"request_timeout: the body did not arrive in time; nothing was done"
 //	@Failure		409	{object}	Problem409	"refund_exceeds_payment (stored and replayed), refund_canceled (the key's refund never reached the provider and was canceled; with refund_id; stored), payment_in_progress (the payment is still processing; with Retry-After; not stored), idempotency_request_in_progress (with Retry-After), or idempotency_key_expired (IDEMPOTENCY_TOMBSTONES=true only)"
 //	@Failure		413	{object}	Problem413	"request_too_large: the body is over MAX_BODY_BYTES"
+//	@Failure		415	{object}	Problem415	"unsupported_media_type: the body's Content-Type is missing or not application/json; nothing was done or stored"
 //	@Failure		422	{object}	Problem422	"idempotency_key_reused: the key was used before for a different request"
 //	@Failure		429	{object}	Problem429	"rate_limited: more than RATE_LIMIT_NEW_KEYS new keys from this merchant in RATE_LIMIT_WINDOW (100 a second by default; 0 turns the limit off); retries of known keys are never limited"
 //	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
 //	@Failure		502	{object}	Problem502Refund	"provider_unavailable: nothing was refunded; refund_id names the attempt, which a retry with the same key resumes until it is canceled (PENDING_CANCEL_AFTER)"
 //	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
 //	@Header			409,429,503	{integer}	Retry-After	"seconds to wait before retrying"
+//	@Header			201,409	{string}	Idempotent-Replayed	"true: this answer replays the stored answer of an earlier request with this key"
 //	@Produce		json
 //	@Router			/v1/payments/{id}/refunds [post]
 func (h *paymentHandlers) refundPayment(c *gin.Context) (idempotency.Answer, error) {

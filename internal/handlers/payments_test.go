@@ -133,6 +133,9 @@ func paymentsRouter(t *testing.T, svc handlers.PaymentService, guarded func(gini
 // send serves one request; header holds name, value pairs.
 func send(r http.Handler, method, path, body string, header ...string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json") // header may say otherwise
+	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}

@@ -120,6 +120,16 @@ type Problem413 struct {
 	Code   string `json:"code" enums:"request_too_large" example:"request_too_large"`
 }
 
+// Problem415 is a request body whose Content-Type is missing or not
+// application/json. Nothing was done, and nothing was stored under the key.
+type Problem415 struct {
+	Type   string `json:"type" format:"uri" example:"https://errors.idempotent-payments.dev/unsupported_media_type"`
+	Title  string `json:"title" example:"Unsupported media type"`
+	Status int    `json:"status" enums:"415" example:"415"`
+	Detail string `json:"detail" example:"A request body must be sent with Content-Type: application/json (charset=utf-8 is allowed); nothing was done. Send it again with that type, under the same Idempotency-Key if it has one."`
+	Code   string `json:"code" enums:"unsupported_media_type" example:"unsupported_media_type"`
+}
+
 // Problem422 is an Idempotency-Key used before for a different request.
 type Problem422 struct {
 	Type   string `json:"type" format:"uri" example:"https://errors.idempotent-payments.dev/idempotency_key_reused"`

@@ -136,7 +136,9 @@ func NewRouter(d Deps) *gin.Engine {
 	// limit included: a request without a valid key learns nothing more.
 	// The provider webhook (signed, not keyed) is registered on r itself,
 	// with limitBody but without auth.
-	v1 := r.Group("/v1", auth, limitBody(maxBody), knownIDs())
+	// requireJSONBodies (contenttype.go): a POST or PUT body that is not
+	// declared as JSON is 415 before the idempotency middleware reserves a key.
+	v1 := r.Group("/v1", auth, limitBody(maxBody), knownIDs(), requireJSONBodies())
 
 	orders := &orderHandlers{orders: d.Orders}
 	v1.POST("/orders", d.Atomic(orders.createOrder))
@@ -176,7 +178,8 @@ func NewRouter(d Deps) *gin.Engine {
 		if d.ReadTimeout > 0 {
 			hooks.readTimeout = min(hooks.readTimeout, d.ReadTimeout)
 		}
-		r.POST("/v1/webhooks/provider", limitBody(min(maxBody, WebhookMaxBodyBytes)), Serve(hooks.receiveProviderEvent))
+		// requireJSON (contenttype.go): as for the /v1 group.
+		r.POST("/v1/webhooks/provider", limitBody(min(maxBody, WebhookMaxBodyBytes)), requireJSON(), Serve(hooks.receiveProviderEvent))
 	}
 
 	return r

@@ -93,6 +93,8 @@ func (a *api) do(method, path, key, body string, header ...string) *httptest.Res
 	}
 	if method == http.MethodPost {
 		req.Header.Set("Idempotency-Key", fmt.Sprintf("k-%d", time.Now().UnixNano()))
+	}
+	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(header); i += 2 {
@@ -263,6 +265,7 @@ func TestBodyLimit(t *testing.T) {
 				req.ContentLength = -1 // unknown, as with Transfer-Encoding: chunked
 				req.Header.Set("Authorization", "Bearer "+acmeKey)
 				req.Header.Set("Idempotency-Key", "chunked")
+				req.Header.Set("Content-Type", "application/json")
 				w := httptest.NewRecorder()
 				a.router.ServeHTTP(w, req)
 				requireProblem(t, w, http.StatusRequestEntityTooLarge, "request_too_large")
@@ -291,10 +294,14 @@ func TestCreateOrderValidation(t *testing.T) {
 				{name: "malformed JSON", body: `{"customer_id": "cus_1",`},
 				{name: "not an object", body: `["cus_1"]`},
 				{name: "empty body is an empty order", body: ``, fields: []problem.FieldError{
-					{Field: "customer_id", Message: "is required"},
 					{Field: "currency", Message: "is required"},
-					{Field: "items", Message: "must contain at least 1 item"},
+					{Field: "customer_id", Message: "is required"},
+					{Field: "items", Message: "is required"},
 				}},
+				{name: "an item without unit_amount is not free", body: `{"customer_id":"cus_1","currency":"BRL","items":[{"sku":"S","name":"N","quantity":1}]}`,
+					fields: []problem.FieldError{{Field: "items[0].unit_amount", Message: "is required"}}},
+				{name: "null where the schema has no null", body: `{"customer_id":"cus_1","currency":"BRL","items":[{"sku":"S","name":"N","quantity":1,"unit_amount":1}],"metadata":null}`,
+					fields: []problem.FieldError{{Field: "metadata", Message: "must not be null"}}},
 				{name: "unknown field", body: `{"customer_id":"cus_1","currency":"BRL","items":[],"coupon":"X"}`,
 					fields: []problem.FieldError{{Field: "coupon", Message: "is not a known field"}}},
 				{name: "wrong types, by full path", body: `{"customer_id":"cus_1","currency":"BRL","items":[{"sku":"S","name":"N","quantity":"2","unit_amount":1}]}`,
@@ -302,7 +309,7 @@ func TestCreateOrderValidation(t *testing.T) {
 				{name: "domain rules", body: `{"customer_id":"cus 1","currency":"XXX","items":[{"sku":"S","name":"N","quantity":0,"unit_amount":1}],"metadata":{"k":""}}`,
 					fields: []problem.FieldError{
 						{Field: "customer_id", Message: "must contain only visible ASCII characters"},
-						{Field: "currency", Message: "is not a supported currency"},
+						{Field: "currency", Message: "is not an active ISO 4217 currency code"},
 						{Field: "items[0].quantity", Message: "must be between 1 and 10000"},
 					}},
 			}

@@ -30,6 +30,9 @@ func tableCodes(t *testing.T) map[int][]string {
 
 type specDoc struct {
 	Paths map[string]map[string]struct {
+		RequestBody *struct {
+			Content map[string]any
+		} `json:"requestBody"`
 		Responses map[string]struct {
 			Content map[string]struct {
 				Schema struct {

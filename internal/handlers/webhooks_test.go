@@ -70,9 +70,9 @@ func TestWebhookAppliesEvents(t *testing.T) {
 				RefundID: "rf_1", Succeeded: true, Reference: "re_1", Key: "pk_3", Amount: 1000, Currency: "BRL"}}},
 		{"members the API does not know are fine", func(t *testing.T) string {
 			return `{"id":"evt_4","type":"charge.succeeded","created":1,"livemode":false,"data":{"object":` +
-				`{"id":"ch_1","object":"charge","status":"succeeded","reference":"pay_1","idempotency_key":"pk_1","risk_score":12}}}`
+				`{"id":"ch_1","object":"charge","status":"succeeded","amount":2.5e3,"currency":"BRL","reference":"pay_1","idempotency_key":"pk_1","risk_score":12}}}`
 		}, payments.ProviderEvent{ID: "evt_4", Type: "charge.succeeded", Charge: &payments.ChargeResult{
-			ChargeID: "ch_1", Succeeded: true, Reference: "pay_1", Key: "pk_1"}}},
+			ChargeID: "ch_1", Succeeded: true, Reference: "pay_1", Key: "pk_1", Amount: 2500, Currency: "BRL"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,7 +96,7 @@ func TestWebhookAppliesEvents(t *testing.T) {
 	t.Run("an unknown type is acknowledged and ignored", func(t *testing.T) {
 		svc := &fakePayments{}
 		r := paymentsRouter(t, svc, nil, nil)
-		w := signedPost(r, `{"id":"evt_9","type":"charge.disputed","created":1,"data":{"object":"anything"}}`, time.Now())
+		w := signedPost(r, `{"id":"evt_9","type":"charge.disputed","created":1,"data":{"object":{"id":"dp_1","object":"dispute"}}}`, time.Now())
 		require.Equal(t, http.StatusOK, w.Code)
 		require.JSONEq(t, `{"received":true}`, w.Body.String())
 		require.Zero(t, svc.Calls("apply"))
@@ -123,7 +123,7 @@ func TestWebhookRefusesBadSignatures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w := send(r, http.MethodPost, webhookPath, tt.body, handlers.HeaderProviderSignature, tt.header)
+			w := send(r, http.MethodPost, webhookPath, tt.body, "Content-Type", "application/json", handlers.HeaderProviderSignature, tt.header)
 			p := requireProblem(t, w, http.StatusUnauthorized, "invalid_signature")
 			require.NotContains(t, p.Detail, "mismatch", "the reason is logged, not answered")
 			require.Empty(t, w.Header().Get("WWW-Authenticate"))
@@ -132,8 +132,16 @@ func TestWebhookRefusesBadSignatures(t *testing.T) {
 	require.Zero(t, svc.Calls("apply"))
 
 	t.Run("no API key is needed, and one does not replace the signature", func(t *testing.T) {
-		w := send(r, http.MethodPost, webhookPath, body, "Authorization", "Bearer "+acmeKey)
+		w := send(r, http.MethodPost, webhookPath, body, "Content-Type", "application/json", "Authorization", "Bearer "+acmeKey)
 		requireProblem(t, w, http.StatusUnauthorized, "invalid_signature")
+	})
+	t.Run("a body not declared as JSON is 415, signed or not", func(t *testing.T) {
+		for _, contentType := range []string{"", "text/plain", "application/merge-patch+json"} {
+			w := send(r, http.MethodPost, webhookPath, body, "Content-Type", contentType,
+				handlers.HeaderProviderSignature, provider.Sign(webhookSecret, now, []byte(body)))
+			requireProblem(t, w, http.StatusUnsupportedMediaType, "unsupported_media_type")
+		}
+		require.Zero(t, svc.Calls("apply"))
 	})
 	t.Run("the body limit applies", func(t *testing.T) {
 		huge := strings.Repeat(" ", maxBody+1)
@@ -156,12 +164,20 @@ func TestWebhookRefusesUnreadableEvents(t *testing.T) {
 	}{
 		{name: "not JSON", body: `{"id":`},
 		{name: "not an object", body: `["evt_1"]`},
-		{name: "no id and no type", body: `{"data":{"object":{}}}`, fields: []problem.FieldError{
+		{name: "no id, type or created", body: `{"data":{"object":{}}}`, fields: []problem.FieldError{
+			{Field: "created", Message: "is required"}, {Field: "id", Message: "is required"}, {Field: "type", Message: "is required"}}},
+		{name: "empty id and type", body: `{"id":"","type":"","created":1,"data":{"object":{}}}`, fields: []problem.FieldError{
 			{Field: "id", Message: "is required"}, {Field: "type", Message: "is required"}}},
-		{name: "object is not an object", body: `{"id":"evt_1","type":"charge.succeeded","data":{"object":"ch_1"}}`,
-			fields: []problem.FieldError{{Field: "data.object", Message: "must be the charge or refund object"}}},
-		{name: "no object", body: `{"id":"evt_1","type":"refund.succeeded","data":{}}`,
-			fields: []problem.FieldError{{Field: "data.object", Message: "must be the charge or refund object"}}},
+		{name: "created not an integer", body: `{"id":"evt_1","type":"x","created":1.5,"data":{"object":{}}}`,
+			fields: []problem.FieldError{{Field: "created", Message: "must be a whole number"}}},
+		{name: "object is not an object", body: `{"id":"evt_1","type":"charge.succeeded","created":1,"data":{"object":"ch_1"}}`,
+			fields: []problem.FieldError{{Field: "data.object", Message: "must be an object"}}},
+		{name: "no object, whatever the type", body: `{"id":"evt_1","type":"dispute.created","created":1,"data":{}}`,
+			fields: []problem.FieldError{{Field: "data.object", Message: "is required"}}},
+		{name: "a charge without amount or currency",
+			body: `{"id":"evt_1","type":"charge.succeeded","created":1,"data":{"object":{"id":"ch_1","object":"charge","status":"succeeded","reference":"pay_1"}}}`,
+			fields: []problem.FieldError{
+				{Field: "data.object.amount", Message: "is required"}, {Field: "data.object.currency", Message: "is required"}}},
 		{name: "the type and the status disagree",
 			body:   eventBody(t, "evt_1", provider.EventChargeSucceeded, charge(func(c *provider.Charge) { c.Status = provider.ChargeDeclined })),
 			fields: []problem.FieldError{{Field: "data.object.status", Message: `must be "succeeded" for this event type`}}},

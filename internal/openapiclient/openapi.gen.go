@@ -19,40 +19,505 @@ import (
 
 // Defines values for HandlersCreateOrderRequestCurrency.
 const (
+	AED HandlersCreateOrderRequestCurrency = "AED"
+	AFN HandlersCreateOrderRequestCurrency = "AFN"
+	ALL HandlersCreateOrderRequestCurrency = "ALL"
+	AMD HandlersCreateOrderRequestCurrency = "AMD"
+	AOA HandlersCreateOrderRequestCurrency = "AOA"
+	ARS HandlersCreateOrderRequestCurrency = "ARS"
 	AUD HandlersCreateOrderRequestCurrency = "AUD"
+	AWG HandlersCreateOrderRequestCurrency = "AWG"
+	AZN HandlersCreateOrderRequestCurrency = "AZN"
+	BAM HandlersCreateOrderRequestCurrency = "BAM"
+	BBD HandlersCreateOrderRequestCurrency = "BBD"
+	BDT HandlersCreateOrderRequestCurrency = "BDT"
+	BHD HandlersCreateOrderRequestCurrency = "BHD"
+	BIF HandlersCreateOrderRequestCurrency = "BIF"
+	BMD HandlersCreateOrderRequestCurrency = "BMD"
+	BND HandlersCreateOrderRequestCurrency = "BND"
+	BOB HandlersCreateOrderRequestCurrency = "BOB"
+	BOV HandlersCreateOrderRequestCurrency = "BOV"
 	BRL HandlersCreateOrderRequestCurrency = "BRL"
+	BSD HandlersCreateOrderRequestCurrency = "BSD"
+	BTN HandlersCreateOrderRequestCurrency = "BTN"
+	BWP HandlersCreateOrderRequestCurrency = "BWP"
+	BYN HandlersCreateOrderRequestCurrency = "BYN"
+	BZD HandlersCreateOrderRequestCurrency = "BZD"
 	CAD HandlersCreateOrderRequestCurrency = "CAD"
+	CDF HandlersCreateOrderRequestCurrency = "CDF"
+	CHE HandlersCreateOrderRequestCurrency = "CHE"
 	CHF HandlersCreateOrderRequestCurrency = "CHF"
+	CHW HandlersCreateOrderRequestCurrency = "CHW"
+	CLF HandlersCreateOrderRequestCurrency = "CLF"
+	CLP HandlersCreateOrderRequestCurrency = "CLP"
+	CNY HandlersCreateOrderRequestCurrency = "CNY"
+	COP HandlersCreateOrderRequestCurrency = "COP"
+	COU HandlersCreateOrderRequestCurrency = "COU"
+	CRC HandlersCreateOrderRequestCurrency = "CRC"
+	CUP HandlersCreateOrderRequestCurrency = "CUP"
+	CVE HandlersCreateOrderRequestCurrency = "CVE"
+	CZK HandlersCreateOrderRequestCurrency = "CZK"
+	DJF HandlersCreateOrderRequestCurrency = "DJF"
+	DKK HandlersCreateOrderRequestCurrency = "DKK"
+	DOP HandlersCreateOrderRequestCurrency = "DOP"
+	DZD HandlersCreateOrderRequestCurrency = "DZD"
+	EGP HandlersCreateOrderRequestCurrency = "EGP"
+	ERN HandlersCreateOrderRequestCurrency = "ERN"
+	ETB HandlersCreateOrderRequestCurrency = "ETB"
 	EUR HandlersCreateOrderRequestCurrency = "EUR"
+	FJD HandlersCreateOrderRequestCurrency = "FJD"
+	FKP HandlersCreateOrderRequestCurrency = "FKP"
 	GBP HandlersCreateOrderRequestCurrency = "GBP"
+	GEL HandlersCreateOrderRequestCurrency = "GEL"
+	GHS HandlersCreateOrderRequestCurrency = "GHS"
+	GIP HandlersCreateOrderRequestCurrency = "GIP"
+	GMD HandlersCreateOrderRequestCurrency = "GMD"
+	GNF HandlersCreateOrderRequestCurrency = "GNF"
+	GTQ HandlersCreateOrderRequestCurrency = "GTQ"
+	GYD HandlersCreateOrderRequestCurrency = "GYD"
+	HKD HandlersCreateOrderRequestCurrency = "HKD"
+	HNL HandlersCreateOrderRequestCurrency = "HNL"
+	HTG HandlersCreateOrderRequestCurrency = "HTG"
+	HUF HandlersCreateOrderRequestCurrency = "HUF"
+	IDR HandlersCreateOrderRequestCurrency = "IDR"
+	ILS HandlersCreateOrderRequestCurrency = "ILS"
 	INR HandlersCreateOrderRequestCurrency = "INR"
+	IQD HandlersCreateOrderRequestCurrency = "IQD"
+	IRR HandlersCreateOrderRequestCurrency = "IRR"
+	ISK HandlersCreateOrderRequestCurrency = "ISK"
+	JMD HandlersCreateOrderRequestCurrency = "JMD"
+	JOD HandlersCreateOrderRequestCurrency = "JOD"
 	JPY HandlersCreateOrderRequestCurrency = "JPY"
+	KES HandlersCreateOrderRequestCurrency = "KES"
+	KGS HandlersCreateOrderRequestCurrency = "KGS"
+	KHR HandlersCreateOrderRequestCurrency = "KHR"
+	KMF HandlersCreateOrderRequestCurrency = "KMF"
+	KPW HandlersCreateOrderRequestCurrency = "KPW"
+	KRW HandlersCreateOrderRequestCurrency = "KRW"
+	KWD HandlersCreateOrderRequestCurrency = "KWD"
+	KYD HandlersCreateOrderRequestCurrency = "KYD"
+	KZT HandlersCreateOrderRequestCurrency = "KZT"
+	LAK HandlersCreateOrderRequestCurrency = "LAK"
+	LBP HandlersCreateOrderRequestCurrency = "LBP"
+	LKR HandlersCreateOrderRequestCurrency = "LKR"
+	LRD HandlersCreateOrderRequestCurrency = "LRD"
+	LSL HandlersCreateOrderRequestCurrency = "LSL"
+	LYD HandlersCreateOrderRequestCurrency = "LYD"
+	MAD HandlersCreateOrderRequestCurrency = "MAD"
+	MDL HandlersCreateOrderRequestCurrency = "MDL"
+	MGA HandlersCreateOrderRequestCurrency = "MGA"
+	MKD HandlersCreateOrderRequestCurrency = "MKD"
+	MMK HandlersCreateOrderRequestCurrency = "MMK"
+	MNT HandlersCreateOrderRequestCurrency = "MNT"
+	MOP HandlersCreateOrderRequestCurrency = "MOP"
+	MRU HandlersCreateOrderRequestCurrency = "MRU"
+	MUR HandlersCreateOrderRequestCurrency = "MUR"
+	MVR HandlersCreateOrderRequestCurrency = "MVR"
+	MWK HandlersCreateOrderRequestCurrency = "MWK"
 	MXN HandlersCreateOrderRequestCurrency = "MXN"
+	MXV HandlersCreateOrderRequestCurrency = "MXV"
+	MYR HandlersCreateOrderRequestCurrency = "MYR"
+	MZN HandlersCreateOrderRequestCurrency = "MZN"
+	NAD HandlersCreateOrderRequestCurrency = "NAD"
+	NGN HandlersCreateOrderRequestCurrency = "NGN"
+	NIO HandlersCreateOrderRequestCurrency = "NIO"
+	NOK HandlersCreateOrderRequestCurrency = "NOK"
+	NPR HandlersCreateOrderRequestCurrency = "NPR"
+	NZD HandlersCreateOrderRequestCurrency = "NZD"
+	OMR HandlersCreateOrderRequestCurrency = "OMR"
+	PAB HandlersCreateOrderRequestCurrency = "PAB"
+	PEN HandlersCreateOrderRequestCurrency = "PEN"
+	PGK HandlersCreateOrderRequestCurrency = "PGK"
+	PHP HandlersCreateOrderRequestCurrency = "PHP"
+	PKR HandlersCreateOrderRequestCurrency = "PKR"
+	PLN HandlersCreateOrderRequestCurrency = "PLN"
+	PYG HandlersCreateOrderRequestCurrency = "PYG"
+	QAR HandlersCreateOrderRequestCurrency = "QAR"
+	RON HandlersCreateOrderRequestCurrency = "RON"
+	RSD HandlersCreateOrderRequestCurrency = "RSD"
+	RUB HandlersCreateOrderRequestCurrency = "RUB"
+	RWF HandlersCreateOrderRequestCurrency = "RWF"
+	SAR HandlersCreateOrderRequestCurrency = "SAR"
+	SBD HandlersCreateOrderRequestCurrency = "SBD"
+	SCR HandlersCreateOrderRequestCurrency = "SCR"
+	SDG HandlersCreateOrderRequestCurrency = "SDG"
+	SEK HandlersCreateOrderRequestCurrency = "SEK"
+	SGD HandlersCreateOrderRequestCurrency = "SGD"
+	SHP HandlersCreateOrderRequestCurrency = "SHP"
+	SLE HandlersCreateOrderRequestCurrency = "SLE"
+	SOS HandlersCreateOrderRequestCurrency = "SOS"
+	SRD HandlersCreateOrderRequestCurrency = "SRD"
+	SSP HandlersCreateOrderRequestCurrency = "SSP"
+	STN HandlersCreateOrderRequestCurrency = "STN"
+	SVC HandlersCreateOrderRequestCurrency = "SVC"
+	SYP HandlersCreateOrderRequestCurrency = "SYP"
+	SZL HandlersCreateOrderRequestCurrency = "SZL"
+	THB HandlersCreateOrderRequestCurrency = "THB"
+	TJS HandlersCreateOrderRequestCurrency = "TJS"
+	TMT HandlersCreateOrderRequestCurrency = "TMT"
+	TND HandlersCreateOrderRequestCurrency = "TND"
+	TOP HandlersCreateOrderRequestCurrency = "TOP"
+	TRY HandlersCreateOrderRequestCurrency = "TRY"
+	TTD HandlersCreateOrderRequestCurrency = "TTD"
+	TWD HandlersCreateOrderRequestCurrency = "TWD"
+	TZS HandlersCreateOrderRequestCurrency = "TZS"
+	UAH HandlersCreateOrderRequestCurrency = "UAH"
+	UGX HandlersCreateOrderRequestCurrency = "UGX"
 	USD HandlersCreateOrderRequestCurrency = "USD"
+	USN HandlersCreateOrderRequestCurrency = "USN"
+	UYI HandlersCreateOrderRequestCurrency = "UYI"
+	UYU HandlersCreateOrderRequestCurrency = "UYU"
+	UYW HandlersCreateOrderRequestCurrency = "UYW"
+	UZS HandlersCreateOrderRequestCurrency = "UZS"
+	VED HandlersCreateOrderRequestCurrency = "VED"
+	VES HandlersCreateOrderRequestCurrency = "VES"
+	VND HandlersCreateOrderRequestCurrency = "VND"
+	VUV HandlersCreateOrderRequestCurrency = "VUV"
+	WST HandlersCreateOrderRequestCurrency = "WST"
+	XAD HandlersCreateOrderRequestCurrency = "XAD"
+	XAF HandlersCreateOrderRequestCurrency = "XAF"
+	XCD HandlersCreateOrderRequestCurrency = "XCD"
+	XCG HandlersCreateOrderRequestCurrency = "XCG"
+	XOF HandlersCreateOrderRequestCurrency = "XOF"
+	XPF HandlersCreateOrderRequestCurrency = "XPF"
+	YER HandlersCreateOrderRequestCurrency = "YER"
+	ZAR HandlersCreateOrderRequestCurrency = "ZAR"
+	ZMW HandlersCreateOrderRequestCurrency = "ZMW"
+	ZWG HandlersCreateOrderRequestCurrency = "ZWG"
 )
 
 // Valid indicates whether the value is a known member of the HandlersCreateOrderRequestCurrency enum.
 func (e HandlersCreateOrderRequestCurrency) Valid() bool {
 	switch e {
+	case AED:
+		return true
+	case AFN:
+		return true
+	case ALL:
+		return true
+	case AMD:
+		return true
+	case AOA:
+		return true
+	case ARS:
+		return true
 	case AUD:
+		return true
+	case AWG:
+		return true
+	case AZN:
+		return true
+	case BAM:
+		return true
+	case BBD:
+		return true
+	case BDT:
+		return true
+	case BHD:
+		return true
+	case BIF:
+		return true
+	case BMD:
+		return true
+	case BND:
+		return true
+	case BOB:
+		return true
+	case BOV:
 		return true
 	case BRL:
 		return true
+	case BSD:
+		return true
+	case BTN:
+		return true
+	case BWP:
+		return true
+	case BYN:
+		return true
+	case BZD:
+		return true
 	case CAD:
+		return true
+	case CDF:
+		return true
+	case CHE:
 		return true
 	case CHF:
 		return true
+	case CHW:
+		return true
+	case CLF:
+		return true
+	case CLP:
+		return true
+	case CNY:
+		return true
+	case COP:
+		return true
+	case COU:
+		return true
+	case CRC:
+		return true
+	case CUP:
+		return true
+	case CVE:
+		return true
+	case CZK:
+		return true
+	case DJF:
+		return true
+	case DKK:
+		return true
+	case DOP:
+		return true
+	case DZD:
+		return true
+	case EGP:
+		return true
+	case ERN:
+		return true
+	case ETB:
+		return true
 	case EUR:
+		return true
+	case FJD:
+		return true
+	case FKP:
 		return true
 	case GBP:
 		return true
+	case GEL:
+		return true
+	case GHS:
+		return true
+	case GIP:
+		return true
+	case GMD:
+		return true
+	case GNF:
+		return true
+	case GTQ:
+		return true
+	case GYD:
+		return true
+	case HKD:
+		return true
+	case HNL:
+		return true
+	case HTG:
+		return true
+	case HUF:
+		return true
+	case IDR:
+		return true
+	case ILS:
+		return true
 	case INR:
+		return true
+	case IQD:
+		return true
+	case IRR:
+		return true
+	case ISK:
+		return true
+	case JMD:
+		return true
+	case JOD:
 		return true
 	case JPY:
 		return true
+	case KES:
+		return true
+	case KGS:
+		return true
+	case KHR:
+		return true
+	case KMF:
+		return true
+	case KPW:
+		return true
+	case KRW:
+		return true
+	case KWD:
+		return true
+	case KYD:
+		return true
+	case KZT:
+		return true
+	case LAK:
+		return true
+	case LBP:
+		return true
+	case LKR:
+		return true
+	case LRD:
+		return true
+	case LSL:
+		return true
+	case LYD:
+		return true
+	case MAD:
+		return true
+	case MDL:
+		return true
+	case MGA:
+		return true
+	case MKD:
+		return true
+	case MMK:
+		return true
+	case MNT:
+		return true
+	case MOP:
+		return true
+	case MRU:
+		return true
+	case MUR:
+		return true
+	case MVR:
+		return true
+	case MWK:
+		return true
 	case MXN:
 		return true
+	case MXV:
+		return true
+	case MYR:
+		return true
+	case MZN:
+		return true
+	case NAD:
+		return true
+	case NGN:
+		return true
+	case NIO:
+		return true
+	case NOK:
+		return true
+	case NPR:
+		return true
+	case NZD:
+		return true
+	case OMR:
+		return true
+	case PAB:
+		return true
+	case PEN:
+		return true
+	case PGK:
+		return true
+	case PHP:
+		return true
+	case PKR:
+		return true
+	case PLN:
+		return true
+	case PYG:
+		return true
+	case QAR:
+		return true
+	case RON:
+		return true
+	case RSD:
+		return true
+	case RUB:
+		return true
+	case RWF:
+		return true
+	case SAR:
+		return true
+	case SBD:
+		return true
+	case SCR:
+		return true
+	case SDG:
+		return true
+	case SEK:
+		return true
+	case SGD:
+		return true
+	case SHP:
+		return true
+	case SLE:
+		return true
+	case SOS:
+		return true
+	case SRD:
+		return true
+	case SSP:
+		return true
+	case STN:
+		return true
+	case SVC:
+		return true
+	case SYP:
+		return true
+	case SZL:
+		return true
+	case THB:
+		return true
+	case TJS:
+		return true
+	case TMT:
+		return true
+	case TND:
+		return true
+	case TOP:
+		return true
+	case TRY:
+		return true
+	case TTD:
+		return true
+	case TWD:
+		return true
+	case TZS:
+		return true
+	case UAH:
+		return true
+	case UGX:
+		return true
 	case USD:
+		return true
+	case USN:
+		return true
+	case UYI:
+		return true
+	case UYU:
+		return true
+	case UYW:
+		return true
+	case UZS:
+		return true
+	case VED:
+		return true
+	case VES:
+		return true
+	case VND:
+		return true
+	case VUV:
+		return true
+	case WST:
+		return true
+	case XAD:
+		return true
+	case XAF:
+		return true
+	case XCD:
+		return true
+	case XCG:
+		return true
+	case XOF:
+		return true
+	case XPF:
+		return true
+	case YER:
+		return true
+	case ZAR:
+		return true
+	case ZMW:
+		return true
+	case ZWG:
 		return true
 	default:
 		return false
@@ -479,6 +944,36 @@ func (e HandlersProblem413Status) Valid() bool {
 	}
 }
 
+// Defines values for HandlersProblem415Code.
+const (
+	UnsupportedMediaType HandlersProblem415Code = "unsupported_media_type"
+)
+
+// Valid indicates whether the value is a known member of the HandlersProblem415Code enum.
+func (e HandlersProblem415Code) Valid() bool {
+	switch e {
+	case UnsupportedMediaType:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for HandlersProblem415Status.
+const (
+	N415 HandlersProblem415Status = 415
+)
+
+// Valid indicates whether the value is a known member of the HandlersProblem415Status enum.
+func (e HandlersProblem415Status) Valid() bool {
+	switch e {
+	case N415:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HandlersProblem422Code.
 const (
 	IdempotencyKeyReused HandlersProblem422Code = "idempotency_key_reused"
@@ -662,27 +1157,6 @@ func (e HandlersProblem503Status) Valid() bool {
 	}
 }
 
-// Defines values for HandlersProviderEventRequestType.
-const (
-	ChargeDeclined  HandlersProviderEventRequestType = "charge.declined"
-	ChargeSucceeded HandlersProviderEventRequestType = "charge.succeeded"
-	RefundSucceeded HandlersProviderEventRequestType = "refund.succeeded"
-)
-
-// Valid indicates whether the value is a known member of the HandlersProviderEventRequestType enum.
-func (e HandlersProviderEventRequestType) Valid() bool {
-	switch e {
-	case ChargeDeclined:
-		return true
-	case ChargeSucceeded:
-		return true
-	case RefundSucceeded:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for HandlersReadinessChecksDatabase.
 const (
 	HandlersReadinessChecksDatabaseDown HandlersReadinessChecksDatabase = "down"
@@ -821,6 +1295,765 @@ func (e HandlersRefundResponseStatus) Valid() bool {
 	}
 }
 
+// Defines values for HandlersShippingAddressCountry.
+const (
+	AD HandlersShippingAddressCountry = "AD"
+	AE HandlersShippingAddressCountry = "AE"
+	AF HandlersShippingAddressCountry = "AF"
+	AG HandlersShippingAddressCountry = "AG"
+	AI HandlersShippingAddressCountry = "AI"
+	AL HandlersShippingAddressCountry = "AL"
+	AM HandlersShippingAddressCountry = "AM"
+	AO HandlersShippingAddressCountry = "AO"
+	AQ HandlersShippingAddressCountry = "AQ"
+	AR HandlersShippingAddressCountry = "AR"
+	AS HandlersShippingAddressCountry = "AS"
+	AT HandlersShippingAddressCountry = "AT"
+	AU HandlersShippingAddressCountry = "AU"
+	AW HandlersShippingAddressCountry = "AW"
+	AX HandlersShippingAddressCountry = "AX"
+	AZ HandlersShippingAddressCountry = "AZ"
+	BA HandlersShippingAddressCountry = "BA"
+	BB HandlersShippingAddressCountry = "BB"
+	BD HandlersShippingAddressCountry = "BD"
+	BE HandlersShippingAddressCountry = "BE"
+	BF HandlersShippingAddressCountry = "BF"
+	BG HandlersShippingAddressCountry = "BG"
+	BH HandlersShippingAddressCountry = "BH"
+	BI HandlersShippingAddressCountry = "BI"
+	BJ HandlersShippingAddressCountry = "BJ"
+	BL HandlersShippingAddressCountry = "BL"
+	BM HandlersShippingAddressCountry = "BM"
+	BN HandlersShippingAddressCountry = "BN"
+	BO HandlersShippingAddressCountry = "BO"
+	BQ HandlersShippingAddressCountry = "BQ"
+	BR HandlersShippingAddressCountry = "BR"
+	BS HandlersShippingAddressCountry = "BS"
+	BT HandlersShippingAddressCountry = "BT"
+	BV HandlersShippingAddressCountry = "BV"
+	BW HandlersShippingAddressCountry = "BW"
+	BY HandlersShippingAddressCountry = "BY"
+	BZ HandlersShippingAddressCountry = "BZ"
+	CA HandlersShippingAddressCountry = "CA"
+	CC HandlersShippingAddressCountry = "CC"
+	CD HandlersShippingAddressCountry = "CD"
+	CF HandlersShippingAddressCountry = "CF"
+	CG HandlersShippingAddressCountry = "CG"
+	CH HandlersShippingAddressCountry = "CH"
+	CI HandlersShippingAddressCountry = "CI"
+	CK HandlersShippingAddressCountry = "CK"
+	CL HandlersShippingAddressCountry = "CL"
+	CM HandlersShippingAddressCountry = "CM"
+	CN HandlersShippingAddressCountry = "CN"
+	CO HandlersShippingAddressCountry = "CO"
+	CR HandlersShippingAddressCountry = "CR"
+	CU HandlersShippingAddressCountry = "CU"
+	CV HandlersShippingAddressCountry = "CV"
+	CW HandlersShippingAddressCountry = "CW"
+	CX HandlersShippingAddressCountry = "CX"
+	CY HandlersShippingAddressCountry = "CY"
+	CZ HandlersShippingAddressCountry = "CZ"
+	DE HandlersShippingAddressCountry = "DE"
+	DJ HandlersShippingAddressCountry = "DJ"
+	DK HandlersShippingAddressCountry = "DK"
+	DM HandlersShippingAddressCountry = "DM"
+	DO HandlersShippingAddressCountry = "DO"
+	DZ HandlersShippingAddressCountry = "DZ"
+	EC HandlersShippingAddressCountry = "EC"
+	EE HandlersShippingAddressCountry = "EE"
+	EG HandlersShippingAddressCountry = "EG"
+	EH HandlersShippingAddressCountry = "EH"
+	ER HandlersShippingAddressCountry = "ER"
+	ES HandlersShippingAddressCountry = "ES"
+	ET HandlersShippingAddressCountry = "ET"
+	FI HandlersShippingAddressCountry = "FI"
+	FJ HandlersShippingAddressCountry = "FJ"
+	FK HandlersShippingAddressCountry = "FK"
+	FM HandlersShippingAddressCountry = "FM"
+	FO HandlersShippingAddressCountry = "FO"
+	FR HandlersShippingAddressCountry = "FR"
+	GA HandlersShippingAddressCountry = "GA"
+	GB HandlersShippingAddressCountry = "GB"
+	GD HandlersShippingAddressCountry = "GD"
+	GE HandlersShippingAddressCountry = "GE"
+	GF HandlersShippingAddressCountry = "GF"
+	GG HandlersShippingAddressCountry = "GG"
+	GH HandlersShippingAddressCountry = "GH"
+	GI HandlersShippingAddressCountry = "GI"
+	GL HandlersShippingAddressCountry = "GL"
+	GM HandlersShippingAddressCountry = "GM"
+	GN HandlersShippingAddressCountry = "GN"
+	GP HandlersShippingAddressCountry = "GP"
+	GQ HandlersShippingAddressCountry = "GQ"
+	GR HandlersShippingAddressCountry = "GR"
+	GS HandlersShippingAddressCountry = "GS"
+	GT HandlersShippingAddressCountry = "GT"
+	GU HandlersShippingAddressCountry = "GU"
+	GW HandlersShippingAddressCountry = "GW"
+	GY HandlersShippingAddressCountry = "GY"
+	HK HandlersShippingAddressCountry = "HK"
+	HM HandlersShippingAddressCountry = "HM"
+	HN HandlersShippingAddressCountry = "HN"
+	HR HandlersShippingAddressCountry = "HR"
+	HT HandlersShippingAddressCountry = "HT"
+	HU HandlersShippingAddressCountry = "HU"
+	ID HandlersShippingAddressCountry = "ID"
+	IE HandlersShippingAddressCountry = "IE"
+	IL HandlersShippingAddressCountry = "IL"
+	IM HandlersShippingAddressCountry = "IM"
+	IN HandlersShippingAddressCountry = "IN"
+	IO HandlersShippingAddressCountry = "IO"
+	IQ HandlersShippingAddressCountry = "IQ"
+	IR HandlersShippingAddressCountry = "IR"
+	IS HandlersShippingAddressCountry = "IS"
+	IT HandlersShippingAddressCountry = "IT"
+	JE HandlersShippingAddressCountry = "JE"
+	JM HandlersShippingAddressCountry = "JM"
+	JO HandlersShippingAddressCountry = "JO"
+	JP HandlersShippingAddressCountry = "JP"
+	KE HandlersShippingAddressCountry = "KE"
+	KG HandlersShippingAddressCountry = "KG"
+	KH HandlersShippingAddressCountry = "KH"
+	KI HandlersShippingAddressCountry = "KI"
+	KM HandlersShippingAddressCountry = "KM"
+	KN HandlersShippingAddressCountry = "KN"
+	KP HandlersShippingAddressCountry = "KP"
+	KR HandlersShippingAddressCountry = "KR"
+	KW HandlersShippingAddressCountry = "KW"
+	KY HandlersShippingAddressCountry = "KY"
+	KZ HandlersShippingAddressCountry = "KZ"
+	LA HandlersShippingAddressCountry = "LA"
+	LB HandlersShippingAddressCountry = "LB"
+	LC HandlersShippingAddressCountry = "LC"
+	LI HandlersShippingAddressCountry = "LI"
+	LK HandlersShippingAddressCountry = "LK"
+	LR HandlersShippingAddressCountry = "LR"
+	LS HandlersShippingAddressCountry = "LS"
+	LT HandlersShippingAddressCountry = "LT"
+	LU HandlersShippingAddressCountry = "LU"
+	LV HandlersShippingAddressCountry = "LV"
+	LY HandlersShippingAddressCountry = "LY"
+	MA HandlersShippingAddressCountry = "MA"
+	MC HandlersShippingAddressCountry = "MC"
+	MD HandlersShippingAddressCountry = "MD"
+	ME HandlersShippingAddressCountry = "ME"
+	MF HandlersShippingAddressCountry = "MF"
+	MG HandlersShippingAddressCountry = "MG"
+	MH HandlersShippingAddressCountry = "MH"
+	MK HandlersShippingAddressCountry = "MK"
+	ML HandlersShippingAddressCountry = "ML"
+	MM HandlersShippingAddressCountry = "MM"
+	MN HandlersShippingAddressCountry = "MN"
+	MO HandlersShippingAddressCountry = "MO"
+	MP HandlersShippingAddressCountry = "MP"
+	MQ HandlersShippingAddressCountry = "MQ"
+	MR HandlersShippingAddressCountry = "MR"
+	MS HandlersShippingAddressCountry = "MS"
+	MT HandlersShippingAddressCountry = "MT"
+	MU HandlersShippingAddressCountry = "MU"
+	MV HandlersShippingAddressCountry = "MV"
+	MW HandlersShippingAddressCountry = "MW"
+	MX HandlersShippingAddressCountry = "MX"
+	MY HandlersShippingAddressCountry = "MY"
+	MZ HandlersShippingAddressCountry = "MZ"
+	NA HandlersShippingAddressCountry = "NA"
+	NC HandlersShippingAddressCountry = "NC"
+	NE HandlersShippingAddressCountry = "NE"
+	NF HandlersShippingAddressCountry = "NF"
+	NG HandlersShippingAddressCountry = "NG"
+	NI HandlersShippingAddressCountry = "NI"
+	NL HandlersShippingAddressCountry = "NL"
+	NO HandlersShippingAddressCountry = "NO"
+	NP HandlersShippingAddressCountry = "NP"
+	NR HandlersShippingAddressCountry = "NR"
+	NU HandlersShippingAddressCountry = "NU"
+	NZ HandlersShippingAddressCountry = "NZ"
+	OM HandlersShippingAddressCountry = "OM"
+	PA HandlersShippingAddressCountry = "PA"
+	PE HandlersShippingAddressCountry = "PE"
+	PF HandlersShippingAddressCountry = "PF"
+	PG HandlersShippingAddressCountry = "PG"
+	PH HandlersShippingAddressCountry = "PH"
+	PK HandlersShippingAddressCountry = "PK"
+	PL HandlersShippingAddressCountry = "PL"
+	PM HandlersShippingAddressCountry = "PM"
+	PN HandlersShippingAddressCountry = "PN"
+	PR HandlersShippingAddressCountry = "PR"
+	PS HandlersShippingAddressCountry = "PS"
+	PT HandlersShippingAddressCountry = "PT"
+	PW HandlersShippingAddressCountry = "PW"
+	PY HandlersShippingAddressCountry = "PY"
+	QA HandlersShippingAddressCountry = "QA"
+	RE HandlersShippingAddressCountry = "RE"
+	RO HandlersShippingAddressCountry = "RO"
+	RS HandlersShippingAddressCountry = "RS"
+	RU HandlersShippingAddressCountry = "RU"
+	RW HandlersShippingAddressCountry = "RW"
+	SA HandlersShippingAddressCountry = "SA"
+	SB HandlersShippingAddressCountry = "SB"
+	SC HandlersShippingAddressCountry = "SC"
+	SD HandlersShippingAddressCountry = "SD"
+	SE HandlersShippingAddressCountry = "SE"
+	SG HandlersShippingAddressCountry = "SG"
+	SH HandlersShippingAddressCountry = "SH"
+	SI HandlersShippingAddressCountry = "SI"
+	SJ HandlersShippingAddressCountry = "SJ"
+	SK HandlersShippingAddressCountry = "SK"
+	SL HandlersShippingAddressCountry = "SL"
+	SM HandlersShippingAddressCountry = "SM"
+	SN HandlersShippingAddressCountry = "SN"
+	SO HandlersShippingAddressCountry = "SO"
+	SR HandlersShippingAddressCountry = "SR"
+	SS HandlersShippingAddressCountry = "SS"
+	ST HandlersShippingAddressCountry = "ST"
+	SV HandlersShippingAddressCountry = "SV"
+	SX HandlersShippingAddressCountry = "SX"
+	SY HandlersShippingAddressCountry = "SY"
+	SZ HandlersShippingAddressCountry = "SZ"
+	TC HandlersShippingAddressCountry = "TC"
+	TD HandlersShippingAddressCountry = "TD"
+	TF HandlersShippingAddressCountry = "TF"
+	TG HandlersShippingAddressCountry = "TG"
+	TH HandlersShippingAddressCountry = "TH"
+	TJ HandlersShippingAddressCountry = "TJ"
+	TK HandlersShippingAddressCountry = "TK"
+	TL HandlersShippingAddressCountry = "TL"
+	TM HandlersShippingAddressCountry = "TM"
+	TN HandlersShippingAddressCountry = "TN"
+	TO HandlersShippingAddressCountry = "TO"
+	TR HandlersShippingAddressCountry = "TR"
+	TT HandlersShippingAddressCountry = "TT"
+	TV HandlersShippingAddressCountry = "TV"
+	TW HandlersShippingAddressCountry = "TW"
+	TZ HandlersShippingAddressCountry = "TZ"
+	UA HandlersShippingAddressCountry = "UA"
+	UG HandlersShippingAddressCountry = "UG"
+	UM HandlersShippingAddressCountry = "UM"
+	US HandlersShippingAddressCountry = "US"
+	UY HandlersShippingAddressCountry = "UY"
+	UZ HandlersShippingAddressCountry = "UZ"
+	VA HandlersShippingAddressCountry = "VA"
+	VC HandlersShippingAddressCountry = "VC"
+	VE HandlersShippingAddressCountry = "VE"
+	VG HandlersShippingAddressCountry = "VG"
+	VI HandlersShippingAddressCountry = "VI"
+	VN HandlersShippingAddressCountry = "VN"
+	VU HandlersShippingAddressCountry = "VU"
+	WF HandlersShippingAddressCountry = "WF"
+	WS HandlersShippingAddressCountry = "WS"
+	YE HandlersShippingAddressCountry = "YE"
+	YT HandlersShippingAddressCountry = "YT"
+	ZA HandlersShippingAddressCountry = "ZA"
+	ZM HandlersShippingAddressCountry = "ZM"
+	ZW HandlersShippingAddressCountry = "ZW"
+)
+
+// Valid indicates whether the value is a known member of the HandlersShippingAddressCountry enum.
+func (e HandlersShippingAddressCountry) Valid() bool {
+	switch e {
+	case AD:
+		return true
+	case AE:
+		return true
+	case AF:
+		return true
+	case AG:
+		return true
+	case AI:
+		return true
+	case AL:
+		return true
+	case AM:
+		return true
+	case AO:
+		return true
+	case AQ:
+		return true
+	case AR:
+		return true
+	case AS:
+		return true
+	case AT:
+		return true
+	case AU:
+		return true
+	case AW:
+		return true
+	case AX:
+		return true
+	case AZ:
+		return true
+	case BA:
+		return true
+	case BB:
+		return true
+	case BD:
+		return true
+	case BE:
+		return true
+	case BF:
+		return true
+	case BG:
+		return true
+	case BH:
+		return true
+	case BI:
+		return true
+	case BJ:
+		return true
+	case BL:
+		return true
+	case BM:
+		return true
+	case BN:
+		return true
+	case BO:
+		return true
+	case BQ:
+		return true
+	case BR:
+		return true
+	case BS:
+		return true
+	case BT:
+		return true
+	case BV:
+		return true
+	case BW:
+		return true
+	case BY:
+		return true
+	case BZ:
+		return true
+	case CA:
+		return true
+	case CC:
+		return true
+	case CD:
+		return true
+	case CF:
+		return true
+	case CG:
+		return true
+	case CH:
+		return true
+	case CI:
+		return true
+	case CK:
+		return true
+	case CL:
+		return true
+	case CM:
+		return true
+	case CN:
+		return true
+	case CO:
+		return true
+	case CR:
+		return true
+	case CU:
+		return true
+	case CV:
+		return true
+	case CW:
+		return true
+	case CX:
+		return true
+	case CY:
+		return true
+	case CZ:
+		return true
+	case DE:
+		return true
+	case DJ:
+		return true
+	case DK:
+		return true
+	case DM:
+		return true
+	case DO:
+		return true
+	case DZ:
+		return true
+	case EC:
+		return true
+	case EE:
+		return true
+	case EG:
+		return true
+	case EH:
+		return true
+	case ER:
+		return true
+	case ES:
+		return true
+	case ET:
+		return true
+	case FI:
+		return true
+	case FJ:
+		return true
+	case FK:
+		return true
+	case FM:
+		return true
+	case FO:
+		return true
+	case FR:
+		return true
+	case GA:
+		return true
+	case GB:
+		return true
+	case GD:
+		return true
+	case GE:
+		return true
+	case GF:
+		return true
+	case GG:
+		return true
+	case GH:
+		return true
+	case GI:
+		return true
+	case GL:
+		return true
+	case GM:
+		return true
+	case GN:
+		return true
+	case GP:
+		return true
+	case GQ:
+		return true
+	case GR:
+		return true
+	case GS:
+		return true
+	case GT:
+		return true
+	case GU:
+		return true
+	case GW:
+		return true
+	case GY:
+		return true
+	case HK:
+		return true
+	case HM:
+		return true
+	case HN:
+		return true
+	case HR:
+		return true
+	case HT:
+		return true
+	case HU:
+		return true
+	case ID:
+		return true
+	case IE:
+		return true
+	case IL:
+		return true
+	case IM:
+		return true
+	case IN:
+		return true
+	case IO:
+		return true
+	case IQ:
+		return true
+	case IR:
+		return true
+	case IS:
+		return true
+	case IT:
+		return true
+	case JE:
+		return true
+	case JM:
+		return true
+	case JO:
+		return true
+	case JP:
+		return true
+	case KE:
+		return true
+	case KG:
+		return true
+	case KH:
+		return true
+	case KI:
+		return true
+	case KM:
+		return true
+	case KN:
+		return true
+	case KP:
+		return true
+	case KR:
+		return true
+	case KW:
+		return true
+	case KY:
+		return true
+	case KZ:
+		return true
+	case LA:
+		return true
+	case LB:
+		return true
+	case LC:
+		return true
+	case LI:
+		return true
+	case LK:
+		return true
+	case LR:
+		return true
+	case LS:
+		return true
+	case LT:
+		return true
+	case LU:
+		return true
+	case LV:
+		return true
+	case LY:
+		return true
+	case MA:
+		return true
+	case MC:
+		return true
+	case MD:
+		return true
+	case ME:
+		return true
+	case MF:
+		return true
+	case MG:
+		return true
+	case MH:
+		return true
+	case MK:
+		return true
+	case ML:
+		return true
+	case MM:
+		return true
+	case MN:
+		return true
+	case MO:
+		return true
+	case MP:
+		return true
+	case MQ:
+		return true
+	case MR:
+		return true
+	case MS:
+		return true
+	case MT:
+		return true
+	case MU:
+		return true
+	case MV:
+		return true
+	case MW:
+		return true
+	case MX:
+		return true
+	case MY:
+		return true
+	case MZ:
+		return true
+	case NA:
+		return true
+	case NC:
+		return true
+	case NE:
+		return true
+	case NF:
+		return true
+	case NG:
+		return true
+	case NI:
+		return true
+	case NL:
+		return true
+	case NO:
+		return true
+	case NP:
+		return true
+	case NR:
+		return true
+	case NU:
+		return true
+	case NZ:
+		return true
+	case OM:
+		return true
+	case PA:
+		return true
+	case PE:
+		return true
+	case PF:
+		return true
+	case PG:
+		return true
+	case PH:
+		return true
+	case PK:
+		return true
+	case PL:
+		return true
+	case PM:
+		return true
+	case PN:
+		return true
+	case PR:
+		return true
+	case PS:
+		return true
+	case PT:
+		return true
+	case PW:
+		return true
+	case PY:
+		return true
+	case QA:
+		return true
+	case RE:
+		return true
+	case RO:
+		return true
+	case RS:
+		return true
+	case RU:
+		return true
+	case RW:
+		return true
+	case SA:
+		return true
+	case SB:
+		return true
+	case SC:
+		return true
+	case SD:
+		return true
+	case SE:
+		return true
+	case SG:
+		return true
+	case SH:
+		return true
+	case SI:
+		return true
+	case SJ:
+		return true
+	case SK:
+		return true
+	case SL:
+		return true
+	case SM:
+		return true
+	case SN:
+		return true
+	case SO:
+		return true
+	case SR:
+		return true
+	case SS:
+		return true
+	case ST:
+		return true
+	case SV:
+		return true
+	case SX:
+		return true
+	case SY:
+		return true
+	case SZ:
+		return true
+	case TC:
+		return true
+	case TD:
+		return true
+	case TF:
+		return true
+	case TG:
+		return true
+	case TH:
+		return true
+	case TJ:
+		return true
+	case TK:
+		return true
+	case TL:
+		return true
+	case TM:
+		return true
+	case TN:
+		return true
+	case TO:
+		return true
+	case TR:
+		return true
+	case TT:
+		return true
+	case TV:
+		return true
+	case TW:
+		return true
+	case TZ:
+		return true
+	case UA:
+		return true
+	case UG:
+		return true
+	case UM:
+		return true
+	case US:
+		return true
+	case UY:
+		return true
+	case UZ:
+		return true
+	case VA:
+		return true
+	case VC:
+		return true
+	case VE:
+		return true
+	case VG:
+		return true
+	case VI:
+		return true
+	case VN:
+		return true
+	case VU:
+		return true
+	case WF:
+		return true
+	case WS:
+		return true
+	case YE:
+		return true
+	case YT:
+		return true
+	case ZA:
+		return true
+	case ZM:
+		return true
+	case ZW:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HandlersStoredResponseBodyEncoding.
 const (
 	Base64 HandlersStoredResponseBodyEncoding = "base64"
@@ -842,7 +2075,8 @@ func (e HandlersStoredResponseBodyEncoding) Valid() bool {
 // HandlersCreateCustomerRequest defines model for handlers.CreateCustomerRequest.
 type HandlersCreateCustomerRequest struct {
 	// Email Email identifies the customer within the merchant: one customer per
-	// email, compared case-insensitively (at most 254 characters).
+	// email, compared case-insensitively (at most 254 characters, as sent:
+	// no spaces around it).
 	Email string `json:"email"`
 
 	// Name Name is shown to the merchant (1-255 characters).
@@ -851,7 +2085,8 @@ type HandlersCreateCustomerRequest struct {
 
 // HandlersCreateOrderRequest defines model for handlers.CreateOrderRequest.
 type HandlersCreateOrderRequest struct {
-	// Currency Currency is an upper-case ISO 4217 code.
+	// Currency Currency is an active ISO 4217 code with a minor unit, in upper case
+	// (the document's enum lists them all).
 	Currency HandlersCreateOrderRequestCurrency `json:"currency"`
 
 	// CustomerId CustomerID is the merchant's own id of the customer (1-255 visible ASCII characters).
@@ -864,7 +2099,8 @@ type HandlersCreateOrderRequest struct {
 	Metadata *map[string]string `json:"metadata,omitempty"`
 }
 
-// HandlersCreateOrderRequestCurrency Currency is an upper-case ISO 4217 code.
+// HandlersCreateOrderRequestCurrency Currency is an active ISO 4217 code with a minor unit, in upper case
+// (the document's enum lists them all).
 type HandlersCreateOrderRequestCurrency string
 
 // HandlersCustomerResponse defines model for handlers.CustomerResponse.
@@ -872,7 +2108,7 @@ type HandlersCustomerResponse struct {
 	// CreatedAt CreatedAt is RFC 3339 in UTC.
 	CreatedAt time.Time `json:"created_at"`
 
-	// Email Email is as stored: trimmed and in lower case.
+	// Email Email is as stored: in lower case.
 	Email  string                         `json:"email"`
 	Id     string                         `json:"id"`
 	Name   string                         `json:"name"`
@@ -1194,6 +2430,21 @@ type HandlersProblem413Code string
 // HandlersProblem413Status defines model for HandlersProblem413.Status.
 type HandlersProblem413Status int
 
+// HandlersProblem415 defines model for handlers.Problem415.
+type HandlersProblem415 struct {
+	Code   HandlersProblem415Code   `json:"code"`
+	Detail string                   `json:"detail"`
+	Status HandlersProblem415Status `json:"status"`
+	Title  string                   `json:"title"`
+	Type   string                   `json:"type"`
+}
+
+// HandlersProblem415Code defines model for HandlersProblem415.Code.
+type HandlersProblem415Code string
+
+// HandlersProblem415Status defines model for HandlersProblem415.Status.
+type HandlersProblem415Status int
+
 // HandlersProblem422 defines model for handlers.Problem422.
 type HandlersProblem422 struct {
 	Code   HandlersProblem422Code   `json:"code"`
@@ -1297,28 +2548,26 @@ type HandlersProblemField struct {
 
 // HandlersProviderEventData defines model for handlers.ProviderEventData.
 type HandlersProviderEventData struct {
-	// Object Object is the charge or refund, as the provider's API returns it.
+	// Object Object is the charge (charge.* events) or the refund (refund.*
+	// events), as the provider's API returns it.
 	Object map[string]interface{} `json:"object"`
 }
 
 // HandlersProviderEventRequest defines model for handlers.ProviderEventRequest.
 type HandlersProviderEventRequest struct {
 	// Created Created is in Unix seconds.
-	Created int                       `json:"created"`
+	Created int64                     `json:"created"`
 	Data    HandlersProviderEventData `json:"data"`
 
 	// Id ID is the same on every delivery of one event; the API applies each
 	// id once.
 	Id string `json:"id"`
 
-	// Type Type says what happened; types not listed here are acknowledged and
-	// ignored.
-	Type HandlersProviderEventRequestType `json:"type"`
+	// Type Type says what happened. The API acts on charge.succeeded,
+	// charge.declined and refund.succeeded; any other type is acknowledged
+	// and ignored, whatever its data.object holds.
+	Type string `json:"type"`
 }
-
-// HandlersProviderEventRequestType Type says what happened; types not listed here are acknowledged and
-// ignored.
-type HandlersProviderEventRequestType string
 
 // HandlersReadinessChecks defines model for handlers.ReadinessChecks.
 type HandlersReadinessChecks struct {
@@ -1397,7 +2646,7 @@ type HandlersShippingAddress struct {
 	City string `json:"city"`
 
 	// Country Country is an ISO 3166-1 alpha-2 code in upper case.
-	Country string `json:"country"`
+	Country HandlersShippingAddressCountry `json:"country"`
 
 	// Line1 Line1 is the street and number (1-255 characters).
 	Line1 string `json:"line1"`
@@ -1411,6 +2660,9 @@ type HandlersShippingAddress struct {
 	// PostalCode PostalCode is empty where the country has none (at most 20 characters).
 	PostalCode *string `json:"postal_code,omitempty"`
 }
+
+// HandlersShippingAddressCountry Country is an ISO 3166-1 alpha-2 code in upper case.
+type HandlersShippingAddressCountry string
 
 // HandlersStoredResponse defines model for handlers.StoredResponse.
 type HandlersStoredResponse struct {
@@ -1494,7 +2746,7 @@ type RefundPaymentParams struct {
 
 // ReceiveProviderEventParams defines parameters for ReceiveProviderEvent.
 type ReceiveProviderEventParams struct {
-	// ProviderSignature t=<unix seconds>,v1=<hex HMAC-SHA256, with the shared secret, of the string made of t, a dot and the raw body>. Refused (401) when t is more than 5 minutes older or newer than the API's clock.
+	// ProviderSignature `t=<unix seconds>,v1=<hex>`, where hex is the HMAC-SHA256, with the shared secret, of the string made of t, a dot and the raw body. Refused (401) when t is more than 5 minutes older or newer than the API's clock.
 	ProviderSignature string `json:"Provider-Signature"`
 }
 
@@ -1641,7 +2893,7 @@ type ClientInterface interface {
 
 	// ListOrders List orders
 	//
-	// Returns the merchant's orders, newest first, one page at a time. Pass the id of the last order of a page as starting_after to get the next one.
+	// Returns the merchant's orders, newest first, one page at a time. Pass the id of the last order of a page as starting_after to get the next one: it must name one of your orders (400 validation_failed otherwise; listed in x-validation-rules).
 	//
 	// Corresponds with GET /v1/orders (the `ListOrders` operationId).
 	ListOrders(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1649,6 +2901,7 @@ type ClientInterface interface {
 	// CreateOrderWithBody Create an order
 	//
 	// Creates an order pending payment. Idempotent: a retry with the same Idempotency-Key and body replays the first answer byte for byte (with Idempotent-Replayed: true) and creates nothing more.
+	// Beyond its schema, the body must make an order total (the sum of quantity × unit_amount) of at least 1 and at most 10^15, and hold no member name twice; these rules are listed in x-validation-rules, and breaking one is 400 validation_failed.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1658,6 +2911,7 @@ type ClientInterface interface {
 	// CreateOrder Create an order
 	//
 	// Creates an order pending payment. Idempotent: a retry with the same Idempotency-Key and body replays the first answer byte for byte (with Idempotent-Replayed: true) and creates nothing more.
+	// Beyond its schema, the body must make an order total (the sum of quantity × unit_amount) of at least 1 and at most 10^15, and hold no member name twice; these rules are listed in x-validation-rules, and breaking one is 400 validation_failed.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1771,7 +3025,7 @@ type ClientInterface interface {
 
 	// ReceiveProviderEventWithBody Receive a provider event
 	//
-	// The payment provider's webhook: it reports charges and refunds, among them the outcomes a request could not learn (a lost answer, a timeout). It takes no API key; the Provider-Signature header authenticates it, checked against the raw body before anything is parsed. A signed event is a hint, not the truth: the API asks the provider's API about the payment or refund it names (by our provider key) and applies what the provider says, after checking its amount and currency against ours; an event the provider does not confirm changes nothing and is not recorded (answered 200). When the provider cannot be asked, the answer is 503 provider_unavailable and nothing is applied, so the provider delivers again. Delivery is at least once: each confirmed event id is applied once, and every delivery of it is answered 200. Events never move a payment or refund backwards. Unknown event types are answered 200 and ignored.
+	// The payment provider's webhook: it reports charges and refunds, among them the outcomes a request could not learn (a lost answer, a timeout). It takes no API key; the Provider-Signature header authenticates it, checked against the raw body before anything is parsed. A signed event is a hint, not the truth: the API asks the provider's API about the payment or refund it names (by our provider key) and applies what the provider says, after checking its amount and currency against ours; an event the provider does not confirm changes nothing and is not recorded (answered 200). When the provider cannot be asked, the answer is 503 provider_unavailable and nothing is applied, so the provider delivers again. Delivery is at least once: each confirmed event id is applied once, and every delivery of it is answered 200. Events never move a payment or refund backwards. Unknown event types are answered 200 and ignored. The body is read like a client's (required members, whole numbers in any spelling), except that members the API does not know are skipped: data.object is the charge (charge.succeeded, charge.declined) or the refund (refund.succeeded) with the status its type names, or any object for another type.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1780,7 +3034,7 @@ type ClientInterface interface {
 
 	// ReceiveProviderEvent Receive a provider event
 	//
-	// The payment provider's webhook: it reports charges and refunds, among them the outcomes a request could not learn (a lost answer, a timeout). It takes no API key; the Provider-Signature header authenticates it, checked against the raw body before anything is parsed. A signed event is a hint, not the truth: the API asks the provider's API about the payment or refund it names (by our provider key) and applies what the provider says, after checking its amount and currency against ours; an event the provider does not confirm changes nothing and is not recorded (answered 200). When the provider cannot be asked, the answer is 503 provider_unavailable and nothing is applied, so the provider delivers again. Delivery is at least once: each confirmed event id is applied once, and every delivery of it is answered 200. Events never move a payment or refund backwards. Unknown event types are answered 200 and ignored.
+	// The payment provider's webhook: it reports charges and refunds, among them the outcomes a request could not learn (a lost answer, a timeout). It takes no API key; the Provider-Signature header authenticates it, checked against the raw body before anything is parsed. A signed event is a hint, not the truth: the API asks the provider's API about the payment or refund it names (by our provider key) and applies what the provider says, after checking its amount and currency against ours; an event the provider does not confirm changes nothing and is not recorded (answered 200). When the provider cannot be asked, the answer is 503 provider_unavailable and nothing is applied, so the provider delivers again. Delivery is at least once: each confirmed event id is applied once, and every delivery of it is answered 200. Events never move a payment or refund backwards. Unknown event types are answered 200 and ignored. The body is read like a client's (required members, whole numbers in any spelling), except that members the API does not know are skipped: data.object is the charge (charge.succeeded, charge.declined) or the refund (refund.succeeded) with the status its type names, or any object for another type.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1896,7 +3150,7 @@ func (c *Client) GetIdempotencyKey(ctx context.Context, key string, reqEditors .
 
 // ListOrders List orders
 //
-// Returns the merchant's orders, newest first, one page at a time. Pass the id of the last order of a page as starting_after to get the next one.
+// Returns the merchant's orders, newest first, one page at a time. Pass the id of the last order of a page as starting_after to get the next one: it must name one of your orders (400 validation_failed otherwise; listed in x-validation-rules).
 //
 // Corresponds with GET /v1/orders (the `ListOrders` operationId).
 func (c *Client) ListOrders(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1914,6 +3168,7 @@ func (c *Client) ListOrders(ctx context.Context, params *ListOrdersParams, reqEd
 // CreateOrderWithBody Create an order
 //
 // Creates an order pending payment. Idempotent: a retry with the same Idempotency-Key and body replays the first answer byte for byte (with Idempotent-Replayed: true) and creates nothing more.
+// Beyond its schema, the body must make an order total (the sum of quantity × unit_amount) of at least 1 and at most 10^15, and hold no member name twice; these rules are listed in x-validation-rules, and breaking one is 400 validation_failed.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1933,6 +3188,7 @@ func (c *Client) CreateOrderWithBody(ctx context.Context, params *CreateOrderPar
 // CreateOrder Create an order
 //
 // Creates an order pending payment. Idempotent: a retry with the same Idempotency-Key and body replays the first answer byte for byte (with Idempotent-Replayed: true) and creates nothing more.
+// Beyond its schema, the body must make an order total (the sum of quantity × unit_amount) of at least 1 and at most 10^15, and hold no member name twice; these rules are listed in x-validation-rules, and breaking one is 400 validation_failed.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2166,7 +3422,7 @@ func (c *Client) GetRefund(ctx context.Context, id string, reqEditors ...Request
 
 // ReceiveProviderEventWithBody Receive a provider event
 //
-// The payment provider's webhook: it reports charges and refunds, among them the outcomes a request could not learn (a lost answer, a timeout). It takes no API key; the Provider-Signature header authenticates it, checked against the raw body before anything is parsed. A signed event is a hint, not the truth: the API asks the provider's API about the payment or refund it names (by our provider key) and applies what the provider says, after checking its amount and currency against ours; an event the provider does not confirm changes nothing and is not recorded (answered 200). When the provider cannot be asked, the answer is 503 provider_unavailable and nothing is applied, so the provider delivers again. Delivery is at least once: each confirmed event id is applied once, and every delivery of it is answered 200. Events never move a payment or refund backwards. Unknown event types are answered 200 and ignored.
+// The payment provider's webhook: it reports charges and refunds, among them the outcomes a request could not learn (a lost answer, a timeout). It takes no API key; the Provider-Signature header authenticates it, checked against the raw body before anything is parsed. A signed event is a hint, not the truth: the API asks the provider's API about the payment or refund it names (by our provider key) and applies what the provider says, after checking its amount and currency against ours; an event the provider does not confirm changes nothing and is not recorded (answered 200). When the provider cannot be asked, the answer is 503 provider_unavailable and nothing is applied, so the provider delivers again. Delivery is at least once: each confirmed event id is applied once, and every delivery of it is answered 200. Events never move a payment or refund backwards. Unknown event types are answered 200 and ignored. The body is read like a client's (required members, whole numbers in any spelling), except that members the API does not know are skipped: data.object is the charge (charge.succeeded, charge.declined) or the refund (refund.succeeded) with the status its type names, or any object for another type.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2185,7 +3441,7 @@ func (c *Client) ReceiveProviderEventWithBody(ctx context.Context, params *Recei
 
 // ReceiveProviderEvent Receive a provider event
 //
-// The payment provider's webhook: it reports charges and refunds, among them the outcomes a request could not learn (a lost answer, a timeout). It takes no API key; the Provider-Signature header authenticates it, checked against the raw body before anything is parsed. A signed event is a hint, not the truth: the API asks the provider's API about the payment or refund it names (by our provider key) and applies what the provider says, after checking its amount and currency against ours; an event the provider does not confirm changes nothing and is not recorded (answered 200). When the provider cannot be asked, the answer is 503 provider_unavailable and nothing is applied, so the provider delivers again. Delivery is at least once: each confirmed event id is applied once, and every delivery of it is answered 200. Events never move a payment or refund backwards. Unknown event types are answered 200 and ignored.
+// The payment provider's webhook: it reports charges and refunds, among them the outcomes a request could not learn (a lost answer, a timeout). It takes no API key; the Provider-Signature header authenticates it, checked against the raw body before anything is parsed. A signed event is a hint, not the truth: the API asks the provider's API about the payment or refund it names (by our provider key) and applies what the provider says, after checking its amount and currency against ours; an event the provider does not confirm changes nothing and is not recorded (answered 200). When the provider cannot be asked, the answer is 503 provider_unavailable and nothing is applied, so the provider delivers again. Delivery is at least once: each confirmed event id is applied once, and every delivery of it is answered 200. Events never move a payment or refund backwards. Unknown event types are answered 200 and ignored. The body is read like a client's (required members, whole numbers in any spelling), except that members the API does not know are skipped: data.object is the charge (charge.succeeded, charge.declined) or the refund (refund.succeeded) with the status its type names, or any object for another type.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3016,7 +4272,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListOrdersWithResponse List orders
 	//
-	// Returns the merchant's orders, newest first, one page at a time. Pass the id of the last order of a page as starting_after to get the next one.
+	// Returns the merchant's orders, newest first, one page at a time. Pass the id of the last order of a page as starting_after to get the next one: it must name one of your orders (400 validation_failed otherwise; listed in x-validation-rules).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3026,6 +4282,7 @@ type ClientWithResponsesInterface interface {
 	// CreateOrderWithBodyWithResponse Create an order
 	//
 	// Creates an order pending payment. Idempotent: a retry with the same Idempotency-Key and body replays the first answer byte for byte (with Idempotent-Replayed: true) and creates nothing more.
+	// Beyond its schema, the body must make an order total (the sum of quantity × unit_amount) of at least 1 and at most 10^15, and hold no member name twice; these rules are listed in x-validation-rules, and breaking one is 400 validation_failed.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3035,6 +4292,7 @@ type ClientWithResponsesInterface interface {
 	// CreateOrderWithResponse Create an order
 	//
 	// Creates an order pending payment. Idempotent: a retry with the same Idempotency-Key and body replays the first answer byte for byte (with Idempotent-Replayed: true) and creates nothing more.
+	// Beyond its schema, the body must make an order total (the sum of quantity × unit_amount) of at least 1 and at most 10^15, and hold no member name twice; these rules are listed in x-validation-rules, and breaking one is 400 validation_failed.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3154,7 +4412,7 @@ type ClientWithResponsesInterface interface {
 
 	// ReceiveProviderEventWithBodyWithResponse Receive a provider event
 	//
-	// The payment provider's webhook: it reports charges and refunds, among them the outcomes a request could not learn (a lost answer, a timeout). It takes no API key; the Provider-Signature header authenticates it, checked against the raw body before anything is parsed. A signed event is a hint, not the truth: the API asks the provider's API about the payment or refund it names (by our provider key) and applies what the provider says, after checking its amount and currency against ours; an event the provider does not confirm changes nothing and is not recorded (answered 200). When the provider cannot be asked, the answer is 503 provider_unavailable and nothing is applied, so the provider delivers again. Delivery is at least once: each confirmed event id is applied once, and every delivery of it is answered 200. Events never move a payment or refund backwards. Unknown event types are answered 200 and ignored.
+	// The payment provider's webhook: it reports charges and refunds, among them the outcomes a request could not learn (a lost answer, a timeout). It takes no API key; the Provider-Signature header authenticates it, checked against the raw body before anything is parsed. A signed event is a hint, not the truth: the API asks the provider's API about the payment or refund it names (by our provider key) and applies what the provider says, after checking its amount and currency against ours; an event the provider does not confirm changes nothing and is not recorded (answered 200). When the provider cannot be asked, the answer is 503 provider_unavailable and nothing is applied, so the provider delivers again. Delivery is at least once: each confirmed event id is applied once, and every delivery of it is answered 200. Events never move a payment or refund backwards. Unknown event types are answered 200 and ignored. The body is read like a client's (required members, whole numbers in any spelling), except that members the API does not know are skipped: data.object is the charge (charge.succeeded, charge.declined) or the refund (refund.succeeded) with the status its type names, or any object for another type.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3163,7 +4421,7 @@ type ClientWithResponsesInterface interface {
 
 	// ReceiveProviderEventWithResponse Receive a provider event
 	//
-	// The payment provider's webhook: it reports charges and refunds, among them the outcomes a request could not learn (a lost answer, a timeout). It takes no API key; the Provider-Signature header authenticates it, checked against the raw body before anything is parsed. A signed event is a hint, not the truth: the API asks the provider's API about the payment or refund it names (by our provider key) and applies what the provider says, after checking its amount and currency against ours; an event the provider does not confirm changes nothing and is not recorded (answered 200). When the provider cannot be asked, the answer is 503 provider_unavailable and nothing is applied, so the provider delivers again. Delivery is at least once: each confirmed event id is applied once, and every delivery of it is answered 200. Events never move a payment or refund backwards. Unknown event types are answered 200 and ignored.
+	// The payment provider's webhook: it reports charges and refunds, among them the outcomes a request could not learn (a lost answer, a timeout). It takes no API key; the Provider-Signature header authenticates it, checked against the raw body before anything is parsed. A signed event is a hint, not the truth: the API asks the provider's API about the payment or refund it names (by our provider key) and applies what the provider says, after checking its amount and currency against ours; an event the provider does not confirm changes nothing and is not recorded (answered 200). When the provider cannot be asked, the answer is 503 provider_unavailable and nothing is applied, so the provider delivers again. Delivery is at least once: each confirmed event id is applied once, and every delivery of it is answered 200. Events never move a payment or refund backwards. Unknown event types are answered 200 and ignored. The body is read like a client's (required members, whole numbers in any spelling), except that members the API does not know are skipped: data.object is the charge (charge.succeeded, charge.declined) or the refund (refund.succeeded) with the status its type names, or any object for another type.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3273,7 +4531,8 @@ type CreateCustomerResponse401Headers struct {
 
 // CreateCustomerResponse409Headers the declared response headers of an HTTP 409 response for CreateCustomer
 type CreateCustomerResponse409Headers struct {
-	RetryAfter *int
+	IdempotentReplayed *string
+	RetryAfter         *int
 }
 
 // CreateCustomerResponse429Headers the declared response headers of an HTTP 429 response for CreateCustomer
@@ -3301,6 +4560,8 @@ type CreateCustomerResponse struct {
 	ApplicationproblemJSON409 *HandlersProblem409
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *HandlersProblem413
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *HandlersProblem415
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *HandlersProblem422
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -3349,6 +4610,11 @@ func (r CreateCustomerResponse) GetApplicationproblemJSON409() *HandlersProblem4
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r CreateCustomerResponse) GetApplicationproblemJSON413() *HandlersProblem413 {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateCustomerResponse) GetApplicationproblemJSON415() *HandlersProblem415 {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -3698,6 +4964,8 @@ type CreateOrderResponse struct {
 	ApplicationproblemJSON409 *HandlersProblem409
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *HandlersProblem413
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *HandlersProblem415
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *HandlersProblem422
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -3746,6 +5014,11 @@ func (r CreateOrderResponse) GetApplicationproblemJSON409() *HandlersProblem409 
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r CreateOrderResponse) GetApplicationproblemJSON413() *HandlersProblem413 {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateOrderResponse) GetApplicationproblemJSON415() *HandlersProblem415 {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -3900,7 +5173,8 @@ type AddOrderItemResponse401Headers struct {
 
 // AddOrderItemResponse409Headers the declared response headers of an HTTP 409 response for AddOrderItem
 type AddOrderItemResponse409Headers struct {
-	RetryAfter *int
+	IdempotentReplayed *string
+	RetryAfter         *int
 }
 
 // AddOrderItemResponse429Headers the declared response headers of an HTTP 429 response for AddOrderItem
@@ -3932,6 +5206,8 @@ type AddOrderItemResponse struct {
 	ApplicationproblemJSON412 *HandlersProblem412
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *HandlersProblem413
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *HandlersProblem415
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *HandlersProblem422
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -3990,6 +5266,11 @@ func (r AddOrderItemResponse) GetApplicationproblemJSON412() *HandlersProblem412
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r AddOrderItemResponse) GetApplicationproblemJSON413() *HandlersProblem413 {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r AddOrderItemResponse) GetApplicationproblemJSON415() *HandlersProblem415 {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -4057,9 +5338,15 @@ type PayOrderResponse401Headers struct {
 	WWWAuthenticate string
 }
 
+// PayOrderResponse402Headers the declared response headers of an HTTP 402 response for PayOrder
+type PayOrderResponse402Headers struct {
+	IdempotentReplayed *string
+}
+
 // PayOrderResponse409Headers the declared response headers of an HTTP 409 response for PayOrder
 type PayOrderResponse409Headers struct {
-	RetryAfter *int
+	IdempotentReplayed *string
+	RetryAfter         *int
 }
 
 // PayOrderResponse429Headers the declared response headers of an HTTP 429 response for PayOrder
@@ -4093,6 +5380,8 @@ type PayOrderResponse struct {
 	ApplicationproblemJSON409 *HandlersProblem409
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *HandlersProblem413
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *HandlersProblem415
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *HandlersProblem422
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -4109,6 +5398,8 @@ type PayOrderResponse struct {
 	Headers202 *PayOrderResponse202Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PayOrderResponse401Headers
+	// Headers402 the parsed response headers for an HTTP 402 response
+	Headers402 *PayOrderResponse402Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *PayOrderResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -4160,6 +5451,11 @@ func (r PayOrderResponse) GetApplicationproblemJSON409() *HandlersProblem409 {
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r PayOrderResponse) GetApplicationproblemJSON413() *HandlersProblem413 {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r PayOrderResponse) GetApplicationproblemJSON415() *HandlersProblem415 {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -4250,6 +5546,8 @@ type SetShippingAddressResponse struct {
 	ApplicationproblemJSON412 *HandlersProblem412
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *HandlersProblem413
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *HandlersProblem415
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *HandlersProblem500
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -4300,6 +5598,11 @@ func (r SetShippingAddressResponse) GetApplicationproblemJSON412() *HandlersProb
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r SetShippingAddressResponse) GetApplicationproblemJSON413() *HandlersProblem413 {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r SetShippingAddressResponse) GetApplicationproblemJSON415() *HandlersProblem415 {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -4436,7 +5739,8 @@ type RefundPaymentResponse401Headers struct {
 
 // RefundPaymentResponse409Headers the declared response headers of an HTTP 409 response for RefundPayment
 type RefundPaymentResponse409Headers struct {
-	RetryAfter *int
+	IdempotentReplayed *string
+	RetryAfter         *int
 }
 
 // RefundPaymentResponse429Headers the declared response headers of an HTTP 429 response for RefundPayment
@@ -4468,6 +5772,8 @@ type RefundPaymentResponse struct {
 	ApplicationproblemJSON409 *HandlersProblem409
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *HandlersProblem413
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *HandlersProblem415
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *HandlersProblem422
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -4528,6 +5834,11 @@ func (r RefundPaymentResponse) GetApplicationproblemJSON409() *HandlersProblem40
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r RefundPaymentResponse) GetApplicationproblemJSON413() *HandlersProblem413 {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r RefundPaymentResponse) GetApplicationproblemJSON415() *HandlersProblem415 {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -4685,6 +5996,8 @@ type ReceiveProviderEventResponse struct {
 	ApplicationproblemJSON408 *HandlersProblem408
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *HandlersProblem413
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *HandlersProblem415
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *HandlersProblem500
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -4716,6 +6029,11 @@ func (r ReceiveProviderEventResponse) GetApplicationproblemJSON408() *HandlersPr
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r ReceiveProviderEventResponse) GetApplicationproblemJSON413() *HandlersProblem413 {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r ReceiveProviderEventResponse) GetApplicationproblemJSON415() *HandlersProblem415 {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -4849,7 +6167,7 @@ func (c *ClientWithResponses) GetIdempotencyKeyWithResponse(ctx context.Context,
 
 // ListOrdersWithResponse List orders
 //
-// Returns the merchant's orders, newest first, one page at a time. Pass the id of the last order of a page as starting_after to get the next one.
+// Returns the merchant's orders, newest first, one page at a time. Pass the id of the last order of a page as starting_after to get the next one: it must name one of your orders (400 validation_failed otherwise; listed in x-validation-rules).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -4865,6 +6183,7 @@ func (c *ClientWithResponses) ListOrdersWithResponse(ctx context.Context, params
 // CreateOrderWithBodyWithResponse Create an order
 //
 // Creates an order pending payment. Idempotent: a retry with the same Idempotency-Key and body replays the first answer byte for byte (with Idempotent-Replayed: true) and creates nothing more.
+// Beyond its schema, the body must make an order total (the sum of quantity × unit_amount) of at least 1 and at most 10^15, and hold no member name twice; these rules are listed in x-validation-rules, and breaking one is 400 validation_failed.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -4880,6 +6199,7 @@ func (c *ClientWithResponses) CreateOrderWithBodyWithResponse(ctx context.Contex
 // CreateOrderWithResponse Create an order
 //
 // Creates an order pending payment. Idempotent: a retry with the same Idempotency-Key and body replays the first answer byte for byte (with Idempotent-Replayed: true) and creates nothing more.
+// Beyond its schema, the body must make an order total (the sum of quantity × unit_amount) of at least 1 and at most 10^15, and hold no member name twice; these rules are listed in x-validation-rules, and breaking one is 400 validation_failed.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5071,7 +6391,7 @@ func (c *ClientWithResponses) GetRefundWithResponse(ctx context.Context, id stri
 
 // ReceiveProviderEventWithBodyWithResponse Receive a provider event
 //
-// The payment provider's webhook: it reports charges and refunds, among them the outcomes a request could not learn (a lost answer, a timeout). It takes no API key; the Provider-Signature header authenticates it, checked against the raw body before anything is parsed. A signed event is a hint, not the truth: the API asks the provider's API about the payment or refund it names (by our provider key) and applies what the provider says, after checking its amount and currency against ours; an event the provider does not confirm changes nothing and is not recorded (answered 200). When the provider cannot be asked, the answer is 503 provider_unavailable and nothing is applied, so the provider delivers again. Delivery is at least once: each confirmed event id is applied once, and every delivery of it is answered 200. Events never move a payment or refund backwards. Unknown event types are answered 200 and ignored.
+// The payment provider's webhook: it reports charges and refunds, among them the outcomes a request could not learn (a lost answer, a timeout). It takes no API key; the Provider-Signature header authenticates it, checked against the raw body before anything is parsed. A signed event is a hint, not the truth: the API asks the provider's API about the payment or refund it names (by our provider key) and applies what the provider says, after checking its amount and currency against ours; an event the provider does not confirm changes nothing and is not recorded (answered 200). When the provider cannot be asked, the answer is 503 provider_unavailable and nothing is applied, so the provider delivers again. Delivery is at least once: each confirmed event id is applied once, and every delivery of it is answered 200. Events never move a payment or refund backwards. Unknown event types are answered 200 and ignored. The body is read like a client's (required members, whole numbers in any spelling), except that members the API does not know are skipped: data.object is the charge (charge.succeeded, charge.declined) or the refund (refund.succeeded) with the status its type names, or any object for another type.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5086,7 +6406,7 @@ func (c *ClientWithResponses) ReceiveProviderEventWithBodyWithResponse(ctx conte
 
 // ReceiveProviderEventWithResponse Receive a provider event
 //
-// The payment provider's webhook: it reports charges and refunds, among them the outcomes a request could not learn (a lost answer, a timeout). It takes no API key; the Provider-Signature header authenticates it, checked against the raw body before anything is parsed. A signed event is a hint, not the truth: the API asks the provider's API about the payment or refund it names (by our provider key) and applies what the provider says, after checking its amount and currency against ours; an event the provider does not confirm changes nothing and is not recorded (answered 200). When the provider cannot be asked, the answer is 503 provider_unavailable and nothing is applied, so the provider delivers again. Delivery is at least once: each confirmed event id is applied once, and every delivery of it is answered 200. Events never move a payment or refund backwards. Unknown event types are answered 200 and ignored.
+// The payment provider's webhook: it reports charges and refunds, among them the outcomes a request could not learn (a lost answer, a timeout). It takes no API key; the Provider-Signature header authenticates it, checked against the raw body before anything is parsed. A signed event is a hint, not the truth: the API asks the provider's API about the payment or refund it names (by our provider key) and applies what the provider says, after checking its amount and currency against ours; an event the provider does not confirm changes nothing and is not recorded (answered 200). When the provider cannot be asked, the answer is 503 provider_unavailable and nothing is applied, so the provider delivers again. Delivery is at least once: each confirmed event id is applied once, and every delivery of it is answered 200. Events never move a payment or refund backwards. Unknown event types are answered 200 and ignored. The body is read like a client's (required members, whole numbers in any spelling), except that members the API does not know are skipped: data.object is the charge (charge.succeeded, charge.declined) or the refund (refund.succeeded) with the status its type names, or any object for another type.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5214,6 +6534,13 @@ func ParseCreateCustomerResponse(rsp *http.Response) (*CreateCustomerResponse, e
 		}
 		response.ApplicationproblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest HandlersProblem415
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest HandlersProblem422
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5274,6 +6601,13 @@ func ParseCreateCustomerResponse(rsp *http.Response) (*CreateCustomerResponse, e
 		response.Headers401 = &headers
 	case rsp.StatusCode == 409:
 		var headers CreateCustomerResponse409Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -5601,6 +6935,13 @@ func ParseCreateOrderResponse(rsp *http.Response) (*CreateOrderResponse, error) 
 		}
 		response.ApplicationproblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest HandlersProblem415
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest HandlersProblem422
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5858,6 +7199,13 @@ func ParseAddOrderItemResponse(rsp *http.Response) (*AddOrderItemResponse, error
 		}
 		response.ApplicationproblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest HandlersProblem415
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest HandlersProblem422
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5918,6 +7266,13 @@ func ParseAddOrderItemResponse(rsp *http.Response) (*AddOrderItemResponse, error
 		response.Headers401 = &headers
 	case rsp.StatusCode == 409:
 		var headers AddOrderItemResponse409Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -6028,6 +7383,13 @@ func ParsePayOrderResponse(rsp *http.Response) (*PayOrderResponse, error) {
 		}
 		response.ApplicationproblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest HandlersProblem415
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest HandlersProblem422
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6103,8 +7465,25 @@ func ParsePayOrderResponse(rsp *http.Response) (*PayOrderResponse, error) {
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 402:
+		var headers PayOrderResponse402Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers402 = &headers
 	case rsp.StatusCode == 409:
 		var headers PayOrderResponse409Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -6207,6 +7586,13 @@ func ParseSetShippingAddressResponse(rsp *http.Response) (*SetShippingAddressRes
 			return nil, err
 		}
 		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest HandlersProblem415
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest HandlersProblem500
@@ -6407,6 +7793,13 @@ func ParseRefundPaymentResponse(rsp *http.Response) (*RefundPaymentResponse, err
 		}
 		response.ApplicationproblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest HandlersProblem415
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest HandlersProblem422
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6467,6 +7860,13 @@ func ParseRefundPaymentResponse(rsp *http.Response) (*RefundPaymentResponse, err
 		response.Headers401 = &headers
 	case rsp.StatusCode == 409:
 		var headers RefundPaymentResponse409Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -6625,6 +8025,13 @@ func ParseReceiveProviderEventResponse(rsp *http.Response) (*ReceiveProviderEven
 			return nil, err
 		}
 		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest HandlersProblem415
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest HandlersProblem500

@@ -33,14 +33,6 @@ const (
 	MaxMetadataValueLen  = 500
 )
 
-// currencies is the ISO 4217 allow-list. It is deliberately short: adding a
-// currency is a product decision (minor units, provider support), not
-// something a client should discover by trying.
-var currencies = map[string]bool{
-	"AUD": true, "BRL": true, "CAD": true, "CHF": true, "EUR": true,
-	"GBP": true, "INR": true, "JPY": true, "MXN": true, "USD": true,
-}
-
 // Item is one line of an order. Amounts are int64 minor units of the
 // order's currency.
 type Item struct {
@@ -97,8 +89,8 @@ func (in NewOrderInput) Validate() error {
 		fe.add("currency", "is required")
 	case !upperCaseCode(in.Currency):
 		fe.add("currency", "must be a three-letter upper-case ISO 4217 code")
-	case !currencies[in.Currency]:
-		fe.add("currency", "is not a supported currency")
+	case !currencyCodes[in.Currency]:
+		fe.add("currency", "is not an active ISO 4217 currency code")
 	}
 
 	switch {
@@ -135,7 +127,7 @@ func (in NewOrderInput) Validate() error {
 				fe.add(path, fmt.Sprintf("key must be 1 to %d printable characters", MaxMetadataKeyLength))
 				continue
 			}
-			if hasInvisible(k) {
+			if !textRE.MatchString(k) {
 				fe.add(path, "key "+msgInvisible)
 				continue
 			}
@@ -210,34 +202,25 @@ func checkText(fe *fieldErrors, field, s string, maxLen int, required bool) {
 		fe.add(field, "must be valid UTF-8")
 	case utf8.RuneCountInString(s) > maxLen:
 		fe.add(field, fmt.Sprintf("must be at most %d characters", maxLen))
+	case textRE.MatchString(s):
 	case !printable(s):
 		fe.add(field, "must not contain control characters")
-	case hasInvisible(s):
+	default:
 		fe.add(field, msgInvisible)
 	}
 }
 
-// msgInvisible is the refusal of text that hasInvisible finds.
+// msgInvisible is the refusal of text that PatternText refuses for
+// another reason than a control character.
 const msgInvisible = "must not contain bidirectional controls (U+202A to U+202E, U+2066 to U+2069) or zero-width spaces (U+200B, U+2060, U+FEFF)"
 
-// hasInvisible reports whether s holds a character that changes how text
-// around it is shown without being seen itself: the bidirectional
-// embeddings, overrides and isolates, which can make "SKU-1<U+202E>2-UKS" read as
-// something else on a receipt or a dashboard (the Trojan Source trick), and
-// the zero-width spaces, which make two names that look alike differ. The
-// zero-width non-joiner and joiner (U+200C, U+200D) stay allowed: Persian,
-// the Indic scripts and emoji sequences need them.
-func hasInvisible(s string) bool {
-	for _, r := range s {
-		switch {
-		case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069,
-			r == 0x200b, r == 0x2060, r == 0xfeff:
-			return true
-		}
-	}
-	return false
-}
-
+// PatternText refuses, besides control characters, the characters that
+// change how text around them is shown without being seen themselves: the
+// bidirectional embeddings, overrides and isolates, which can make
+// "SKU-1<U+202E>2-UKS" read as something else on a receipt or a dashboard
+// (the Trojan Source trick), and the zero-width spaces, which make two names
+// that look alike differ. printable tells the two refusals apart, for the
+// message.
 func printable(s string) bool {
 	for _, r := range s {
 		if unicode.IsControl(r) {
@@ -247,14 +230,7 @@ func printable(s string) bool {
 	return true
 }
 
-func visibleASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x21 || s[i] > 0x7e {
-			return false
-		}
-	}
-	return true
-}
+func visibleASCII(s string) bool { return visibleASCIIRE.MatchString(s) }
 
 func upperCaseCode(s string) bool {
 	if len(s) != 3 {

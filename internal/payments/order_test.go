@@ -76,7 +76,7 @@ func TestNewOrderInputValidate(t *testing.T) {
 		{name: "currency lower case", change: func(in *payments.NewOrderInput) { in.Currency = "brl" },
 			want: []payments.FieldError{{Field: "currency", Message: "must be a three-letter upper-case ISO 4217 code"}}},
 		{name: "currency unknown", change: func(in *payments.NewOrderInput) { in.Currency = "XXX" },
-			want: []payments.FieldError{{Field: "currency", Message: "is not a supported currency"}}},
+			want: []payments.FieldError{{Field: "currency", Message: "is not an active ISO 4217 currency code"}}},
 		{name: "no items", change: func(in *payments.NewOrderInput) { in.Items = nil },
 			want: []payments.FieldError{{Field: "items", Message: "must contain at least 1 item"}}},
 		{name: "too many items", change: func(in *payments.NewOrderInput) { in.Items = manyItems },

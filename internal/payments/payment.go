@@ -3,7 +3,6 @@ package payments
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -131,6 +130,12 @@ type PayInput struct {
 // MaxPaymentMethodLength bounds a payment method token.
 const MaxPaymentMethodLength = 255
 
+// MaxRefundAmount bounds a refund's amount: no payment can be larger (an
+// order's total is at most MaxItems lines of MaxQuantity × MaxUnitAmount, and
+// MaxAmountTotal in all), so a larger one is refused as invalid before the
+// payment is read.
+const MaxRefundAmount = MaxUnitAmount * MaxQuantity
+
 // Validate checks the input's shape; whether the provider knows the method
 // is the provider's to say (as a decline).
 func (in PayInput) Validate() error {
@@ -140,7 +145,7 @@ func (in PayInput) Validate() error {
 		fe.add("payment_method", "is required")
 	case len(in.PaymentMethod) > MaxPaymentMethodLength || !visibleASCII(in.PaymentMethod):
 		fe.add("payment_method", fmt.Sprintf("must be 1 to %d visible ASCII characters", MaxPaymentMethodLength))
-	case !strings.HasPrefix(in.PaymentMethod, "pm_"):
+	case !paymentMethodRE.MatchString(in.PaymentMethod):
 		fe.add("payment_method", `must be a payment method token starting with "pm_"`)
 	}
 	return fe.err()
@@ -156,8 +161,8 @@ type RefundInput struct {
 // lock when the refund is reserved.
 func (in RefundInput) Validate() error {
 	var fe fieldErrors
-	if in.Amount != nil && (*in.Amount <= 0 || *in.Amount > MaxUnitAmount*MaxQuantity) {
-		fe.add("amount", "must be a positive integer in the currency's minor unit")
+	if in.Amount != nil && (*in.Amount <= 0 || *in.Amount > MaxRefundAmount) {
+		fe.add("amount", fmt.Sprintf("must be a positive integer in the currency's minor unit, at most %d", int64(MaxRefundAmount)))
 	}
 	return fe.err()
 }

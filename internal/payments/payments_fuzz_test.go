@@ -31,7 +31,7 @@ func FuzzValidateOrder(f *testing.F) {
 		if customerID == "" || len(customerID) > MaxCustomerIDLength || !visibleASCII(customerID) {
 			t.Fatalf("customer id %q accepted", customerID)
 		}
-		if !currencies[currency] {
+		if !currencyCodes[currency] {
 			t.Fatalf("currency %q accepted", currency)
 		}
 		if len(in.Items) < 1 || len(in.Items) > MaxItems {

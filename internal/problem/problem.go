@@ -46,6 +46,7 @@ const (
 	CodeVersionMismatch       = "version_mismatch"
 	CodeRequestTooLarge       = "request_too_large"
 	CodeRequestTimeout        = "request_timeout"
+	CodeUnsupportedMediaType  = "unsupported_media_type"
 	CodeRateLimited           = "rate_limited"
 	CodeProviderUnavailable   = "provider_unavailable"
 	CodeServiceUnavailable    = "service_unavailable"

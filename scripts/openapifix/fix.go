@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -14,10 +15,23 @@ import (
 // object is a JSON object of the document.
 type object = map[string]any
 
+// genericRules hold for any document swag writes from annotations like
+// ours; projectRules state this API's own request rules and metadata, and
+// need its schemas and operations.
+var (
+	genericRules = []func(object) error{nullable, anyValue, bodySchemas, closeObjects, publicRoutes, headerRules, keyPattern, plainDescriptions}
+	projectRules = []func(object) error{webhookEvent, requestConstraints, info}
+)
+
 // Fix applies every rule to the document in and returns it encoded as swag
 // writes it (indented by four spaces), with members in name order so that
 // the output is deterministic.
 func Fix(in []byte) ([]byte, error) {
+	// The webhook's schemas come first, so that closeObjects sees them.
+	return fix(in, append(slices.Clone(projectRules), genericRules...))
+}
+
+func fix(in []byte, rules []func(object) error) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(in))
 	dec.UseNumber() // 1000000000000 stays 1000000000000, not 1e+12
 	var doc object
@@ -31,7 +45,7 @@ func Fix(in []byte) ([]byte, error) {
 	if docs, _ := doc["externalDocs"].(object); docs["url"] == "" {
 		delete(doc, "externalDocs") // written empty when no @externalDocs is given
 	}
-	for _, rule := range []func(object) error{nullable, anyValue, bodySchemas, closeObjects, publicRoutes, headerRules, keyPattern} {
+	for _, rule := range rules {
 		if err := rule(doc); err != nil {
 			return nil, err
 		}
@@ -110,12 +124,12 @@ func bodySchemas(doc object) error {
 // closeObjects gives every component object schema that lists properties
 // and says nothing of others additionalProperties: false. Maps (metadata)
 // and free-form objects (a stored body) declare additionalProperties or no
-// properties, and stay open.
+// properties, and stay open, and so do the provider's events (openSchemas).
 func closeObjects(doc object) error {
 	schemas, _ := dig(doc, "components", "schemas").(object)
 	for _, name := range sortedKeys(schemas) {
 		s, _ := schemas[name].(object)
-		if _, has := s["properties"]; !has {
+		if _, has := s["properties"]; !has || openSchemas[name] {
 			continue
 		}
 		if _, has := s["additionalProperties"]; !has {

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/payments"
 )
 
 // swagOutput is a small document shaped like swag v2's output, with one
@@ -51,7 +54,7 @@ const swagOutput = `{
 
 func fixed(t *testing.T, in string) map[string]any {
 	t.Helper()
-	out, err := Fix([]byte(in))
+	out, err := fix([]byte(in), genericRules)
 	require.NoError(t, err)
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal(out, &doc))
@@ -80,7 +83,7 @@ func TestFix(t *testing.T) {
 		require.Equal(t, object{}, props["body"])
 	})
 	t.Run("numbers keep their spelling", func(t *testing.T) {
-		out, err := Fix([]byte(swagOutput))
+		out, err := fix([]byte(swagOutput), genericRules)
 		require.NoError(t, err)
 		require.Contains(t, string(out), `"maximum": 1000000000000`)
 	})
@@ -116,9 +119,9 @@ func TestFix(t *testing.T) {
 		}
 	})
 	t.Run("deterministic", func(t *testing.T) {
-		a, err := Fix([]byte(swagOutput))
+		a, err := fix([]byte(swagOutput), genericRules)
 		require.NoError(t, err)
-		b, err := Fix(a)
+		b, err := fix(a, genericRules)
 		require.NoError(t, err)
 		require.Equal(t, string(a), string(b), "fixing a fixed document changes nothing")
 	})
@@ -130,9 +133,10 @@ func TestFixRefuses(t *testing.T) {
 		"nullable without type or $ref":   `{"openapi": "3.1.0", "components": {"schemas": {"A": {"x-nullable": true}}}}`,
 		"a Retry-After that is no number": `{"openapi": "3.1.0", "paths": {"/a": {"get": {"parameters": [{"in": "header", "name": "Idempotency-Key"}], "responses": {"503": {"headers": {"Retry-After": {"schema": {"type": "string"}}}}}}}}}`,
 		"no Idempotency-Key at all":       `{"openapi": "3.1.0", "paths": {}}`,
+		"text Swagger UI reads as HTML":   `{"openapi": "3.1.0", "paths": {"/a": {"get": {"description": "sent as Bearer <key>", "parameters": [{"in": "header", "name": "Idempotency-Key"}]}}}}`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := Fix([]byte(in))
+			_, err := fix([]byte(in), genericRules)
 			require.Error(t, err)
 		})
 	}
@@ -146,4 +150,98 @@ func TestCommittedDocumentIsFixed(t *testing.T) {
 	again, err := Fix(committed)
 	require.NoError(t, err)
 	require.Equal(t, string(committed), string(again))
+}
+
+// committedDoc is api/swagger.json as committed, decoded.
+func committedDoc(t *testing.T) object {
+	t.Helper()
+	raw, err := os.ReadFile("../../api/swagger.json")
+	require.NoError(t, err)
+	var doc object
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	require.NoError(t, dec.Decode(&doc))
+	return doc
+}
+
+// TestRequestRules: the document carries the API's own rule values (not
+// copies), a struct tag that disagrees with a rule stops the step, and what
+// only the description can say is listed for fuzzers.
+func TestRequestRules(t *testing.T) {
+	doc := committedDoc(t)
+	schemas := dig(doc, "components", "schemas").(object)
+	prop := func(schema, member string) object { return dig(schemas, schema, "properties", member).(object) }
+
+	require.Equal(t, payments.PatternEmail, prop("handlers.CreateCustomerRequest", "email")["pattern"])
+	require.Equal(t, payments.PatternPaymentMethod, prop("handlers.PayOrderRequest", "payment_method")["pattern"])
+	require.Equal(t, payments.PatternText, prop("handlers.OrderItem", "sku")["pattern"])
+	require.Equal(t, enum(payments.Currencies()), prop("handlers.CreateOrderRequest", "currency")["enum"])
+	require.Contains(t, prop("handlers.CreateOrderRequest", "currency")["enum"], "SEK")
+	require.Equal(t, enum(payments.Countries()), prop("handlers.ShippingAddress", "country")["enum"])
+	require.Equal(t, json.Number(fmt.Sprint(int64(payments.MaxRefundAmount))), prop("handlers.RefundPaymentRequest", "amount")["maximum"])
+	metadata := prop("handlers.CreateOrderRequest", "metadata")
+	require.Equal(t, payments.PatternText, dig(metadata, "propertyNames", "pattern"))
+	require.Equal(t, payments.PatternText, dig(metadata, "additionalProperties", "pattern"))
+
+	listOrders := dig(doc, "paths", "/v1/orders", "get").(object)
+	var startingAfter object
+	for _, p := range listOrders["parameters"].([]any) {
+		if p.(object)["name"] == "starting_after" {
+			startingAfter = p.(object)
+		}
+	}
+	require.Equal(t, payments.PatternVisibleASCII, dig(startingAfter, "schema", "pattern"))
+	require.Equal(t, "starting_after", dig(listOrders, "x-validation-rules").([]any)[0].(object)["field"])
+
+	for _, name := range []string{"handlers.ProviderEventRequest", "handlers.ProviderCharge", "handlers.ProviderRefund"} {
+		require.NotContains(t, schemas[name], "additionalProperties", "%s is open: the provider may add members", name)
+	}
+	require.Equal(t, false, dig(schemas, "handlers.CreateOrderRequest", "additionalProperties"))
+
+	require.Equal(t, "MIT", dig(doc, "info", "license", "identifier"))
+	require.NotEmpty(t, dig(doc, "externalDocs", "url"))
+
+	t.Run("a tag that disagrees with the rule stops the step", func(t *testing.T) {
+		raw, err := os.ReadFile("../../api/swagger.json")
+		require.NoError(t, err)
+		wrong := bytes.Replace(raw, []byte(`"maximum": 10000,`), []byte(`"maximum": 9999,`), 1)
+		require.NotEqual(t, raw, wrong)
+		_, err = Fix(wrong)
+		require.ErrorContains(t, err, "maximum")
+	})
+}
+
+// TestReplayedDeclaredEverywhere: Idempotent-Replayed is declared on every
+// status a keyed operation may replay: each 2xx but 202, and the 402 and 409
+// of the operations whose stored answers include them (swag drops a @Header
+// line for a status whose @Failure comes after it, hence this test).
+func TestReplayedDeclaredEverywhere(t *testing.T) {
+	replayable := map[string][]string{
+		"createOrder":    {"201"},
+		"createCustomer": {"201", "409"},
+		"addOrderItem":   {"201", "409"},
+		"payOrder":       {"201", "402", "409"},
+		"refundPayment":  {"201", "409"},
+	}
+	doc := committedDoc(t)
+	found := map[string][]string{}
+	forEachOperation(doc, func(path, method string, op object) {
+		keyed := false
+		params, _ := op["parameters"].([]any)
+		for _, p := range params {
+			keyed = keyed || p.(object)["name"] == "Idempotency-Key"
+		}
+		if !keyed {
+			return
+		}
+		id := op["operationId"].(string)
+		responses := op["responses"].(object)
+		for _, status := range sortedKeys(responses) {
+			if _, ok := dig(responses, status, "headers", "Idempotent-Replayed").(object); ok {
+				found[id] = append(found[id], status)
+			}
+		}
+		require.Contains(t, replayable, id, "a keyed operation this test does not know: say what it replays")
+	})
+	require.Equal(t, replayable, found)
 }

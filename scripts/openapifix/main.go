@@ -21,7 +21,15 @@
 //     Retry-After is whole seconds, always sent on 429 and 503; Location
 //     and WWW-Authenticate, where declared, are always sent;
 //   - key pattern: every Idempotency-Key header and the {key} path parameter
-//     get idempotency.KeyPattern, the rule ValidateKey applies.
+//     get idempotency.KeyPattern, the rule ValidateKey applies;
+//   - request rules (requests.go): every rule the API enforces on a request
+//     member or parameter, from the values its validators use (patterns,
+//     enums, bounds), and those JSON Schema cannot state as the operation's
+//     x-validation-rules; the provider event's data.object by event type;
+//   - info: the license's SPDX identifier, and a check that the contact and
+//     the external documentation are there;
+//   - plain descriptions: a check that no description holds text Swagger UI
+//     would read as HTML (<key> outside backquotes).
 //
 // Usage: go run ./scripts/openapifix api/swagger.json (rewrites it in place).
 package main

@@ -97,7 +97,7 @@ func Do(r Request) (Answer, error) {
 	b, err := io.ReadAll(resp.Body)
 	a := Answer{Status: resp.StatusCode, Header: resp.Header, Body: b}
 	if err == nil {
-		checkAnswer(req, a)
+		checkAnswer(req, sentWhole([]byte(r.Body)), a)
 	}
 	return a, err
 }

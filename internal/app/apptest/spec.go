@@ -3,6 +3,7 @@ package apptest
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	validator "github.com/pb33f/libopenapi-validator"
 	"github.com/pb33f/libopenapi-validator/config"
 	openapierrors "github.com/pb33f/libopenapi-validator/errors"
+	"github.com/pb33f/libopenapi-validator/helpers"
 	"github.com/pb33f/libopenapi-validator/paths"
 	v3 "github.com/pb33f/libopenapi/datamodel/high/v3"
 
@@ -34,6 +36,16 @@ import (
 // media type (application/json, application/problem+json, without
 // parameters), and to Retry-After on every problem whose code asks the
 // client to come back later.
+//
+// Requests are checked too, against the same document, and against the
+// answer they got: a request the document forbids (a member missing, a
+// value out of its schema, a body not declared as application/json, a
+// header that breaks its pattern) must be refused, and a request the
+// document allows must not be refused as invalid (400 validation_failed or
+// 415), unless every field refused is one of the operation's
+// x-validation-rules, the rules JSON Schema cannot state. A request is
+// checked with the body the API read; one whose body it did not read to the
+// end (a refusal before reading, such as a 413) is checked without it.
 //
 // Out of scope: /metrics, /swagger/*, /demo and the development mirror of
 // the in-process provider, /dev/provider/* (not the payments API), Go's own
@@ -60,6 +72,8 @@ type specChecker struct {
 	validator validator.Validator
 	model     *v3.Document
 	opts      *config.ValidationOptions
+	// rules are the x-validation-rules of each operation, by "METHOD /route".
+	rules map[string][]ValidationRule
 	// mu serializes validations: the validator's caches are not
 	// documented as safe for concurrent use.
 	mu  sync.Mutex
@@ -87,7 +101,11 @@ var loadSpec = sync.OnceValues(func() (*specChecker, error) {
 		}
 		return nil, fmt.Errorf("api/swagger.json is not a valid OpenAPI document: %s", strings.Join(msgs, "; "))
 	}
-	c := &specChecker{validator: v, model: &model.Model, opts: config.NewValidationOptions(opts...)}
+	rules, err := ValidationRules()
+	if err != nil {
+		return nil, err
+	}
+	c := &specChecker{validator: v, model: &model.Model, opts: config.NewValidationOptions(opts...), rules: rules}
 	if name := os.Getenv("APPTEST_SPEC_LOG"); name != "" {
 		if c.log, err = os.OpenFile(name, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err != nil {
 			return nil, err
@@ -96,10 +114,54 @@ var loadSpec = sync.OnceValues(func() (*specChecker, error) {
 	return c, nil
 })
 
-// checkAndLog is checkExchange for an answer the API gave: it also appends
-// the exchange to APPTEST_SPEC_LOG.
-func checkAndLog(req *http.Request, status int, header http.Header, body []byte) []string {
+// ValidationRule is one entry of an operation's x-validation-rules: a rule
+// the API applies that JSON Schema cannot state.
+type ValidationRule struct {
+	In    string `json:"in"`
+	Field string `json:"field"`
+	Rule  string `json:"rule"`
+	Code  string `json:"code"`
+}
+
+// ValidationRules reads every operation's x-validation-rules from the
+// document, by "METHOD /route" (POST /v1/orders).
+func ValidationRules() (map[string][]ValidationRule, error) {
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Rules []ValidationRule `json:"x-validation-rules"`
+		}
+	}
+	if err := json.Unmarshal(api.OpenAPI, &doc); err != nil {
+		return nil, err
+	}
+	out := map[string][]ValidationRule{}
+	for path, item := range doc.Paths {
+		for method, op := range item {
+			if len(op.Rules) > 0 {
+				out[strings.ToUpper(method)+" "+path] = op.Rules
+			}
+		}
+	}
+	return out, nil
+}
+
+// sentBody is a request's body as the API read it.
+type sentBody struct {
+	data []byte
+	// whole: the API read it to its end (or there was none).
+	whole bool
+}
+
+// checkAndLog is checkExchange and checkRequest for an answer the API gave:
+// it also appends the exchange to APPTEST_SPEC_LOG.
+func checkAndLog(req *http.Request, sent sentBody, status int, header http.Header, body []byte) []string {
 	route, problems := checkExchange(req, status, header, body)
+	if more := checkRequest(req, sent, status, body); more != nil {
+		if problems == nil {
+			problems = []string{fmt.Sprintf("%s %s answered %d (%s) against api/swagger.json:", req.Method, req.URL.RequestURI(), status, header.Get("Content-Type"))}
+		}
+		problems = append(problems, more...)
+	}
 	if c, err := loadSpec(); err == nil && c.log != nil && route != "" {
 		c.mu.Lock()
 		fmt.Fprintf(c.log, "%s %s %d\n", req.Method, route, status)
@@ -161,6 +223,147 @@ func checkExchange(req *http.Request, status int, header http.Header, body []byt
 		return route, append([]string{head}, problems...)
 	}
 	return route, nil
+}
+
+// The problem codes that refuse a request for what it is, not for the
+// state it meets: a request the document forbids must get one of these (or
+// another refusal: 401, 404, 413, …), and one it allows must not get the
+// first two unless an x-validation-rule says why.
+const (
+	codeValidationFailed = "validation_failed"
+	codeUnsupportedMedia = "unsupported_media_type"
+)
+
+// accepted reports whether status (with the problem code of body) means the
+// API took the request as valid and acted on it, or judged it on its merits:
+// a success, a decline, a business conflict, a version mismatch.
+func accepted(status int, body []byte) bool {
+	switch status {
+	case http.StatusPaymentRequired, http.StatusPreconditionFailed:
+		return true
+	case http.StatusConflict:
+		switch problemCode(body) {
+		case "idempotency_request_in_progress", "idempotency_key_expired", "payment_in_progress":
+			return false
+		}
+		return true
+	}
+	return status < 400
+}
+
+// checkRequest returns what is wrong with answering req, whose body the API
+// read as sent, with status and body: a request the document forbids that
+// was accepted, or one it allows that was refused as invalid.
+func checkRequest(req *http.Request, sent sentBody, status int, body []byte) []string {
+	if specExempt(req.URL.Path) || status == 499 {
+		return nil
+	}
+	c, err := loadSpec()
+	if err != nil {
+		return []string{err.Error()}
+	}
+	r := req.Clone(req.Context())
+	r.Body = io.NopCloser(bytes.NewReader(sent.data))
+	r.ContentLength = int64(len(sent.data))
+	c.mu.Lock()
+	pathItem, findErrs, route := paths.FindPath(r, c.model, c.opts)
+	var verrs []*openapierrors.ValidationError
+	if pathItem != nil && len(findErrs) == 0 {
+		_, verrs = c.validator.ValidateHttpRequestSyncWithPathItem(r, pathItem, route)
+	}
+	c.mu.Unlock()
+	if pathItem == nil || len(findErrs) > 0 {
+		return nil // no operation: checkExchange wants the 404
+	}
+	var reasons []string
+	for _, e := range verrs {
+		if !sent.whole && e.ValidationType == helpers.RequestBodyValidation && e.ValidationSubType != helpers.RequestBodyContentType {
+			continue // the body was not read whole: it cannot be judged
+		}
+		reasons = append(reasons, describe(e))
+	}
+	code := problemCode(body)
+	refusedAsInvalid := status == http.StatusUnsupportedMediaType ||
+		(status == http.StatusBadRequest && code == codeValidationFailed)
+	switch {
+	case len(reasons) > 0 && accepted(status, body):
+		return append([]string{fmt.Sprintf("the document forbids this request, but the API accepted it with %d:", status)}, reasons...)
+	case len(reasons) == 0 && refusedAsInvalid && sent.whole:
+		if status == http.StatusBadRequest && c.explained(req.Method+" "+route, body) {
+			return nil
+		}
+		return []string{fmt.Sprintf("the document allows this request (body %s), but the API refused it with %d %s, and no x-validation-rule of the operation says why", truncate(sent.data), status, code)}
+	}
+	return nil
+}
+
+// explained reports whether every field a validation problem refuses is
+// one of the operation's x-validation-rules (a rule of field "" covers the
+// body as a whole, and a problem that names no field).
+func (c *specChecker) explained(op string, body []byte) bool {
+	var p struct {
+		Errors []struct {
+			Field string `json:"field"`
+		} `json:"errors"`
+	}
+	if json.Unmarshal(body, &p) != nil {
+		return false
+	}
+	covers := func(field string) bool {
+		for _, r := range c.rules[op] {
+			if r.Field == field || (r.Field != "" && (strings.HasPrefix(field, r.Field+".") || strings.HasPrefix(field, r.Field+"["))) {
+				return true
+			}
+		}
+		return false
+	}
+	if len(p.Errors) == 0 {
+		return covers("")
+	}
+	for _, e := range p.Errors {
+		if !covers(e.Field) {
+			return false
+		}
+	}
+	return true
+}
+
+// bodyRecorder passes a request body through and keeps what was read.
+type bodyRecorder struct {
+	io.ReadCloser
+	buf   bytes.Buffer
+	whole bool
+}
+
+// maxRecordedBody bounds what the check keeps of a body; a larger one is
+// judged without its body. The validator's time grows with the body (a
+// 900 KB order of 300,000 items takes it seconds, long enough for the
+// server's write timeout), and the bodies that large are the hostile ones,
+// whose answers the tests check themselves.
+const maxRecordedBody = 64 << 10
+
+// sentWhole is a body the client sent whole, judged with it unless it is
+// over maxRecordedBody.
+func sentWhole(data []byte) sentBody {
+	if len(data) > maxRecordedBody {
+		return sentBody{}
+	}
+	return sentBody{data: data, whole: true}
+}
+
+func (b *bodyRecorder) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.buf.Len() <= maxRecordedBody {
+		b.buf.Write(p[:n])
+	}
+	if errors.Is(err, io.EOF) {
+		b.whole = b.buf.Len() <= maxRecordedBody
+	}
+	return n, err
+}
+
+func (b *bodyRecorder) sent() sentBody {
+	return sentBody{data: b.buf.Bytes(), whole: b.whole}
 }
 
 // describe is one validation error on one line: what, why, and where in
@@ -225,12 +428,16 @@ func checkServed(t testing.TB, stopped func() bool) func(http.Handler) http.Hand
 			// The request as it came: a handler may change its URL.
 			req := r.Clone(r.Context())
 			req.Body = http.NoBody
+			body := &bodyRecorder{ReadCloser: r.Body, whole: r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0}
+			if r.Body != nil && r.Body != http.NoBody {
+				r.Body = body
+			}
 			rec := &specRecorder{ResponseWriter: w}
 			next.ServeHTTP(rec, r)
 			if rec.status == 0 || stopped() {
 				return
 			}
-			if problems := checkAndLog(req, rec.status, rec.header, rec.body.Bytes()); problems != nil {
+			if problems := checkAndLog(req, body.sent(), rec.status, rec.header, rec.body.Bytes()); problems != nil {
 				t.Errorf("%s\n\t%s\nbody: %s", problems[0], strings.Join(problems[1:], "\n\t"), truncate(rec.body.Bytes()))
 			}
 		})
@@ -258,9 +465,9 @@ func registerBinary(t testing.TB, addr string) {
 	})
 }
 
-// checkAnswer checks an answer Do read, when it came from an API that
-// StartBinary runs.
-func checkAnswer(req *http.Request, a Answer) {
+// checkAnswer checks an answer Do read, and the request that got it, when
+// it came from an API that StartBinary runs.
+func checkAnswer(req *http.Request, sent sentBody, a Answer) {
 	v, ok := binaries.Load(req.URL.Host)
 	if !ok {
 		return
@@ -269,7 +476,7 @@ func checkAnswer(req *http.Request, a Answer) {
 	if isGoPlainText(a) {
 		return
 	}
-	problems := checkAndLog(req, a.Status, a.Header, a.Body)
+	problems := checkAndLog(req, sent, a.Status, a.Header, a.Body)
 	if problems == nil {
 		return
 	}
@@ -331,6 +538,60 @@ func (c checkedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return resp, err
 	}
-	checkAnswer(req, Answer{Status: resp.StatusCode, Header: resp.Header, Body: body})
+	checkAnswer(req, sentOf(req), Answer{Status: resp.StatusCode, Header: resp.Header, Body: body})
 	return resp, nil
+}
+
+// sentOf is the body a client request carried, read again through GetBody
+// (set for the bodies http.NewRequest knows); not whole when it cannot be.
+func sentOf(req *http.Request) sentBody {
+	if req.Body == nil || req.Body == http.NoBody {
+		return sentBody{whole: true}
+	}
+	if req.GetBody == nil {
+		return sentBody{}
+	}
+	rc, err := req.GetBody()
+	if err != nil {
+		return sentBody{}
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, maxRecordedBody+1))
+	if err != nil {
+		return sentBody{}
+	}
+	return sentWhole(data)
+}
+
+// ValidateRequest returns what the document finds wrong with req sent with
+// body (nil: nothing), for a test that generates requests and must know
+// which the document allows.
+func ValidateRequest(req *http.Request, body []byte) ([]string, error) {
+	c, err := loadSpec()
+	if err != nil {
+		return nil, err
+	}
+	r := req.Clone(req.Context())
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pathItem, findErrs, route := paths.FindPath(r, c.model, c.opts)
+	if pathItem == nil || len(findErrs) > 0 {
+		return []string{"no operation of the document"}, nil
+	}
+	_, verrs := c.validator.ValidateHttpRequestSyncWithPathItem(r, pathItem, route)
+	var reasons []string
+	for _, e := range verrs {
+		reasons = append(reasons, describe(e))
+	}
+	return reasons, nil
+}
+
+// Explained reports whether every field that a 400 validation_failed
+// answer to the operation (METHOD /route) refuses is one of its
+// x-validation-rules.
+func Explained(op string, answer []byte) bool {
+	c, err := loadSpec()
+	return err == nil && c.explained(op, answer)
 }

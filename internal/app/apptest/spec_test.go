@@ -1,6 +1,7 @@
 package apptest
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -78,5 +79,56 @@ func BenchmarkCheckExchange(b *testing.B) {
 		if _, problems := checkExchange(req, 201, h, []byte(goodOrder)); problems != nil {
 			b.Fatal(problems)
 		}
+	}
+}
+
+// TestCheckRequest: the request check passes what the API should do and
+// fails an accepted request the document forbids, and a refused one it
+// allows (unless an x-validation-rule explains the refusal).
+func TestCheckRequest(t *testing.T) {
+	const order = `{"customer_id":"cus_1","currency":"SEK","items":[{"sku":"S","name":"N","quantity":2,"unit_amount":1}]}`
+	noUnitAmount := strings.Replace(order, `,"unit_amount":1`, ``, 1)
+	problem := func(status int, code, fields string) string {
+		return fmt.Sprintf(`{"type":"https://errors.idempotent-payments.dev/%s","title":"t","status":%d,"detail":"d","code":"%s","errors":[%s]}`, code, status, code, fields)
+	}
+	post := func(contentType string) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/v1/orders", nil)
+		r.Header.Set("Authorization", "Bearer sk_test_acme")
+		r.Header.Set("Idempotency-Key", "k1")
+		if contentType != "" {
+			r.Header.Set("Content-Type", contentType)
+		}
+		return r
+	}
+	whole := func(body string) sentBody { return sentBody{data: []byte(body), whole: true} }
+	for _, tc := range []struct {
+		name   string
+		req    *http.Request
+		sent   sentBody
+		status int
+		answer string
+		want   string // "" means no problem
+	}{
+		{"a valid order, created", post("application/json"), whole(order), 201, goodOrder, ""},
+		{"with charset=utf-8", post("application/json; charset=utf-8"), whole(order), 201, goodOrder, ""},
+		{"a missing unit_amount, refused", post("application/json"), whole(noUnitAmount), 400, problem(400, "validation_failed", `{"field":"items[0].unit_amount","message":"is required"}`), ""},
+		{"a missing unit_amount, accepted", post("application/json"), whole(noUnitAmount), 201, goodOrder, "forbids"},
+		{"text/plain, refused", post("text/plain"), whole(order), 415, problem(415, "unsupported_media_type", ""), ""},
+		{"no Content-Type, accepted", post(""), whole(order), 201, goodOrder, "forbids"},
+		{"a valid order refused as invalid", post("application/json"), whole(order), 400, problem(400, "validation_failed", `{"field":"customer_id","message":"x"}`), "allows"},
+		{"a valid order refused for a rule the schema cannot state", post("application/json"), whole(order), 400, problem(400, "validation_failed", `{"field":"items","message":"the order total must be positive"}`), ""},
+		{"a valid order refused with 415", post("application/json"), whole(order), 415, problem(415, "unsupported_media_type", ""), "allows"},
+		{"a body not read whole is not judged", post("application/json"), sentBody{data: []byte(`{"cust`)}, 413, problem(413, "request_too_large", ""), ""},
+		{"no key, refused", func() *http.Request { r := post("application/json"); r.Header.Del("Idempotency-Key"); return r }(), whole(order), 400, problem(400, "idempotency_key_missing", ""), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			problems := checkRequest(tc.req, tc.sent, tc.status, []byte(tc.answer))
+			if tc.want == "" {
+				require.Empty(t, problems)
+				return
+			}
+			require.NotEmpty(t, problems, "the check let it pass")
+			require.Contains(t, strings.Join(problems, "\n"), tc.want)
+		})
 	}
 }
