@@ -6,6 +6,8 @@
 //	api                          serve (the default)
 //	api migrate                  apply the migrations and exit
 //	api create-merchant -name N  create a merchant and print its API key once
+//	api flagged [retry|accept|resolve -merchant M -id ID]
+//	                             list, or act on, what waits for an operator
 //
 // Configuration comes from the environment; see internal/config. The
 // wiring lives in internal/app.
@@ -87,10 +89,12 @@ func run(ctx context.Context, args, environ []string, stdout io.Writer) error {
 			return err
 		}
 		return app.CreateMerchant(ctx, cfg, log, *name, stdout)
+	case "flagged":
+		return app.Flagged(ctx, cfg, log, args, stdout)
 	case "help", "-h", "--help":
-		fmt.Fprintln(stdout, "usage: api [serve | migrate | create-merchant -name NAME]")
+		fmt.Fprintln(stdout, "usage: api [serve | migrate | create-merchant -name NAME | flagged [retry|accept|resolve -merchant M -id ID]]")
 		return nil
 	default:
-		return fmt.Errorf("unknown command %q (try: serve, migrate, create-merchant)", cmd)
+		return fmt.Errorf("unknown command %q (try: serve, migrate, create-merchant, flagged)", cmd)
 	}
 }

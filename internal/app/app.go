@@ -29,6 +29,7 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency/ginidem"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/idempotency/redisidem"
+	"github.com/idemkeys/payments/internal/idempotency/seal"
 	"github.com/idemkeys/payments/internal/merchants"
 	"github.com/idemkeys/payments/internal/metrics"
 	"github.com/idemkeys/payments/internal/outbox"
@@ -138,46 +139,20 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	}
 	providerClient := provider.NewClient(providerURL, provider.ClientOptions{Timeout: cfg.ProviderTimeout, WrapTransport: tr.Transport})
 
-	cipher, err := responseCipher(cfg, log)
+	idemStore, cipher, err := idempotencyStore(cfg, db, log)
 	if err != nil {
 		_ = a.close(ctx)
 		return nil, err
 	}
-	storeOpts := []gormstore.Option{gormstore.WithClassify(database.Classify)}
-	if cfg.IdempotencyTombstones {
-		storeOpts = append(storeOpts, gormstore.WithTombstones(cfg.IdempotencyTombstoneTTL))
-	}
-	if cipher != nil {
-		storeOpts = append(storeOpts, gormstore.WithCipher(cipher))
-	}
-	idemStore := gormstore.New(db.DB, storeOpts...)
 	// Every layer reports to one registry through the hooks it offers;
 	// records is the store as the keeper and the janitor use it, its
 	// failures counted.
 	m := metrics.New()
 	records := m.InstrumentStore(idemStore, string(db.Dialect))
-	idemCfg := idempotency.Config{
-		TTL:          cfg.IdempotencyTTL,
-		LockTimeout:  cfg.IdempotencyLockTimeout,
-		Wait:         cfg.IdempotencyWait,
-		MaxBodyBytes: cfg.MaxBodyBytes,
-		CacheTimeout: cfg.RedisTimeout,
-		Tombstones:   cfg.IdempotencyTombstones,
-		Transactor:   idemStore,
-		Observer:     m.IdempotencyObserver(),
-		Log:          log,
-		// Without Redis, the same quota of new keys, counted by this
-		// instance alone.
-		NewKeyLimit:   cfg.RateLimitNewKeys,
-		NewKeyWindow:  cfg.RateLimitWindow,
-		PurgeInterval: cfg.JanitorInterval,
-		OnPurge:       m.Purged,
-
-		KeySecret:         []byte(cfg.ProviderKeySecret),
-		ReconcileInterval: cfg.ReconcileInterval,
-		CancelAfter:       cfg.PendingCancelAfter,
-		OnReconcile:       func(_, result string) { m.Reconciled(result) },
-	}
+	idemCfg := keeperConfig(cfg, log, idemStore)
+	idemCfg.Observer = m.IdempotencyObserver()
+	idemCfg.OnPurge = m.Purged
+	idemCfg.OnReconcile = func(_, result string) { m.Reconciled(result) }
 	if tr.Enabled() {
 		idemCfg.TraceParent, idemCfg.Span = tr.TraceParent, tr.StartLinked
 	}
@@ -447,4 +422,46 @@ func (a *App) close(ctx context.Context) error {
 func NewLogger(w io.Writer, level string) *slog.Logger {
 	// Lines logged inside a trace carry its trace_id and span_id.
 	return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: logLevel(level)})))
+}
+
+// idempotencyStore is the idempotency store the configuration asks for,
+// and the cipher of stored answers (nil when they are not encrypted).
+func idempotencyStore(cfg config.Config, db *database.DB, log *slog.Logger) (*gormstore.Store, *seal.Cipher, error) {
+	cipher, err := responseCipher(cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := []gormstore.Option{gormstore.WithClassify(database.Classify)}
+	if cfg.IdempotencyTombstones {
+		opts = append(opts, gormstore.WithTombstones(cfg.IdempotencyTombstoneTTL))
+	}
+	if cipher != nil {
+		opts = append(opts, gormstore.WithCipher(cipher))
+	}
+	return gormstore.New(db.DB, opts...), cipher, nil
+}
+
+// keeperConfig is the idempotency core's configuration from the
+// environment's, without the hooks (metrics, tracing, Redis) that serving
+// adds.
+func keeperConfig(cfg config.Config, log *slog.Logger, store *gormstore.Store) idempotency.Config {
+	return idempotency.Config{
+		TTL:          cfg.IdempotencyTTL,
+		LockTimeout:  cfg.IdempotencyLockTimeout,
+		Wait:         cfg.IdempotencyWait,
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		CacheTimeout: cfg.RedisTimeout,
+		Tombstones:   cfg.IdempotencyTombstones,
+		Transactor:   store,
+		Log:          log,
+		// Without Redis, the same quota of new keys, counted by this
+		// instance alone.
+		NewKeyLimit:   cfg.RateLimitNewKeys,
+		NewKeyWindow:  cfg.RateLimitWindow,
+		PurgeInterval: cfg.JanitorInterval,
+
+		KeySecret:         []byte(cfg.ProviderKeySecret),
+		ReconcileInterval: cfg.ReconcileInterval,
+		CancelAfter:       cfg.PendingCancelAfter,
+	}
 }

@@ -80,6 +80,8 @@ const (
 	eventAnswered    callEvent = "answered"     // the outside service's definitive answer, which passed the money check
 	eventMismatch    callEvent = "mismatch"     // a definitive answer that failed the money check
 	eventCancel      callEvent = "cancel"       // the reconciler: no call at the outside service, and due
+	eventRetry       callEvent = "retry"        // an operator: ask the outside service again
+	eventAccept      callEvent = "accept"       // an operator: apply the outside answer as it is
 )
 
 // callMoves is the state machine of an outside call, and the only place
@@ -106,6 +108,11 @@ var callMoves = map[CallState]map[callEvent]CallState{
 		eventUnknown:     CallUnknown,
 		eventAnswered:    CallDone,
 		eventMismatch:    CallFlagged,
+	},
+	// Only an operator moves a flagged call (Keeper.Unflag).
+	CallFlagged: {
+		eventRetry:  CallUnknown,
+		eventAccept: CallDone,
 	},
 }
 

@@ -26,6 +26,11 @@ import (
 // running scheme: rows store keyVersion, so a new scheme (a new secret, a
 // new formula) derives only new keys and never re-derives an old one.
 
+// startedN stands for n in the id of a call the system starts itself
+// (Effect.Start), whose seed takes the client key's place: no client's
+// call is ever numbered so.
+const startedN = -1
+
 // keyVersion names this scheme in Call.KeyVersion; 0 is the ids drawn at
 // random before it.
 const keyVersion = 1

@@ -59,6 +59,16 @@ type Effect[R, O any] struct {
 	// what a request answers, and what the core stores when the outcome
 	// settles later.
 	Answer func(r R) Answer
+	// Orphan, if set, hears a definitive answer for a call that has ended
+	// (done, or canceled): the outside service holds an effect for an
+	// operation we consider over. It reports whether that effect is one
+	// nobody asked for (a succeeded charge for a payment canceled or
+	// declined) and, if so, undoes it (another Effect's Start) or flags it,
+	// and logs it with the ids, in the transaction that heard it and under
+	// the call's row lock: told twice, it acts once. Who hears: a webhook
+	// (Apply), a request's own late answer, and the reconciler, which asks
+	// once more about every call it canceled, CancelAfter later.
+	Orphan func(ctx context.Context, r R, o O) (bool, error)
 
 	k *Keeper
 }
@@ -143,12 +153,19 @@ func (e *Effect[R, O]) Run(ctx context.Context, create func(ctx context.Context,
 // Apply applies news of the outside call of the resource (scope, id) that
 // arrived outside any request (a webhook the outside service confirmed):
 // checked and settled as a request would, with the client's answer stored,
-// in the transaction ctx carries if any. moved is false when the call had
-// settled already (a repeat); flagged, when the answer failed the money
-// check and was not applied (the call is flagged, which commits with the
-// caller's transaction). It returns ErrNotFound when the resource has no
-// call, or the store's and Settle's errors.
-func (e *Effect[R, O]) Apply(ctx context.Context, scope, id string, answer O) (r R, moved, flagged bool, err error) {
+// in the transaction ctx carries if any. It returns the resource and what
+// became of the news:
+//
+//	"applied"  the answer settled the call
+//	"repeat"   the call had ended already; nothing changed
+//	"flagged"  the answer failed the money check: nothing applied, the call
+//	           flagged (which commits with the caller's transaction)
+//	"orphan"   the call had ended without the effect the answer reports:
+//	           Orphan undid or flagged it
+//
+// It returns ErrNotFound when the resource has no call, or the store's,
+// Settle's and Orphan's errors.
+func (e *Effect[R, O]) Apply(ctx context.Context, scope, id string, answer O) (r R, outcome string, err error) {
 	err = e.k.inTx(ctx, func(ctx context.Context) error {
 		c, err := e.k.store.LockCall(ctx, scope, id)
 		if err != nil {
@@ -158,7 +175,12 @@ func (e *Effect[R, O]) Apply(ctx context.Context, scope, id string, answer O) (r
 			return err
 		}
 		if c.State.settled() {
-			return nil
+			outcome = applyRepeat
+			orphan, err := e.orphaned(ctx, c, r, answer)
+			if orphan {
+				outcome = applyOrphan
+			}
+			return err
 		}
 		var fin finisher
 		claim := e.k.claimFor(ctx, c)
@@ -168,16 +190,74 @@ func (e *Effect[R, O]) Apply(ctx context.Context, scope, id string, answer O) (r
 		if r, err = e.settle(ctx, c, r, answer, fin); err != nil {
 			return err
 		}
-		if c.State == CallFlagged && claim != nil {
-			// Nothing is answered for good: the record goes back, open.
-			if err := claim.release(ctx); err != nil {
-				return err
+		outcome = applyApplied
+		if c.State == CallFlagged {
+			outcome = applyFlagged
+			if claim != nil {
+				// Nothing is answered for good: the record goes back, open.
+				return claim.release(ctx)
 			}
 		}
-		moved, flagged = c.State == CallDone, c.State == CallFlagged
 		return nil
 	})
-	return r, moved, flagged, err
+	return r, outcome, err
+}
+
+// Apply's outcomes.
+const (
+	applyApplied = "applied"
+	applyRepeat  = "repeat"
+	applyFlagged = "flagged"
+	applyOrphan  = "orphan"
+)
+
+// Start begins an operation the system starts itself, without a client or
+// a record (the refund of an orphan charge): its id and key are derived
+// from scope and seed (the orphan charge's id), so whoever starts it again
+// finds the one already started, and nothing more happens. In the
+// transaction ctx carries, or one of its own, create writes the resource;
+// the call starts unknown, so the reconciler sends it at its next round and
+// sends it again, under the same key, until the outside service executes
+// it. It returns the resource, and whether this call started it (false:
+// found, started before).
+func (e *Effect[R, O]) Start(ctx context.Context, scope, seed string, create func(ctx context.Context, c Call) (R, error)) (r R, started bool, err error) {
+	err = e.k.inTx(ctx, func(ctx context.Context) error {
+		id := deriveID(e.k.cfg.KeySecret, e.Prefix, scope, seed, e.Kind, startedN)
+		_, err := e.k.store.LockCall(ctx, scope, id)
+		switch {
+		case err == nil:
+			r, err = e.Load(ctx, scope, id)
+			return err
+		case !errors.Is(err, ErrNotFound):
+			return err
+		}
+		started = true
+		now := e.k.clock.Now()
+		c := &Call{Scope: scope, ID: id, Kind: e.Kind, Key: id, KeyVersion: keyVersion,
+			State: CallUnknown, AttemptedAt: now, CreatedAt: now, UpdatedAt: now}
+		if e.k.cfg.TraceParent != nil {
+			c.TraceParent = e.k.cfg.TraceParent(ctx)
+		}
+		e.k.schedule(c)
+		if r, err = create(ctx, *c); err != nil {
+			return err
+		}
+		return e.k.store.InsertCall(ctx, c)
+	})
+	return r, started, err
+}
+
+// orphaned hands a definitive answer for a call that has ended to Orphan.
+// A flagged call has not ended: its answer waits for an operator.
+func (e *Effect[R, O]) orphaned(ctx context.Context, c *Call, r R, answer O) (bool, error) {
+	if e.Orphan == nil || c.State == CallFlagged {
+		return false, nil
+	}
+	orphan, err := e.Orphan(ctx, r, answer)
+	if err == nil && orphan {
+		e.k.reconciled(c.Kind, reconcileOrphan)
+	}
+	return orphan, err
 }
 
 // begin is phase 1: the call and resource the owner's recovery point
@@ -260,6 +340,11 @@ func (e *Effect[R, O]) answered(ctx context.Context, o *owner, id string, answer
 			return err
 		}
 		if c.State.settled() {
+			// Settled meanwhile (a webhook, the reconciler); an answer that
+			// reports an effect the call ended without is an orphan.
+			if _, err := e.orphaned(ctx, c, r, answer); err != nil {
+				return err
+			}
 			return e.finishIfSettled(ctx, o, c, r)
 		}
 		r, err = e.settle(ctx, c, r, answer, o)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // The reconciler settles the outside calls that no request is settling: an
@@ -20,6 +21,10 @@ import (
 //	ready                                ask; apply what it did; cancel once
 //	                                     CancelAfter has passed without an
 //	                                     attempt, if it has nothing
+//	canceled (with Orphan)               ask once more, CancelAfter later: a
+//	                                     call sent without an intent (by an
+//	                                     instance of before fencing) may
+//	                                     have landed; Orphan undoes it
 //
 // Before any of that it claims the client's record, as a retry would take
 // it over: a retry arriving meanwhile waits, a request still running keeps
@@ -35,6 +40,8 @@ const (
 	reconcileUnresolved = "unresolved" // nothing known yet; looked at again later
 	reconcileCanceled   = "canceled"   // never reached the outside service; abandoned
 	reconcileFlagged    = "flagged"    // the answer failed the money check
+	reconcileOrphan     = "orphan"     // an effect for an ended call, undone or flagged by Orphan
+	reconcileConfirmed  = "confirmed"  // a canceled call's late look found nothing
 	reconcileError      = "error"      // asking, sending or applying failed
 )
 
@@ -91,6 +98,9 @@ func (e *Effect[R, O]) reconcile(ctx context.Context, c *Call) (result string, e
 		var end func(error)
 		ctx, end = k.cfg.Span(ctx, "reconcile "+e.Kind, c.TraceParent, e.Kind+".id", c.ID)
 		defer func() { end(err) }()
+	}
+	if c.State == CallCanceled {
+		return e.lateLook(ctx, c)
 	}
 	var cl *claim
 	if c.ClientKey != "" {
@@ -195,6 +205,57 @@ func (e *Effect[R, O]) lostOwner(ctx context.Context, seen *Call) (*Call, error)
 	return c, err
 }
 
+// lateLook asks the outside service, once, about a call canceled
+// CancelAfter ago, and hands what it holds to Orphan. A call is canceled
+// only when no intent is open, so only a call sent without one (by an
+// instance of a version before fencing, or by hand) can land after the
+// cancel.
+func (e *Effect[R, O]) lateLook(ctx context.Context, seen *Call) (string, error) {
+	r, err := e.Load(ctx, seen.Scope, seen.ID)
+	if err != nil {
+		return reconcileError, err
+	}
+	answer, err := e.Find(ctx, r, seen.Key)
+	found := err == nil
+	if err != nil && !errors.Is(err, ErrNoSuchCall) {
+		// The outside service could not be asked: asked again later.
+		return reconcileError, errors.Join(err, e.k.inTx(ctx, func(ctx context.Context) error {
+			c, err := e.k.store.LockCall(ctx, seen.Scope, seen.ID)
+			if err != nil || c.State != CallCanceled || c.DueAt.IsZero() {
+				return err
+			}
+			c.Checks = seen.Checks
+			e.k.backoff(c)
+			return e.k.store.SaveCall(ctx, c)
+		}))
+	}
+	result := reconcileConfirmed
+	err = e.k.inTx(ctx, func(ctx context.Context) error {
+		c, err := e.k.store.LockCall(ctx, seen.Scope, seen.ID)
+		if err != nil || c.State != CallCanceled || c.DueAt.IsZero() {
+			return err
+		}
+		c.DueAt = time.Time{}
+		if found {
+			if r, err = e.Load(ctx, c.Scope, c.ID); err != nil {
+				return err
+			}
+			orphan, err := e.Orphan(ctx, r, answer)
+			if err != nil {
+				return err
+			}
+			if orphan {
+				result = reconcileOrphan
+			}
+		}
+		return e.k.store.SaveCall(ctx, c)
+	})
+	if err != nil {
+		return reconcileError, err
+	}
+	return result, nil
+}
+
 // attempt records the reconciler's intent to send an unknown call again:
 // the attempt, under the claim's fence when it holds the record.
 func (e *Effect[R, O]) attempt(ctx context.Context, seen *Call, cl *claim) error {
@@ -274,8 +335,12 @@ func (e *Effect[R, O]) cancel(ctx context.Context, seen *Call, cl *claim) (bool,
 		if r, err = e.Cancel(ctx, r); err != nil {
 			return err
 		}
-		if err := c.move(eventCancel, 0, e.k.clock.Now()); err != nil {
+		now := e.k.clock.Now()
+		if err := c.move(eventCancel, 0, now); err != nil {
 			return err
+		}
+		if e.Orphan != nil {
+			c.DueAt = now.Add(e.k.cfg.CancelAfter) // the late look
 		}
 		if err := e.k.store.SaveCall(ctx, c); err != nil {
 			return err

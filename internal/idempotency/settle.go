@@ -14,6 +14,7 @@ var ErrNoOwner = errors.New("idempotency: no owner of a record in the context; i
 // types.
 type settler interface {
 	reconcile(ctx context.Context, c *Call) (string, error)
+	unflag(ctx context.Context, c *Call, accept bool) error
 }
 
 // finisher stores the client's answer of a settled operation: the request

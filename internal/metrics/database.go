@@ -59,6 +59,9 @@ var (
 	descOldestPending = prometheus.NewDesc("payments_oldest_pending_attempt_age_seconds",
 		"Time since the last attempt of the oldest pending payment or refund (one that has not reached the provider); 0 when none. Above PENDING_CANCEL_AFTER plus a few reconciler rounds, the reconciler is not canceling abandoned attempts.",
 		nil, nil)
+	descAwaitingOperator = prometheus.NewDesc("payments_awaiting_operator",
+		"What waits for an operator (api flagged), by what: flagged_call (the provider's answer failed the money check; nothing applied) or orphan (an orphan refund, or an orphan charge whose automatic refund the provider refused).",
+		[]string{"what"}, nil)
 	descDBStatsUp = prometheus.NewDesc("db_stats_up",
 		"1 when the scrape-time database queries behind idempotency_records_executing, idempotency_oldest_lock_age_seconds and payments_unresolved succeeded, else 0.",
 		nil, nil)
@@ -76,6 +79,7 @@ func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descOldestLock
 	ch <- descUnresolved
 	ch <- descOldestPending
+	ch <- descAwaitingOperator
 	ch <- descDBStatsUp
 }
 
@@ -111,6 +115,8 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 			age = max(0, now.Sub(counts.OldestPendingAttempt).Seconds())
 		}
 		ch <- prometheus.MustNewConstMetric(descOldestPending, prometheus.GaugeValue, age)
+		ch <- prometheus.MustNewConstMetric(descAwaitingOperator, prometheus.GaugeValue, float64(counts.FlaggedCalls), "flagged_call")
+		ch <- prometheus.MustNewConstMetric(descAwaitingOperator, prometheus.GaugeValue, float64(counts.FlaggedOrphans), "orphan")
 	}
 	ch <- prometheus.MustNewConstMetric(descDBStatsUp, prometheus.GaugeValue, up)
 }

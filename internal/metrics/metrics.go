@@ -126,10 +126,10 @@ func New() *Metrics {
 		}
 	}
 	// The results idempotency.Config.OnReconcile hears.
-	for _, r := range []string{"resolved", "unresolved", "canceled", "flagged", "error"} {
+	for _, r := range []string{"resolved", "unresolved", "canceled", "flagged", "orphan", "confirmed", "error"} {
 		m.reconciliations.WithLabelValues(r)
 	}
-	for _, o := range []payments.EventOutcome{payments.EventApplied, payments.EventRepeat, payments.EventUnknown, payments.EventForged, payments.EventMismatch} {
+	for _, o := range []payments.EventOutcome{payments.EventApplied, payments.EventRepeat, payments.EventUnknown, payments.EventForged, payments.EventMismatch, payments.EventOrphan} {
 		m.webhookEvents.WithLabelValues(string(o))
 	}
 	return m

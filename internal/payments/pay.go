@@ -116,6 +116,7 @@ func (s *Service) chargeEffect(answer func(Payment) idempotency.Answer) idempote
 			})
 		},
 		Answer: answer,
+		Orphan: s.chargeOrphan,
 	}
 }
 

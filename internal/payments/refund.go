@@ -117,6 +117,7 @@ func (s *Service) refundEffect(answer func(Refund) idempotency.Answer) idempoten
 			})
 		},
 		Answer: answer,
+		Orphan: s.refundOrphan,
 	}
 }
 

@@ -29,8 +29,10 @@ type Service struct {
 	// core's skeleton of outside calls (WithOutsideCalls).
 	charges *idempotency.Effect[Payment, ChargeResult]
 	refunds *idempotency.Effect[Refund, RefundResult]
-	events  EventStore
-	tracer  Tracer
+	// orphanRefunds refunds charges nobody asked for (orphan.go).
+	orphanRefunds *idempotency.Effect[Orphan, RefundResult]
+	events        EventStore
+	tracer        Tracer
 	// customers is optional, like pay: a Service of orders alone serves
 	// tests of the order rules.
 	customers CustomerStore
@@ -75,6 +77,7 @@ func WithOutsideCalls(k *idempotency.Keeper, payment func(Payment) idempotency.A
 		if s.pay == nil {
 			panic("payments: WithOutsideCalls needs WithPayments first")
 		}
+		s.orphanRefunds = idempotency.Register(k, s.orphanRefundEffect())
 		s.charges = idempotency.Register(k, s.chargeEffect(payment))
 		s.refunds = idempotency.Register(k, s.refundEffect(refund))
 	}

@@ -17,6 +17,10 @@ type UnresolvedCounts struct {
 	// or refund; zero when none is pending. Past PENDING_CANCEL_AFTER (plus
 	// a few reconciler rounds) the reconciler should have canceled it.
 	OldestPendingAttempt time.Time
+	// FlaggedCalls counts the outside calls whose provider answer failed
+	// the money check, and FlaggedOrphans the orphans an operator must
+	// handle: both wait for api flagged.
+	FlaggedCalls, FlaggedOrphans int
 }
 
 // CountUnresolved counts the payments and refunds whose outcome is not
@@ -42,13 +46,19 @@ func (s *GormStore) CountUnresolved(ctx context.Context) (UnresolvedCounts, erro
 			t.into[Status(r.Status)] = r.N
 		}
 	}
+	err := database.Conn(ctx, s.db).Raw(`SELECT
+    (SELECT count(*) FROM outside_calls WHERE state = 'flagged'),
+    (SELECT count(*) FROM orphans WHERE status = 'flagged')`).Row().Scan(&out.FlaggedCalls, &out.FlaggedOrphans)
+	if err != nil {
+		return UnresolvedCounts{}, database.Classify(err)
+	}
 	if out.Payments[StatusPending] == 0 && out.Refunds[StatusPending] == 0 {
 		return out, nil
 	}
 	// The last attempt is the outside call's: a retry that resumes a
 	// payment records it there (internal/idempotency/call.go).
 	var oldest struct{ At *time.Time }
-	err := database.Conn(ctx, s.db).Raw(`SELECT min(attempted_at) AS at FROM outside_calls
+	err = database.Conn(ctx, s.db).Raw(`SELECT min(attempted_at) AS at FROM outside_calls
 WHERE state = 'ready' AND kind IN ('payment', 'refund') AND due_at IS NOT NULL`).Scan(&oldest).Error
 	if err != nil {
 		return UnresolvedCounts{}, database.Classify(err)

@@ -82,6 +82,16 @@ type PaymentStore interface {
 	// status is one of from, and reports whether it did.
 	MoveRefund(ctx context.Context, r Refund, from ...Status) (bool, error)
 
+	// CreateOrphan inserts o, unless an orphan of its kind with its
+	// provider id exists already (then nothing changes), and reports
+	// whether it did.
+	CreateOrphan(ctx context.Context, o Orphan) (bool, error)
+	// GetOrphan returns the merchant's orphan. It returns ErrNotFound.
+	GetOrphan(ctx context.Context, merchantID, id string) (Orphan, error)
+	// SaveOrphan writes o's status, provider refund id and note. It
+	// returns ErrNotFound.
+	SaveOrphan(ctx context.Context, o Orphan) error
+
 	// RecordEvent puts a provider event id into the inbox and reports
 	// whether it was new. Called in the transaction that applies the event.
 	RecordEvent(ctx context.Context, id, eventType string, now time.Time) (bool, error)

@@ -38,6 +38,10 @@ const (
 	// EventMismatch: the provider confirms a call whose amount or currency
 	// differs from ours. Nothing changed: a human must look (an alert).
 	EventMismatch EventOutcome = "mismatch"
+	// EventOrphan: the provider confirms a succeeded charge or refund for a
+	// payment or refund that ended without one: the charge is refunded
+	// automatically, the refund flagged (orphan.go).
+	EventOrphan EventOutcome = "orphan"
 )
 
 // ErrProviderUnreachable: the provider could not be asked about an event, so
@@ -71,7 +75,7 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent) (Eve
 	}
 	var (
 		outcome EventOutcome
-		apply   func(ctx context.Context) (moved, flagged bool, err error)
+		apply   func(ctx context.Context) (string, error)
 		err     error
 	)
 	switch {
@@ -89,22 +93,24 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent) (Eve
 		}
 		return outcome, nil
 	}
-	var moved, flagged bool
+	applied := "repeat"
 	err = s.pay.InTx(ctx, func(ctx context.Context) error {
 		isNew, err := s.pay.RecordEvent(ctx, ev.ID, ev.Type, s.now())
 		if err != nil || !isNew {
 			return err
 		}
-		moved, flagged, err = apply(ctx)
+		applied, err = apply(ctx)
 		return err
 	})
 	if err != nil {
 		return "", fmt.Errorf("apply provider event %s: %w", ev.ID, err)
 	}
-	switch {
-	case flagged:
+	switch applied {
+	case "flagged":
 		outcome = EventMismatch
-	case moved:
+	case "orphan":
+		outcome = EventOrphan
+	case "applied":
 		outcome = EventApplied
 	default:
 		outcome = EventRepeat
@@ -127,7 +133,7 @@ func (s *Service) lookupContext(ctx context.Context) (context.Context, context.C
 // apply, which applies the provider's answer inside the inbox transaction
 // through the payments' skeleton (the one money check, the client's answer
 // stored).
-func (s *Service) confirmCharge(ctx context.Context, ev ProviderEvent) (EventOutcome, func(context.Context) (moved, flagged bool, err error), error) {
+func (s *Service) confirmCharge(ctx context.Context, ev ProviderEvent) (EventOutcome, func(context.Context) (string, error), error) {
 	p, err := s.pay.FindPayment(ctx, ev.Charge.Reference)
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -155,14 +161,14 @@ func (s *Service) confirmCharge(ctx context.Context, ev ProviderEvent) (EventOut
 	if !s.believe(ctx, ev, p.ID, said, found) {
 		return EventForged, nil, nil
 	}
-	return "", func(ctx context.Context) (bool, bool, error) {
-		_, moved, flagged, err := s.charges.Apply(ctx, p.MerchantID, p.ID, res)
-		return moved, flagged, err
+	return "", func(ctx context.Context) (string, error) {
+		_, applied, err := s.charges.Apply(ctx, p.MerchantID, p.ID, res)
+		return applied, err
 	}, nil
 }
 
 // confirmRefund is confirmCharge for a refund event.
-func (s *Service) confirmRefund(ctx context.Context, ev ProviderEvent) (EventOutcome, func(context.Context) (moved, flagged bool, err error), error) {
+func (s *Service) confirmRefund(ctx context.Context, ev ProviderEvent) (EventOutcome, func(context.Context) (string, error), error) {
 	r, err := s.pay.FindRefund(ctx, ev.Refund.Reference)
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -188,9 +194,9 @@ func (s *Service) confirmRefund(ctx context.Context, ev ProviderEvent) (EventOut
 	if !s.believe(ctx, ev, r.ID, said, found) {
 		return EventForged, nil, nil
 	}
-	return "", func(ctx context.Context) (bool, bool, error) {
-		_, moved, flagged, err := s.refunds.Apply(ctx, r.MerchantID, r.ID, res)
-		return moved, flagged, err
+	return "", func(ctx context.Context) (string, error) {
+		_, applied, err := s.refunds.Apply(ctx, r.MerchantID, r.ID, res)
+		return applied, err
 	}, nil
 }
 

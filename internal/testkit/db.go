@@ -118,14 +118,25 @@ func randomHex(n int) string {
 // database at url, through a connection of its own.
 func Count(t testing.TB, url, query string, args ...any) int64 {
 	t.Helper()
+	return queryOne[int64](t, url, query, args...)
+}
+
+// Text runs a query that selects one text value in the database at url.
+func Text(t testing.TB, url, query string, args ...any) string {
+	t.Helper()
+	return queryOne[string](t, url, query, args...)
+}
+
+func queryOne[T any](t testing.TB, url, query string, args ...any) T {
+	t.Helper()
 	db, err := database.Open(url, database.Options{MaxOpenConns: 1})
 	if err != nil {
 		t.Fatalf("open %s: %v", url, err)
 	}
 	defer db.Close()
-	var n int64
-	if err := db.Raw(query, args...).Scan(&n).Error; err != nil {
+	var v T
+	if err := db.Raw(query, args...).Row().Scan(&v); err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
-	return n
+	return v
 }

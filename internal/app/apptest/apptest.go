@@ -235,6 +235,12 @@ func (a *API) Count(t testing.TB, query string, args ...any) int64 {
 	return testkit.Count(t, a.DatabaseURL, query, args...)
 }
 
+// Text runs a SELECT of one text value in the API's database.
+func (a *API) Text(t testing.TB, query string, args ...any) string {
+	t.Helper()
+	return testkit.Text(t, a.DatabaseURL, query, args...)
+}
+
 // Charges asks the provider started beside the API for every charge made
 // for one of our payments.
 func (a *API) Charges(t testing.TB, paymentID string) []map[string]any {

@@ -82,6 +82,13 @@ WHERE scope_rank <= `+strconv.Itoa(perScope)+`
 ORDER BY due_at, id LIMIT `+strconv.Itoa(limit), now)
 }
 
+// FlaggedCalls returns up to limit flagged calls, the longest flagged
+// first: what api flagged lists for an operator.
+func (s *Store) FlaggedCalls(ctx context.Context, limit int) ([]idempotency.Call, error) {
+	return s.scanCalls(ctx, `SELECT `+callColumns+` FROM outside_calls WHERE state = 'flagged'
+ORDER BY updated_at, id LIMIT `+strconv.Itoa(limit))
+}
+
 func (s *Store) scanCalls(ctx context.Context, q string, args ...any) ([]idempotency.Call, error) {
 	rows, err := Conn(ctx, s.db).Raw(q, args...).Rows()
 	if err != nil {

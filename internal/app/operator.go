@@ -1,0 +1,137 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"text/tabwriter"
+	"time"
+
+	"github.com/idemkeys/payments/internal/config"
+	"github.com/idemkeys/payments/internal/handlers"
+	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/provider"
+	"github.com/idemkeys/payments/internal/provider/paymentsport"
+)
+
+// flaggedUsage is api flagged's help.
+const flaggedUsage = `usage:
+  api flagged                                   list what waits for an operator
+  api flagged retry   -merchant M -id pay_…     ask the provider again and check its answer anew
+  api flagged accept  -merchant M -id pay_…     apply the provider's answer as it is, unchecked
+  api flagged resolve -merchant M -id orf_…     mark an orphan handled by hand
+
+A flagged call is a payment or refund whose provider answer failed the money
+check (amount, currency, key or reference differ from ours): nothing was
+applied and its order stays blocked. An orphan is a succeeded charge or
+refund the provider holds for a payment or refund that ended without one: a
+charge is refunded automatically (refunding, then refunded), a refund, or a
+charge whose refund the provider refused, is flagged.
+See docs/guide/operations.md, "Flagged calls and orphans".`
+
+// flaggedListLimit bounds each list of api flagged.
+const flaggedListLimit = 200
+
+// Flagged is api flagged: it lists the flagged calls and the orphans, or
+// acts on one (retry, accept, resolve). accept asks the provider, so it
+// needs PROVIDER_URL; the in-process provider of development lives in the
+// serving process only.
+func Flagged(ctx context.Context, cfg config.Config, log *slog.Logger, args []string, stdout io.Writer) error {
+	action := "list"
+	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
+		action, args = args[0], args[1:]
+	}
+	switch action {
+	case "list", "retry", "accept", "resolve":
+	case "help", "-h", "--help":
+		fmt.Fprintln(stdout, flaggedUsage)
+		return nil
+	default:
+		return fmt.Errorf("flagged: unknown action %q (try: list, retry, accept, resolve)", action)
+	}
+	fs := flag.NewFlagSet("flagged "+action, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	merchant := fs.String("merchant", "", "the merchant's id (mer_…)")
+	id := fs.String("id", "", "the payment's, refund's or orphan's id")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("flagged %s: %w\n%s", action, err, flaggedUsage)
+	}
+	if action != "list" && (*merchant == "" || *id == "") {
+		return fmt.Errorf("flagged %s: -merchant and -id are required\n%s", action, flaggedUsage)
+	}
+	if action == "accept" && cfg.ProviderURL == "" {
+		return errors.New("flagged accept asks the provider for its answer: set PROVIDER_URL (development's in-process provider is reachable from the serving process only)")
+	}
+
+	db, err := openDatabase(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	idemStore, _, err := idempotencyStore(cfg, db, log)
+	if err != nil {
+		return err
+	}
+	store := payments.NewGormStore(db.DB)
+	switch action {
+	case "list":
+		return listFlagged(ctx, idemStore.FlaggedCalls, store, stdout)
+	case "resolve":
+		service := payments.NewService(store, time.Now, payments.WithPayments(store, nil))
+		if err := service.ResolveOrphan(ctx, *merchant, *id); err != nil {
+			return fmt.Errorf("flagged resolve: %w", err)
+		}
+		fmt.Fprintf(stdout, "orphan %s resolved\n", *id)
+		return nil
+	}
+	// retry and accept move a call through its Effect, which the payments
+	// service registers on a keeper of its own.
+	keeper := idempotency.New(idemStore, keeperConfig(cfg, log, idemStore))
+	defer func() { _ = keeper.Close(context.WithoutCancel(ctx)) }()
+	client := provider.NewClient(cfg.ProviderURL, provider.ClientOptions{Timeout: cfg.ProviderTimeout})
+	payments.NewService(store, time.Now,
+		payments.WithPayments(store, paymentsport.New(client)),
+		payments.WithOutsideCalls(keeper, handlers.PaymentAnswer, handlers.RefundAnswer))
+	if err := keeper.Unflag(ctx, *merchant, *id, action == "accept"); err != nil {
+		return fmt.Errorf("flagged %s: %w", action, err)
+	}
+	if action == "accept" {
+		fmt.Fprintf(stdout, "%s: the provider's answer applied as it is; the client's answer stored\n", *id)
+	} else {
+		fmt.Fprintf(stdout, "%s: back to the reconciler, which asks the provider at its next round\n", *id)
+	}
+	return nil
+}
+
+// listFlagged prints the flagged calls, then the orphans not refunded.
+func listFlagged(ctx context.Context, flagged func(context.Context, int) ([]idempotency.Call, error), store *payments.GormStore, stdout io.Writer) error {
+	calls, err := flagged(ctx, flaggedListLimit)
+	if err != nil {
+		return err
+	}
+	orphans, err := store.Orphans(ctx, flaggedListLimit, payments.OrphanFlagged, payments.OrphanRefunding)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "flagged calls: %d\n", len(calls))
+	if len(calls) > 0 {
+		fmt.Fprintln(w, "KIND\tMERCHANT\tID\tFLAGGED AT")
+		for _, c := range calls {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", c.Kind, c.Scope, c.ID, c.UpdatedAt.Format(time.RFC3339))
+		}
+	}
+	fmt.Fprintf(w, "\norphans: %d\n", len(orphans))
+	if len(orphans) > 0 {
+		fmt.Fprintln(w, "ID\tMERCHANT\tKIND\tOURS\tPROVIDER'S\tAMOUNT\tSTATUS\tFOUND AT\tNOTE")
+		for _, o := range orphans {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d %s\t%s\t%s\t%s\n", o.ID, o.MerchantID, o.Kind, o.ResourceID, o.ProviderID,
+				o.Amount, o.Currency, o.Status, o.CreatedAt.Format(time.RFC3339), o.Note)
+		}
+	}
+	return w.Flush()
+}
