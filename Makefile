@@ -41,11 +41,13 @@ help: ## Show this list
 
 ## Running
 
+# run and run-pg build bin/api as `make build` does (a first build says what
+# it downloads and compiles, with its progress), then run it until Ctrl-C.
 run: ## Run the API on embedded SQLite (./data/) with the in-process provider; needs only Go
-	DATABASE_URL= $(GO) run -tags nomsgpack ./cmd/api
+	@DATABASE_URL= GO='$(GO)' scripts/run.sh
 
 run-pg: db ## Run the API on local PostgreSQL (PG_URL); set REDIS_URL to add Redis
-	DATABASE_URL='$(PG_URL)' $(GO) run -tags nomsgpack ./cmd/api
+	@DATABASE_URL='$(PG_URL)' GO='$(GO)' scripts/run.sh
 
 db: ## Create the PostgreSQL database named in PG_URL if it is missing
 	@scripts/ensure-db.sh '$(PG_URL)'
