@@ -16,10 +16,11 @@ GO=${GO:-go}
 bin=bin/api
 build=(env CGO_ENABLED=0 "$GO" build -trimpath -tags nomsgpack)
 
-# The figures a newcomer is told, measured on a 2-core machine (see the
-# README): the modules cmd/api needs, and a build with an empty build cache.
-download_note="about 80 modules, 670 MB in the module cache; 20 s to a few minutes, with the network"
-cold_note="about 5 minutes on 2 cores (SQLite, translated from C to Go, is most of it); seconds afterwards"
+# The figures a newcomer is told, measured with empty caches on a 2-core
+# machine shared with other work (the README has them): the modules cmd/api
+# needs, and its build.
+download_note="79 modules, 670 MB in the module cache; about 15 s on a fast network"
+cold_note="about 5 minutes on 2 cores, most of it the pure-Go SQLite; later builds take seconds"
 
 say() { printf '%s\n' "run: $*"; }
 elapsed() { printf '%dm%02ds' $((SECONDS / 60)) $((SECONDS % 60)); }
