@@ -1,7 +1,8 @@
 // Package database opens the store the API runs on (PostgreSQL, or an
 // embedded SQLite file when no URL is given), carries a transaction through a
-// context so that the layer owning it never hands a *gorm.DB to a handler, and
-// sorts driver errors into the few kinds the layers above act on.
+// context so that the layer owning it never hands a *gorm.DB to a handler,
+// sorts driver errors into the few kinds the layers above act on, and, given
+// a tracer provider, records a span per statement (tracing.go).
 package database
 
 import (
