@@ -28,7 +28,7 @@
 // 1 million records, and what the janitor purging a million expired
 // records does to latency under load.
 //
-//	go run ./tools/bench                 the full run (make bench), ~10 minutes
+//	go run ./tools/bench                 the full run (make bench), ~15 minutes
 //	go run ./tools/bench -quick -out ''  a smoke run, ~1 minute, nothing written
 package main
 
