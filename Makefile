@@ -14,7 +14,7 @@ TEST_FUZZTIME ?= 2s
 # The database `make run-pg` uses; `make db` creates it if it is missing.
 PG_URL ?= postgres://postgres@127.0.0.1:5432/payments?sslmode=disable
 # Extra flags of `make bench`: BENCH_FLAGS="-quick -out ''" is a smoke run of
-# about a minute that writes nothing (`go run ./tools/bench -h` lists them).
+# about three minutes that writes nothing (`go run ./tools/bench -h` lists them).
 BENCH_FLAGS ?=
 # Where `make provider` delivers its webhooks: an API started with `make run`.
 WEBHOOK_URL ?= http://127.0.0.1:8080/v1/webhooks/provider

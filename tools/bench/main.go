@@ -29,7 +29,7 @@
 // records does to latency under load.
 //
 //	go run ./tools/bench                 the full run (make bench), ~15 minutes
-//	go run ./tools/bench -quick -out ''  a smoke run, ~1 minute, nothing written
+//	go run ./tools/bench -quick -out ''  a smoke run, ~3 minutes, nothing written
 package main
 
 import (
