@@ -68,6 +68,9 @@ func (b *bench) wholeProcess(ctx context.Context) (wholeProcess, error) {
 	}
 	for _, x := range phases {
 		*x.into = medianCPU(x.runs)
+		for _, run := range x.runs {
+			x.into.Rounds = append(x.into.Rounds, run.ProcessCPUPerRequest())
+		}
 	}
 
 	key := run + "-replayed"

@@ -385,28 +385,34 @@ func (r *report) wholeProcess(p func(string, ...any)) {
 	p("no requests (its workers poll on timers), sampled for 2 s before the window, per request at the window's rate;")
 	p("GC is the CPU of its garbage collections during the window (GODEBUG=gctrace=1, on (h) and (w) only).")
 	p("")
-	p("| phase | req/s | CPU µs/req, whole process | idle µs/req | less idle | GC µs/req (collections) | load 1m |")
-	p("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+	p("| phase | req/s | CPU µs/req, whole process | every round | idle µs/req | less idle | GC µs/req (collections) | load 1m |")
+	p("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, x := range []result{w.Handler, w.Traced, w.Defaults, w.Quiet, w.NoDispatch, w.DefaultsReplay} {
-		gc := "–"
+		gc, rounds := "–", "–"
 		if x.GCCycles > 0 {
 			gc = fmt.Sprintf("%.0f (%d)", perReq(x, x.GC), x.GCCycles)
 		}
-		p("| %s | %.0f | %.0f | %.0f | %.0f | %s | %s |", x.Name, x.Rate(), us(x.ProcessCPUPerRequest()), perReq(x, x.Idle),
+		if len(x.Rounds) > 1 {
+			var each []string
+			for _, d := range x.Rounds {
+				each = append(each, fmt.Sprintf("%.0f", us(d)))
+			}
+			rounds = strings.Join(each, ", ")
+		}
+		p("| %s | %.0f | %.0f | %s | %.0f | %.0f | %s | %s |", x.Name, x.Rate(), us(x.ProcessCPUPerRequest()), rounds, perReq(x, x.Idle),
 			us(x.CPUPerRequest()), gc, load(x))
 	}
 	p("")
 	h, d := w.Handler, w.Defaults
 	whole := func(x result) float64 { return us(x.ProcessCPUPerRequest()) }
-	p("- (h) is (c)'s figure taken again on a database of its own: %.0f µs less idle here, %.0f µs in (c).", us(h.CPUPerRequest()), us(r.main.Create.CPUPerRequest()))
-	p("- From (h) less idle to (w) whole, %.0f µs to %.0f µs: the idle share of (w) is %.0f µs; the access log and the",
-		us(h.CPUPerRequest()), whole(d), perReq(d, d.Idle))
-	p("  outbox's log lines ((w) − (w')) %+.0f µs; the dispatcher reading, publishing and marking the events", whole(d)-whole(w.Quiet))
-	p("  ((w) − (w'')) %+.0f µs (the two overlap by the outbox's log lines); garbage collection is %.0f µs of (w) and",
-		whole(d)-whole(w.NoDispatch), perReq(d, d.GC))
-	p("  %.0f µs of (h), in both figures alike. What is left, %.0f µs, is the other settings of (h) (the new-key limiter",
-		perReq(h, h.GC), whole(d)-us(h.CPUPerRequest())-perReq(d, d.Idle)-(whole(d)-whole(w.Quiet))-(whole(d)-whole(w.NoDispatch)))
-	p("  and tombstones on) and the noise of a shared machine.")
+	p("- (h) is (c)'s settings again, on a database of its own: %.0f µs less idle here, %.0f µs in (c), whose", us(h.CPUPerRequest()), us(r.main.Create.CPUPerRequest()))
+	p("  dispatcher shares the events with the three other instances of its database.")
+	p("- (w), the default settings measured whole, costs %.0f µs, %+.0f µs against (h) less idle. Its parts, each", whole(d), whole(d)-us(h.CPUPerRequest()))
+	p("  measured by turning one thing off: idle %.0f µs; the access log and the outbox's log lines ((w) − (w'))", perReq(d, d.Idle))
+	p("  %+.0f µs; the dispatcher reading, publishing and marking the events ((w) − (w'')) %+.0f µs (the two overlap",
+		whole(d)-whole(w.Quiet), whole(d)-whole(w.NoDispatch))
+	p("  by the outbox's log lines). Garbage collection is %.0f µs of (w) and %.0f µs of (h), in both alike. A", perReq(d, d.GC), perReq(h, h.GC))
+	p("  difference smaller than the spread between rounds is noise.")
 	if off, on := h.CPUPerRequest(), w.Traced.CPUPerRequest(); off > 0 {
 		p("- Tracing on ((h') against (h), less idle, every span exported over OTLP/HTTP to a sink that drops them):")
 		p("  %+.0f µs per create (%+.0f%%).", us(on-off), 100*(float64(on)/float64(off)-1))
