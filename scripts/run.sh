@@ -20,7 +20,7 @@ build=(env CGO_ENABLED=0 "$GO" build -trimpath -tags nomsgpack)
 # machine shared with other work (the README has them): the modules cmd/api
 # needs, and its build.
 download_note="79 modules, 670 MB in the module cache; about 15 s on a fast network"
-cold_note="about 5 minutes on 2 cores, most of it the pure-Go SQLite; later builds take seconds"
+cold_note="about 5 minutes on 2 cores; later builds take seconds"
 
 say() { printf '%s\n' "run: $*"; }
 elapsed() { printf '%dm%02ds' $((SECONDS / 60)) $((SECONDS % 60)); }
