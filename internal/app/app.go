@@ -87,20 +87,19 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	// our own structured logs say what matters.
 	gin.SetMode(gin.ReleaseMode)
 	announceDevelopment(cfg, log, browsableURL(ln.Addr()))
-	db, err := openDatabase(ctx, cfg, log)
-	if err != nil {
-		return nil, err
-	}
-	a := &App{cfg: cfg, log: log, db: db}
+	// Tracing starts first: the database's connections are traced from
+	// the first one (issue 28: pgx's tracer is set as each connects).
+	a := &App{cfg: cfg, log: log}
 	if err := a.startTracing(ctx, o); err != nil {
-		_ = a.close(ctx)
 		return nil, err
 	}
 	tr := a.tracing
-	if err := traceDatabase(db.DB, tr); err != nil {
-		_ = a.close(ctx)
+	db, err := openDatabase(ctx, cfg, log, tr)
+	if err != nil {
+		_ = tr.Shutdown(ctx)
 		return nil, err
 	}
+	a.db = db
 	merchantStore := merchants.NewStore(db.DB, time.Now)
 	if cfg.DemoSeed {
 		if err := merchantStore.SeedDemo(ctx); err != nil {

@@ -13,16 +13,20 @@ import (
 	"github.com/idemkeys/payments/internal/config"
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/merchants"
+	"github.com/idemkeys/payments/internal/tracing"
 	"github.com/idemkeys/payments/migrations"
 )
 
 // openDatabase connects, retrying with backoff for DB_CONNECT_TIMEOUT (the
-// database may start after us), and applies the migrations.
-func openDatabase(ctx context.Context, cfg config.Config, log *slog.Logger) (*database.DB, error) {
+// database may start after us), and applies the migrations. tr (nil: off)
+// traces the statements.
+func openDatabase(ctx context.Context, cfg config.Config, log *slog.Logger, tr *tracing.Tracing) (*database.DB, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.DBConnectTimeout)
 	defer cancel()
 	connect := func() (*database.DB, error) {
-		db, err := database.Open(cfg.DatabaseURL, database.Options{SQLitePath: cfg.SQLitePath, MaxOpenConns: cfg.DBMaxConns})
+		db, err := database.Open(cfg.DatabaseURL, database.Options{
+			SQLitePath: cfg.SQLitePath, MaxOpenConns: cfg.DBMaxConns, Tracing: databaseTracing(tr),
+		})
 		if err != nil {
 			if errors.Is(err, database.ErrUnavailable) {
 				return nil, err
@@ -87,7 +91,7 @@ func openDatabase(ctx context.Context, cfg config.Config, log *slog.Logger) (*da
 // Migrate applies the migrations to the configured database and says which
 // schema version it is at.
 func Migrate(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.Writer) error {
-	db, err := openDatabase(ctx, cfg, log)
+	db, err := openDatabase(ctx, cfg, log, nil)
 	if err != nil {
 		return err
 	}
@@ -114,7 +118,7 @@ func CreateMerchant(ctx context.Context, cfg config.Config, log *slog.Logger, na
 	if name == "" {
 		return errors.New("create-merchant: -name is required")
 	}
-	db, err := openDatabase(ctx, cfg, log)
+	db, err := openDatabase(ctx, cfg, log, nil)
 	if err != nil {
 		return err
 	}

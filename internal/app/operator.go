@@ -67,7 +67,7 @@ func Flagged(ctx context.Context, cfg config.Config, log *slog.Logger, args []st
 		return errors.New("flagged accept asks the provider for its answer: set PROVIDER_URL (development's in-process provider is reachable from the serving process only)")
 	}
 
-	db, err := openDatabase(ctx, cfg, log)
+	db, err := openDatabase(ctx, cfg, log, nil)
 	if err != nil {
 		return err
 	}

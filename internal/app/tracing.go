@@ -9,8 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
-	"gorm.io/gorm"
-	otelgorm "gorm.io/plugin/opentelemetry/tracing"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemkeys/payments/internal/tracing"
 )
@@ -42,18 +41,15 @@ func (a *App) startTracing(ctx context.Context, o options) error {
 	return nil
 }
 
-// traceDatabase adds a span per statement to db, inside traces only, with
-// the SQL but never its values: those are keys, amounts, emails and bodies.
-func traceDatabase(db *gorm.DB, tr *tracing.Tracing) error {
-	if !tr.Enabled() {
+// databaseTracing is what database.Options.Tracing gets: a span per
+// statement, inside traces only, with the SQL but never its values (those
+// are keys, amounts, emails and bodies); nil when tracing is off, so that
+// nothing is installed.
+func databaseTracing(tr *tracing.Tracing) trace.TracerProvider {
+	if tr == nil || !tr.Enabled() {
 		return nil
 	}
-	err := db.Use(otelgorm.NewPlugin(otelgorm.WithTracerProvider(tr.Children()),
-		otelgorm.WithoutQueryVariables(), otelgorm.WithoutMetrics()))
-	if err != nil {
-		return fmt.Errorf("tracing: instrument the database: %w", err)
-	}
-	return nil
+	return tr.Children()
 }
 
 // traceRedis adds a span per command to client, inside traces only,

@@ -1,7 +1,8 @@
 // Package database opens the store the API runs on (PostgreSQL, or an
 // embedded SQLite file when no URL is given), carries a transaction through a
-// context so that the layer owning it never hands a *gorm.DB to a handler, and
-// sorts driver errors into the few kinds the layers above act on.
+// context so that the layer owning it never hands a *gorm.DB to a handler,
+// sorts driver errors into the few kinds the layers above act on, and, given
+// a tracer provider, records a span per statement (tracing.go).
 package database
 
 import (
@@ -19,7 +20,10 @@ import (
 	"time"
 
 	"github.com/glebarez/sqlite"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -50,6 +54,10 @@ type Options struct {
 	MaxOpenConns int
 	// StatementTimeout bounds one statement on PostgreSQL; zero leaves the server default.
 	StatementTimeout time.Duration
+	// Tracing, when set, records a span per statement inside the traces
+	// its tracers are given (see tracing.go); nil traces nothing and
+	// installs nothing.
+	Tracing trace.TracerProvider
 }
 
 // Open connects to url: empty means the embedded SQLite file at
@@ -91,9 +99,24 @@ func Open(url string, opts Options) (*DB, error) {
 		// One writer at a time is SQLite's model; a small pool keeps readers
 		// concurrent without piling up writers on the busy handler.
 		sqlDB.SetMaxOpenConns(4)
+		if opts.Tracing != nil {
+			if err := traceGORM(g, opts.Tracing); err != nil {
+				_ = sqlDB.Close()
+				return nil, fmt.Errorf("trace sqlite statements: %w", err)
+			}
+		}
 		return &DB{DB: g, Dialect: SQLite}, nil
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		g, err := gorm.Open(postgres.New(postgres.Config{DSN: url}), cfg)
+		pc := postgres.Config{DSN: url}
+		if opts.Tracing != nil {
+			// Every connection the pool opens carries the tracer.
+			tracer := pgxTracing(opts.Tracing)
+			pc.OptionOpenDB = append(pc.OptionOpenDB, stdlib.OptionBeforeConnect(func(_ context.Context, c *pgx.ConnConfig) error {
+				c.Tracer = tracer
+				return nil
+			}))
+		}
+		g, err := gorm.Open(postgres.New(pc), cfg)
 		if err != nil {
 			return nil, fmt.Errorf("open postgres: %w", Classify(err))
 		}

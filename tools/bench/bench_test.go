@@ -10,7 +10,7 @@ import (
 )
 
 // TestQuickRun runs the whole load generator on its smallest settings: it
-// builds both API builds, starts the private stores and three instances,
+// builds both API builds, starts the private stores and every instance,
 // and goes through every phase. run fails when a request fails or a retry
 // storm's key makes other than exactly one order with one answer; the test
 // also checks that the report names every target.
@@ -27,7 +27,8 @@ func TestQuickRun(t *testing.T) {
 	}
 	for _, want := range []string{"(a) raw SQL", "(b) create without idempotency", "(c) idempotent create",
 		"(g) create, key reserved", "(d) replay from PostgreSQL", "(e) replay from Redis", "(d1) replay of one key", "(e1) replay of one key", "API CPU µs/req", "peak RSS", "retry storm without Redis", "retry storm with Redis",
-		"| 1001 |", "janitor purging"} {
+		"| 1001 |", "janitor purging", "(w) idempotent create, default settings", "CPU µs/req, whole process",
+		"(h') the same, tracing on", "query-exec mode", "load 1m"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q", want)
 		}

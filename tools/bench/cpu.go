@@ -2,12 +2,15 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -79,4 +82,100 @@ func cpuWindow(pid int, window func(context.Context), spent *time.Duration, fail
 		}
 		*spent = after - before
 	}
+}
+
+// loadAverage is the machine's load average over the last minute
+// (/proc/loadavg), printed beside each figure: on a shared machine it says
+// how far the figure can be trusted. -1 when it cannot be read.
+func loadAverage() float64 {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+// gcMeter reads the lines GODEBUG=gctrace=1 makes a Go process write to
+// stderr, one per garbage collection, and adds up the CPU each collection
+// took while it is on. A line reads
+//
+//	gc 7 @0.316s 4%: 0.018+1.2+0.021 ms clock, 0.037+0.31/1.0/0.27+0.042 ms cpu, ...
+//
+// where the CPU part is the stop-the-world sweep termination, the mark
+// assists, background and idle marking, and the stop-the-world mark
+// termination: all of it is the process's CPU.
+type gcMeter struct {
+	mu     sync.Mutex
+	next   io.Writer // where the output goes on to (the -v logs)
+	line   []byte
+	on     bool
+	cpu    time.Duration
+	cycles int
+}
+
+func (g *gcMeter) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.line = append(g.line, p...)
+	for {
+		i := bytes.IndexByte(g.line, '\n')
+		if i < 0 {
+			break
+		}
+		if d, ok := gcLineCPU(string(g.line[:i])); ok && g.on {
+			g.cpu += d
+			g.cycles++
+		}
+		g.line = g.line[i+1:]
+	}
+	if g.next != nil {
+		return g.next.Write(p)
+	}
+	return len(p), nil
+}
+
+// start turns the meter on from zero.
+func (g *gcMeter) start() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.on, g.cpu, g.cycles = true, 0, 0
+}
+
+// stop turns it off and returns the CPU and count of the collections it saw.
+func (g *gcMeter) stop() (time.Duration, int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.on = false
+	return g.cpu, g.cycles
+}
+
+// gcLineCPU is the CPU of one gctrace line: the sum of the
+// "a+b/c/d+e ms cpu" terms.
+func gcLineCPU(line string) (time.Duration, bool) {
+	if !strings.HasPrefix(line, "gc ") {
+		return 0, false
+	}
+	end := strings.Index(line, " ms cpu")
+	if end < 0 {
+		return 0, false
+	}
+	terms := line[:end]
+	terms = terms[strings.LastIndex(terms, " ")+1:]
+	var ms float64
+	for _, t := range strings.FieldsFunc(terms, func(r rune) bool { return r == '+' || r == '/' }) {
+		v, err := strconv.ParseFloat(t, 64)
+		if err != nil {
+			return 0, false
+		}
+		ms += v
+	}
+	return time.Duration(ms * float64(time.Millisecond)), true
 }

@@ -37,6 +37,35 @@ type result struct {
 	// measured window, less what it spends idle in as long (zero for the
 	// raw loop, which runs in the bench itself).
 	CPU time.Duration
+	// Spent is the process's whole CPU over the window, and Idle what it
+	// spends idle in as long: CPU is Spent less Idle.
+	Spent, Idle time.Duration
+	// GC is the CPU of the garbage collections during the window, and
+	// GCCycles their number (only for an instance run with gctrace).
+	GC       time.Duration
+	GCCycles int
+	// Load is the machine's load average over the minute the window ended.
+	Load float64
+	// Rounds is the whole-process CPU per request of every round a median
+	// was picked from (the whole-process phases).
+	Rounds []time.Duration
+}
+
+// ProcessCPUPerRequest is the process's whole CPU over requests, idle
+// included.
+func (r result) ProcessCPUPerRequest() time.Duration {
+	if r.Requests == 0 {
+		return 0
+	}
+	return r.Spent / time.Duration(r.Requests)
+}
+
+// perRequest is d over the requests.
+func (r result) perRequest(d time.Duration) time.Duration {
+	if r.Requests == 0 {
+		return 0
+	}
+	return d / time.Duration(r.Requests)
 }
 
 // CPUPerRequest is CPU over requests (zero when unmeasured).
@@ -96,9 +125,10 @@ func closedLoop(ctx context.Context, name string, clients int, warm time.Duratio
 	window(ctx)
 	measuring.Store(false)
 	elapsed := time.Since(start)
+	load := loadAverage()
 	cancel()
 	wg.Wait()
-	r := result{Name: name, Requests: int(requests.Load()), Failed: int(failed.Load()), Elapsed: elapsed, Lat: lat}
+	r := result{Name: name, Requests: int(requests.Load()), Failed: int(failed.Load()), Elapsed: elapsed, Lat: lat, Load: load}
 	if err, ok := firstErr.Load().(error); ok {
 		r.Note = "first failure: " + err.Error()
 	}
@@ -123,7 +153,8 @@ func sleep(ctx context.Context, d time.Duration) {
 type api struct {
 	base   string
 	client *http.Client
-	pid    int // the API's process, whose CPU measure reads
+	pid    int      // the API's process, whose CPU measure reads
+	gc     *gcMeter // its garbage collections, when it runs with gctrace
 }
 
 func newAPI(base string, conns int) *api {

@@ -5,9 +5,10 @@
 // It builds the API twice (as served, and the baseline in baselineapi, the
 // same program whose order routes run without the idempotency middleware,
 // or with another design),
-// starts a private PostgreSQL cluster and a private redis-server, and four
-// API instances on one database: the baseline, the other design, the API
-// without Redis and the API with Redis. Then it drives them over HTTP with
+// starts a private PostgreSQL cluster and a private redis-server, four
+// API instances on one database (the baseline, the other design, the API
+// without Redis and the API with Redis) and five more on databases of their
+// own for the whole-process phases. Then it drives them over HTTP with
 // closed-loop clients:
 //
 //	(a) the SQL of an idempotent order creation, straight through pgx
@@ -20,12 +21,15 @@
 //	(g) the common design beside ours: reserve the key, run the order, store
 //	    the answer, in three writes (the baseline build, BENCH_ORDERS_MODE)
 //
-// and then how create and replay change as the table holds 1 thousand to
+// then what a request costs the whole API process with the default
+// settings (access log and outbox dispatcher on), beside the figure of (c),
+// and what tracing adds (process.go),
+// and how create and replay change as the table holds 1 thousand to
 // 1 million records, and what the janitor purging a million expired
 // records does to latency under load.
 //
-//	go run ./tools/bench                 the full run (make bench), ~10 minutes
-//	go run ./tools/bench -quick -out ''  a smoke run, ~1 minute, nothing written
+//	go run ./tools/bench                 the full run (make bench), ~15 minutes
+//	go run ./tools/bench -quick -out ''  a smoke run, ~3 minutes, nothing written
 package main
 
 import (
@@ -61,6 +65,7 @@ type options struct {
 	quick    bool
 	sideOnly bool
 	micro    bool
+	execMode string
 	logs     io.Writer
 }
 
@@ -76,6 +81,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.BoolVar(&o.quick, "quick", false, "a smoke run: short phases, 1k and 10k records, a 20k purge")
 	fs.BoolVar(&o.sideOnly, "side-only", false, "run only the side-by-side phases (a) to (g), no storm, growth or purge")
 	fs.BoolVar(&o.micro, "micro", true, "measure allocations and callgrind instructions per request (builds internal/app's tests)")
+	fs.StringVar(&o.execMode, "query-exec-mode", "", "pgx's default_query_exec_mode for every instance and the raw loop "+
+		"(cache_statement, cache_describe, describe_exec, exec, simple_protocol); empty: pgx's default, cache_statement")
 	verbose := fs.Bool("v", false, "show the servers' logs")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -94,9 +101,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer b.close()
 
-	rep := &report{started: time.Now(), opts: o, machine: describeMachine(ctx, b.pg)}
+	rep := &report{started: time.Now(), opts: o, machine: describeMachine(ctx, b.pg), execMode: b.execMode}
 	rep.main, err = b.sideBySide(ctx)
 	if err != nil {
+		return err
+	}
+	if rep.whole, err = b.wholeProcess(ctx); err != nil {
 		return err
 	}
 	for _, x := range []struct {

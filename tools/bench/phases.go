@@ -101,16 +101,28 @@ func (b *bench) measure(ctx context.Context, target *api, name string, window fu
 	const idleSample = 2 * time.Second
 	idle, idleErr := idleCPU(ctx, target.pid, idleSample)
 	before, errBefore := poolWaits(ctx, target.base)
-	var spent time.Duration
+	var spent, gcCPU time.Duration
+	var gcCycles int
+	if target.gc != nil {
+		inner := window
+		window = func(ctx context.Context) {
+			target.gc.start()
+			inner(ctx)
+			gcCPU, gcCycles = target.gc.stop()
+		}
+	}
 	var cpuErr error
 	r := closedLoop(ctx, name, b.opts.clients, b.opts.warm, cpuWindow(target.pid, window, &spent, &cpuErr), do)
+	r.GC, r.GCCycles = gcCPU, gcCycles
 	after, errAfter := poolWaits(ctx, target.base)
 	r.PoolWaits = after - before
 	if errBefore != nil || errAfter != nil {
 		r.PoolWaits = -1
 	}
 	if idleErr == nil && cpuErr == nil {
-		r.CPU = max(0, spent-time.Duration(float64(idle)*r.Elapsed.Seconds()/idleSample.Seconds()))
+		r.Spent = spent
+		r.Idle = time.Duration(float64(idle) * r.Elapsed.Seconds() / idleSample.Seconds())
+		r.CPU = max(0, spent-r.Idle)
 	}
 	return r
 }

@@ -4,10 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkeys/payments/internal/testkit"
@@ -33,6 +39,19 @@ type bench struct {
 	guarded  *api // baseline build: reserve, order, complete
 	plain    *api // the API without Redis; its janitor runs every second
 	cached   *api // the API with Redis
+
+	// The instances of the whole-process phases (process.go), each the
+	// API without Redis on a database of its own, so that its outbox
+	// dispatcher publishes its own events and no other's: plain's
+	// settings without and with tracing, the default settings, and the
+	// defaults with one thing changed.
+	handler, traced, defaults, quiet, noDispatch *api
+	// sink receives the traced instance's spans over OTLP/HTTP and drops
+	// them.
+	sink *http.Server
+	// execMode is the pgx query-exec mode every instance and the raw loop
+	// run in, as their DATABASE_URL says.
+	execMode string
 }
 
 func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
@@ -65,6 +84,13 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 	if b.dbURL, err = b.pg.CreateDatabase("bench"); err != nil {
 		return nil, err
 	}
+	if b.dbURL, b.execMode, err = withExecMode(b.dbURL, o.execMode); err != nil {
+		return nil, err
+	}
+	sinkURL, err := b.startSink()
+	if err != nil {
+		return nil, err
+	}
 
 	common := []string{
 		"DATABASE_URL=" + b.dbURL, "LOG_LEVEL=error", "DB_MAX_CONNS=" + strconv.Itoa(dbMaxConns),
@@ -78,14 +104,14 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 		"RATE_LIMIT_NEW_KEYS=10000000", "RATE_LIMIT_WINDOW=1s",
 		"IDEMPOTENCY_TOMBSTONES=true",
 	}
-	start := func(name, bin string, env ...string) (*api, error) {
+	startWith := func(name, bin string, log io.Writer, env ...string) (*api, error) {
 		addr, err := testkit.FindFreeAddr()
 		if err != nil {
 			return nil, err
 		}
 		p := b.procs.Add(&testkit.Process{
-			Name: name, Path: bin, Addr: addr, Log: o.logs,
-			Env: append(append([]string{"HTTP_ADDR=" + addr}, common...), env...),
+			Name: name, Path: bin, Addr: addr, Log: log,
+			Env: append([]string{"HTTP_ADDR=" + addr}, env...),
 		})
 		if err := p.Start(2 * time.Minute); err != nil {
 			return nil, err
@@ -93,6 +119,9 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 		a := newAPI("http://"+addr, 2*o.clients)
 		a.pid = p.Pid()
 		return a, nil
+	}
+	start := func(name, bin string, env ...string) (*api, error) {
+		return startWith(name, bin, o.logs, append(common, env...)...)
 	}
 	// The first start applies the migrations; the others find them done.
 	if b.plain, err = start("api", served, "JANITOR_INTERVAL=1s"); err != nil {
@@ -106,6 +135,54 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 	}
 	if b.guarded, err = start("api-guarded", baseline, "JANITOR_INTERVAL=1h", "BENCH_ORDERS_MODE=guarded"); err != nil {
 		return nil, err
+	}
+	// The whole-process instances, each on a database of its own. The
+	// ones with the default settings run as a newcomer runs the API: the
+	// access log and the outbox dispatcher (whose sink without Redis is
+	// the log) on, written to a pipe, as a container's output is. Only
+	// the new-key quota is raised, which the load would otherwise
+	// measure (429s). GODEBUG=gctrace=1 makes two of them report each
+	// garbage collection's CPU.
+	own := func(name, bin string, log io.Writer, gc bool, env ...string) (*api, error) {
+		dbURL, err := b.pg.CreateDatabase(strings.ReplaceAll(name, "-", "_"))
+		if err != nil {
+			return nil, err
+		}
+		if dbURL, _, err = withExecMode(dbURL, o.execMode); err != nil {
+			return nil, err
+		}
+		var meter *gcMeter
+		if gc {
+			meter = &gcMeter{next: log}
+			log = meter
+			env = append(env, "GODEBUG=gctrace=1")
+		}
+		a, err := startWith(name, bin, log, append(env, "DATABASE_URL="+dbURL)...)
+		if err == nil {
+			a.gc = meter
+		}
+		return a, err
+	}
+	handlerEnv := append(slices.DeleteFunc(slices.Clone(common), func(kv string) bool {
+		return strings.HasPrefix(kv, "DATABASE_URL=")
+	}), "JANITOR_INTERVAL=1h")
+	defaults := []string{"RATE_LIMIT_NEW_KEYS=10000000"}
+	for _, x := range []struct {
+		into *(*api)
+		name string
+		log  io.Writer
+		gc   bool
+		env  []string
+	}{
+		{&b.handler, "api-handler", o.logs, true, handlerEnv},
+		{&b.traced, "api-traced", o.logs, false, append(handlerEnv, "OTEL_EXPORTER_OTLP_ENDPOINT="+sinkURL)},
+		{&b.defaults, "api-defaults", io.Discard, true, defaults},
+		{&b.quiet, "api-defaults-quiet", io.Discard, false, append(defaults, "LOG_LEVEL=error")},
+		{&b.noDispatch, "api-defaults-nodispatch", io.Discard, false, append(defaults, "OUTBOX_INTERVAL=1h")},
+	} {
+		if *x.into, err = own(x.name, served, x.log, x.gc, x.env...); err != nil {
+			return nil, err
+		}
 	}
 
 	cfg, err := pgxpool.ParseConfig(b.dbURL)
@@ -123,6 +200,9 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 func (b *bench) close() {
 	if b.pool != nil {
 		b.pool.Close()
+	}
+	if b.sink != nil {
+		_ = b.sink.Close()
 	}
 	b.procs.KillAll()
 	if b.redis != nil {
@@ -144,4 +224,40 @@ func (b *bench) count(ctx context.Context, query string, args ...any) (int, erro
 	var n int
 	err := b.pool.QueryRow(ctx, query, args...).Scan(&n)
 	return n, err
+}
+
+// withExecMode sets pgx's default_query_exec_mode in dbURL when mode is
+// given, and says which mode the URL ends up with: every instance and the
+// raw loop parse the same URL, so they all run in it.
+func withExecMode(dbURL, mode string) (string, string, error) {
+	if mode != "" {
+		u, err := url.Parse(dbURL)
+		if err != nil {
+			return "", "", err
+		}
+		q := u.Query()
+		q.Set("default_query_exec_mode", mode)
+		u.RawQuery = q.Encode()
+		dbURL = u.String()
+	}
+	cfg, err := pgx.ParseConfig(dbURL)
+	if err != nil {
+		return "", "", fmt.Errorf("-query-exec-mode: %w", err)
+	}
+	return dbURL, cfg.DefaultQueryExecMode.String(), nil
+}
+
+// startSink serves an OTLP/HTTP endpoint that reads each batch of spans
+// and drops it, for the traced instance, and returns its base URL.
+func (b *bench) startSink() (string, error) {
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	b.sink = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	})}
+	go func() { _ = b.sink.Serve(ln) }()
+	return "http://" + ln.Addr().String(), nil
 }

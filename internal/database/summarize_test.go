@@ -1,0 +1,43 @@
+package database
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestSummarizeNamesTheOperationAndItsTable(t *testing.T) {
+	for _, tc := range []struct{ query, op, target string }{
+		{`INSERT INTO "idempotency_records" ("merchant_id","key") VALUES ($1,$2)`, "INSERT", "idempotency_records"},
+		{"insert into orders(id, amount) values (?, ?)", "INSERT", "orders"},
+		{`SELECT * FROM "orders" WHERE id = $1 LIMIT 1`, "SELECT", "orders"},
+		{"SELECT count(*) FROM outbox_events WHERE published_at IS NULL", "SELECT", "outbox_events"},
+		{"SELECT a, b, c, d, e, f, g, h, i, j FROM payments.payments", "SELECT", "payments.payments"},
+		{`UPDATE "payments" SET "status"=$1`, "UPDATE", "payments"},
+		{"\n\tDELETE FROM idempotency_records WHERE expires_at < $1", "DELETE", "idempotency_records"},
+		{"SELECT 1", "SELECT", ""},
+		{"SELECT * FROM (SELECT 1) AS x", "SELECT", ""},
+		{"WITH x AS (SELECT 1) SELECT * FROM x", "WITH", ""},
+		{"BEGIN", "BEGIN", ""},
+		{"commit", "COMMIT", ""},
+		{"INSERT", "INSERT", ""},
+		{"UPDATE", "UPDATE", ""},
+		{"", "", ""},
+		{"   ", "", ""},
+	} {
+		op, target := summarize(tc.query)
+		require.Equal(t, tc.op, op, tc.query)
+		require.Equal(t, tc.target, target, tc.query)
+	}
+}
+
+func FuzzSummarize(f *testing.F) {
+	f.Add(`INSERT INTO "a" VALUES ($1)`)
+	f.Add("SELECT x FROM")
+	f.Fuzz(func(t *testing.T, query string) {
+		op, target := summarize(query)
+		if op == "" && target != "" {
+			t.Fatalf("a table without an operation: %q", query)
+		}
+	})
+}

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+func TestGCMeterAddsTheCPUOfTheCollectionsWhileOn(t *testing.T) {
+	line := func(n int, cpu string) string {
+		return fmt.Sprintf("gc %d @0.316s 4%%: 0.018+1.2+0.021 ms clock, %s ms cpu, 4->4->1 MB, 5 MB goal, 0 MB stacks, 0 MB globals, 2 P\n", n, cpu)
+	}
+	g := &gcMeter{}
+	write := func(s string) {
+		t.Helper()
+		if _, err := g.Write([]byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(line(1, "1+1/1/1+1")) // before start: not counted
+	g.start()
+	write(`{"level":"INFO","msg":"outbox event"}` + "\n")
+	l := line(2, "0.037+0.31/1.0/0.27+0.042")
+	write(l[:20]) // a line may arrive in pieces
+	write(l[20:] + line(3, "0.5+0/0.5/0+0"))
+	cpu, cycles := g.stop()
+	write(line(4, "1+1/1/1+1")) // after stop: not counted
+	if want := time.Duration((0.037 + 0.31 + 1.0 + 0.27 + 0.042 + 1.0) * float64(time.Millisecond)); cycles != 2 || cpu != want {
+		t.Fatalf("got %v in %d collections, want %v in 2", cpu, cycles, want)
+	}
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+)
+
+// wholeProcess is what a create costs the whole API process, measured from
+// outside as (c) is, on five instances that differ in one thing each, every
+// one on a database of its own (so that its outbox dispatcher publishes its
+// own events, and only those):
+//
+//   - Handler: (c)'s settings (LOG_LEVEL=error, the limiter and tombstones
+//     on), the figure (c) reports;
+//   - Traced: the same with tracing on, its spans sent over OTLP/HTTP to a
+//     sink that drops them;
+//   - Defaults: the default settings, as `make run-pg` runs the API: the
+//     access log and the outbox dispatcher (whose sink without Redis is
+//     the log) on;
+//   - Quiet: the defaults with LOG_LEVEL=error (no access log, no outbox
+//     log lines);
+//   - NoDispatch: the defaults with OUTBOX_INTERVAL=1h (the dispatcher does
+//     not run while the load does).
+//
+// Each ran in turn for several rounds, like the side-by-side phases; the
+// round with the median whole-process CPU per request is kept. Handler and
+// Defaults also report their garbage collections' CPU (gctrace).
+type wholeProcess struct {
+	Handler, Traced, Defaults, Quiet, NoDispatch result
+	// DefaultsReplay replays one key on the defaults instance.
+	DefaultsReplay result
+	Rounds         int
+}
+
+func (b *bench) wholeProcess(ctx context.Context) (wholeProcess, error) {
+	o := b.opts
+	rounds := 3
+	if o.quick {
+		rounds = 1
+	}
+	run := fmt.Sprintf("w%d", time.Now().UnixNano())
+	window := forDuration(o.duration)
+	w := wholeProcess{Rounds: rounds}
+	phases := []struct {
+		target *api
+		name   string
+		into   *result
+		runs   []result
+	}{
+		{b.handler, "(h) idempotent create, (c)'s settings", &w.Handler, nil},
+		{b.traced, "(h') the same, tracing on", &w.Traced, nil},
+		{b.defaults, "(w) idempotent create, default settings", &w.Defaults, nil},
+		{b.quiet, "(w') default settings, LOG_LEVEL=error", &w.Quiet, nil},
+		{b.noDispatch, "(w'') default settings, OUTBOX_INTERVAL=1h", &w.NoDispatch, nil},
+	}
+	for r := range rounds {
+		for i := range phases {
+			x := &phases[i]
+			b.say("whole process, round %d/%d: %s", r+1, rounds, x.name)
+			res := b.measure(ctx, x.target, x.name, window, x.target.created(fmt.Sprintf("%s%d-%d", run, i, r)))
+			b.say("  %.0f µs of CPU per request, %.0f less idle; load %.2f",
+				us(res.ProcessCPUPerRequest()), us(res.CPUPerRequest()), res.Load)
+			x.runs = append(x.runs, res)
+		}
+	}
+	for _, x := range phases {
+		*x.into = medianCPU(x.runs)
+		for _, run := range x.runs {
+			x.into.Rounds = append(x.into.Rounds, run.ProcessCPUPerRequest())
+		}
+	}
+
+	key := run + "-replayed"
+	ans, err := b.defaults.createOrder(ctx, key)
+	if err := expect(ans, err, http.StatusCreated, false); err != nil {
+		return w, fmt.Errorf("the defaults instance's first order: %w", err)
+	}
+	b.say("whole process: (w1) replay of one key, default settings")
+	w.DefaultsReplay = b.measure(ctx, b.defaults, "(w1) replay of one key, default settings", window, b.defaults.replayed([]string{key}))
+	return w, nil
+}
+
+// medianCPU is the run with the median whole-process CPU per request.
+func medianCPU(rs []result) result {
+	s := slices.SortedFunc(slices.Values(rs), func(x, y result) int {
+		return int(x.ProcessCPUPerRequest() - y.ProcessCPUPerRequest())
+	})
+	return s[len(s)/2]
+}
