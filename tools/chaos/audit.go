@@ -43,6 +43,12 @@ type auditResult struct {
 	// violations describes every finding, duplicates and stuck records
 	// included, one line each.
 	violations []string
+
+	// orphans: succeeded charges the provider holds for payments we
+	// consider canceled or failed, and succeeded refunds of refunds we
+	// consider canceled or failed (see orphans.go); unhandledOrphans,
+	// those not undone, each a violation.
+	orphans, unhandledOrphans int
 }
 
 func (r *auditResult) violation(format string, args ...any) {
@@ -186,6 +192,12 @@ func audit(ctx context.Context, c *cluster, rec *recorder, o auditOptions) (audi
 		chargesByRef[ch.Reference] = append(chargesByRef[ch.Reference], ch)
 	}
 	res.charges = len(ledger.Charges)
+	orphans, err := findOrphans(ctx, db, ledger, paymentByID)
+	if err != nil {
+		return res, err
+	}
+	res.orphans, res.unhandledOrphans = len(orphans.found), len(orphans.unhandled)
+	res.violations = append(res.violations, orphans.unhandled...)
 	chargedOrders := map[string]int{}
 	for ref, list := range chargesByRef {
 		p, ok := paymentByID[ref]
@@ -198,7 +210,7 @@ func audit(ctx context.Context, c *cluster, rec *recorder, o auditOptions) (audi
 			res.violation("duplicate charges: payment %s (key %s) was charged %d times", ref, p.key, len(list))
 		}
 		for _, ch := range list {
-			if ch.Status == provider.ChargeSucceeded {
+			if ch.Status == provider.ChargeSucceeded && !orphans.undone(ch) {
 				chargedOrders[p.orderID]++
 			}
 			if ch.IdempotencyKey != p.providerKey {
@@ -224,12 +236,8 @@ func audit(ctx context.Context, c *cluster, rec *recorder, o auditOptions) (audi
 				res.violation("half-done: payment %s failed but the provider's charges for it are %s", p.id, describeCharges(list))
 			}
 		case "canceled":
-			// Canceled only once the provider had no call under its key,
-			// and no retry can charge it after: never a charge.
-			if len(list) > 0 {
-				res.duplicates += len(list)
-				res.violation("half-done: payment %s was canceled but the provider charged it: %s", p.id, describeCharges(list))
-			}
+			// Its charges, if any, are orphans: findOrphans counts them, a
+			// finding unless refunded in full.
 		}
 	}
 	refundsByRef := map[string]int{}

@@ -125,6 +125,11 @@ type clusterConfig struct {
 	ttl time.Duration
 	// noRedis runs the instances without REDIS_URL.
 	noRedis bool
+	// env adds settings to every instance (a later one wins).
+	env []string
+	// providerVia, if set, says where instance i (from 0) reaches the
+	// provider at upstream: a proxy of the scenario's own.
+	providerVia func(i int, upstream string) (string, error)
 }
 
 // cluster is one scenario's processes: three API instances on a database of
@@ -214,15 +219,25 @@ func (s *system) startCluster(ctx context.Context, name string, cfg clusterConfi
 	if cfg.ttl > 0 {
 		env = append(env, "IDEMPOTENCY_TTL="+cfg.ttl.String())
 	}
+	env = append(env, cfg.env...)
 	for i, addr := range addrs {
 		log, err := s.logFile(fmt.Sprintf("%s-api%d", name, i+1))
 		if err != nil {
 			c.close()
 			return nil, err
 		}
+		instEnv := append([]string{"HTTP_ADDR=" + addr}, env...)
+		if cfg.providerVia != nil {
+			via, err := cfg.providerVia(i, "http://"+provAddr)
+			if err != nil {
+				c.close()
+				return nil, err
+			}
+			instEnv = append(instEnv, "PROVIDER_URL="+via)
+		}
 		p := c.group.Add(&testkit.Process{
 			Name: fmt.Sprintf("%s-api%d", name, i+1), Path: s.api, Addr: addr, Log: log,
-			Env: append([]string{"HTTP_ADDR=" + addr}, env...),
+			Env: instEnv,
 		})
 		c.apis = append(c.apis, p)
 	}

@@ -27,6 +27,8 @@ type profile struct {
 	redisKills, postgresCrashes int
 	// ttlKeys is how many keys outlive their record in the expiry scenario.
 	ttlKeys int
+	// pauses is how many times the pause scenario freezes an instance.
+	pauses int
 	// workers is the number of concurrent clients in the load scenarios.
 	workers int
 	// settle bounds the wait for the reconciler before an audit.
@@ -43,6 +45,7 @@ func profileNamed(name string) (profile, error) {
 			redisOps: 600, redisKills: 3,
 			postgresOps: 600, postgresCrashes: 3,
 			ttlKeys: 200, clientOps: 300,
+			pauses:  20,
 			workers: 24, settle: 60 * time.Second,
 		}, nil
 	case "short":
@@ -53,6 +56,7 @@ func profileNamed(name string) (profile, error) {
 			redisOps: 60, redisKills: 1,
 			postgresOps: 60, postgresCrashes: 1,
 			ttlKeys: 20, clientOps: 30,
+			pauses:  2,
 			workers: 8, settle: 30 * time.Second,
 		}, nil
 	}
@@ -81,6 +85,7 @@ func scenarios(p profile) []scenario {
 		postgresScenario(p),
 		ttlScenario(p),
 		clientScenario(p),
+		pauseScenario(p),
 	}
 }
 

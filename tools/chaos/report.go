@@ -35,6 +35,7 @@ func (r row) effects() string {
 	if a.refunds > 0 {
 		s += ", " + count(a.refunds, "refund")
 	}
+	s += fmt.Sprintf(", %s (%d unhandled)", count(a.orphans, "orphan"), a.unhandledOrphans)
 	return s
 }
 
@@ -170,6 +171,10 @@ the body, per key), and checks:
   order is paid exactly when it has a succeeded payment;
 - no idempotency record still executing, no payment or refund still pending
   or processing;
+- no orphan left unhandled: a succeeded charge the provider holds for a
+  payment we consider canceled or failed must have been refunded in full,
+  and a succeeded refund of a refund we consider canceled or failed is a
+  finding (the effects column counts both kinds);
 - a completed record has its effect (an order, a payment in the answered
   status), and an order has its record;
 - per key, no two different final answers (2xx but 202, 402, the 409s the
