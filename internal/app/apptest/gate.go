@@ -28,7 +28,6 @@ type Gate struct {
 	// effect is done, the answer not yet delivered), instead of before.
 	After bool
 
-	once      sync.Once
 	picked    bool
 	mu        sync.Mutex
 	arrived   chan struct{}
