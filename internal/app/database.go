@@ -23,10 +23,52 @@ import (
 func openDatabase(ctx context.Context, cfg config.Config, log *slog.Logger, tr *tracing.Tracing) (*database.DB, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.DBConnectTimeout)
 	defer cancel()
+	db, err := connectDatabase(ctx, cfg.DatabaseURL, database.Options{
+		SQLitePath: cfg.SQLitePath, MaxOpenConns: cfg.DBMaxConns, Tracing: databaseTracing(tr),
+	}, cfg.DBConnectTimeout, log)
+	if err != nil {
+		return nil, err
+	}
+	applied, err := migrate(ctx, cfg, db, log)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	log.Info("database ready", "dialect", string(db.Dialect), "migrations_applied", applied)
+	return db, nil
+}
+
+// migrate applies the pending migrations over db, or, when
+// MIGRATE_DATABASE_URL is set, over a connection of their own to that URL:
+// the server itself, when DATABASE_URL goes through a pooler in
+// transaction mode (PgBouncer). goose holds a session advisory lock for the
+// whole run, so that one of several instances starting at once migrates
+// while the others wait; behind a transaction pooler the lock would be
+// taken on one server connection and released (or not) on another, and
+// the DDL would run wherever the pooler sends it.
+func migrate(ctx context.Context, cfg config.Config, db *database.DB, log *slog.Logger) (int, error) {
+	target := db
+	if cfg.MigrateDatabaseURL != "" {
+		direct, err := connectDatabase(ctx, cfg.MigrateDatabaseURL, database.Options{MaxOpenConns: 2}, cfg.DBConnectTimeout, log)
+		if err != nil {
+			return 0, fmt.Errorf("MIGRATE_DATABASE_URL: %w", err)
+		}
+		defer direct.Close()
+		target = direct
+	}
+	sqlDB, err := target.DB.DB()
+	if err != nil {
+		return 0, err
+	}
+	return migrations.Up(ctx, sqlDB, string(target.Dialect))
+}
+
+// connectDatabase opens url and pings it, retrying with exponential
+// backoff until ctx ends (the database may start after us), then says why
+// it gave up; limit is ctx's time, for that message.
+func connectDatabase(ctx context.Context, url string, opts database.Options, limit time.Duration, log *slog.Logger) (*database.DB, error) {
 	connect := func() (*database.DB, error) {
-		db, err := database.Open(cfg.DatabaseURL, database.Options{
-			SQLitePath: cfg.SQLitePath, MaxOpenConns: cfg.DBMaxConns, Tracing: databaseTracing(tr),
-		})
+		db, err := database.Open(url, opts)
 		if err != nil {
 			if errors.Is(err, database.ErrUnavailable) {
 				return nil, err
@@ -39,15 +81,13 @@ func openDatabase(ctx context.Context, cfg config.Config, log *slog.Logger, tr *
 		}
 		return db, nil
 	}
-	// Retry with exponential backoff until the whole DB_CONNECT_TIMEOUT is
-	// spent (the database may start after us), then say why we gave up.
 	b := backoff.NewExponentialBackOff()
 	b.MaxInterval = 2 * time.Second
-	var db *database.DB
-	var err, cause error
+	var cause error
 	for {
-		if db, err = connect(); err == nil {
-			break
+		db, err := connect()
+		if err == nil {
+			return db, nil
 		}
 		// Keep the most telling reason: the attempt cut short by the
 		// deadline only says "deadline exceeded".
@@ -61,7 +101,7 @@ func openDatabase(ctx context.Context, cfg config.Config, log *slog.Logger, tr *
 		wait := b.NextBackOff()
 		deadline, _ := ctx.Deadline()
 		if left := time.Until(deadline); left <= 0 {
-			return nil, fmt.Errorf("database unreachable after %s: %w", cfg.DBConnectTimeout, cause)
+			return nil, fmt.Errorf("database unreachable after %s: %w", limit, cause)
 		} else if wait > left {
 			wait = left
 		}
@@ -69,23 +109,12 @@ func openDatabase(ctx context.Context, cfg config.Config, log *slog.Logger, tr *
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return nil, fmt.Errorf("database unreachable after %s: %w", cfg.DBConnectTimeout, cause)
+				return nil, fmt.Errorf("database unreachable after %s: %w", limit, cause)
 			}
 			return nil, ctx.Err()
 		case <-time.After(wait):
 		}
 	}
-	sqlDB, err := db.DB.DB()
-	if err != nil {
-		return nil, err
-	}
-	applied, err := migrations.Up(ctx, sqlDB, string(db.Dialect))
-	if err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	log.Info("database ready", "dialect", string(db.Dialect), "migrations_applied", applied)
-	return db, nil
 }
 
 // Migrate applies the migrations to the configured database and says which

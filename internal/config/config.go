@@ -28,6 +28,7 @@ type Config struct {
 	HTTPWriteTimeout        time.Duration `env:"HTTP_WRITE_TIMEOUT" envDefault:"30s"`
 	HTTPIdleTimeout         time.Duration `env:"HTTP_IDLE_TIMEOUT" envDefault:"60s"`
 	DatabaseURL             string        `env:"DATABASE_URL"`
+	MigrateDatabaseURL      string        `env:"MIGRATE_DATABASE_URL"`
 	SQLitePath              string        `env:"SQLITE_PATH" envDefault:"data/payments.db"`
 	RedisURL                string        `env:"REDIS_URL"`
 	RedisTimeout            time.Duration `env:"REDIS_TIMEOUT" envDefault:"200ms"`
@@ -149,6 +150,9 @@ func (c Config) validate() error {
 		!strings.HasPrefix(c.DatabaseURL, "postgresql://") && !strings.HasPrefix(c.DatabaseURL, "sqlite:") {
 		errs = append(errs, errors.New("DATABASE_URL must be empty (embedded SQLite), postgres://... or sqlite:<path>"))
 	}
+	if c.MigrateDatabaseURL != "" && (!isPostgresURL(c.MigrateDatabaseURL) || !isPostgresURL(c.DatabaseURL)) {
+		errs = append(errs, errors.New("MIGRATE_DATABASE_URL must be empty (migrate over DATABASE_URL) or postgres://..., and only with a postgres:// DATABASE_URL"))
+	}
 	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
 		errs = append(errs, errors.New("REDIS_URL must be empty or start with redis:// or rediss://"))
 	}
@@ -193,6 +197,12 @@ func (c Config) validate() error {
 	}
 	errs = append(errs, c.validateSecrets()...)
 	return errors.Join(errs...)
+}
+
+// isPostgresURL reports whether u names a PostgreSQL server (one or several
+// hosts: pgx reads the URL).
+func isPostgresURL(u string) bool {
+	return strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://")
 }
 
 // Values of APP_ENV.

@@ -126,6 +126,9 @@ func TestBadSettingsAreNamed(t *testing.T) {
 		"RATE_LIMIT_NEW_KEYS=-1":      "RATE_LIMIT_NEW_KEYS",
 		"RATE_LIMIT_WINDOW=0s":        "RATE_LIMIT_WINDOW",
 		"LOG_FORMAT=yaml":             "LOG_FORMAT must be json or text",
+		// Migrations over a direct URL are for PostgreSQL only.
+		"MIGRATE_DATABASE_URL=postgres://db:5432/payments": "MIGRATE_DATABASE_URL",
+		"MIGRATE_DATABASE_URL=sqlite:data/x.db":            "MIGRATE_DATABASE_URL",
 	}
 	for kv, name := range cases {
 		t.Run(kv, func(t *testing.T) {
@@ -183,4 +186,20 @@ func TestLogFormat(t *testing.T) {
 			require.Equal(t, c.text, cfg.LogText())
 		})
 	}
+}
+
+// TestDatabaseURLs: DATABASE_URL may name several hosts (a primary and its
+// standbys) with pgx's parameters, and MIGRATE_DATABASE_URL a direct way to
+// the server beside a pooled DATABASE_URL; neither is repeated in an error.
+func TestDatabaseURLs(t *testing.T) {
+	pooled := "DATABASE_URL=postgres://app:pw@pgbouncer1:6432,pgbouncer2:6432/payments?target_session_attrs=read-write&default_query_exec_mode=exec"
+	direct := "MIGRATE_DATABASE_URL=postgresql://app:pw@db1:5432,db2:5432/payments?target_session_attrs=read-write"
+	cfg, err := config.Load([]string{pooled, direct})
+	require.NoError(t, err)
+	require.Equal(t, strings.TrimPrefix(pooled, "DATABASE_URL="), cfg.DatabaseURL)
+	require.Equal(t, strings.TrimPrefix(direct, "MIGRATE_DATABASE_URL="), cfg.MigrateDatabaseURL)
+
+	_, err = config.Load([]string{"DATABASE_URL=sqlite:data/x.db", "MIGRATE_DATABASE_URL=postgres://app:secretpw@db1/payments"})
+	require.ErrorContains(t, err, "MIGRATE_DATABASE_URL")
+	require.NotContains(t, err.Error(), "secretpw")
 }

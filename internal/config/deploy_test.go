@@ -37,7 +37,7 @@ func envFile(t *testing.T, path string) []string {
 func TestComposeRunsProduction(t *testing.T) {
 	compose, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
 	require.NoError(t, err)
-	require.Equal(t, 2, strings.Count(string(compose), "env_file: deploy/compose.env"), "the API and the provider read the secrets file")
+	require.Equal(t, 3, strings.Count(string(compose), "env_file: deploy/compose.env"), "the API, the ha profile's API and the provider read the secrets file")
 	for _, banned := range []string{"whsec_test", "DEMO_SEED:", "APP_ENV:", "LOG_KEY_SECRET:", "PROVIDER_WEBHOOK_SECRET:", "WEBHOOK_SECRET:"} {
 		require.NotContains(t, string(compose), banned)
 	}

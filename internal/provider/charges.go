@@ -2,6 +2,7 @@ package provider
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -149,11 +150,13 @@ func (s *Server) rollChaosLocked() chaosRoll {
 }
 
 // handleFindCharges serves GET /v1/charges?idempotency_key=K (one charge, or
-// 404: how a reconciler settles an unknown outcome) and
+// 404: how a reconciler settles an unknown outcome),
 // GET /v1/charges?reference=R (a list, maybe empty: how a test proves that
-// nothing was charged twice).
+// nothing was charged twice) and GET /v1/charges?created_after=T (every
+// charge made after Unix time T, oldest first: how a sweep after a database
+// failover finds the charges whose payment the database no longer holds).
 func (s *Server) handleFindCharges(w http.ResponseWriter, r *http.Request) {
-	serveFind(w, r, "charge", s.ChargeByKey, s.ChargesByReference)
+	serveFind(w, r, "charge", s.ChargeByKey, s.ChargesByReference, s.ChargesCreatedAfter)
 }
 
 // handleGetCharge serves GET /v1/charges/{id}.
@@ -173,15 +176,21 @@ func serveGet[T any](s *Server, w http.ResponseWriter, r *http.Request, noun str
 	writeJSON(w, http.StatusOK, row)
 }
 
-// serveFind answers the two lookups that charges and refunds share.
+// serveFind answers the three lookups that charges and refunds share.
 func serveFind[T any](w http.ResponseWriter, r *http.Request, noun string,
-	byKey func(string) (T, bool), byReference func(string) []T,
+	byKey func(string) (T, bool), byReference func(string) []T, createdAfter func(int64) []T,
 ) {
 	q := r.URL.Query()
+	given := 0
+	for _, name := range []string{"idempotency_key", "reference", "created_after"} {
+		if q.Has(name) {
+			given++
+		}
+	}
 	switch {
-	case q.Has("idempotency_key") && q.Has("reference"):
+	case given > 1:
 		writeProblem(w, http.StatusBadRequest, CodeValidationFailed,
-			"give either idempotency_key or reference, not both")
+			"give one of idempotency_key, reference or created_after")
 	case q.Has("idempotency_key"):
 		found, ok := byKey(q.Get("idempotency_key"))
 		if !ok {
@@ -191,8 +200,17 @@ func serveFind[T any](w http.ResponseWriter, r *http.Request, noun string,
 		writeJSON(w, http.StatusOK, found)
 	case q.Has("reference"):
 		writeJSON(w, http.StatusOK, List[T]{Object: "list", Data: byReference(q.Get("reference"))})
+	case q.Has("created_after"):
+		after, err := strconv.ParseInt(q.Get("created_after"), 10, 64)
+		if err != nil || after < 0 {
+			writeProblem(w, http.StatusBadRequest, CodeValidationFailed,
+				"created_after must be a Unix time in seconds (a non-negative integer)",
+				FieldError{Field: "created_after", Message: "must be a non-negative integer"})
+			return
+		}
+		writeJSON(w, http.StatusOK, List[T]{Object: "list", Data: createdAfter(after)})
 	default:
 		writeProblem(w, http.StatusBadRequest, CodeValidationFailed,
-			"give the query parameter idempotency_key or reference")
+			"give the query parameter idempotency_key, reference or created_after")
 	}
 }

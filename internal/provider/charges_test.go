@@ -373,3 +373,58 @@ func TestCharge_KeysAreIndependent(t *testing.T) {
 		require.True(t, errors.Is(err, provider.ErrNotExecuted), "key %s: %v", key, err)
 	}
 }
+
+// TestCreatedAfter lists the charges and the refunds made after a moment,
+// as a sweep after a database failover asks for them: strictly after it, to
+// the second, oldest first, whatever their reference or key.
+func TestCreatedAfter(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	running := startProvider(t, provider.Config{Now: func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}})
+	at := func(unix int64) {
+		mu.Lock()
+		now = time.Unix(unix, 0)
+		mu.Unlock()
+	}
+	client := provider.NewClient(running.URL, provider.ClientOptions{})
+	at(1_800_000_000)
+	old, err := client.CreateCharge(t.Context(), "swept-0", visa("pay_old"))
+	require.NoError(t, err)
+	at(1_800_000_010)
+	first, err := client.CreateCharge(t.Context(), "swept-1", visa("pay_1"))
+	require.NoError(t, err)
+	at(1_800_000_011)
+	second, err := client.CreateCharge(t.Context(), "swept-2", withMethod(visa("pay_2"), provider.MethodCardDeclined))
+	require.NoError(t, err)
+	_, err = client.CreateRefund(t.Context(), "refund-old", provider.RefundRequest{Charge: old.ID, Amount: 100, Reference: "re_old"})
+	require.NoError(t, err)
+	at(1_800_000_012)
+	refund, err := client.CreateRefund(t.Context(), "refund-1", provider.RefundRequest{Charge: first.ID, Amount: 100, Reference: "re_1"})
+	require.NoError(t, err)
+
+	charges, err := client.ListChargesCreatedAfter(t.Context(), time.Unix(1_800_000_009, 0))
+	require.NoError(t, err)
+	require.Equal(t, []provider.Charge{first, second}, charges)
+	charges, err = client.ListChargesCreatedAfter(t.Context(), time.Unix(1_800_000_010, 0))
+	require.NoError(t, err)
+	require.Equal(t, []provider.Charge{second}, charges, "strictly after")
+	refunds, err := client.ListRefundsCreatedAfter(t.Context(), time.Unix(1_800_000_011, 0))
+	require.NoError(t, err)
+	require.Equal(t, []provider.Refund{refund}, refunds)
+
+	resp := doRaw(t, http.MethodGet, running.URL+"/v1/charges?created_after=1800000011", nil, nil)
+	require.Equal(t, http.StatusOK, resp.status)
+	require.JSONEq(t, `{"object": "list", "data": []}`, string(resp.body), "an empty list, not null")
+
+	for _, bad := range []string{"created_after=", "created_after=-1", "created_after=1.5", "created_after=yesterday",
+		"created_after=99999999999999999999", "created_after=1&reference=pay_1", "idempotency_key=k&created_after=1"} {
+		for _, noun := range []string{"charges", "refunds"} {
+			requireProblem(t, doRaw(t, http.MethodGet, running.URL+"/v1/"+noun+"?"+bad, nil, nil),
+				http.StatusBadRequest, provider.CodeValidationFailed)
+		}
+	}
+}

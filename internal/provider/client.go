@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -228,6 +229,19 @@ func (c *Client) ListChargesByReference(ctx context.Context, ref string) ([]Char
 	return list.Data, nil
 }
 
+// ListChargesCreatedAfter returns every charge the provider made after t
+// (to the second: what the provider records), oldest first, whoever asked
+// for it. It is how a sweep finds, after a database failover, the charges
+// made under references the database no longer holds. Errors as for
+// GetChargeByKey.
+func (c *Client) ListChargesCreatedAfter(ctx context.Context, t time.Time) ([]Charge, error) {
+	var list List[Charge]
+	if err := c.call(ctx, http.MethodGet, "/v1/charges?created_after="+strconv.FormatInt(t.Unix(), 10), "", nil, &list); err != nil {
+		return nil, err
+	}
+	return list.Data, nil
+}
+
 // CreateRefund refunds part or all of a succeeded charge under idempotency
 // key key, with the same retry rule as CreateCharge.
 //
@@ -266,6 +280,16 @@ func (c *Client) ListRefundsByReference(ctx context.Context, ref string) ([]Refu
 }
 
 // call runs one request through the breaker and sorts its error.
+// ListRefundsCreatedAfter returns every refund the provider made after t,
+// oldest first, like ListChargesCreatedAfter.
+func (c *Client) ListRefundsCreatedAfter(ctx context.Context, t time.Time) ([]Refund, error) {
+	var list List[Refund]
+	if err := c.call(ctx, http.MethodGet, "/v1/refunds?created_after="+strconv.FormatInt(t.Unix(), 10), "", nil, &list); err != nil {
+		return nil, err
+	}
+	return list.Data, nil
+}
+
 func (c *Client) call(ctx context.Context, method, target, key string, in, out any) error {
 	done, err := c.breaker.Allow()
 	if err != nil {

@@ -113,6 +113,18 @@ func (t *table[T]) withReference(ref string) []T {
 	return out
 }
 
+// matching returns the rows for which keep holds, in the order they were
+// made, never nil.
+func (t *table[T]) matching(keep func(T) bool) []T {
+	out := make([]T, 0)
+	for _, row := range t.rows {
+		if keep(row) {
+			out = append(out, row)
+		}
+	}
+	return out
+}
+
 // all returns every row, never nil, so it encodes as a JSON list.
 func (t *table[T]) all() []T { return append(make([]T, 0, len(t.rows)), t.rows...) }
 
@@ -141,6 +153,14 @@ func (s *Server) Charges() []Charge {
 	return s.ledger.charges.all()
 }
 
+// ChargesCreatedAfter returns every charge made after Unix time after (in
+// seconds), oldest first.
+func (s *Server) ChargesCreatedAfter(after int64) []Charge {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ledger.charges.matching(func(c Charge) bool { return c.Created > after })
+}
+
 // handleLedger serves GET /v1/ledger: the whole ledger at one moment.
 func (s *Server) handleLedger(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
@@ -162,6 +182,14 @@ func (s *Server) RefundByKey(key string) (Refund, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ledger.refundByKey(key)
+}
+
+// RefundsCreatedAfter returns every refund made after Unix time after (in
+// seconds), oldest first.
+func (s *Server) RefundsCreatedAfter(after int64) []Refund {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ledger.refunds.matching(func(r Refund) bool { return r.Created > after })
 }
 
 // Refunds returns every refund made, oldest first.

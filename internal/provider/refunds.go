@@ -74,10 +74,11 @@ func (s *Server) placeRefund(key string, req RefundRequest) (placement[Refund], 
 	return placement[Refund]{object: refund, hold: hold, event: event}, nil
 }
 
-// handleFindRefunds serves GET /v1/refunds?idempotency_key=K and
-// GET /v1/refunds?reference=R, like charges.
+// handleFindRefunds serves GET /v1/refunds?idempotency_key=K,
+// GET /v1/refunds?reference=R and GET /v1/refunds?created_after=T, like
+// charges.
 func (s *Server) handleFindRefunds(w http.ResponseWriter, r *http.Request) {
-	serveFind(w, r, "refund", s.RefundByKey, s.RefundsByReference)
+	serveFind(w, r, "refund", s.RefundByKey, s.RefundsByReference, s.RefundsCreatedAfter)
 }
 
 // handleGetRefund serves GET /v1/refunds/{id}.

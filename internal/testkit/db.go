@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -83,14 +82,13 @@ func newDatabase(t testing.TB, dialect database.Dialect) (string, func()) {
 		if err := admin.Exec("CREATE SCHEMA " + schema).Error; err != nil {
 			t.Fatalf("create schema: %v", err)
 		}
-		u, err := url.Parse(base)
+		// The base URL may list several hosts (a primary and its standbys):
+		// WithQuery keeps them as written.
+		schemaURL, err := WithQuery(base, "search_path", schema)
 		if err != nil {
-			t.Fatalf("parse %s: %v", base, err)
+			t.Fatal(err)
 		}
-		q := u.Query()
-		q.Set("search_path", schema)
-		u.RawQuery = q.Encode()
-		db, err := database.Open(u.String(), database.Options{MaxOpenConns: 2})
+		db, err := database.Open(schemaURL, database.Options{MaxOpenConns: 2})
 		if err != nil {
 			t.Fatalf("open schema: %v", err)
 		}
@@ -99,7 +97,7 @@ func newDatabase(t testing.TB, dialect database.Dialect) (string, func()) {
 			t.Fatalf("migrate postgres: %v", err)
 		}
 		_ = db.Close()
-		return u.String(), func() {
+		return schemaURL, func() {
 			_ = admin.Exec("DROP SCHEMA " + schema + " CASCADE").Error
 			_ = admin.Close()
 		}

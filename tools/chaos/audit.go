@@ -81,27 +81,9 @@ func audit(ctx context.Context, c *cluster, rec *recorder, o auditOptions) (audi
 	}
 	defer func() { _ = db.Close() }()
 
-	// Settle: poll, with a deadline, until nothing is executing or unknown.
-	started := time.Now()
-	for {
-		var open int
-		err := db.QueryRowContext(ctx, `SELECT
-			(SELECT count(*) FROM idempotency_records WHERE state = 'executing') +
-			(SELECT count(*) FROM payments WHERE status IN ('pending', 'processing')) +
-			(SELECT count(*) FROM refunds WHERE status IN ('pending', 'processing'))`).Scan(&open)
-		if err == nil && open == 0 {
-			break
-		}
-		if time.Since(started) > o.settle {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return res, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+	if res.settleTook, err = settle(ctx, db, o.settle, unsettled); err != nil {
+		return res, err
 	}
-	res.settleTook = time.Since(started)
 
 	orders, err := readOrders(ctx, db)
 	if err != nil {
@@ -319,6 +301,31 @@ func audit(ctx context.Context, c *cluster, rec *recorder, o auditOptions) (audi
 		}
 	}
 	return res, nil
+}
+
+// unsettled counts what the audit waits for: idempotency records still
+// executing, payments and refunds whose outcome is not known yet.
+const unsettled = `SELECT
+	(SELECT count(*) FROM idempotency_records WHERE state = 'executing') +
+	(SELECT count(*) FROM payments WHERE status IN ('pending', 'processing')) +
+	(SELECT count(*) FROM refunds WHERE status IN ('pending', 'processing'))`
+
+// settle polls, up to within, until query (a count, such as unsettled)
+// finds nothing left, and returns how long it waited.
+func settle(ctx context.Context, db *sql.DB, within time.Duration, query string) (time.Duration, error) {
+	started := time.Now()
+	for {
+		var open int
+		err := db.QueryRowContext(ctx, query).Scan(&open)
+		if (err == nil && open == 0) || time.Since(started) > within {
+			return time.Since(started), nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(started), ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // checkAnswer compares the answers of one key with the database: an order

@@ -130,6 +130,11 @@ type clusterConfig struct {
 	// providerVia, if set, says where instance i (from 0) reaches the
 	// provider at upstream: a proxy of the scenario's own.
 	providerVia func(i int, upstream string) (string, error)
+	// replicated puts the scenario's database on a primary of its own with
+	// a streaming standby (through a Link the scenario may stall), and the
+	// instances on a URL that names both, writable first; synchronous makes
+	// every commit wait for the standby.
+	replicated, synchronous bool
 }
 
 // cluster is one scenario's processes: three API instances on a database of
@@ -144,14 +149,23 @@ type cluster struct {
 	apis     []*testkit.Process
 	webhooks *balancer
 	group    testkit.Group
+	// A replicated cluster's servers, and the link the standby streams
+	// through.
+	primary, standby *harness.Postgres
+	link             *harness.Link
 }
 
 // startCluster creates the scenario's database and starts its provider and
 // API instances.
 func (s *system) startCluster(ctx context.Context, name string, cfg clusterConfig, rnd *rand.Rand) (*cluster, error) {
-	c := &cluster{sys: s, name: name, dbName: "chaos_" + name}
+	c := &cluster{sys: s, name: name, dbName: "chaos_" + strings.ReplaceAll(name, "-", "_")}
 	var err error
-	if c.dbURL, err = s.pg.CreateDatabase(c.dbName); err != nil {
+	if cfg.replicated {
+		if err := c.startReplicated(cfg.synchronous); err != nil {
+			c.close()
+			return nil, err
+		}
+	} else if c.dbURL, err = s.pg.CreateDatabase(c.dbName); err != nil {
 		return nil, err
 	}
 	addrs := make([]string, instances)
@@ -266,12 +280,59 @@ func (s *system) startCluster(ctx context.Context, name string, cfg clusterConfi
 	return c, nil
 }
 
+// startReplicated starts the scenario's own primary, a standby streaming
+// from it through a link, and its database; the instances get a URL naming
+// both servers with target_session_attrs=read-write, so that pgx connects
+// to whichever accepts writes, as it would to a primary and its standbys
+// in production (harness.FailoverParams).
+func (c *cluster) startReplicated(synchronous bool) error {
+	primaryLog, err := c.sys.logFile(c.name + "-postgres-primary")
+	if err != nil {
+		return err
+	}
+	if c.primary, err = harness.StartPostgres(primaryLog); err != nil {
+		return fmt.Errorf("primary: %w", err)
+	}
+	if c.link, err = harness.StartLink(c.primary.Addr); err != nil {
+		return err
+	}
+	standbyLog, err := c.sys.logFile(c.name + "-postgres-standby")
+	if err != nil {
+		return err
+	}
+	if c.standby, err = c.primary.StartStandby(c.link.Addr(), standbyLog); err != nil {
+		return fmt.Errorf("standby: %w", err)
+	}
+	if err := c.primary.WaitStreaming(time.Minute); err != nil {
+		return err
+	}
+	if _, err := c.primary.CreateDatabase(c.dbName); err != nil {
+		return err
+	}
+	if synchronous {
+		if err := c.primary.SetSynchronous(true); err != nil {
+			return err
+		}
+	}
+	c.dbURL, err = harness.FailoverURL(c.dbName, c.primary.Addr, c.standby.Addr)
+	return err
+}
+
 // close kills the cluster's processes and stops its balancer. The database
-// stays until the system goes, for a look after a failed audit.
+// stays until the system goes, for a look after a failed audit; a
+// replicated cluster's servers go with it.
 func (c *cluster) close() {
 	c.group.KillAll()
 	if c.webhooks != nil {
 		c.webhooks.close()
+	}
+	if c.link != nil {
+		c.link.Close()
+	}
+	for _, pg := range []*harness.Postgres{c.standby, c.primary} {
+		if pg != nil {
+			pg.Close()
+		}
 	}
 }
 

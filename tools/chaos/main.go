@@ -4,16 +4,21 @@
 // private redis-server, all through tools/harness), and runs scenarios
 // that break things while clients retry: a retry storm on one key, provider
 // chaos (lost answers, outages, latency), SIGKILLs of API instances, Redis
-// and PostgreSQL killed under load, keys expiring, and clients that retry
-// through the repository's own client package.
+// and PostgreSQL killed under load, keys expiring, clients that retry
+// through the repository's own client package, and a PostgreSQL failover
+// (a primary of its own and a streaming standby that stops receiving, the
+// primary's machine killed, the standby promoted), with asynchronous and
+// with synchronous replication.
 //
 // After each scenario an audit compares the provider's ledger, the
 // scenario's database and every answer any client received: at most one
 // order per key and one charge per payment, no two different final answers
 // for one key, no idempotency record left executing and no payment left
-// unknown once the reconciler has had its time. The summary table is printed
-// and written to docs/reliability.md. The command exits non-zero when an
-// audit finds anything.
+// unknown once the reconciler has had its time. The failover scenarios
+// have an audit of their own (audit_failover.go): what the failover lost and
+// whether any order was charged twice. The summary table is printed and
+// written to docs/reliability.md. The command exits non-zero when an audit
+// finds anything.
 //
 //	go run ./tools/chaos                  # the full profile (make chaos)
 //	go run ./tools/chaos -profile short   # about a tenth of it (CI)
@@ -37,7 +42,7 @@ Builds cmd/api and cmd/provider, starts 3 API instances, the mock provider,
 a private PostgreSQL cluster and a private redis-server on loopback ports,
 runs the fault scenarios, audits each one, and prints the summary table
 (written to -out as markdown unless -out is empty). Needs the PostgreSQL
-server programs (initdb, postgres, psql) and redis-server.
+server programs (initdb, postgres, psql, pg_basebackup) and redis-server.
 
 Flags:
 `

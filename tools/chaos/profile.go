@@ -29,6 +29,13 @@ type profile struct {
 	ttlKeys int
 	// pauses is how many times the pause scenario freezes an instance.
 	pauses int
+	// failoverOps is the least number of operations (an order, its
+	// payment, a refund) the failover scenarios' clients make;
+	// failoverStall is how long the standby receives nothing before the
+	// primary's machine dies, and failoverDetect how long after that the
+	// standby is promoted (a failover manager's detection time).
+	failoverOps                   int
+	failoverStall, failoverDetect time.Duration
 	// workers is the number of concurrent clients in the load scenarios.
 	workers int
 	// settle bounds the wait for the reconciler before an audit.
@@ -45,18 +52,20 @@ func profileNamed(name string) (profile, error) {
 			redisOps: 600, redisKills: 3,
 			postgresOps: 600, postgresCrashes: 3,
 			ttlKeys: 200, clientOps: 300,
-			pauses:  20,
+			pauses:      20,
+			failoverOps: 600, failoverStall: 2 * time.Second, failoverDetect: time.Second,
 			workers: 24, settle: 60 * time.Second,
 		}, nil
 	case "short":
 		return profile{
-			name: "short", deadline: 3 * time.Minute,
+			name: "short", deadline: 4 * time.Minute,
 			stormRequests: 100, chaosPayments: 100,
 			kills: 3, killOps: 60,
 			redisOps: 60, redisKills: 1,
 			postgresOps: 60, postgresCrashes: 1,
 			ttlKeys: 20, clientOps: 30,
-			pauses:  2,
+			pauses:      2,
+			failoverOps: 60, failoverStall: time.Second, failoverDetect: time.Second,
 			workers: 8, settle: 30 * time.Second,
 		}, nil
 	}
@@ -74,6 +83,10 @@ type scenario struct {
 	// run drives the load and injects the faults; it returns what it
 	// injected, for the report.
 	run func(ctx context.Context, s *stage) (faults string, err error)
+	// audit, when set, replaces the common audit: a scenario that loses
+	// committed rows on purpose (failover) counts what the common audit
+	// would call half-done.
+	audit func(ctx context.Context, s *stage) (auditResult, error)
 }
 
 func scenarios(p profile) []scenario {
@@ -86,6 +99,8 @@ func scenarios(p profile) []scenario {
 		ttlScenario(p),
 		clientScenario(p),
 		pauseScenario(p),
+		failoverScenario(p, false),
+		failoverScenario(p, true),
 	}
 }
 
@@ -130,7 +145,12 @@ func runScenario(ctx context.Context, sys *system, p profile, sc scenario, rnd *
 		return row{}, err
 	}
 	loadDone := time.Now()
-	res, err := audit(ctx, c, st.rec, auditOptions{settle: p.settle, allowedOrders: st.allowedOrders, expiring: sc.setup.ttl > 0})
+	var res auditResult
+	if sc.audit != nil {
+		res, err = sc.audit(ctx, st)
+	} else {
+		res, err = audit(ctx, c, st.rec, auditOptions{settle: p.settle, allowedOrders: st.allowedOrders, expiring: sc.setup.ttl > 0})
+	}
 	if err != nil {
 		return row{}, fmt.Errorf("audit: %w", err)
 	}
@@ -139,5 +159,6 @@ func runScenario(ctx context.Context, sys *system, p profile, sc scenario, rnd *
 		scenario: sc.name, about: sc.about, requests: st.rec.requestCount(), faults: faults,
 		audit: res, p50: st.rec.lat.Percentile(50), p99: st.rec.lat.Percentile(99),
 		statuses: st.rec.statusSummary(), load: loadDone.Sub(started), total: time.Since(started),
+		failover: st.failover,
 	}, nil
 }

@@ -25,6 +25,9 @@ type row struct {
 	p50, p99        time.Duration
 	statuses        string
 	load, total     time.Duration
+	// failover holds the failover scenarios' own figures; nil for the
+	// others.
+	failover *failoverFigures
 }
 
 // effects says what the scenario left behind.
@@ -89,6 +92,18 @@ func (r report) text() string {
 			row.audit.duplicates, row.audit.stuck, harness.Millis(row.p50), harness.Millis(row.p99))
 	}
 	_ = tw.Flush()
+	if rows := r.failoverRows(); len(rows) > 0 {
+		b.WriteString("\n")
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "failover\tacknowledged lost\tleft executing\tmost net charges per order\torders charged twice\trefunded twice\tswept charges/refunds\tevents again/twice\tfailed requests\tunavailable\treconnect")
+		for _, row := range rows {
+			f := row.failover
+			fmt.Fprintf(tw, "%s\t%d of %d\t%d\t%d\t%d\t%d\t%d/%d\t%d/%d\t%d\t%.1f s\t%.1f s\n", row.scenario, f.lost, f.acknowledged,
+				f.executing, f.maxNetCharges, f.chargedTwice, f.refundedTwice, f.sweptCharges, f.sweptRefunds, f.eventsAgain, f.eventsTwice,
+				f.failed, f.unavailable.Seconds(), f.reconnect.Seconds())
+		}
+		_ = tw.Flush()
+	}
 	r.writeFindings(&b, "  ")
 	fmt.Fprintf(&b, "profile %s, seed %d, %s\n", r.profile.name, r.seed, r.elapsed.Round(time.Second))
 	return b.String()
@@ -117,7 +132,8 @@ of faults, though not at the same instants.
 	b.WriteString(`- **System:** 3 API instances (cmd/api) on one PostgreSQL database and one
   redis-server, the mock provider (cmd/provider) with its webhooks sent to
   the instances through a balancer, all real processes on loopback ports; a
-  fresh database and provider ledger per scenario. The instances run with
+  fresh database and provider ledger per scenario (the failover scenarios:
+  a primary and a standby of their own, described below). The instances run with
   IDEMPOTENCY_LOCK_TIMEOUT=2s, IDEMPOTENCY_WAIT=1s, RECONCILE_INTERVAL=500ms
   and PROVIDER_TIMEOUT=1s, so that crashed requests are taken over and
   unknown outcomes resolved within a scenario.
@@ -147,6 +163,7 @@ audit's settle period (the reconciler's time) is over.
 		fmt.Fprintf(&b, "- **%s**: %s Answers the clients got: %s. The system settled %s after the load.\n",
 			row.scenario, row.about, row.statuses, row.audit.settleTook.Round(100*time.Millisecond))
 	}
+	r.writeFailover(&b)
 	if n := r.failures(); n > 0 {
 		fmt.Fprintf(&b, "\n## Findings: %d scenario(s) FAILED\n\n", n)
 		r.writeFindings(&b, "- ")

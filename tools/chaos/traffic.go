@@ -152,6 +152,9 @@ type stage struct {
 	// expectStatus says whether an answer's status is one this scenario may
 	// give; nil means expectedStatus.
 	expectStatus func(status int, code string) bool
+	// failover is what a failover scenario measured, for its audit and
+	// the report.
+	failover *failoverFigures
 
 	mu       sync.Mutex
 	problems []string
@@ -202,6 +205,9 @@ type caller struct {
 	// opTimeout bounds one operation, retries included.
 	opTimeout  time.Duration
 	unfinished atomic.Int64
+	// attempt, when set, is told of every attempt as it ends: when it was
+	// sent and its status (0: no answer).
+	attempt func(sent time.Time, status int)
 }
 
 func newCaller(st *stage, targets []string) *caller {
@@ -244,6 +250,7 @@ func (c *caller) send(ctx context.Context, target, path, key string, body []byte
 	if err != nil {
 		c.st.rec.took(time.Since(start))
 		c.st.rec.noAnswer()
+		c.ended(start, 0)
 		return answer{}, nil, nil, err
 	}
 	data, err := io.ReadAll(resp.Body)
@@ -251,8 +258,10 @@ func (c *caller) send(ctx context.Context, target, path, key string, body []byte
 	c.st.rec.took(time.Since(start))
 	if err != nil {
 		c.st.rec.noAnswer()
+		c.ended(start, 0)
 		return answer{}, nil, nil, err
 	}
+	c.ended(start, resp.StatusCode)
 	a := c.st.rec.add(key, resp.StatusCode, data, resp.Header.Get("Idempotent-Replayed") == "true")
 	check := c.st.expectStatus
 	if check == nil {
@@ -262,6 +271,13 @@ func (c *caller) send(ctx context.Context, target, path, key string, body []byte
 		c.st.problem("unexpected answer %d %s to POST %s (key %s): %.300s", a.status, a.code, path, key, data)
 	}
 	return a, data, resp.Header, nil
+}
+
+// ended tells the attempt hook, if any, of an attempt that ended.
+func (c *caller) ended(sent time.Time, status int) {
+	if c.attempt != nil {
+		c.attempt(sent, status)
+	}
 }
 
 // until sends the request under key, to the instances in turn, until a

@@ -1,8 +1,10 @@
 // Package harness is what the load generator (tools/bench) and the fault
 // harness (tools/chaos) add to internal/testkit: a private PostgreSQL
 // cluster, on a free loopback port, that may be crashed and started again,
-// and latency samples printed as percentiles. The project's binaries and
-// the private redis-server come from testkit, as in the tests.
+// or given a streaming standby (through a Link, a TCP proxy the harness can
+// stall) that is promoted once the primary's machine is killed; and latency
+// samples printed as percentiles. The project's binaries and the private
+// redis-server come from testkit, as in the tests.
 //
 // Nothing here is a test double: the processes are the ones a deployment
 // runs, and killing one is a real SIGKILL.
@@ -10,6 +12,7 @@ package harness
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"net"
@@ -19,8 +22,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 
 	"github.com/idemkeys/payments/internal/testkit"
 )
@@ -29,10 +35,10 @@ import (
 // which are not on PATH there.
 const PostgresBinaries = "/usr/lib/postgresql/*/bin"
 
-// Available reports whether the programs StartPostgres and
+// Available reports whether the programs StartPostgres, StartStandby and
 // testkit.RunRedis run are installed.
 func Available() error {
-	for _, name := range []string{"initdb", "postgres", "psql"} {
+	for _, name := range []string{"initdb", "postgres", "psql", "pg_basebackup"} {
 		if _, err := testkit.LookPath(name, PostgresBinaries); err != nil {
 			return err
 		}
@@ -50,6 +56,9 @@ type Postgres struct {
 	*testkit.Process
 	port int
 	dir  string
+
+	mu sync.Mutex
+	db *sql.DB // to the database postgres, opened by conn
 }
 
 // StartPostgres creates a cluster in a new temporary folder and starts it;
@@ -69,11 +78,41 @@ func StartPostgres(log io.Writer) (*Postgres, error) {
 	return pg, nil
 }
 
-func startPostgres(dir string, log io.Writer) (*Postgres, error) {
+func startPostgres(dir string, log io.Writer, extra ...string) (*Postgres, error) {
 	initdb, err := testkit.LookPath("initdb", PostgresBinaries)
 	if err != nil {
 		return nil, err
 	}
+	cred, err := postgresCredential()
+	if err != nil {
+		return nil, err
+	}
+	if cred != nil {
+		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+			return nil, err
+		}
+	}
+	data := filepath.Join(dir, "pgdata")
+	cmd := exec.CommandContext(context.Background(), initdb, "-D", data, "-U", "postgres",
+		"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
+	}
+	pg, err := newServer(dir, log, extra...)
+	if err != nil {
+		return nil, err
+	}
+	if err := pg.Start(60 * time.Second); err != nil {
+		return nil, err
+	}
+	return pg, nil
+}
+
+// newServer describes the server of the cluster in dir/pgdata (made by
+// initdb or pg_basebackup) on a free loopback port, not yet started. extra
+// are more "-c name=value" settings, after (and so over) the defaults.
+func newServer(dir string, log io.Writer, extra ...string) (*Postgres, error) {
 	server, err := testkit.LookPath("postgres", PostgresBinaries)
 	if err != nil {
 		return nil, err
@@ -84,8 +123,6 @@ func startPostgres(dir string, log io.Writer) (*Postgres, error) {
 	}
 	_, portText, _ := net.SplitHostPort(addr)
 	port, _ := strconv.Atoi(portText)
-
-	data := filepath.Join(dir, "pgdata")
 	sockets := filepath.Join(dir, "pgsock")
 	if err := os.MkdirAll(sockets, 0o755); err != nil {
 		return nil, err
@@ -95,38 +132,31 @@ func startPostgres(dir string, log io.Writer) (*Postgres, error) {
 		return nil, err
 	}
 	if cred != nil {
-		for _, d := range []string{dir, sockets} {
-			if err := os.Chown(d, int(cred.Uid), int(cred.Gid)); err != nil {
-				return nil, err
-			}
+		if err := os.Chown(sockets, int(cred.Uid), int(cred.Gid)); err != nil {
+			return nil, err
 		}
 	}
-	cmd := exec.CommandContext(context.Background(), initdb, "-D", data, "-U", "postgres",
-		"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
+	args := []string{"-D", filepath.Join(dir, "pgdata"), "-p", portText, "-k", sockets, "-c", "listen_addresses=127.0.0.1",
+		// fsync off: the disk is skipped, not durability against a
+		// crash of the server process, which is all the harness
+		// injects (the operating system keeps what was written).
+		// synchronous_commit stays on: with it off a crash loses
+		// commits the clients were told about (seen in this
+		// package's test).
+		"-c", "fsync=off", "-c", "full_page_writes=off",
+		"-c", "max_connections=300", "-c", "shared_buffers=256MB"}
+	for _, e := range extra {
+		args = append(args, "-c", e)
 	}
 	pg := &Postgres{port: port, dir: dir}
 	pg.Process = &testkit.Process{
-		Name: "postgres",
-		Path: server,
-		Args: []string{"-D", data, "-p", portText, "-k", sockets, "-c", "listen_addresses=127.0.0.1",
-			// fsync off: the disk is skipped, not durability against a
-			// crash of the server process, which is all the harness
-			// injects (the operating system keeps what was written).
-			// synchronous_commit stays on: with it off a crash loses
-			// commits the clients were told about (seen in this
-			// package's test).
-			"-c", "fsync=off", "-c", "full_page_writes=off",
-			"-c", "max_connections=300", "-c", "shared_buffers=256MB"},
+		Name:       "postgres",
+		Path:       server,
+		Args:       args,
 		Addr:       addr,
 		Log:        log,
 		Credential: cred,
 		Ready:      func() bool { return pg.ping() == nil },
-	}
-	if err := pg.Start(60 * time.Second); err != nil {
-		return nil, err
 	}
 	return pg, nil
 }
@@ -148,8 +178,30 @@ func postgresCredential() (*syscall.Credential, error) {
 
 // Close kills the cluster and removes its folder.
 func (pg *Postgres) Close() {
+	pg.mu.Lock()
+	if pg.db != nil {
+		_ = pg.db.Close()
+	}
+	pg.mu.Unlock()
 	pg.Kill()
 	_ = os.RemoveAll(pg.dir)
+}
+
+// conn is a small pool of connections to the database postgres, opened on
+// first use and kept until Close, for the calls that must not wait for a
+// psql to start (WALPosition, Promote).
+func (pg *Postgres) conn() (*sql.DB, error) {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	if pg.db == nil {
+		db, err := sql.Open("pgx", pg.URL("postgres"))
+		if err != nil {
+			return nil, err
+		}
+		db.SetMaxOpenConns(2)
+		pg.db = db
+	}
+	return pg.db, nil
 }
 
 // URL is the cluster's URL for database db.
@@ -167,18 +219,26 @@ func (pg *Postgres) ping() error {
 
 // Exec runs SQL statements in database db through psql.
 func (pg *Postgres) Exec(db, sql string) error {
+	_, err := pg.Query(db, sql)
+	return err
+}
+
+// Query runs SQL statements in database db through psql and returns what
+// they printed, unaligned and without headers ("t", "42", "a|b" lines).
+func (pg *Postgres) Query(db, sql string) (string, error) {
 	psql, err := testkit.LookPath("psql", PostgresBinaries)
 	if err != nil {
-		return err
+		return "", err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", pg.URL(db), "-c", sql)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("psql %q: %w: %s", sql, err, strings.TrimSpace(string(out)))
+	cmd := exec.CommandContext(ctx, psql, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", pg.URL(db), "-c", sql)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("psql %q: %w: %s", sql, err, strings.TrimSpace(stderr.String()))
 	}
-	return nil
+	return strings.TrimSpace(stdout.String()), nil
 }
 
 // CreateDatabase makes an empty database and returns its URL.
