@@ -42,7 +42,10 @@ fuzz_targets() {
 }
 
 run_unit() {
-	local flags=(-race -count=1 -v)
+	# -timeout: go test's default of 10 minutes per package is close to what
+	# internal/app (every binary-driven test, with -race) takes on a loaded
+	# 2-core machine; a package that hangs still ends the run.
+	local flags=(-race -count=1 -timeout=25m -v)
 	[[ $mode == short ]] && flags=(-short "${flags[@]}")
 	echo "==> go test ${flags[*]} ./...   (full log: $unit_log)"
 	# The log keeps everything; the terminal is spared the === RUN/PAUSE/CONT lines.
