@@ -180,15 +180,7 @@ type hostileCase struct {
 // requireProblem checks an answer is the contract's problem+json for code.
 func requireProblem(t *testing.T, a apptest.Answer, status int, code string) {
 	t.Helper()
-	require.Equal(t, status, a.Status, string(a.Body))
-	require.Equal(t, problem.ContentType, a.Header.Get("Content-Type"), string(a.Body))
-	p := a.JSON(t)
-	require.Equal(t, code, p["code"], string(a.Body))
-	require.EqualValues(t, status, p["status"])
-	require.True(t, strings.HasSuffix(p["type"].(string), code), "type %q ends with the code", p["type"])
-	require.NotEmpty(t, p["title"])
-	require.NotEmpty(t, p["detail"])
-	require.Empty(t, a.Header.Get("Idempotent-Replayed"), "a refusal is never a replay")
+	testkit.RequireProblem(t, a.Status, a.Header, a.Body, status, code)
 }
 
 // Bodies of every route, valid unless a case changes them.

@@ -176,9 +176,6 @@ func Exec(ctx context.Context, db *gorm.DB, query string, args ...any) error {
 	return Classify(gormstore.Exec(ctx, db, query, args...))
 }
 
-// InTx reports whether ctx already carries a transaction.
-func InTx(ctx context.Context) bool { return gormstore.InTx(ctx) }
-
 // Transaction runs fn in a transaction carried by the context it is given.
 // When ctx already carries one, fn joins it: the outer owner commits.
 func Transaction(ctx context.Context, db *gorm.DB, fn func(ctx context.Context) error) error {

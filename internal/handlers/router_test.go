@@ -115,15 +115,9 @@ func (a *api) orders() int64 {
 // requireProblem checks the shape every error answer shares and returns it.
 func requireProblem(t *testing.T, w *httptest.ResponseRecorder, status int, code string) problem.Problem {
 	t.Helper()
-	require.Equal(t, status, w.Code, w.Body.String())
-	require.Equal(t, problem.ContentType, w.Header().Get("Content-Type"))
+	testkit.RequireProblem(t, w.Code, w.Header(), w.Body.Bytes(), status, code)
 	var p problem.Problem
 	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &p))
-	require.Equal(t, status, p.Status)
-	require.Equal(t, code, p.Code)
-	require.True(t, strings.HasSuffix(p.Type, "/"+code), p.Type)
-	require.NotEmpty(t, p.Title)
-	require.NotEmpty(t, p.Detail)
 	return p
 }
 

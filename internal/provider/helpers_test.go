@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/provider"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 // waitFor is how long tests poll for asynchronous state (webhooks, held
@@ -85,16 +86,7 @@ func doRaw(t *testing.T, method, url string, headers map[string]string, body any
 // requireProblem checks an RFC 9457 answer with the given status and code.
 func requireProblem(t *testing.T, resp rawResponse, status int, code string) map[string]any {
 	t.Helper()
-	require.Equal(t, status, resp.status, "body: %s", resp.body)
-	require.Equal(t, "application/problem+json", resp.header.Get("Content-Type"))
-	var p map[string]any
-	require.NoError(t, json.Unmarshal(resp.body, &p))
-	require.Equal(t, code, p["code"])
-	require.EqualValues(t, status, p["status"])
-	require.NotEmpty(t, p["title"])
-	require.NotEmpty(t, p["detail"])
-	require.Regexp(t, "/"+code+"$", p["type"])
-	return p
+	return testkit.RequireProblem(t, resp.status, resp.header, resp.body, status, code)
 }
 
 // errorKind sorts a client error into the three kinds and fails the test if

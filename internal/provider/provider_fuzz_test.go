@@ -41,7 +41,7 @@ func FuzzCreateCharge(f *testing.F) {
 		before := len(s.Charges())
 		w := post()
 		if w.Code >= 400 {
-			requireProblem(t, w)
+			requireAnyProblem(t, w)
 			if w.Code != http.StatusServiceUnavailable && len(s.Charges()) != before {
 				t.Fatalf("refused with %d but charged", w.Code)
 			}
@@ -73,7 +73,7 @@ func FuzzCreateRefund(f *testing.F) {
 		before := len(s.Refunds())
 		s.Handler().ServeHTTP(w, req)
 		if w.Code >= 400 {
-			requireProblem(t, w)
+			requireAnyProblem(t, w)
 			if len(s.Refunds()) != before {
 				t.Fatalf("refused with %d but refunded", w.Code)
 			}
@@ -88,7 +88,10 @@ func FuzzCreateRefund(f *testing.F) {
 	})
 }
 
-func requireProblem(t *testing.T, w *httptest.ResponseRecorder) {
+// requireAnyProblem checks only that w is problem+json of its own status:
+// the fuzzer does not know which code an input earns (RequireProblem, in
+// testkit, checks one code).
+func requireAnyProblem(t *testing.T, w *httptest.ResponseRecorder) {
 	t.Helper()
 	if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
 		t.Fatalf("%d answered as %q: %s", w.Code, ct, w.Body)

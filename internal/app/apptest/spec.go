@@ -1,7 +1,6 @@
 package apptest
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -499,23 +498,6 @@ func truncate(b []byte) string {
 		return string(b[:600]) + "…"
 	}
 	return string(b)
-}
-
-// SpecCoverage reads an APPTEST_SPEC_LOG file: how many exchanges were
-// checked, and how many of each route and status.
-func SpecCoverage(name string) (exchanges int, pairs map[string]int, err error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer f.Close()
-	pairs = map[string]int{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		exchanges++
-		pairs[sc.Text()]++
-	}
-	return exchanges, pairs, sc.Err()
 }
 
 // CheckedClient is an http.Client whose answers from an API that
