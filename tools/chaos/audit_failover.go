@@ -206,35 +206,44 @@ func (f *failoverFigures) countCharges(res *auditResult, ledger provider.Ledger,
 			chargesByOp[op] = append(chargesByOp[op], ch)
 		}
 	}
-	extra := 0
-	for _, op := range sortedKeys(chargesByOp) {
-		list := chargesByOp[op]
+	for _, list := range chargesByOp {
 		f.maxNetCharges = max(f.maxNetCharges, len(list))
-		if len(list) > 1 {
-			f.chargedTwice++
-			extra += len(list) - 1
-			parts := make([]string, len(list))
-			for i, ch := range list {
-				parts[i] = fmt.Sprintf("%s (reference %s, provider key %s)", ch.ID, ch.Reference, ch.IdempotencyKey)
-			}
-			res.violation("double charge: the order of %s was charged %d times at the provider: %s",
-				s.key("order", op), len(list), strings.Join(parts, ", "))
-		}
 	}
-	for _, op := range sortedKeys(refundsByOp) {
-		list := refundsByOp[op]
-		if len(list) > 1 {
-			f.refundedTwice++
-			extra += len(list) - 1
-			parts := make([]string, len(list))
-			for i, rf := range list {
-				parts[i] = fmt.Sprintf("%s (reference %s, provider key %s)", rf.ID, rf.Reference, rf.IdempotencyKey)
-			}
-			res.violation("refunded twice: %s was refunded %d times at the provider: %s",
-				s.key("refund", op), len(list), strings.Join(parts, ", "))
-		}
-	}
+	var extra int
+	f.chargedTwice, extra = moreThanOnce(chargesByOp, func(ch provider.Charge) [3]string {
+		return [3]string{ch.ID, ch.Reference, ch.IdempotencyKey}
+	}, func(op int, n int, list string) {
+		res.violation("double charge: the order of %s was charged %d times at the provider: %s", s.key("order", op), n, list)
+	})
+	var refundedExtra int
+	f.refundedTwice, refundedExtra = moreThanOnce(refundsByOp, func(rf provider.Refund) [3]string {
+		return [3]string{rf.ID, rf.Reference, rf.IdempotencyKey}
+	}, func(op int, n int, list string) {
+		res.violation("refunded twice: %s was refunded %d times at the provider: %s", s.key("refund", op), n, list)
+	})
+	extra += refundedExtra
 	return extra
+}
+
+// moreThanOnce reports, through report, every operation of byOp with more
+// than one row at the provider (each named by its id, reference and key),
+// and returns how many operations and how many extra rows there are.
+func moreThanOnce[T any](byOp map[int][]T, name func(T) [3]string, report func(op, n int, list string)) (ops, extra int) {
+	for _, op := range sortedKeys(byOp) {
+		list := byOp[op]
+		if len(list) < 2 {
+			continue
+		}
+		ops++
+		extra += len(list) - 1
+		parts := make([]string, len(list))
+		for i, row := range list {
+			n := name(row)
+			parts[i] = fmt.Sprintf("%s (reference %s, provider key %s)", n[0], n[1], n[2])
+		}
+		report(op, len(list), strings.Join(parts, ", "))
+	}
+	return ops, extra
 }
 
 // countEvents reads the events published to the outbox stream since the

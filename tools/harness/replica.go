@@ -74,14 +74,9 @@ func (pg *Postgres) StartStandby(upstream string, log io.Writer) (*Postgres, err
 }
 
 func (pg *Postgres) startStandby(dir, basebackup, upstream string, log io.Writer) (*Postgres, error) {
-	cred, err := postgresCredential()
+	cred, err := ownedByPostgres(dir)
 	if err != nil {
 		return nil, err
-	}
-	if cred != nil {
-		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
-			return nil, err
-		}
 	}
 	// --checkpoint=fast: the backup starts at once instead of at the
 	// primary's next checkpoint. -R writes standby.signal, so the copy

@@ -83,14 +83,9 @@ func startPostgres(dir string, log io.Writer, extra ...string) (*Postgres, error
 	if err != nil {
 		return nil, err
 	}
-	cred, err := postgresCredential()
+	cred, err := ownedByPostgres(dir)
 	if err != nil {
 		return nil, err
-	}
-	if cred != nil {
-		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
-			return nil, err
-		}
 	}
 	data := filepath.Join(dir, "pgdata")
 	cmd := exec.CommandContext(context.Background(), initdb, "-D", data, "-U", "postgres",
@@ -127,14 +122,9 @@ func newServer(dir string, log io.Writer, extra ...string) (*Postgres, error) {
 	if err := os.MkdirAll(sockets, 0o755); err != nil {
 		return nil, err
 	}
-	cred, err := postgresCredential()
+	cred, err := ownedByPostgres(sockets)
 	if err != nil {
 		return nil, err
-	}
-	if cred != nil {
-		if err := os.Chown(sockets, int(cred.Uid), int(cred.Gid)); err != nil {
-			return nil, err
-		}
 	}
 	args := []string{"-D", filepath.Join(dir, "pgdata"), "-p", portText, "-k", sockets, "-c", "listen_addresses=127.0.0.1",
 		// fsync off: the disk is skipped, not durability against a
@@ -161,7 +151,19 @@ func newServer(dir string, log io.Writer, extra ...string) (*Postgres, error) {
 	return pg, nil
 }
 
-// postgresCredential is the user postgres when this process is root, nil
+// ownedByPostgres gives dir to the user postgres when this process is root
+// (postgresCredential), and returns the credential to run its programs
+// with: nil when we are not root.
+func ownedByPostgres(dir string) (*syscall.Credential, error) {
+	cred, err := postgresCredential()
+	if err != nil || cred == nil {
+		return cred, err
+	}
+	return cred, os.Chown(dir, int(cred.Uid), int(cred.Gid))
+}
+
+// postgresCredential is the credential PostgreSQL's programs run under:
+// the user postgres when we are root (initdb and postgres refuse root), nil
 // otherwise.
 func postgresCredential() (*syscall.Credential, error) {
 	if os.Geteuid() != 0 {
