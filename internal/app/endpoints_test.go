@@ -31,6 +31,7 @@ import (
 // customers through the API, charges and refunds in the provider's own
 // ledger, so a second charge cannot hide behind our database.
 func TestEndpointsPassIdemcheck(t *testing.T) {
+	testkit.EndToEnd(t) // two instances and about 400 requests per endpoint and dialect
 	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
