@@ -94,21 +94,23 @@ func TestWebhookFloodCostsFewLookups(t *testing.T) {
 				return counter.lookups.Load() - before
 			}
 
-			// The true event, applied once (a repeat: the request already
-			// settled the payment) and recorded in the inbox.
-			genuine := event("evt_real_"+paymentID, chargeID)
-			require.Equal(t, http.StatusOK, deliver(genuine))
-			require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM webhook_events WHERE event_id = ?", "evt_real_"+paymentID))
-
+			// The lies first, while nothing about the payment is held: the
+			// first ones share a lookup, the rest reuse its final answer.
 			start := time.Now()
-			redeliveries := flood(200, func(int) []byte { return genuine })
-			t.Logf("%s: 200 redeliveries of an applied event: %d provider lookups in %s", dialect, redeliveries, time.Since(start).Round(time.Millisecond))
-
-			start = time.Now()
 			lies := flood(500, func(i int) []byte {
 				return event(fmt.Sprintf("evt_bogus_%d_%s", i, paymentID), fmt.Sprintf("ch_bogus_%d", i))
 			})
 			t.Logf("%s: 500 distinct signed bogus events: %d provider lookups in %s", dialect, lies, time.Since(start).Round(time.Millisecond))
+
+			// The true event, applied once (a repeat: the request already
+			// settled the payment) and recorded in the inbox; then its
+			// redeliveries.
+			genuine := event("evt_real_"+paymentID, chargeID)
+			require.Equal(t, http.StatusOK, deliver(genuine))
+			require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM webhook_events WHERE event_id = ?", "evt_real_"+paymentID))
+			start = time.Now()
+			redeliveries := flood(200, func(int) []byte { return genuine })
+			t.Logf("%s: 200 redeliveries of an applied event: %d provider lookups in %s", dialect, redeliveries, time.Since(start).Round(time.Millisecond))
 
 			require.LessOrEqual(t, redeliveries, int64(5), "redeliveries are answered from the inbox")
 			require.LessOrEqual(t, lies, int64(50), "lies about one payment share the provider's final answer")
