@@ -136,17 +136,27 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		// screen looked like one more page to visit.
 		log.Debug("in-process payment provider started", "addr", strings.TrimPrefix(providerURL, "http://"))
 	}
-	providerClient := provider.NewClient(providerURL, provider.ClientOptions{Timeout: cfg.ProviderTimeout, WrapTransport: tr.Transport})
+	// Every layer reports to one registry through the hooks it offers.
+	m := metrics.New()
+	breakerLog := log.With("component", "provider")
+	providerClient := provider.NewClient(providerURL, provider.ClientOptions{
+		Timeout: cfg.ProviderTimeout, WrapTransport: tr.Transport,
+		Breaker: provider.BreakerSettings{OnStateChange: func(merchant, from, to string) {
+			// One breaker per merchant (provider.BreakerSettings): the
+			// merchant is in the log line, never a metric label.
+			breakerLog.Warn("provider circuit breaker changed state", "merchant_id", merchant, "from", from, "to", to)
+			m.BreakerChanged(to)
+		}},
+	})
+	m.WatchBreakers(providerClient.OpenBreakers)
 
 	idemStore, cipher, err := idempotencyStore(cfg, db, log)
 	if err != nil {
 		_ = a.close(ctx)
 		return nil, err
 	}
-	// Every layer reports to one registry through the hooks it offers;
 	// records is the store as the keeper and the janitor use it, its
 	// failures counted.
-	m := metrics.New()
 	records := m.InstrumentStore(idemStore, string(db.Dialect))
 	idemCfg := keeperConfig(cfg, log, idemStore)
 	idemCfg.Observer = m.IdempotencyObserver()
@@ -232,6 +242,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		Redis:        redisPinger,
 		OutboxSink:   sink.name,
 		NATS:         sink.nats,
+
+		ProviderBreakers: providerClient.OpenBreakers,
 
 		IdempotencyKeys: keeper,
 		HashKey:         handlers.NewKeyHasher([]byte(cfg.LogKeySecret)),

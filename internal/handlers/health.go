@@ -31,6 +31,9 @@ const (
 	checkUp   = "up"
 	checkDown = "down"
 	checkOff  = "off"
+
+	breakerClosed = "closed"
+	breakerOpen   = "open"
 )
 
 // HealthResponse is the body of /healthz.
@@ -55,6 +58,11 @@ type ReadinessChecks struct {
 	// NATS is the NATS server when the outbox publishes there, off
 	// otherwise. Down is degraded: events wait in the database.
 	NATS string `json:"nats" enums:"up,down,off" example:"off"`
+	// ProviderBreaker is open when at least one of the provider client's
+	// circuit breakers (one per merchant, one for lookups) is open or
+	// half-open, closed otherwise. Open is degraded: that merchant's
+	// provider calls fail fast with 502 while everyone else's go on.
+	ProviderBreaker string `json:"provider_breaker" enums:"closed,open" example:"closed"`
 }
 
 // Outbox sinks as /readyz reports them.
@@ -70,6 +78,8 @@ type healthHandlers struct {
 	redis  Pinger // nil when the Redis layer is off
 	outbox string // OutboxRedis, OutboxNATS or OutboxLog
 	nats   Pinger // nil unless the outbox publishes to NATS
+	// breakers counts the provider's open circuit breakers; nil: none.
+	breakers func() int
 }
 
 // healthz godoc
@@ -88,7 +98,7 @@ func (h *healthHandlers) healthz(*gin.Context) (idempotency.Answer, error) {
 // readyz godoc
 //
 //	@Summary		Readiness probe
-//	@Description	Checks the database and, when configured, Redis and the outbox's NATS server, and names the outbox's sink. Without the database nothing works: 503. Without Redis the API still works, slower: degraded, 200. Without NATS (OUTBOX_SINK=nats) the API works and events wait in the database until it is back: degraded, 200.
+//	@Description	Checks the database and, when configured, Redis and the outbox's NATS server, and names the outbox's sink. Without the database nothing works: 503. Without Redis the API still works, slower: degraded, 200. Without NATS (OUTBOX_SINK=nats) the API works and events wait in the database until it is back: degraded, 200. A provider circuit breaker open (one merchant's calls kept failing; each merchant has its own) is degraded, 200: the others' payments go on.
 //	@ID				readyz
 //	@Tags			health
 //	@Produce		json
@@ -99,7 +109,7 @@ func (h *healthHandlers) readyz(c *gin.Context) (idempotency.Answer, error) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), ReadyTimeout)
 	defer cancel()
 
-	resp := ReadinessResponse{Status: "ok", Checks: ReadinessChecks{Database: checkUp, Redis: checkOff, Outbox: h.outbox, NATS: checkOff}}
+	resp := ReadinessResponse{Status: "ok", Checks: ReadinessChecks{Database: checkUp, Redis: checkOff, Outbox: h.outbox, NATS: checkOff, ProviderBreaker: breakerClosed}}
 	status := http.StatusOK
 	if err := h.db.Ping(ctx); err != nil {
 		loggerFrom(c).WarnContext(ctx, "readiness: database down", "error", err)
@@ -118,6 +128,11 @@ func (h *healthHandlers) readyz(c *gin.Context) (idempotency.Answer, error) {
 			loggerFrom(c).WarnContext(ctx, "readiness: nats down", "error", err)
 			resp.Status, resp.Checks.NATS = "degraded", checkDown
 		}
+	}
+	if h.breakers != nil && h.breakers() > 0 {
+		// Not a dependency down: a merchant's provider calls failing. Its
+		// state changes are logged by the client's wiring, not here.
+		resp.Status, resp.Checks.ProviderBreaker = "degraded", breakerOpen
 	}
 	return reply(status, resp), nil
 }

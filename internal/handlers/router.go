@@ -53,6 +53,10 @@ type Deps struct {
 	// NATS is checked by /readyz when the outbox publishes to NATS; nil
 	// otherwise.
 	NATS Pinger
+	// ProviderBreakers, if set, tells /readyz how many of the provider
+	// client's circuit breakers are open (provider.Client.OpenBreakers):
+	// any makes it degraded, still 200.
+	ProviderBreakers func() int
 	// MaxBodyBytes bounds request bodies; zero means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// ReadTimeout is the server's read timeout, if any: a webhook's body is
@@ -127,7 +131,7 @@ func NewRouter(d Deps) *gin.Engine {
 	if sink == "" {
 		sink = OutboxLog
 	}
-	health := &healthHandlers{db: d.Database, redis: d.Redis, outbox: sink, nats: d.NATS}
+	health := &healthHandlers{db: d.Database, redis: d.Redis, outbox: sink, nats: d.NATS, breakers: d.ProviderBreakers}
 	r.GET("/healthz", Serve(health.healthz))
 	r.GET("/readyz", Serve(health.readyz))
 	r.GET("/demo", demoPage())

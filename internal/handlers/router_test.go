@@ -454,17 +454,20 @@ func TestProbes(t *testing.T) {
 		redis    handlers.Pinger
 		sink     string
 		nats     handlers.Pinger
+		breakers int
 		status   int
 		response string
 	}{
-		{"all up, no redis", up, nil, "", nil, 200, `{"status":"ok","checks":{"database":"up","redis":"off","outbox":"log","nats":"off"}}`},
-		{"all up", up, up, handlers.OutboxRedis, nil, 200, `{"status":"ok","checks":{"database":"up","redis":"up","outbox":"redis","nats":"off"}}`},
-		{"redis down is degraded, still serving", up, down, handlers.OutboxRedis, nil, 200, `{"status":"degraded","checks":{"database":"up","redis":"down","outbox":"redis","nats":"off"}}`},
-		{"database down", down, nil, "", nil, 503, `{"status":"degraded","checks":{"database":"down","redis":"off","outbox":"log","nats":"off"}}`},
-		{"both down", down, down, handlers.OutboxRedis, nil, 503, `{"status":"degraded","checks":{"database":"down","redis":"down","outbox":"redis","nats":"off"}}`},
-		{"nats up", up, nil, handlers.OutboxNATS, up, 200, `{"status":"ok","checks":{"database":"up","redis":"off","outbox":"nats","nats":"up"}}`},
-		{"nats down is degraded, still serving", up, up, handlers.OutboxNATS, down, 200, `{"status":"degraded","checks":{"database":"up","redis":"up","outbox":"nats","nats":"down"}}`},
-		{"database and nats down", down, nil, handlers.OutboxNATS, down, 503, `{"status":"degraded","checks":{"database":"down","redis":"off","outbox":"nats","nats":"down"}}`},
+		{"all up, no redis", up, nil, "", nil, 0, 200, `{"status":"ok","checks":{"database":"up","redis":"off","outbox":"log","nats":"off","provider_breaker":"closed"}}`},
+		{"all up", up, up, handlers.OutboxRedis, nil, 0, 200, `{"status":"ok","checks":{"database":"up","redis":"up","outbox":"redis","nats":"off","provider_breaker":"closed"}}`},
+		{"redis down is degraded, still serving", up, down, handlers.OutboxRedis, nil, 0, 200, `{"status":"degraded","checks":{"database":"up","redis":"down","outbox":"redis","nats":"off","provider_breaker":"closed"}}`},
+		{"database down", down, nil, "", nil, 0, 503, `{"status":"degraded","checks":{"database":"down","redis":"off","outbox":"log","nats":"off","provider_breaker":"closed"}}`},
+		{"both down", down, down, handlers.OutboxRedis, nil, 0, 503, `{"status":"degraded","checks":{"database":"down","redis":"down","outbox":"redis","nats":"off","provider_breaker":"closed"}}`},
+		{"nats up", up, nil, handlers.OutboxNATS, up, 0, 200, `{"status":"ok","checks":{"database":"up","redis":"off","outbox":"nats","nats":"up","provider_breaker":"closed"}}`},
+		{"nats down is degraded, still serving", up, up, handlers.OutboxNATS, down, 0, 200, `{"status":"degraded","checks":{"database":"up","redis":"up","outbox":"nats","nats":"down","provider_breaker":"closed"}}`},
+		{"database and nats down", down, nil, handlers.OutboxNATS, down, 0, 503, `{"status":"degraded","checks":{"database":"down","redis":"off","outbox":"nats","nats":"down","provider_breaker":"closed"}}`},
+		{"a provider breaker open is degraded, still serving", up, nil, "", nil, 1, 200, `{"status":"degraded","checks":{"database":"up","redis":"off","outbox":"log","nats":"off","provider_breaker":"open"}}`},
+		{"database down and a breaker open", down, nil, "", nil, 2, 503, `{"status":"degraded","checks":{"database":"down","redis":"off","outbox":"log","nats":"off","provider_breaker":"open"}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -473,6 +476,7 @@ func TestProbes(t *testing.T) {
 				Auth:   authFunc(func(context.Context, string) (string, error) { return "", merchants.ErrUnauthorized }),
 				Orders: payments.NewService(nil, nil), Atomic: passThrough,
 				Database: tt.db, Redis: tt.redis, OutboxSink: tt.sink, NATS: tt.nats,
+				ProviderBreakers: func() int { return tt.breakers },
 			})
 			for path, want := range map[string]struct {
 				status int

@@ -12,6 +12,7 @@
 //	idempotency.Config.OnPurge     Purged: records purged
 //	payments.Provider              InstrumentProvider: provider calls and latency
 //	payments.ReconcilerConfig      Reconciled: reconciliation results
+//	provider.BreakerSettings       BreakerChanged, WatchBreakers: circuit breakers
 //	handlers.Deps.Middleware       HTTPMiddleware: latency by route and status
 //	scrape time                    WatchDatabase: executing records, oldest lock, unresolved payments
 //
@@ -58,6 +59,7 @@ type Metrics struct {
 	providerDuration *prometheus.HistogramVec
 	reconciliations  *prometheus.CounterVec
 	webhookEvents    *prometheus.CounterVec
+	breakerChanges   *prometheus.CounterVec
 }
 
 // New returns the API's metrics on a fresh registry, with the Go runtime
@@ -109,13 +111,17 @@ func New() *Metrics {
 			Name: "payments_webhook_events_total",
 			Help: "Signed provider events by what became of them once the provider was asked: applied, repeat, unknown, forged (the provider does not confirm it), mismatch (the provider's amount or currency differs from ours).",
 		}, []string{"outcome"}),
+		breakerChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "payment_provider_breaker_transitions_total",
+			Help: "State changes of the provider client's circuit breakers (one per merchant, one for calls that name none), by the state entered: open, half-open, closed.",
+		}, []string{"to"}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.httpDuration, m.idemRequests, m.idemWait, m.idemProcessing, m.janitorPurged,
 		m.storeErrors, m.providerCalls, m.providerDuration, m.reconciliations,
-		m.webhookEvents,
+		m.webhookEvents, m.breakerChanges,
 	)
 	// The bounded label sets start at zero, so rate() and absent() work
 	// from the first scrape.
@@ -131,6 +137,9 @@ func New() *Metrics {
 	}
 	for _, o := range []payments.EventOutcome{payments.EventApplied, payments.EventRepeat, payments.EventUnknown, payments.EventForged, payments.EventMismatch, payments.EventOrphan} {
 		m.webhookEvents.WithLabelValues(string(o))
+	}
+	for _, to := range []string{"open", "half-open", "closed"} {
+		m.breakerChanges.WithLabelValues(to)
 	}
 	return m
 }
@@ -185,6 +194,20 @@ func (m *Metrics) WebhookEvent(outcome string) { m.webhookEvents.WithLabelValues
 // Reconciled counts one reconciliation result
 // (idempotency.Config.OnReconcile).
 func (m *Metrics) Reconciled(result string) { m.reconciliations.WithLabelValues(result).Inc() }
+
+// BreakerChanged counts one state change of a provider circuit breaker
+// (provider.BreakerSettings.OnStateChange); to is the state entered. The
+// merchant is not a label: it is in the log line.
+func (m *Metrics) BreakerChanged(to string) { m.breakerChanges.WithLabelValues(to).Inc() }
+
+// WatchBreakers adds the gauge payment_provider_breakers_open, read at
+// scrape time from open (provider.Client.OpenBreakers).
+func (m *Metrics) WatchBreakers(open func() int) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "payment_provider_breakers_open",
+		Help: "Provider circuit breakers open or half-open now (one per merchant, one for calls that name none); any makes /readyz degraded.",
+	}, func() float64 { return float64(open()) }))
+}
 
 // StoreError counts a failed operation of an idempotency store that is not
 // wrapped by InstrumentStore (a Redis layer reporting its own failures).

@@ -51,7 +51,10 @@
 // provider says, after checking its amount and currency against ours. An
 // event the provider contradicts changes nothing and is not recorded in the
 // inbox; one it cannot be asked about is ErrProviderUnreachable (the
-// provider delivers it again).
+// provider delivers it again). A flood of signed events costs the provider
+// little: an event id the inbox holds is answered before any lookup,
+// concurrent lookups of one provider key share one call, and final answers
+// (never "no such call") are held a few seconds (eventlookups.go).
 //
 // # Abandoned attempts end
 //

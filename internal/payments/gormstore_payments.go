@@ -203,6 +203,13 @@ ON CONFLICT (event_id) DO NOTHING`,
 		id, eventType, now)
 }
 
+// EventRecorded implements PaymentStore.
+func (s *GormStore) EventRecorded(ctx context.Context, id string) (bool, error) {
+	var n int64
+	err := database.Conn(ctx, s.db).Raw(`SELECT count(*) FROM webhook_events WHERE event_id = ?`, id).Scan(&n).Error
+	return n > 0, database.Classify(err)
+}
+
 // PurgeWebhookEvents deletes at most limit inbox rows received before
 // before, oldest first, and returns how many it deleted (the retention
 // purge). An event redelivered after its row is gone is applied again,

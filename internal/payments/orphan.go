@@ -146,7 +146,7 @@ func (s *Service) orphanRefundEffect() idempotency.Effect[Orphan, RefundResult] 
 		Prefix: orphanIDPrefix,
 		Load:   s.pay.GetOrphan,
 		Send: func(ctx context.Context, o Orphan, key string) (RefundResult, error) {
-			return s.provider.Refund(ctx, key, RefundRequest{ChargeID: o.ProviderID, Amount: o.Amount, Reference: o.ID})
+			return s.provider.Refund(ctx, key, RefundRequest{ChargeID: o.ProviderID, Amount: o.Amount, Reference: o.ID, MerchantID: o.MerchantID})
 		},
 		Find: func(ctx context.Context, _ Orphan, key string) (RefundResult, error) {
 			return s.provider.FindRefund(ctx, key)

@@ -94,7 +94,7 @@ func (s *Service) chargeEffect(answer func(Payment) idempotency.Answer) idempote
 		Load:   s.pay.GetPayment,
 		Send: func(ctx context.Context, p Payment, key string) (ChargeResult, error) {
 			return s.provider.Charge(ctx, key, ChargeRequest{
-				Amount: p.Amount, Currency: p.Currency, PaymentMethod: p.PaymentMethod, Reference: p.ID,
+				Amount: p.Amount, Currency: p.Currency, PaymentMethod: p.PaymentMethod, Reference: p.ID, MerchantID: p.MerchantID,
 			})
 		},
 		Find: func(ctx context.Context, _ Payment, key string) (ChargeResult, error) {

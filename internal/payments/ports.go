@@ -51,6 +51,9 @@ type ChargeRequest struct {
 	PaymentMethod string
 	// Reference is our payment id.
 	Reference string
+	// MerchantID is whose call it is: the provider's client counts its
+	// failures against that merchant alone (its circuit breaker).
+	MerchantID string
 }
 
 // ChargeResult is the provider's definitive answer to a charge.
@@ -73,6 +76,8 @@ type RefundRequest struct {
 	Amount   int64
 	// Reference is our refund id.
 	Reference string
+	// MerchantID is whose call it is, as in ChargeRequest.
+	MerchantID string
 }
 
 // RefundResult is the provider's definitive answer to a refund.

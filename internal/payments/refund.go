@@ -94,7 +94,7 @@ func (s *Service) refundEffect(answer func(Refund) idempotency.Answer) idempoten
 				// Nothing was sent: the refund is as ready as before.
 				return RefundResult{}, fmt.Errorf("%w: read payment %s: %w", idempotency.ErrNotExecuted, r.PaymentID, err)
 			}
-			return s.provider.Refund(ctx, key, RefundRequest{ChargeID: p.ProviderChargeID, Amount: r.Amount, Reference: r.ID})
+			return s.provider.Refund(ctx, key, RefundRequest{ChargeID: p.ProviderChargeID, Amount: r.Amount, Reference: r.ID, MerchantID: r.MerchantID})
 		},
 		Find: func(ctx context.Context, _ Refund, key string) (RefundResult, error) {
 			return s.provider.FindRefund(ctx, key)

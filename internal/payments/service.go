@@ -40,7 +40,12 @@ type Service struct {
 	// onEvent hears each event's outcome (metrics).
 	eventLookup time.Duration
 	onEvent     func(outcome string)
-	log         *slog.Logger
+	// chargeAnswers and refundAnswers hold the provider's final answers
+	// to webhook lookups a short while, and share concurrent lookups of
+	// one provider key (eventlookups.go).
+	chargeAnswers *finalAnswers[ChargeResult]
+	refundAnswers *finalAnswers[RefundResult]
+	log           *slog.Logger
 }
 
 // Option configures a Service.
@@ -93,6 +98,8 @@ func NewService(store Store, clock func() time.Time, opts ...Option) *Service {
 	for _, o := range opts {
 		o(s)
 	}
+	s.chargeAnswers = newFinalAnswers[ChargeResult](DefaultEventCacheTTL, DefaultEventCacheSize, s.eventLookup, s.clock)
+	s.refundAnswers = newFinalAnswers[RefundResult](DefaultEventCacheTTL, DefaultEventCacheSize, s.eventLookup, s.clock)
 	return s
 }
 

@@ -95,6 +95,10 @@ type PaymentStore interface {
 	// RecordEvent puts a provider event id into the inbox and reports
 	// whether it was new. Called in the transaction that applies the event.
 	RecordEvent(ctx context.Context, id, eventType string, now time.Time) (bool, error)
+	// EventRecorded reports whether the inbox holds the event id: a
+	// delivery of an event already applied is answered from it, before
+	// the provider is asked anything.
+	EventRecorded(ctx context.Context, id string) (bool, error)
 }
 
 // OrderChangeStore changes orders after they are created. GormStore

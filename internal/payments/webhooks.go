@@ -60,6 +60,12 @@ const DefaultEventLookupTimeout = 5 * time.Second
 // against ours. That lookup happens before the inbox transaction, bounded by
 // the lookup timeout, so no transaction waits on the provider.
 //
+// A signed flood must not become provider load: an event id the inbox
+// already holds is answered from it (EventRepeat) before anything else,
+// concurrent lookups of one provider key share one call, and the provider's
+// final answers are reused for DefaultEventCacheTTL (eventlookups.go; never
+// its "no such call", which a racing real event would turn into a lie).
+//
 // An event that the provider contradicts changes nothing and its id is not
 // recorded (EventForged); a provider whose amount or currency differ from
 // ours changes nothing either (EventMismatch). A confirmed event goes into
@@ -78,6 +84,19 @@ func (s *Service) ApplyProviderEvent(ctx context.Context, ev ProviderEvent) (Eve
 		apply   func(ctx context.Context) (string, error)
 		err     error
 	)
+	if ev.Charge == nil && ev.Refund == nil {
+		return EventUnknown, nil
+	}
+	// A delivery of an event already applied is answered from the inbox:
+	// redeliveries, however many, cost the provider nothing.
+	seen, err := s.pay.EventRecorded(ctx, ev.ID)
+	if err != nil {
+		return "", fmt.Errorf("provider event %s: %w", ev.ID, err)
+	}
+	if seen {
+		s.observeEvent(EventRepeat)
+		return EventRepeat, nil
+	}
 	switch {
 	case ev.Charge != nil:
 		outcome, apply, err = s.confirmCharge(ctx, ev)
@@ -147,7 +166,7 @@ func (s *Service) confirmCharge(ctx context.Context, ev ProviderEvent) (EventOut
 		return EventForged, nil, nil
 	}
 	lookupCtx, cancel := s.lookupContext(ctx)
-	res, err := s.provider.FindCharge(lookupCtx, p.ProviderKey)
+	res, err := s.chargeAnswers.find(lookupCtx, p.ProviderKey, s.provider.FindCharge)
 	cancel()
 	switch {
 	case errors.Is(err, ErrProviderNoSuchCall):
@@ -180,7 +199,7 @@ func (s *Service) confirmRefund(ctx context.Context, ev ProviderEvent) (EventOut
 		return EventForged, nil, nil
 	}
 	lookupCtx, cancel := s.lookupContext(ctx)
-	res, err := s.provider.FindRefund(lookupCtx, r.ProviderKey)
+	res, err := s.refundAnswers.find(lookupCtx, r.ProviderKey, s.provider.FindRefund)
 	cancel()
 	switch {
 	case errors.Is(err, ErrProviderNoSuchCall):

@@ -15,8 +15,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/sony/gobreaker/v2"
 )
 
 // Defaults for the zero values of ClientOptions.
@@ -28,6 +26,9 @@ const (
 	// DefaultBreakerOpenTimeout is how long the breaker stays open before it
 	// lets one trial call through.
 	DefaultBreakerOpenTimeout = 5 * time.Second
+	// DefaultBreakerMerchants bounds how many merchants' breakers a Client
+	// keeps at once.
+	DefaultBreakerMerchants = 1000
 
 	maxResponseBytes = 1 << 20
 )
@@ -96,33 +97,42 @@ type ClientOptions struct {
 	Breaker BreakerSettings
 }
 
-// BreakerSettings tunes the circuit breaker. Only ErrNotExecuted and
+// BreakerSettings tunes the circuit breakers. A Client keeps one breaker
+// per merchant (the context's, WithMerchant) and one for the calls that name
+// no merchant (lookups), so that one merchant's failures stop that
+// merchant's calls alone (see the package doc). Only ErrNotExecuted and
 // ErrUnknownOutcome count as failures; declines, refused refunds and other
 // definitive answers show a healthy provider and count as successes. Calls
 // whose context the caller cancelled count as neither.
 type BreakerSettings struct {
-	// Failures in a row that open the breaker. Zero means
+	// Failures in a row that open a breaker. Zero means
 	// DefaultBreakerFailures.
 	Failures uint32
-	// OpenTimeout is how long the breaker stays open before it lets one
+	// OpenTimeout is how long a breaker stays open before it lets one
 	// trial call through; its success closes the breaker, its failure opens
 	// it again. Zero means DefaultBreakerOpenTimeout.
 	OpenTimeout time.Duration
-	// OnStateChange, if set, hears every transition ("closed", "open",
-	// "half-open"), for logs and metrics.
-	OnStateChange func(from, to string)
+	// Merchants bounds the merchants' breakers kept at once. Zero means
+	// DefaultBreakerMerchants. A merchant beyond the bound takes the place
+	// of the one whose breaker was used least recently, a closed one first.
+	Merchants int
+	// OnStateChange, if set, hears every transition of a breaker ("closed",
+	// "open", "half-open") with the merchant it belongs to ("" for the
+	// breaker of calls that name none), for logs and metrics. It must be
+	// quick and must not call the Client.
+	OnStateChange func(merchant, from, to string)
 }
 
 // Client calls the provider's API. It is safe for concurrent use; share one
-// per provider so that its breaker sees all the traffic.
+// per provider so that its breakers see all the traffic.
 type Client struct {
 	baseURL string
 	timeout time.Duration
 	http    *http.Client
 	// traced: the transport reports when a request gets a connection, so
 	// "never got one" proves the request was never sent.
-	traced  bool
-	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
+	traced   bool
+	breakers *breakers
 }
 
 // errCallerGaveUp marks calls the breaker must not count: the caller
@@ -156,35 +166,23 @@ func NewClient(baseURL string, opts ClientOptions) *Client {
 		traced = traced || opts.HTTPClient.Transport == nil
 	}
 
-	failures := opts.Breaker.Failures
-	if failures == 0 {
-		failures = DefaultBreakerFailures
-	}
-	openTimeout := opts.Breaker.OpenTimeout
-	if openTimeout <= 0 {
-		openTimeout = DefaultBreakerOpenTimeout
-	}
-	settings := gobreaker.Settings{
-		Name:        "provider",
-		Timeout:     openTimeout,
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
-		IsExcluded:  func(err error) bool { return errors.Is(err, errCallerGaveUp) },
-	}
-	if notify := opts.Breaker.OnStateChange; notify != nil {
-		settings.OnStateChange = func(_ string, from, to gobreaker.State) { notify(from.String(), to.String()) }
-	}
 	return &Client{
-		baseURL: strings.TrimRight(baseURL, "/"),
-		timeout: opts.Timeout,
-		http:    opts.HTTPClient,
-		traced:  traced,
-		breaker: gobreaker.NewTwoStepCircuitBreaker[struct{}](settings),
+		baseURL:  strings.TrimRight(baseURL, "/"),
+		timeout:  opts.Timeout,
+		http:     opts.HTTPClient,
+		traced:   traced,
+		breakers: newBreakers(opts.Breaker),
 	}
 }
 
-// BreakerState returns "closed", "open" or "half-open", for readiness checks
-// and metrics.
-func (c *Client) BreakerState() string { return c.breaker.State().String() }
+// BreakerState returns the state of merchant's breaker, "closed", "open"
+// or "half-open" ("" names the breaker of calls without a merchant). A
+// merchant the Client keeps no breaker for is "closed".
+func (c *Client) BreakerState(merchant string) string { return c.breakers.state(merchant) }
+
+// OpenBreakers returns how many breakers are not closed (open or
+// half-open), for readiness checks and metrics.
+func (c *Client) OpenBreakers() int { return c.breakers.notClosed() }
 
 // CreateCharge charges req under idempotency key key. Send the same key on
 // every retry of one logical charge: the provider then charges at most once
@@ -279,7 +277,6 @@ func (c *Client) ListRefundsByReference(ctx context.Context, ref string) ([]Refu
 	return list.Data, nil
 }
 
-// call runs one request through the breaker and sorts its error.
 // ListRefundsCreatedAfter returns every refund the provider made after t,
 // oldest first, like ListChargesCreatedAfter.
 func (c *Client) ListRefundsCreatedAfter(ctx context.Context, t time.Time) ([]Refund, error) {
@@ -290,8 +287,10 @@ func (c *Client) ListRefundsCreatedAfter(ctx context.Context, t time.Time) ([]Re
 	return list.Data, nil
 }
 
+// call runs one request through the breaker of the context's merchant and
+// sorts its error.
 func (c *Client) call(ctx context.Context, method, target, key string, in, out any) error {
-	done, err := c.breaker.Allow()
+	done, err := c.breakers.get(merchantFrom(ctx)).Allow()
 	if err != nil {
 		// Open, or half-open with its one trial call already out: fail
 		// before touching the network.

@@ -164,7 +164,7 @@ type transitions struct {
 	seen []string
 }
 
-func (tr *transitions) record(from, to string) {
+func (tr *transitions) record(_, from, to string) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	tr.seen = append(tr.seen, from+"->"+to)
@@ -190,7 +190,7 @@ func TestClient_BreakerOpensAndFailsFast(t *testing.T) {
 		_, err := client.CreateCharge(t.Context(), "key", visa("pay_1"))
 		require.ErrorIs(t, err, provider.ErrUnknownOutcome)
 	}
-	require.Equal(t, "open", client.BreakerState())
+	require.Equal(t, "open", client.BreakerState(""))
 
 	_, err := client.CreateCharge(t.Context(), "key", visa("pay_1"))
 	require.ErrorIs(t, err, provider.ErrCircuitOpen)
@@ -205,8 +205,59 @@ func TestClient_BreakerOpensAndFailsFast(t *testing.T) {
 		_, err := client.CreateCharge(t.Context(), "key", visa("pay_1"))
 		return err == nil
 	}, waitFor, 10*time.Millisecond)
-	require.Equal(t, "closed", client.BreakerState())
+	require.Equal(t, "closed", client.BreakerState(""))
 	require.Equal(t, []string{"closed->open", "open->half-open", "half-open->closed"}, tr.get())
+}
+
+// TestClient_BreakerPerMerchant: one merchant's failures open that
+// merchant's breaker only; another merchant's calls, and calls that name
+// no merchant, still reach the provider. Beyond the bound, a closed
+// breaker is forgotten before an open one.
+func TestClient_BreakerPerMerchant(t *testing.T) {
+	flaky := &flakyProvider{}
+	flaky.failing.Store(true)
+	srv := httptest.NewServer(flaky)
+	t.Cleanup(srv.Close)
+	var mu sync.Mutex
+	var opened []string
+	client := provider.NewClient(srv.URL, provider.ClientOptions{Breaker: provider.BreakerSettings{
+		Failures: 2, OpenTimeout: time.Hour, Merchants: 2,
+		OnStateChange: func(merchant, _, to string) {
+			mu.Lock()
+			defer mu.Unlock()
+			opened = append(opened, merchant+":"+to)
+		},
+	}})
+	as := func(m string) context.Context { return provider.WithMerchant(t.Context(), m) }
+
+	for range 2 {
+		_, err := client.CreateCharge(as("acme"), "key", visa("pay_1"))
+		require.NotErrorIs(t, err, provider.ErrCircuitOpen)
+	}
+	_, err := client.CreateCharge(as("acme"), "key", visa("pay_1"))
+	require.ErrorIs(t, err, provider.ErrCircuitOpen)
+	require.Equal(t, "open", client.BreakerState("acme"))
+	require.Equal(t, 1, client.OpenBreakers())
+
+	flaky.failing.Store(false)
+	_, err = client.CreateCharge(as("globex"), "key", visa("pay_2"))
+	require.NoError(t, err, "another merchant's call goes through")
+	_, err = client.GetChargeByKey(t.Context(), "key")
+	require.NoError(t, err, "a call that names no merchant goes through")
+	require.Equal(t, "closed", client.BreakerState("globex"))
+
+	// Two more merchants, with room for two: globex's closed breaker and
+	// then the next closed one go; acme's open one stays.
+	for _, m := range []string{"initech", "umbrella"} {
+		_, err = client.CreateCharge(as(m), "key", visa("pay_3"))
+		require.NoError(t, err)
+	}
+	require.Equal(t, "open", client.BreakerState("acme"))
+	_, err = client.CreateCharge(as("acme"), "key", visa("pay_1"))
+	require.ErrorIs(t, err, provider.ErrCircuitOpen, "an open breaker is not forgotten")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"acme:open"}, opened)
 }
 
 func TestClient_BreakerCountsRefusedConnections(t *testing.T) {
@@ -252,7 +303,7 @@ func TestClient_BreakerIgnoresDefinitiveAnswers(t *testing.T) {
 			for range 5 {
 				require.NoError(t, c.call())
 			}
-			require.Equal(t, "closed", client.BreakerState())
+			require.Equal(t, "closed", client.BreakerState(""))
 		})
 	}
 }
@@ -277,5 +328,5 @@ func TestClient_BreakerIgnoresCallsTheCallerCancelled(t *testing.T) {
 		cancel()
 		require.ErrorIs(t, err, provider.ErrUnknownOutcome)
 	}
-	require.Equal(t, "closed", client.BreakerState(), "the caller giving up says nothing about the provider")
+	require.Equal(t, "closed", client.BreakerState(""), "the caller giving up says nothing about the provider")
 }

@@ -67,4 +67,27 @@
 // A circuit breaker counts the first two kinds and, when the provider keeps
 // failing, fails calls fast with ErrCircuitOpen (which is also
 // ErrNotExecuted) instead of piling more requests onto it.
+//
+// # One breaker per merchant
+//
+// The breaker belongs to the provider's health, not to one merchant's
+// traffic. What a merchant sends (its payment methods, its amounts, its
+// account at the provider) decides much of what the provider answers, so
+// one merchant whose calls keep failing says little about the provider for
+// everyone else; with a single breaker, twenty failing payments of one
+// merchant made every merchant's payments fail for as long as it stayed
+// open. So a Client keeps a breaker per merchant, named by the call's
+// context (WithMerchant), and one more for the calls that name none (the
+// lookups by key of the reconciler and the webhook, which no merchant's
+// request shapes). One merchant's failures open its own breaker; the others
+// go on.
+//
+// The breakers are bounded (BreakerSettings.Merchants): a merchant beyond
+// the bound takes the place of the least recently used, a closed one first,
+// so that an open breaker is not forgotten while its merchant keeps
+// failing. The price of isolation: a provider down for everyone trips each
+// active merchant's breaker on its own, after Failures calls of that
+// merchant, a little more load than one shared breaker would let through.
+// OnStateChange hears every transition with its merchant, for the log line
+// and the metric, and OpenBreakers counts those open for readiness.
 package provider

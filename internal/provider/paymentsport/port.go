@@ -48,7 +48,7 @@ func New(c *provider.Client) *PaymentsPort { return &PaymentsPort{client: c} }
 // nil error. It returns errors wrapping payments.ErrProviderNotExecuted or
 // payments.ErrProviderUnknown.
 func (p *PaymentsPort) Charge(ctx context.Context, key string, req payments.ChargeRequest) (payments.ChargeResult, error) {
-	ch, err := p.client.CreateCharge(ctx, key, provider.ChargeRequest{
+	ch, err := p.client.CreateCharge(provider.WithMerchant(ctx, req.MerchantID), key, provider.ChargeRequest{
 		Amount:        req.Amount,
 		Currency:      req.Currency,
 		PaymentMethod: req.PaymentMethod,
@@ -81,7 +81,7 @@ func (p *PaymentsPort) FindCharge(ctx context.Context, key string) (payments.Cha
 // declined charge, an invalid request), come back with Succeeded false and a
 // nil error. Errors as for Charge.
 func (p *PaymentsPort) Refund(ctx context.Context, key string, req payments.RefundRequest) (payments.RefundResult, error) {
-	rf, err := p.client.CreateRefund(ctx, key, provider.RefundRequest{
+	rf, err := p.client.CreateRefund(provider.WithMerchant(ctx, req.MerchantID), key, provider.RefundRequest{
 		Charge:    req.ChargeID,
 		Amount:    req.Amount,
 		Reference: req.Reference,

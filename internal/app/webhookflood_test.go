@@ -1,0 +1,122 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkeys/payments/internal/app/apptest"
+	"github.com/idemkeys/payments/internal/provider"
+	"github.com/idemkeys/payments/internal/testkit"
+)
+
+// lookupCounter is a proxy in front of the provider that counts the
+// lookups of charges by key: what each webhook event costs the provider.
+type lookupCounter struct {
+	lookups atomic.Int64
+	proxy   *httputil.ReverseProxy
+}
+
+func newLookupCounter(t *testing.T, upstream string) (*lookupCounter, string) {
+	t.Helper()
+	up, err := url.Parse(upstream)
+	require.NoError(t, err)
+	c := &lookupCounter{proxy: httputil.NewSingleHostReverseProxy(up)}
+	return c, apptest.Serve(t, c)
+}
+
+func (c *lookupCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.Path == "/v1/charges" && r.URL.Query().Has("idempotency_key") {
+		c.lookups.Add(1)
+	}
+	c.proxy.ServeHTTP(w, r)
+}
+
+// TestWebhookFloodCostsFewLookups, through the API binary on both dialects,
+// with a counting proxy between it and the provider: 200 redeliveries of an
+// event the inbox holds, and 500 distinct signed events that lie about one
+// succeeded payment (another charge id), sent 20 at a time. Redeliveries
+// are answered from the inbox (at most 5 lookups), the lies from one shared
+// or held final answer (at most 50); every delivery is acknowledged, no lie
+// is recorded, and the payment is unchanged.
+func TestWebhookFloodCostsFewLookups(t *testing.T) {
+	testkit.EndToEnd(t)
+	apiBin, _ := apptest.Binaries(t)
+	for _, dialect := range testkit.Dialects {
+		t.Run(string(dialect), func(t *testing.T) {
+			t.Parallel()
+			dbURL := testkit.DatabaseURL(t, dialect)
+			prov, err := provider.StartInProcess(context.Background(), provider.Config{})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
+			counter, proxyURL := newLookupCounter(t, prov.URL)
+			w := apptest.StartBinary(t, apiBin, dbURL, apptest.Env("PROVIDER_URL="+proxyURL))
+
+			paid := w.Pay(t, w.CreateOrder(t, "sk_test_acme"), apptest.NewKey(), "pm_card_visa")
+			require.Equal(t, http.StatusCreated, paid.Status, string(paid.Body))
+			payment := paid.JSON(t)
+			paymentID, chargeID := payment["id"].(string), payment["provider_charge_id"].(string)
+			amount, currency := int64(payment["amount"].(float64)), payment["currency"].(string)
+
+			event := func(id, charge string) []byte {
+				return fmt.Appendf(nil, `{"id":%q,"type":"charge.succeeded","created":%d,"data":{"object":{"id":%q,"object":"charge","status":"succeeded","amount":%d,"currency":%q,"reference":%q}}}`,
+					id, time.Now().Unix(), charge, amount, currency, paymentID)
+			}
+			deliver := func(body []byte) int {
+				return apptest.Call(t, "POST", w.URL+"/v1/webhooks/provider", "", "", string(body),
+					"Provider-Signature", provider.Sign("whsec_test", time.Now(), body)).Status
+			}
+			flood := func(n int, body func(i int) []byte) int64 {
+				before := counter.lookups.Load()
+				var wg sync.WaitGroup
+				work := make(chan int)
+				for range 20 {
+					wg.Go(func() {
+						for i := range work {
+							assert.Equal(t, http.StatusOK, deliver(body(i)))
+						}
+					})
+				}
+				for i := range n {
+					work <- i
+				}
+				close(work)
+				wg.Wait()
+				return counter.lookups.Load() - before
+			}
+
+			// The lies first, while nothing about the payment is held: the
+			// first ones share a lookup, the rest reuse its final answer.
+			start := time.Now()
+			lies := flood(500, func(i int) []byte {
+				return event(fmt.Sprintf("evt_bogus_%d_%s", i, paymentID), fmt.Sprintf("ch_bogus_%d", i))
+			})
+			t.Logf("%s: 500 distinct signed bogus events: %d provider lookups in %s", dialect, lies, time.Since(start).Round(time.Millisecond))
+
+			// The true event, applied once (a repeat: the request already
+			// settled the payment) and recorded in the inbox; then its
+			// redeliveries.
+			genuine := event("evt_real_"+paymentID, chargeID)
+			require.Equal(t, http.StatusOK, deliver(genuine))
+			require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM webhook_events WHERE event_id = ?", "evt_real_"+paymentID))
+			start = time.Now()
+			redeliveries := flood(200, func(int) []byte { return genuine })
+			t.Logf("%s: 200 redeliveries of an applied event: %d provider lookups in %s", dialect, redeliveries, time.Since(start).Round(time.Millisecond))
+
+			require.LessOrEqual(t, redeliveries, int64(5), "redeliveries are answered from the inbox")
+			require.LessOrEqual(t, lies, int64(50), "lies about one payment share the provider's final answer")
+			require.EqualValues(t, 0, w.Count(t, "SELECT count(*) FROM webhook_events WHERE event_id LIKE 'evt_bogus_%'"), "no lie is recorded")
+			require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM payments WHERE id = ? AND status = 'succeeded' AND provider_charge_id = ?", paymentID, chargeID))
+			require.Len(t, prov.Server.ChargesByReference(paymentID), 1)
+		})
+	}
+}
