@@ -53,20 +53,25 @@
 // Guarded, for operations with an effect outside the database (a charge at
 // the payment provider), which no database transaction can roll back. The
 // middleware first reserves the key with an executing record that carries
-// fence 1 and a lock deadline. The handler gets a Lease and records recovery
-// points with it in the same transactions as its own durable steps. At the
-// end the middleware stores the final response, conditional on its fence.
+// fence 1 and a lock deadline. The handler runs its outside call through an
+// Effect (effect.go), whose phases record recovery points in the same
+// transactions as its own durable steps: create the resource and its call,
+// record the intent, call under a key derived from the client's operation
+// (derive.go), settle and store the answer. Every write is conditional on
+// the record's fence.
 // A retry that finds the record locked waits; one that finds the lock run
 // out takes the record over by bumping the fence (compare-and-set) and
 // resumes from the last recovery point. The previous owner, if it was only
 // slow and not dead, now fails every write with ErrFenced.
 //
-// Work outside any request can take a record over too (Keeper.Claim, in
-// finish.go): a reconciler that is about to cancel an abandoned operation
+// Work outside any request can take a record over too (Keeper.Reconcile,
+// in reconcile.go): a reconciler that settles or cancels an abandoned call
 // claims its record first, as a retry would, so a late retry of the key
 // waits for it, and stores the key's final answer with the fence in the
-// same transaction as the cancel. Whichever of the two owns the record
-// first wins; the other finds it taken.
+// same transaction as the settle or the cancel. Whichever of the two owns
+// the record first wins; the other finds it taken. A call whose owner lost
+// the fence after recording its intent is never canceled: its outcome is
+// unknown until the provider answers the same key.
 //
 // # What is stored, and what gives the key back
 //
@@ -97,6 +102,6 @@
 //
 // Every decision about locks and expiry reads an injected Clock, so tests
 // move time instead of sleeping. An expired record is absent for every read;
-// the Janitor deletes expired rows later, in small batches on the expiry
-// index, and correctness never waits for it.
+// Keeper.Run's janitor deletes expired rows later, in small batches on the
+// expiry index, and correctness never waits for it.
 package idempotency
