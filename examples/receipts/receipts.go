@@ -1,0 +1,152 @@
+// Package receipts is the fork guide's example of an endpoint with an
+// effect outside the database: POST /v1/orders/{id}/receipts mails a
+// receipt through an outside mail service (Mailer) at most once per
+// Idempotency-Key, across retries, concurrent copies, lost answers and
+// crashes. Everything idempotent about it is the core's: the lines marked
+// "wiring" below are all a fork writes for it (docs/guide/fork-as-template.md
+// counts them); the rest is the endpoint's own business.
+package receipts
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"gorm.io/gorm"
+
+	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/gormstore"
+)
+
+// Receipt is the resource: one mail about one order.
+type Receipt struct {
+	ID        string `gorm:"primaryKey"`
+	Scope     string // the merchant
+	OrderID   string
+	To        string
+	Status    string // "sending", "unknown" or "sent"
+	MessageID string
+	CreatedAt time.Time
+}
+
+// Table is the receipts table; a fork adds it in both migrations folders.
+const Table = `CREATE TABLE receipts (id TEXT PRIMARY KEY, scope TEXT NOT NULL, order_id TEXT NOT NULL,
+  "to" TEXT NOT NULL, status TEXT NOT NULL, message_id TEXT NOT NULL DEFAULT '', created_at TIMESTAMP NOT NULL)`
+
+// Service sends receipts.
+type Service struct {
+	db      *gorm.DB
+	mailURL string
+	http    *http.Client
+	effect  *idempotency.Effect[Receipt, Message]
+}
+
+// New registers the receipt's outside call with the Keeper.
+func New(k *idempotency.Keeper, db *gorm.DB, mailURL string) *Service {
+	s := &Service{db: db, mailURL: mailURL, http: &http.Client{Timeout: time.Second}}
+	s.effect = idempotency.Register(k, idempotency.Effect[Receipt, Message]{ // wiring
+		Kind: "receipt", Prefix: "rcpt_", // wiring
+		Load:    s.load,                                                                                                   // wiring
+		Send:    func(ctx context.Context, r Receipt, key string) (Message, error) { return s.mail(ctx, "POST", key, r) }, // wiring
+		Find:    func(ctx context.Context, r Receipt, key string) (Message, error) { return s.mail(ctx, "GET", key, r) },  // wiring
+		Check:   check,                                                                                                    // wiring
+		Settle:  func(ctx context.Context, r Receipt, m Message) (Receipt, error) { return s.move(ctx, r, "sent", m.ID) }, // wiring
+		Unknown: func(ctx context.Context, r Receipt) (Receipt, error) { return s.move(ctx, r, "unknown", "") },           // wiring
+		Answer:  answer,                                                                                                   // wiring
+	}) // wiring
+	return s
+}
+
+// Handle serves POST /v1/orders/{id}/receipts {"to": "..."}; mount it as
+// idem.Guarded(s.Handle).
+func (s *Service) Handle(c *gin.Context) (idempotency.Answer, error) {
+	var in struct{ To string }
+	if err := json.NewDecoder(c.Request.Body).Decode(&in); err != nil || in.To == "" {
+		return idempotency.Answer{Status: http.StatusBadRequest, Body: []byte(`{"error":"to is required"}`)}, nil
+	}
+	scope, order := c.GetString("merchant"), c.Param("id")
+	r, err := s.effect.Run(c.Request.Context(), func(ctx context.Context, call idempotency.Call) (Receipt, error) { // wiring
+		r := Receipt{ID: call.ID, Scope: scope, OrderID: order, To: in.To, Status: "sending", CreatedAt: time.Now().UTC()} // wiring: the call's derived id
+		return r, gormstore.Conn(ctx, s.db).Create(&r).Error                                                               // wiring: in the phase's transaction
+	}) // wiring
+	if err != nil {
+		return idempotency.Answer{}, err
+	}
+	return answer(r), nil
+}
+
+func (s *Service) load(ctx context.Context, scope, id string) (Receipt, error) {
+	var r Receipt
+	err := gormstore.Conn(ctx, s.db).Where("scope = ? AND id = ?", scope, id).Take(&r).Error
+	return r, err
+}
+
+func (s *Service) move(ctx context.Context, r Receipt, status, messageID string) (Receipt, error) {
+	r.Status, r.MessageID = status, messageID
+	return r, gormstore.Conn(ctx, s.db).Model(&r).Select("status", "message_id").Updates(&r).Error
+}
+
+// mail sends the receipt (POST) or asks about it (GET) under the call's
+// key; SendHTTP sorts the outcome.
+func (s *Service) mail(ctx context.Context, method, key string, r Receipt) (Message, error) {
+	body, _ := json.Marshal(map[string]string{"to": r.To, "subject": "Your receipt for " + r.OrderID})
+	req, err := http.NewRequestWithContext(ctx, method, s.mailURL+"/v1/messages?idempotency_key="+key, bytes.NewReader(body))
+	if err != nil {
+		return Message{}, fmt.Errorf("%w: %w", idempotency.ErrNotExecuted, err)
+	}
+	req.Header.Set(idempotency.HeaderKey, key)
+	status, data, err := idempotency.SendHTTP(s.http, req, 1<<20)
+	var m Message
+	switch {
+	case err != nil:
+		return m, err
+	case method == "GET" && status == http.StatusNotFound:
+		return m, idempotency.ErrNoSuchCall
+	case status >= 400:
+		return m, fmt.Errorf("the mail service refused the receipt: %d %s", status, data)
+	}
+	return m, json.Unmarshal(data, &m)
+}
+
+// check holds the mail service's answer to the receipt: the message it
+// sent must be to our recipient.
+func check(r Receipt, m Message) error {
+	if m.To != r.To {
+		return fmt.Errorf("%w: message %s went to %q, receipt %s is for %q", idempotency.ErrMismatch, m.ID, m.To, r.ID, r.To)
+	}
+	return nil
+}
+
+// answer is what the client is told: 201 once sent (final, stored and
+// replayed), 202 while the outcome is unknown (the record stays open).
+func answer(r Receipt) idempotency.Answer {
+	body, _ := json.Marshal(map[string]string{"id": r.ID, "status": r.Status, "message_id": r.MessageID})
+	status := http.StatusCreated
+	if r.Status != "sent" {
+		status = http.StatusAccepted
+	}
+	return idempotency.Answer{Status: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: body, Final: status == http.StatusCreated}
+}
+
+// Problem is the example's whole error table: the layer's refusals and the
+// call's, by status, none of them stored.
+func Problem(c *gin.Context, err error) idempotency.Answer {
+	status := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, idempotency.ErrKeyMissing), errors.Is(err, idempotency.ErrKeyInvalid), errors.Is(err, idempotency.ErrMalformedBody):
+		status = http.StatusBadRequest
+	case errors.Is(err, idempotency.ErrKeyReused):
+		status = http.StatusUnprocessableEntity
+	case errors.Is(err, idempotency.ErrInProgress), errors.Is(err, idempotency.ErrFenced):
+		status = http.StatusConflict
+	case errors.Is(err, idempotency.ErrNotExecuted):
+		status = http.StatusBadGateway
+	}
+	body, _ := json.Marshal(map[string]string{"error": err.Error()})
+	return idempotency.Answer{Status: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
+}

@@ -1,0 +1,103 @@
+package receipts_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkeys/payments/examples/receipts"
+	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/ginidem"
+	"github.com/idemkeys/payments/internal/idempotency/gormstore"
+	"github.com/idemkeys/payments/internal/testkit"
+)
+
+// newAPI mounts the receipts route the way a fork does, on a real
+// database of dialect, in front of mailer.
+func newAPI(t *testing.T, dialect database.Dialect, mailer *receipts.Mailer) http.Handler {
+	t.Helper()
+	db := testkit.OpenDB(t, dialect)
+	require.NoError(t, db.Exec(receipts.Table).Error)
+	mail := httptest.NewServer(mailer)
+	t.Cleanup(mail.Close)
+
+	store := gormstore.New(db.DB)
+	keeper := idempotency.New(store, idempotency.Config{Transactor: store, LockTimeout: time.Second, Wait: 3 * time.Second})
+	t.Cleanup(func() { _ = keeper.Close(t.Context()) })
+	idem := ginidem.New(keeper, ginidem.Options{Scope: func(c *gin.Context) string { return c.GetString("merchant") }, Answer: receipts.Problem})
+
+	gin.SetMode(gin.TestMode)
+	r := gin.New()
+	r.Use(func(c *gin.Context) { c.Set("merchant", "acme") })
+	r.POST("/v1/orders/:id/receipts", idem.Guarded(receipts.New(keeper, db.DB, mail.URL).Handle)) // the route: wiring
+	return r
+}
+
+func send(h http.Handler, key string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, "/v1/orders/ord_1/receipts", strings.NewReader(`{"to":"ada@example.com"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(idempotency.HeaderKey, key)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w
+}
+
+// TestReceiptIsMailedOnce: a replay and 30 concurrent copies of a key mail
+// one receipt each, counted at the mail service.
+func TestReceiptIsMailedOnce(t *testing.T) {
+	for _, dialect := range testkit.Dialects {
+		t.Run(string(dialect), func(t *testing.T) {
+			mailer := &receipts.Mailer{}
+			h := newAPI(t, dialect, mailer)
+
+			first := send(h, "receipt-1")
+			require.Equal(t, 201, first.Code, first.Body.String())
+			again := send(h, "receipt-1")
+			require.Equal(t, 201, again.Code)
+			require.Equal(t, "true", again.Header().Get(idempotency.HeaderReplayed))
+			require.Equal(t, first.Body.String(), again.Body.String())
+			require.Equal(t, 1, mailer.Sent())
+
+			var wg sync.WaitGroup
+			for range 30 {
+				wg.Go(func() {
+					w := send(h, "receipt-2")
+					require.Contains(t, []int{201, 409}, w.Code, w.Body.String())
+				})
+			}
+			wg.Wait()
+			require.Equal(t, 2, mailer.Sent(), "30 copies, one mail")
+		})
+	}
+}
+
+// TestLostAnswerIsSettledByTheRetry: the mail service sends the mail but
+// its answer never arrives. The client is told 202 (unknown); its retry
+// under the same key asks again under the call's key, gets the mail that
+// was sent, and answers 201: one mail.
+func TestLostAnswerIsSettledByTheRetry(t *testing.T) {
+	for _, dialect := range testkit.Dialects {
+		t.Run(string(dialect), func(t *testing.T) {
+			mailer := &receipts.Mailer{LoseFirst: 3 * time.Second}
+			h := newAPI(t, dialect, mailer)
+
+			lost := send(h, "receipt-3")
+			require.Equal(t, 202, lost.Code, lost.Body.String())
+			require.Contains(t, lost.Body.String(), `"status":"unknown"`)
+			require.Equal(t, 1, mailer.Sent())
+
+			retry := send(h, "receipt-3")
+			require.Equal(t, 201, retry.Code, retry.Body.String())
+			require.Contains(t, retry.Body.String(), `"message_id":"msg_1"`)
+			require.Equal(t, 1, mailer.Sent(), "the retry got the mail already sent")
+			require.Equal(t, "true", send(h, "receipt-3").Header().Get(idempotency.HeaderReplayed))
+		})
+	}
+}
