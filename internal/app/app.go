@@ -101,6 +101,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	}
 	a.db = db
 	merchantStore := merchants.NewStore(db.DB, time.Now)
+	if cfg.Production() {
+		if err := refuseDemoKeys(ctx, merchantStore); err != nil {
+			_ = a.close(ctx)
+			return nil, err
+		}
+	}
 	if cfg.DemoSeed {
 		if err := merchantStore.SeedDemo(ctx); err != nil {
 			_ = a.close(ctx)
@@ -228,10 +234,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		},
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		ReadTimeout:  cfg.HTTPReadTimeout,
-		Database:     db,
-		Redis:        redisPinger,
-		OutboxSink:   sink.name,
-		NATS:         sink.nats,
+		// Production's demo page asks for a key; it never offers one.
+		DemoAPIKey: demoPageKey(cfg),
+		Database:   db,
+		Redis:      redisPinger,
+		OutboxSink: sink.name,
+		NATS:       sink.nats,
 
 		IdempotencyKeys: keeper,
 		HashKey:         handlers.NewKeyHasher([]byte(cfg.LogKeySecret)),

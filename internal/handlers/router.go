@@ -70,6 +70,9 @@ type Deps struct {
 	// middleware only to routes registered after it, so it must come in here
 	// rather than be added to the engine later.
 	Middleware []gin.HandlerFunc
+	// DemoAPIKey is the API key the /demo page fills in; empty (production)
+	// leaves the field for the user.
+	DemoAPIKey string
 	// Tracing, if set, runs first on every request: it starts the request's
 	// span (otelgin), so that the access log line, the recovery's 500 and
 	// everything after them happen inside it. The request's id, merchant
@@ -130,7 +133,7 @@ func NewRouter(d Deps) *gin.Engine {
 	health := &healthHandlers{db: d.Database, redis: d.Redis, outbox: sink, nats: d.NATS}
 	r.GET("/healthz", Serve(health.healthz))
 	r.GET("/readyz", Serve(health.readyz))
-	r.GET("/demo", demoPage())
+	r.GET("/demo", demoPage(d.DemoAPIKey))
 
 	// Every /v1 route checks the API key before anything else, the body
 	// limit included: a request without a valid key learns nothing more.

@@ -201,9 +201,13 @@ func (s *Store) Authenticate(ctx context.Context, apiKey string) (string, error)
 // lookupTimeout bounds the one database read behind a cache miss.
 const lookupTimeout = 5 * time.Second
 
+// DemoAPIKey is the public API key of the demo merchant acme, which the
+// development checkout page fills in.
+const DemoAPIKey = "sk_test_acme"
+
 // demoMerchants are the merchants SeedDemo makes; their keys are public.
 var demoMerchants = []struct{ id, name, apiKey string }{
-	{id: "mch_acme", name: "acme", apiKey: "sk_test_acme"},
+	{id: "mch_acme", name: "acme", apiKey: DemoAPIKey},
 	{id: "mch_globex", name: "globex", apiKey: "sk_test_globex"},
 }
 
@@ -234,6 +238,44 @@ func (s *Store) SeedDemo(ctx context.Context) error {
 		s.unknown.drop(hashKey(d.apiKey))
 	}
 	return nil
+}
+
+// DemoKeysHeld returns the names of the demo merchants whose public API
+// key the database still holds (acme, globex), in a fixed order: a
+// database once started in development keeps them after the seed is turned
+// off. It returns an error wrapping database.ErrUnavailable.
+func (s *Store) DemoKeysHeld(ctx context.Context) ([]string, error) {
+	var held []string
+	for _, d := range demoMerchants {
+		var n int64
+		err := database.Conn(ctx, s.db).Model(&apiKeyRow{}).Where("key_hash = ?", hashKey(d.apiKey)).Count(&n).Error
+		if err != nil {
+			return nil, fmt.Errorf("look for demo keys: %w", database.Classify(err))
+		}
+		if n > 0 {
+			held = append(held, d.name)
+		}
+	}
+	return held, nil
+}
+
+// RevokeDemoKeys deletes the demo merchants' public API keys and returns
+// the names of the merchants whose key it deleted. The merchants and their
+// data stay; only the keys anyone could read in the README stop working.
+// It returns an error wrapping database.ErrUnavailable.
+func (s *Store) RevokeDemoKeys(ctx context.Context) ([]string, error) {
+	var revoked []string
+	for _, d := range demoMerchants {
+		res := database.Conn(ctx, s.db).Where("key_hash = ?", hashKey(d.apiKey)).Delete(&apiKeyRow{})
+		if res.Error != nil {
+			return revoked, fmt.Errorf("revoke demo key of %s: %w", d.name, database.Classify(res.Error))
+		}
+		s.cache.drop(hashKey(d.apiKey))
+		if res.RowsAffected > 0 {
+			revoked = append(revoked, d.name)
+		}
+	}
+	return revoked, nil
 }
 
 // invisible reports a character a merchant name must not hold: a control
