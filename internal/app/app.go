@@ -361,8 +361,14 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	// Every phase of a connection has a deadline, so that a client that
 	// sends slowly, reads slowly or idles holds a connection for bounded
 	// time (config checks the write timeout against the longest payment).
+	// Headers are bounded (net/http reads up to 4 KiB past
+	// MAX_HEADER_BYTES), connections too, per client address and in all;
+	// the server's own error answers become problem+json
+	// (handlers.GuardListener).
+	ln = handlers.GuardListener(ln, handlers.ConnLimits{PerClient: cfg.MaxConnsPerClient, Total: cfg.MaxConns})
 	srv := &http.Server{
 		Handler:           a.handler,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ReadHeaderTimeout: cfg.HTTPReadHeaderTimeout,
 		ReadTimeout:       cfg.HTTPReadTimeout,
 		WriteTimeout:      cfg.HTTPWriteTimeout,

@@ -50,6 +50,9 @@ type Config struct {
 	ProviderWebhookSecret   string        `env:"PROVIDER_WEBHOOK_SECRET" envDefault:"whsec_test"`
 	ProviderWebhookDelay    time.Duration `env:"PROVIDER_WEBHOOK_DELAY" envDefault:"10s"`
 	MaxBodyBytes            int64         `env:"MAX_BODY_BYTES" envDefault:"1048576"`
+	MaxHeaderBytes          int           `env:"MAX_HEADER_BYTES" envDefault:"32768"`
+	MaxConns                int           `env:"MAX_CONNS" envDefault:"4096"`
+	MaxConnsPerClient       int           `env:"MAX_CONNS_PER_CLIENT" envDefault:"256"`
 	ShutdownTimeout         time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
 	DBMaxConns              int           `env:"DB_MAX_CONNS" envDefault:"20"`
 	DBConnectTimeout        time.Duration `env:"DB_CONNECT_TIMEOUT" envDefault:"30s"`
@@ -178,6 +181,15 @@ func (c Config) validate() error {
 	}
 	if c.MaxBodyBytes <= 0 {
 		errs = append(errs, fmt.Errorf("MAX_BODY_BYTES must be positive, got %d", c.MaxBodyBytes))
+	}
+	if c.MaxHeaderBytes < 4096 || c.MaxHeaderBytes > 1<<20 {
+		errs = append(errs, fmt.Errorf("MAX_HEADER_BYTES must be between 4096 and 1048576, got %d", c.MaxHeaderBytes))
+	}
+	if c.MaxConns <= 0 {
+		errs = append(errs, fmt.Errorf("MAX_CONNS must be positive, got %d", c.MaxConns))
+	}
+	if c.MaxConnsPerClient <= 0 || c.MaxConnsPerClient > c.MaxConns {
+		errs = append(errs, fmt.Errorf("MAX_CONNS_PER_CLIENT must be positive and at most MAX_CONNS (%d), got %d", c.MaxConns, c.MaxConnsPerClient))
 	}
 	if c.DBMaxConns <= 0 {
 		errs = append(errs, fmt.Errorf("DB_MAX_CONNS must be positive, got %d", c.DBMaxConns))

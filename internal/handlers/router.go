@@ -117,6 +117,9 @@ func NewRouter(d Deps) *gin.Engine {
 	// client address for anything that matters, and must not believe
 	// X-Forwarded-For from anyone.
 	_ = r.SetTrustedProxies(nil)
+	// A path with a trailing slash is a path no route serves: 404
+	// problem+json, not Gin's 301 with an HTML body.
+	r.RedirectTrailingSlash = false
 	if d.Tracing != nil {
 		r.Use(d.Tracing)
 	}
