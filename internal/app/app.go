@@ -61,6 +61,7 @@ type App struct {
 	cfg      config.Config
 	log      *slog.Logger
 	handler  http.Handler
+	admin    http.Handler // production's admin listener: /metrics and the probes
 	db       *database.DB
 	workers  []func(ctx context.Context)
 	provider *provider.Running // the in-process provider, if any
@@ -256,7 +257,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 			return nil, err
 		}
 	}
-	router.GET("/metrics", gin.WrapH(m.Handler()))
+	if cfg.Production() {
+		// Platform-wide figures are not for tenants: production serves them
+		// on its admin listener only, with the health probes (Serve).
+		a.admin = handlers.NewAdminRouter(m.Handler(), router)
+	} else {
+		router.GET("/metrics", gin.WrapH(m.Handler()))
+	}
 	a.handler = router
 	if o.wrap != nil {
 		a.handler = o.wrap(router)
@@ -394,7 +401,29 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		}
 	}()
 
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
+	if a.admin != nil {
+		adminLn, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("listen on METRICS_ADDR %s: %w", cfg.MetricsAddr, err)
+		}
+		admin := &http.Server{
+			Handler:           a.admin,
+			ReadHeaderTimeout: cfg.HTTPReadHeaderTimeout,
+			ReadTimeout:       cfg.HTTPReadTimeout,
+			WriteTimeout:      cfg.HTTPWriteTimeout,
+			IdleTimeout:       cfg.HTTPIdleTimeout,
+			MaxHeaderBytes:    cfg.MaxHeaderBytes,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}
+		go func() {
+			if err := admin.Serve(adminLn); !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- fmt.Errorf("admin listener: %w", err)
+			}
+		}()
+		defer func() { _ = admin.Close() }()
+		log.Info("admin listening: /metrics, /healthz, /readyz", "addr", adminLn.Addr().String())
+	}
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String(), "dialect", string(a.db.Dialect))
 

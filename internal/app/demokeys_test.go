@@ -31,7 +31,7 @@ func TestProductionRefusesADatabaseHoldingDemoKeys(t *testing.T) {
 			dev.Process.Stop(10 * time.Second)
 
 			prod := []string{"APP_ENV=production", "DEMO_SEED=", "PROVIDER_WEBHOOK_SECRET=" + prodWebhookSecret,
-				"LOG_KEY_SECRET=" + prodLogKeySecret, "PROVIDER_KEY_SECRET=" + prodKeySecret, "DATABASE_URL=" + dbURL}
+				"LOG_KEY_SECRET=" + prodLogKeySecret, "PROVIDER_KEY_SECRET=" + prodKeySecret, "DATABASE_URL=" + dbURL, "METRICS_ADDR=127.0.0.1:0"}
 			command := func(args ...string) (string, error) {
 				ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 				defer cancel()

@@ -30,7 +30,8 @@ func TestProductionRefusesEachBadSettingAtStart(t *testing.T) {
 	bin, _ := apptest.Binaries(t)
 	dbURL := "sqlite:" + t.TempDir() + "/payments.db"
 	good := []string{"APP_ENV=production", "DATABASE_URL=" + dbURL, "HTTP_ADDR=" + testkit.FreeAddr(t),
-		"PROVIDER_WEBHOOK_SECRET=" + prodWebhookSecret, "LOG_KEY_SECRET=" + prodLogKeySecret, "PROVIDER_KEY_SECRET=" + prodKeySecret}
+		"PROVIDER_WEBHOOK_SECRET=" + prodWebhookSecret, "LOG_KEY_SECRET=" + prodLogKeySecret, "PROVIDER_KEY_SECRET=" + prodKeySecret,
+		"METRICS_ADDR=127.0.0.1:0"}
 	cases := map[string]struct {
 		env  []string
 		want string
@@ -71,7 +72,7 @@ func TestProductionStartsWithGoodSettings(t *testing.T) {
 		t.Run(string(dialect), func(t *testing.T) {
 			dbURL := testkit.DatabaseURL(t, dialect)
 			prod := []string{"APP_ENV=production", "DEMO_SEED=", "PROVIDER_WEBHOOK_SECRET=" + prodWebhookSecret, "LOG_KEY_SECRET=" + prodLogKeySecret,
-				"PROVIDER_KEY_SECRET=" + prodKeySecret}
+				"PROVIDER_KEY_SECRET=" + prodKeySecret, "METRICS_ADDR=127.0.0.1:0"}
 			// DEMO_SEED= unsets the tests' default: production then
 			// seeds nothing.
 			api := apptest.StartBinary(t, bin, dbURL, apptest.Env(append(prod, "LOG_LEVEL=info")...))

@@ -50,15 +50,18 @@ type Config struct {
 	ProviderWebhookSecret   string        `env:"PROVIDER_WEBHOOK_SECRET" envDefault:"whsec_test"`
 	ProviderWebhookDelay    time.Duration `env:"PROVIDER_WEBHOOK_DELAY" envDefault:"10s"`
 	MaxBodyBytes            int64         `env:"MAX_BODY_BYTES" envDefault:"1048576"`
-	MaxHeaderBytes          int           `env:"MAX_HEADER_BYTES" envDefault:"32768"`
-	MaxConns                int           `env:"MAX_CONNS" envDefault:"4096"`
-	MaxConnsPerClient       int           `env:"MAX_CONNS_PER_CLIENT" envDefault:"256"`
-	ShutdownTimeout         time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
-	DBMaxConns              int           `env:"DB_MAX_CONNS" envDefault:"20"`
-	DBConnectTimeout        time.Duration `env:"DB_CONNECT_TIMEOUT" envDefault:"30s"`
-	JanitorInterval         time.Duration `env:"JANITOR_INTERVAL" envDefault:"1m"`
-	EventRetention          time.Duration `env:"EVENT_RETENTION" envDefault:"168h"`
-	LogLevel                string        `env:"LOG_LEVEL" envDefault:"info"`
+	// MetricsAddr is production's admin listener: /metrics and the health
+	// probes, off the API's port (development serves them on the API's).
+	MetricsAddr       string        `env:"METRICS_ADDR" envDefault:"127.0.0.1:9091"`
+	MaxHeaderBytes    int           `env:"MAX_HEADER_BYTES" envDefault:"32768"`
+	MaxConns          int           `env:"MAX_CONNS" envDefault:"4096"`
+	MaxConnsPerClient int           `env:"MAX_CONNS_PER_CLIENT" envDefault:"256"`
+	ShutdownTimeout   time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
+	DBMaxConns        int           `env:"DB_MAX_CONNS" envDefault:"20"`
+	DBConnectTimeout  time.Duration `env:"DB_CONNECT_TIMEOUT" envDefault:"30s"`
+	JanitorInterval   time.Duration `env:"JANITOR_INTERVAL" envDefault:"1m"`
+	EventRetention    time.Duration `env:"EVENT_RETENTION" envDefault:"168h"`
+	LogLevel          string        `env:"LOG_LEVEL" envDefault:"info"`
 	// LogFormat is json (lines for machines) or text (lines for people);
 	// empty: text in development, json in production (LogText).
 	LogFormat string `env:"LOG_FORMAT"`
@@ -148,6 +151,9 @@ func (c Config) validate() error {
 	}
 	if c.HTTPAddr == "" {
 		errs = append(errs, errors.New("HTTP_ADDR must not be empty"))
+	}
+	if c.Production() && (c.MetricsAddr == "" || c.MetricsAddr == c.HTTPAddr) {
+		errs = append(errs, errors.New("METRICS_ADDR must be set in production, and differ from HTTP_ADDR: /metrics shows every merchant's figures (default 127.0.0.1:9091)"))
 	}
 	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") &&
 		!strings.HasPrefix(c.DatabaseURL, "postgresql://") && !strings.HasPrefix(c.DatabaseURL, "sqlite:") {

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
@@ -188,5 +189,21 @@ func NewRouter(d Deps) *gin.Engine {
 		r.POST("/v1/webhooks/provider", limitBody(min(maxBody, WebhookMaxBodyBytes)), requireJSON(), Serve(hooks.receiveProviderEvent))
 	}
 
+	return r
+}
+
+// NewAdminRouter is production's admin listener: /metrics (the platform's
+// figures, every merchant's together) and the health probes, which api (the
+// API's router) answers as on its own port. Anything else is 404
+// problem+json: the API itself is not served there.
+func NewAdminRouter(metrics, api http.Handler) *gin.Engine {
+	r := gin.New()
+	_ = r.SetTrustedProxies(nil)
+	r.RedirectTrailingSlash = false
+	r.Use(recovery())
+	r.GET("/metrics", gin.WrapH(metrics))
+	r.GET("/healthz", gin.WrapH(api))
+	r.GET("/readyz", gin.WrapH(api))
+	r.NoRoute(func(c *gin.Context) { RenderError(c, errNoRoute) })
 	return r
 }
