@@ -268,6 +268,7 @@ func (c Config) validateProduction() []error {
 	case len(c.ProviderWebhookSecret) < MinProductionWebhookSecret:
 		errs = append(errs, fmt.Errorf("PROVIDER_WEBHOOK_SECRET must be at least %d bytes in production (APP_ENV=production), got %d (e.g. openssl rand -hex 32)", MinProductionWebhookSecret, len(c.ProviderWebhookSecret)))
 	}
+	errs = append(errs, c.weakSecrets()...)
 	if c.LogKeySecret == "" {
 		errs = append(errs, fmt.Errorf("LOG_KEY_SECRET must be set in production (APP_ENV=production): every instance keys log hashes and Redis key names with it (at least %d characters, e.g. openssl rand -hex 32)", minLogKeySecret))
 	}
