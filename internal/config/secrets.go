@@ -2,11 +2,11 @@ package config
 
 import (
 	"crypto/hmac"
-	"math"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 )
 
