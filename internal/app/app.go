@@ -154,6 +154,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	// records is the store as the keeper and the janitor use it, its
 	// failures counted.
 	m := metrics.New()
+	merchantStore.LimitUnknownKeys(cfg.UnknownKeyBudget, cfg.UnknownKeyWindow, m.APIKeyLookup)
 	records := m.InstrumentStore(idemStore, string(db.Dialect))
 	idemCfg := keeperConfig(cfg, log, idemStore)
 	idemCfg.Observer = m.IdempotencyObserver()

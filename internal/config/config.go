@@ -53,6 +53,8 @@ type Config struct {
 	// MetricsAddr is production's admin listener: /metrics and the health
 	// probes, off the API's port (development serves them on the API's).
 	MetricsAddr       string        `env:"METRICS_ADDR" envDefault:"127.0.0.1:9091"`
+	UnknownKeyBudget  int           `env:"UNKNOWN_KEY_BUDGET" envDefault:"100"`
+	UnknownKeyWindow  time.Duration `env:"UNKNOWN_KEY_WINDOW" envDefault:"10s"`
 	MaxHeaderBytes    int           `env:"MAX_HEADER_BYTES" envDefault:"32768"`
 	MaxConns          int           `env:"MAX_CONNS" envDefault:"4096"`
 	MaxConnsPerClient int           `env:"MAX_CONNS_PER_CLIENT" envDefault:"256"`
@@ -191,6 +193,10 @@ func (c Config) validate() error {
 	if c.MaxHeaderBytes < 4096 || c.MaxHeaderBytes > 1<<20 {
 		errs = append(errs, fmt.Errorf("MAX_HEADER_BYTES must be between 4096 and 1048576, got %d", c.MaxHeaderBytes))
 	}
+	if c.UnknownKeyBudget < 0 {
+		errs = append(errs, fmt.Errorf("UNKNOWN_KEY_BUDGET must be 0 (off) or positive, got %d", c.UnknownKeyBudget))
+	}
+	positive("UNKNOWN_KEY_WINDOW", c.UnknownKeyWindow)
 	if c.MaxConns <= 0 {
 		errs = append(errs, fmt.Errorf("MAX_CONNS must be positive, got %d", c.MaxConns))
 	}

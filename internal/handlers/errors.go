@@ -123,6 +123,11 @@ var errorTable = []errorRow{
 			bad := asErr[*requestError](err)
 			a.validation(bad.detail, bad.fields, max(bad.count, len(bad.fields)))
 		}},
+	{match: as[*merchants.KeyBudgetError], status: http.StatusTooManyRequests, code: problem.CodeTooManyUnknownKeys, title: "Too many unknown API keys",
+		detail: "Too many unknown API keys from this address; this one was not checked. Retry after the time in Retry-After. A known key is never limited.",
+		fill: func(err error, a *problemParts) {
+			a.header.Set("Retry-After", retryAfterSeconds(asErr[*merchants.KeyBudgetError](err).RetryAfter))
+		}},
 	{match: is(merchants.ErrUnauthorized), status: http.StatusUnauthorized, code: problem.CodeUnauthorized, title: "Unauthorized",
 		detail: "Send a valid API key as Authorization: Bearer <key>.",
 		fill:   func(_ error, a *problemParts) { a.header.Set("WWW-Authenticate", `Bearer realm="api"`) }},

@@ -222,7 +222,9 @@ func authenticate(auth Authenticator) gin.HandlerFunc {
 			RenderError(c, merchants.ErrUnauthorized)
 			return
 		}
-		merchantID, err := auth.Authenticate(c.Request.Context(), key)
+		// The client's address (as the trusted-proxy setting defines it)
+		// keeps the budget of unknown keys (merchants.LimitUnknownKeys).
+		merchantID, err := auth.Authenticate(merchants.WithClient(c.Request.Context(), c.ClientIP()), key)
 		if err != nil {
 			RenderError(c, err)
 			return

@@ -140,14 +140,15 @@ type Problem422 struct {
 }
 
 // Problem429 is a merchant over its limit of new Idempotency-Keys, when
-// one is set (retries of known keys are never limited), or a connection
-// over MAX_CONNS_PER_CLIENT or MAX_CONNS.
+// one is set (retries of known keys are never limited), a connection over
+// MAX_CONNS_PER_CLIENT or MAX_CONNS, or an address over its budget of
+// unknown API keys (UNKNOWN_KEY_BUDGET).
 type Problem429 struct {
 	Type   string `json:"type" format:"uri" example:"https://errors.idempotent-payments.dev/rate_limited"`
 	Title  string `json:"title" example:"Rate limited"`
 	Status int    `json:"status" enums:"429" example:"429"`
 	Detail string `json:"detail" example:"Too many new Idempotency-Keys from this merchant; nothing was done. Retry after the time in Retry-After. Retries of existing keys are never limited."`
-	Code   string `json:"code" enums:"rate_limited,too_many_connections" example:"rate_limited"`
+	Code   string `json:"code" enums:"rate_limited,too_many_connections,too_many_unknown_keys" example:"rate_limited"`
 }
 
 // Problem431 is a request whose header block is over MAX_HEADER_BYTES;

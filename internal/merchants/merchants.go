@@ -90,6 +90,31 @@ type Store struct {
 	// each take a connection for the same row (seen in tools/bench as an
 	// exhausted pool).
 	lookups singleflight.Group
+	// budget bounds, per client address, the reads of keys the caches do
+	// not know (LimitUnknownKeys); nil means no bound.
+	budget *keyBudget
+	// onLookup hears each database read of a key, by result: known,
+	// unknown, or limited (refused unread, over the client's budget).
+	onLookup func(result string)
+}
+
+// LimitUnknownKeys bounds the database reads that keys unknown to the
+// caches cost each client address (WithClient) to limit per window. A key
+// the caches know is never limited; a key over the budget is refused with
+// a *KeyBudgetError without being read. onLookup, if not nil, hears each
+// read's result (known, unknown) and each refusal (limited). It must be
+// called before the Store is used.
+func (s *Store) LimitUnknownKeys(limit int, window time.Duration, onLookup func(result string)) {
+	if limit > 0 {
+		s.budget = newKeyBudget(limit, window)
+	}
+	s.onLookup = onLookup
+}
+
+func (s *Store) heard(result string) {
+	if s.onLookup != nil {
+		s.onLookup(result)
+	}
 }
 
 // NewStore returns a Store over db. clock tells the time of new merchants and
@@ -173,6 +198,16 @@ func (s *Store) Authenticate(ctx context.Context, apiKey string) (string, error)
 	if _, ok := s.unknown.get(hash, s.clock()); ok {
 		return "", ErrUnauthorized
 	}
+	// A read the caches cannot spare: the client pays for it from its
+	// budget, and gets it back if the key is known.
+	client := clientFrom(ctx)
+	if s.budget != nil && client != "" {
+		ok, retry := s.budget.reserve(client, s.clock())
+		if !ok {
+			s.heard("limited")
+			return "", &KeyBudgetError{RetryAfter: retry}
+		}
+	}
 	// The shared read must not fail for everyone because the first caller
 	// hung up, so it runs on its own deadline.
 	id, err, _ := s.lookups.Do(hash, func() (any, error) {
@@ -182,13 +217,18 @@ func (s *Store) Authenticate(ctx context.Context, apiKey string) (string, error)
 		err := database.Conn(ctx, s.db).Select("merchant_id").Where("key_hash = ?", hash).Take(&row).Error
 		if errors.Is(err, gorm.ErrRecordNotFound) {
 			s.unknown.put(hash, "", s.clock())
+			s.heard("unknown")
 		}
 		if err != nil {
 			return "", err
 		}
+		s.heard("known")
 		s.cache.put(hash, row.MerchantID, s.clock())
 		return row.MerchantID, nil
 	})
+	if s.budget != nil && client != "" && (err == nil || !errors.Is(err, gorm.ErrRecordNotFound)) {
+		s.budget.giveBack(client) // known keys, and reads that failed, cost nothing
+	}
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return "", ErrUnauthorized
 	}

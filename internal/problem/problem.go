@@ -57,6 +57,7 @@ const (
 	CodeNotImplemented          = "not_implemented"
 	CodeHTTPVersionNotSupported = "http_version_not_supported"
 	CodeTooManyConnections      = "too_many_connections"
+	CodeTooManyUnknownKeys      = "too_many_unknown_keys"
 )
 
 // Problem is one RFC 9457 problem details object.
