@@ -124,7 +124,7 @@ func NewRouter(d Deps) *gin.Engine {
 	if d.Tracing != nil {
 		r.Use(d.Tracing)
 	}
-	r.Use(requestContext(log, hashKey), recovery())
+	r.Use(requestContext(log, hashKey, r.Routes), recovery())
 	r.Use(d.Middleware...)
 
 	auth := authenticate(d.Auth)
