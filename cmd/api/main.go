@@ -8,6 +8,8 @@
 //	api create-merchant -name N  create a merchant and print its API key once
 //	api flagged [retry|accept|resolve -merchant M -id ID]
 //	                             list, or act on, what waits for an operator
+//	api revoke-demo-keys         delete the demo merchants' public API keys
+//	                             (production refuses a database holding them)
 //
 // Configuration comes from the environment; see internal/config. The
 // wiring lives in internal/app.
@@ -91,10 +93,12 @@ func run(ctx context.Context, args, environ []string, stdout io.Writer) error {
 		return app.CreateMerchant(ctx, cfg, log, *name, stdout)
 	case "flagged":
 		return app.Flagged(ctx, cfg, log, args, stdout)
+	case "revoke-demo-keys":
+		return app.RevokeDemoKeys(ctx, cfg, log, stdout)
 	case "help", "-h", "--help":
-		fmt.Fprintln(stdout, "usage: api [serve | migrate | create-merchant -name NAME | flagged [retry|accept|resolve -merchant M -id ID]]")
+		fmt.Fprintln(stdout, "usage: api [serve | migrate | create-merchant -name NAME | flagged [retry|accept|resolve -merchant M -id ID] | revoke-demo-keys]")
 		return nil
 	default:
-		return fmt.Errorf("unknown command %q (try: serve, migrate, create-merchant, flagged)", cmd)
+		return fmt.Errorf("unknown command %q (try: serve, migrate, create-merchant, flagged, revoke-demo-keys)", cmd)
 	}
 }

@@ -61,6 +61,7 @@ type App struct {
 	cfg      config.Config
 	log      *slog.Logger
 	handler  http.Handler
+	admin    http.Handler // production's admin listener: /metrics and the probes
 	db       *database.DB
 	workers  []func(ctx context.Context)
 	provider *provider.Running // the in-process provider, if any
@@ -101,6 +102,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	}
 	a.db = db
 	merchantStore := merchants.NewStore(db.DB, time.Now)
+	if cfg.Production() {
+		if err := refuseDemoKeys(ctx, merchantStore); err != nil {
+			_ = a.close(ctx)
+			return nil, err
+		}
+	}
 	if cfg.DemoSeed {
 		if err := merchantStore.SeedDemo(ctx); err != nil {
 			_ = a.close(ctx)
@@ -157,6 +164,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	}
 	// records is the store as the keeper and the janitor use it, its
 	// failures counted.
+	merchantStore.LimitUnknownKeys(cfg.UnknownKeyBudget, cfg.UnknownKeyWindow, m.APIKeyLookup)
 	records := m.InstrumentStore(idemStore, string(db.Dialect))
 	idemCfg := keeperConfig(cfg, log, idemStore)
 	idemCfg.Observer = m.IdempotencyObserver()
@@ -238,10 +246,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		},
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		ReadTimeout:  cfg.HTTPReadTimeout,
-		Database:     db,
-		Redis:        redisPinger,
-		OutboxSink:   sink.name,
-		NATS:         sink.nats,
+		// Production's demo page asks for a key; it never offers one.
+		DemoAPIKey: demoPageKey(cfg),
+		Database:   db,
+		Redis:      redisPinger,
+		OutboxSink: sink.name,
+		NATS:       sink.nats,
 
 		ProviderBreakers: providerClient.OpenBreakers,
 
@@ -260,7 +270,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 			return nil, err
 		}
 	}
-	router.GET("/metrics", gin.WrapH(m.Handler()))
+	if cfg.Production() {
+		// Platform-wide figures are not for tenants: production serves them
+		// on its admin listener only, with the health probes (Serve).
+		a.admin = handlers.NewAdminRouter(m.Handler(), router)
+	} else {
+		router.GET("/metrics", gin.WrapH(m.Handler()))
+	}
 	a.handler = router
 	if o.wrap != nil {
 		a.handler = o.wrap(router)
@@ -365,8 +381,14 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	// Every phase of a connection has a deadline, so that a client that
 	// sends slowly, reads slowly or idles holds a connection for bounded
 	// time (config checks the write timeout against the longest payment).
+	// Headers are bounded (net/http reads up to 4 KiB past
+	// MAX_HEADER_BYTES), connections too, per client address and in all;
+	// the server's own error answers become problem+json
+	// (handlers.GuardListener).
+	ln = handlers.GuardListener(ln, handlers.ConnLimits{PerClient: cfg.MaxConnsPerClient, Total: cfg.MaxConns})
 	srv := &http.Server{
 		Handler:           a.handler,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ReadHeaderTimeout: cfg.HTTPReadHeaderTimeout,
 		ReadTimeout:       cfg.HTTPReadTimeout,
 		WriteTimeout:      cfg.HTTPWriteTimeout,
@@ -392,7 +414,29 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		}
 	}()
 
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
+	if a.admin != nil {
+		adminLn, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("listen on METRICS_ADDR %s: %w", cfg.MetricsAddr, err)
+		}
+		admin := &http.Server{
+			Handler:           a.admin,
+			ReadHeaderTimeout: cfg.HTTPReadHeaderTimeout,
+			ReadTimeout:       cfg.HTTPReadTimeout,
+			WriteTimeout:      cfg.HTTPWriteTimeout,
+			IdleTimeout:       cfg.HTTPIdleTimeout,
+			MaxHeaderBytes:    cfg.MaxHeaderBytes,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}
+		go func() {
+			if err := admin.Serve(adminLn); !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- fmt.Errorf("admin listener: %w", err)
+			}
+		}()
+		defer func() { _ = admin.Close() }()
+		log.Info("admin listening: /metrics, /healthz, /readyz", "addr", adminLn.Addr().String())
+	}
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String(), "dialect", string(a.db.Dialect))
 

@@ -15,11 +15,12 @@ import (
 	"github.com/idemkeys/payments/internal/testkit"
 )
 
-// Production secrets for the tests: long enough, and not the test ones.
+// Production secrets for the tests, made once as operators make them
+// (a PSP's whsec_ secret, openssl rand -hex 32, openssl rand -base64 32).
 var (
-	prodWebhookSecret = "whsec_" + strings.Repeat("p", 40)
-	prodLogKeySecret  = strings.Repeat("k", 32)
-	prodKeySecret     = strings.Repeat("q", 32)
+	prodWebhookSecret = "whsec_atJNNovBlj2HCUrjxBG1j2j4J6h/jmPs"
+	prodLogKeySecret  = "f529c8c6f56d350cfa60122cf7c636ee11a9cd4ffcfadeb2c69c2a4ebfe2c43a"
+	prodKeySecret     = "/GqTsuEkvOAexHSsNklNmLFvFMe+U4hmHugHIGtiZ48="
 )
 
 // TestProductionRefusesEachBadSettingAtStart runs the binary as an operator
@@ -30,7 +31,8 @@ func TestProductionRefusesEachBadSettingAtStart(t *testing.T) {
 	bin, _ := apptest.Binaries(t)
 	dbURL := "sqlite:" + t.TempDir() + "/payments.db"
 	good := []string{"APP_ENV=production", "DATABASE_URL=" + dbURL, "HTTP_ADDR=" + testkit.FreeAddr(t),
-		"PROVIDER_WEBHOOK_SECRET=" + prodWebhookSecret, "LOG_KEY_SECRET=" + prodLogKeySecret, "PROVIDER_KEY_SECRET=" + prodKeySecret}
+		"PROVIDER_WEBHOOK_SECRET=" + prodWebhookSecret, "LOG_KEY_SECRET=" + prodLogKeySecret, "PROVIDER_KEY_SECRET=" + prodKeySecret,
+		"METRICS_ADDR=127.0.0.1:0"}
 	cases := map[string]struct {
 		env  []string
 		want string
@@ -40,6 +42,9 @@ func TestProductionRefusesEachBadSettingAtStart(t *testing.T) {
 		"short webhook secret":   {[]string{"PROVIDER_WEBHOOK_SECRET=whsec_short_secret"}, "PROVIDER_WEBHOOK_SECRET must be at least 32 bytes"},
 		"no log key secret":      {[]string{"LOG_KEY_SECRET="}, "LOG_KEY_SECRET"},
 		"no provider key secret": {[]string{"PROVIDER_KEY_SECRET="}, "PROVIDER_KEY_SECRET"},
+		"padded webhook secret":  {[]string{"PROVIDER_WEBHOOK_SECRET=whsec_test" + strings.Repeat(" ", 22)}, "PROVIDER_WEBHOOK_SECRET is too weak for production"},
+		"repetitive log secret":  {[]string{"LOG_KEY_SECRET=" + strings.Repeat("a", 32)}, "LOG_KEY_SECRET is too weak for production"},
+		"repetitive key secret":  {[]string{"PROVIDER_KEY_SECRET=" + strings.Repeat("ab", 16)}, "PROVIDER_KEY_SECRET is too weak for production"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -71,7 +76,7 @@ func TestProductionStartsWithGoodSettings(t *testing.T) {
 		t.Run(string(dialect), func(t *testing.T) {
 			dbURL := testkit.DatabaseURL(t, dialect)
 			prod := []string{"APP_ENV=production", "DEMO_SEED=", "PROVIDER_WEBHOOK_SECRET=" + prodWebhookSecret, "LOG_KEY_SECRET=" + prodLogKeySecret,
-				"PROVIDER_KEY_SECRET=" + prodKeySecret}
+				"PROVIDER_KEY_SECRET=" + prodKeySecret, "METRICS_ADDR=127.0.0.1:0"}
 			// DEMO_SEED= unsets the tests' default: production then
 			// seeds nothing.
 			api := apptest.StartBinary(t, bin, dbURL, apptest.Env(append(prod, "LOG_LEVEL=info")...))

@@ -46,18 +46,11 @@ func TestHostileInput(t *testing.T) {
 					t.Run(tc.name, func(t *testing.T) {
 						before := h.effects(t)
 						a := apptest.SendRaw(t, h.api.Addr, rawOrderRequest(tc.header))
-						if tc.code != "" {
-							// net/http parsed the bytes into headers that
-							// reach the API, which refuses them itself.
-							requireProblem(t, a, tc.status, tc.code)
-						} else {
-							// net/http refuses the request line or a header
-							// value with its own plain-text answer before any
-							// handler runs, so the API cannot make it
-							// problem+json. What matters is that nothing ran.
-							require.Equal(t, tc.status, a.Status, string(a.Body))
-							require.NotEqual(t, problem.ContentType, a.Header.Get("Content-Type"))
-						}
+						// Whether net/http refuses the bytes itself (its
+						// answers are rewritten: handlers.GuardListener) or
+						// the API refuses the headers they make, the answer
+						// is problem+json.
+						requireProblem(t, a, tc.status, tc.code)
 						require.Equal(t, before, h.effects(t), "the refused request changed something")
 					})
 				}
@@ -267,7 +260,7 @@ func (h *hostileWorld) cases(t *testing.T) []hostileCase {
 		{"id: invalid UTF-8 in the path of a refund", apptest.Request{Method: "POST", URL: h.api.URL + "/v1/payments/%FF/refunds", APIKey: acme, Body: refundBody, Header: key()}, 404, problem.CodeNotFound},
 		{"id: NUL in the path of an added item", apptest.Request{Method: "POST", URL: h.api.URL + "/v1/orders/%00/items", APIKey: acme, Body: itemBody, Header: key()}, 404, problem.CodeNotFound},
 		{"id: NUL in the path of an address", apptest.Request{Method: "PUT", URL: h.api.URL + "/v1/orders/%00/shipping-address", APIKey: acme, Body: addressBody}, 404, problem.CodeNotFound},
-		{"id: very long", get(acme, "/v1/orders/ord_"+strings.Repeat("0", 64<<10)), 404, problem.CodeNotFound},
+		{"id: very long", get(acme, "/v1/orders/ord_"+strings.Repeat("0", 16<<10)), 404, problem.CodeNotFound},
 		{"id: traversal", get(acme, "/v1/orders/..%2Fpayments%2F"+h.acmePayment), 404, problem.CodeNotFound},
 		{"id: other resource kind", get(acme, "/v1/payments/"+h.acmeOrder), 404, problem.CodeNotFound},
 		{"Method: not routed", apptest.Request{Method: "DELETE", URL: h.api.URL + "/v1/orders/" + h.acmeOrder, APIKey: acme}, 404, problem.CodeNotFound},
@@ -280,7 +273,7 @@ func (h *hostileWorld) cases(t *testing.T) []hostileCase {
 		{"auth: tab inside", auth("Bearer sk_test_acme\tx"), 401, problem.CodeUnauthorized},
 		{"auth: non-ASCII", auth("Bearer sk_test_acmé"), 401, problem.CodeUnauthorized},
 		{"auth: SQL", auth("Bearer ' OR '1'='1"), 401, problem.CodeUnauthorized},
-		{"auth: very long", auth("Bearer " + strings.Repeat("k", 64<<10)), 401, problem.CodeUnauthorized},
+		{"auth: very long", auth("Bearer " + strings.Repeat("k", 16<<10)), 401, problem.CodeUnauthorized},
 		{"auth: repeated header, two merchants", apptest.Request{Method: "POST", URL: h.api.URL + "/v1/orders", APIKey: acme, Body: apptest.OrderBody, Header: append(key(), "Authorization", "Bearer sk_test_acme", "Authorization", "Bearer sk_test_globex")}, 401, problem.CodeUnauthorized},
 		{"auth: unknown key on an oversized body", apptest.Request{Method: "POST", URL: h.api.URL + "/v1/orders", APIKey: "sk_test_nobody", Body: oversized, Header: key()}, 401, problem.CodeUnauthorized},
 
@@ -289,7 +282,7 @@ func (h *hostileWorld) cases(t *testing.T) []hostileCase {
 		{"key: missing on a payment", apptest.Request{Method: "POST", URL: h.api.URL + "/v1/orders/" + h.acmeOrder + "/payments", APIKey: acme, Body: payBody}, badRequest, problem.CodeIdempotencyKeyMissing},
 		{"key: empty", orderKey(""), badRequest, keyInvalid},
 		{"key: 256 characters", orderKey(strings.Repeat("k", 256)), badRequest, keyInvalid},
-		{"key: 64 KiB", orderKey(strings.Repeat("k", 64<<10)), badRequest, keyInvalid},
+		{"key: 16 KiB", orderKey(strings.Repeat("k", 16<<10)), badRequest, keyInvalid},
 		{"key: tab inside", orderKey("a\tb"), badRequest, keyInvalid},
 		{"key: space inside", orderKey("a b"), badRequest, keyInvalid},
 		{"key: non-ASCII", orderKey("clé"), badRequest, keyInvalid},
@@ -429,7 +422,7 @@ type rawHeaderCase struct {
 // refuses; an obsolete line folding (CR LF and a space) reaches it as a
 // space inside the key.
 func rawHeaderCases() []rawHeaderCase {
-	const plain = ""
+	const plain = problem.CodeMalformedRequest // net/http's own 400
 	return []rawHeaderCase{
 		{"NUL in the key", "Idempotency-Key: a\x00b", http.StatusBadRequest, plain},
 		{"bare CR in the key", "Idempotency-Key: a\rb", http.StatusBadRequest, plain},
@@ -437,7 +430,7 @@ func rawHeaderCases() []rawHeaderCase {
 		{"escape in the key", "Idempotency-Key: a\x1b[2Jb", http.StatusBadRequest, plain},
 		{"vertical tab in the key", "Idempotency-Key: a\vb", http.StatusBadRequest, plain},
 		{"NUL in the API key", "Idempotency-Key: raw-nul-auth\r\nAuthorization: Bearer sk_test_acme\x00", http.StatusBadRequest, plain},
-		{"key over the header limit", "Idempotency-Key: " + strings.Repeat("k", 2<<20), http.StatusRequestHeaderFieldsTooLarge, plain},
+		{"key over the header limit", "Idempotency-Key: " + strings.Repeat("k", 2<<20), http.StatusRequestHeaderFieldsTooLarge, problem.CodeRequestHeaderTooLarge},
 		{"CR LF injects a second key", "Idempotency-Key: raw-crlf\r\nIdempotency-Key: injected", http.StatusBadRequest, problem.CodeIdempotencyKeyInvalid},
 		{"bare LF injects a second key", "Idempotency-Key: raw-lf\nIdempotency-Key: injected", http.StatusBadRequest, problem.CodeIdempotencyKeyInvalid},
 		{"obsolete line folding", "Idempotency-Key: raw-fold\r\n injected", http.StatusBadRequest, problem.CodeIdempotencyKeyInvalid},

@@ -7,16 +7,63 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/idemkeys/payments/internal/config"
 	"github.com/idemkeys/payments/internal/handlers"
 	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/merchants"
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/provider"
 	"github.com/idemkeys/payments/internal/provider/paymentsport"
 )
+
+// refuseDemoKeys is production's check of the database it starts on: a
+// database first used in development still holds the demo merchants'
+// public API keys, which would open it to anyone who read the README.
+func refuseDemoKeys(ctx context.Context, store *merchants.Store) error {
+	held, err := store.DemoKeysHeld(ctx)
+	if err != nil {
+		return err
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	return fmt.Errorf("production (APP_ENV=production) refuses to start: the database holds the public API keys of the demo merchants %s (seeded in development); revoke them with `api revoke-demo-keys` (the merchants and their data stay)",
+		strings.Join(held, ", "))
+}
+
+// demoPageKey is the API key /demo fills in: the public demo key in
+// development, none in production (the page then asks for one).
+func demoPageKey(cfg config.Config) string {
+	if cfg.Production() {
+		return ""
+	}
+	return merchants.DemoAPIKey
+}
+
+// RevokeDemoKeys is api revoke-demo-keys: it deletes the demo merchants'
+// public API keys from the database, so that production may start on a
+// database that development seeded. It is harmless to run again.
+func RevokeDemoKeys(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.Writer) error {
+	db, err := openDatabase(ctx, cfg, log, nil)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	revoked, err := merchants.NewStore(db.DB, time.Now).RevokeDemoKeys(ctx)
+	if err != nil {
+		return err
+	}
+	if len(revoked) == 0 {
+		fmt.Fprintln(stdout, "no demo API key in the database")
+		return nil
+	}
+	fmt.Fprintf(stdout, "revoked the demo API keys of %s; their merchants and data stay\n", strings.Join(revoked, ", "))
+	return nil
+}
 
 // flaggedUsage is api flagged's help.
 const flaggedUsage = `usage:

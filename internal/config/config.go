@@ -50,12 +50,20 @@ type Config struct {
 	ProviderWebhookSecret   string        `env:"PROVIDER_WEBHOOK_SECRET" envDefault:"whsec_test"`
 	ProviderWebhookDelay    time.Duration `env:"PROVIDER_WEBHOOK_DELAY" envDefault:"10s"`
 	MaxBodyBytes            int64         `env:"MAX_BODY_BYTES" envDefault:"1048576"`
-	ShutdownTimeout         time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
-	DBMaxConns              int           `env:"DB_MAX_CONNS" envDefault:"20"`
-	DBConnectTimeout        time.Duration `env:"DB_CONNECT_TIMEOUT" envDefault:"30s"`
-	JanitorInterval         time.Duration `env:"JANITOR_INTERVAL" envDefault:"1m"`
-	EventRetention          time.Duration `env:"EVENT_RETENTION" envDefault:"168h"`
-	LogLevel                string        `env:"LOG_LEVEL" envDefault:"info"`
+	// MetricsAddr is production's admin listener: /metrics and the health
+	// probes, off the API's port (development serves them on the API's).
+	MetricsAddr       string        `env:"METRICS_ADDR" envDefault:"127.0.0.1:9091"`
+	UnknownKeyBudget  int           `env:"UNKNOWN_KEY_BUDGET" envDefault:"100"`
+	UnknownKeyWindow  time.Duration `env:"UNKNOWN_KEY_WINDOW" envDefault:"10s"`
+	MaxHeaderBytes    int           `env:"MAX_HEADER_BYTES" envDefault:"32768"`
+	MaxConns          int           `env:"MAX_CONNS" envDefault:"4096"`
+	MaxConnsPerClient int           `env:"MAX_CONNS_PER_CLIENT" envDefault:"256"`
+	ShutdownTimeout   time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
+	DBMaxConns        int           `env:"DB_MAX_CONNS" envDefault:"20"`
+	DBConnectTimeout  time.Duration `env:"DB_CONNECT_TIMEOUT" envDefault:"30s"`
+	JanitorInterval   time.Duration `env:"JANITOR_INTERVAL" envDefault:"1m"`
+	EventRetention    time.Duration `env:"EVENT_RETENTION" envDefault:"168h"`
+	LogLevel          string        `env:"LOG_LEVEL" envDefault:"info"`
 	// LogFormat is json (lines for machines) or text (lines for people);
 	// empty: text in development, json in production (LogText).
 	LogFormat string `env:"LOG_FORMAT"`
@@ -146,6 +154,9 @@ func (c Config) validate() error {
 	if c.HTTPAddr == "" {
 		errs = append(errs, errors.New("HTTP_ADDR must not be empty"))
 	}
+	if c.Production() && (c.MetricsAddr == "" || c.MetricsAddr == c.HTTPAddr) {
+		errs = append(errs, errors.New("METRICS_ADDR must be set in production, and differ from HTTP_ADDR: /metrics shows every merchant's figures (default 127.0.0.1:9091)"))
+	}
 	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") &&
 		!strings.HasPrefix(c.DatabaseURL, "postgresql://") && !strings.HasPrefix(c.DatabaseURL, "sqlite:") {
 		errs = append(errs, errors.New("DATABASE_URL must be empty (embedded SQLite), postgres://... or sqlite:<path>"))
@@ -178,6 +189,19 @@ func (c Config) validate() error {
 	}
 	if c.MaxBodyBytes <= 0 {
 		errs = append(errs, fmt.Errorf("MAX_BODY_BYTES must be positive, got %d", c.MaxBodyBytes))
+	}
+	if c.MaxHeaderBytes < 4096 || c.MaxHeaderBytes > 1<<20 {
+		errs = append(errs, fmt.Errorf("MAX_HEADER_BYTES must be between 4096 and 1048576, got %d", c.MaxHeaderBytes))
+	}
+	if c.UnknownKeyBudget < 0 {
+		errs = append(errs, fmt.Errorf("UNKNOWN_KEY_BUDGET must be 0 (off) or positive, got %d", c.UnknownKeyBudget))
+	}
+	positive("UNKNOWN_KEY_WINDOW", c.UnknownKeyWindow)
+	if c.MaxConns <= 0 {
+		errs = append(errs, fmt.Errorf("MAX_CONNS must be positive, got %d", c.MaxConns))
+	}
+	if c.MaxConnsPerClient <= 0 || c.MaxConnsPerClient > c.MaxConns {
+		errs = append(errs, fmt.Errorf("MAX_CONNS_PER_CLIENT must be positive and at most MAX_CONNS (%d), got %d", c.MaxConns, c.MaxConnsPerClient))
 	}
 	if c.DBMaxConns <= 0 {
 		errs = append(errs, fmt.Errorf("DB_MAX_CONNS must be positive, got %d", c.DBMaxConns))
@@ -250,6 +274,7 @@ func (c Config) validateProduction() []error {
 	case len(c.ProviderWebhookSecret) < MinProductionWebhookSecret:
 		errs = append(errs, fmt.Errorf("PROVIDER_WEBHOOK_SECRET must be at least %d bytes in production (APP_ENV=production), got %d (e.g. openssl rand -hex 32)", MinProductionWebhookSecret, len(c.ProviderWebhookSecret)))
 	}
+	errs = append(errs, c.weakSecrets()...)
 	if c.LogKeySecret == "" {
 		errs = append(errs, fmt.Errorf("LOG_KEY_SECRET must be set in production (APP_ENV=production): every instance keys log hashes and Redis key names with it (at least %d characters, e.g. openssl rand -hex 32)", minLogKeySecret))
 	}

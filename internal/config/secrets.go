@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -132,4 +133,89 @@ func validKeyID(id string) error {
 		}
 	}
 	return nil
+}
+
+// The rule every production secret meets (PROVIDER_WEBHOOK_SECRET,
+// LOG_KEY_SECRET, PROVIDER_KEY_SECRET): at least MinSecretLength
+// characters, no whitespace or control character anywhere, not one shorter
+// string repeated, and at least MinSecretBits bits of entropy as its own
+// characters measure it (its length times the Shannon entropy of their
+// frequencies). `openssl rand -hex 32` (never under 200 bits by this
+// measure), `openssl rand -base64 32` (180) and a PSP's whsec_ secret of 24
+// or more random bytes in base64 (150) pass; a padded, repeated or
+// word-like secret does not.
+const (
+	MinSecretLength = 32
+	MinSecretBits   = 128
+)
+
+// WeakSecret says why v fails the rule of production secrets, or "" when
+// it meets it. The reason never quotes the secret.
+func WeakSecret(v string) string {
+	if len(v) < MinSecretLength {
+		return fmt.Sprintf("shorter than %d characters", MinSecretLength)
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c <= ' ' || c == 0x7f {
+			return "it holds whitespace or control characters (padded?)"
+		}
+	}
+	for period := 1; period <= len(v)/2; period++ {
+		if repeats(v, period) {
+			return fmt.Sprintf("it repeats a %d-character string", period)
+		}
+	}
+	if bits := entropyBits(v); bits < MinSecretBits {
+		return fmt.Sprintf("about %.0f bits of entropy, under %d", bits, MinSecretBits)
+	}
+	return ""
+}
+
+// repeats reports whether v is its first period characters over and over
+// (the last copy may be cut short).
+func repeats(v string, period int) bool {
+	for i := period; i < len(v); i++ {
+		if v[i] != v[i-period] {
+			return false
+		}
+	}
+	return true
+}
+
+// entropyBits is len(v) times the Shannon entropy of v's byte
+// frequencies: what v's own characters say about its randomness.
+func entropyBits(v string) float64 {
+	var counts [256]int
+	for i := 0; i < len(v); i++ {
+		counts[v[i]]++
+	}
+	n := float64(len(v))
+	var h float64
+	for _, c := range counts {
+		if c > 0 {
+			p := float64(c) / n
+			h -= p * math.Log2(p)
+		}
+	}
+	return h * n
+}
+
+// weakSecrets applies the rule of production secrets to each secret that
+// is set (validateProduction reports an unset one on its own).
+func (c Config) weakSecrets() []error {
+	var errs []error
+	for _, s := range []struct{ name, value string }{
+		{"PROVIDER_WEBHOOK_SECRET", c.ProviderWebhookSecret},
+		{"LOG_KEY_SECRET", c.LogKeySecret},
+		{"PROVIDER_KEY_SECRET", c.ProviderKeySecret},
+	} {
+		if s.value == "" || s.value == DemoWebhookSecret ||
+			s.name == "PROVIDER_WEBHOOK_SECRET" && len(s.value) < MinProductionWebhookSecret {
+			continue // reported as unset, the test secret or short
+		}
+		if why := WeakSecret(s.value); why != "" {
+			errs = append(errs, fmt.Errorf("%s is too weak for production (APP_ENV=production): %s; make one with openssl rand -hex 32 (see the configuration reference)", s.name, why))
+		}
+	}
+	return errs
 }

@@ -91,3 +91,70 @@ func TestRedisKeySecret(t *testing.T) {
 	require.Equal(t, dev.RedisKeySecret(), dev.RedisKeySecret(), "development instances share one cache")
 	require.NotEqual(t, dev.RedisKeySecret(), a.RedisKeySecret())
 }
+
+// TestProductionSecretRule is the rule of production secrets, as the
+// configuration reference states it, over what operators make and what
+// issue 26 found accepted.
+func TestProductionSecretRule(t *testing.T) {
+	cases := map[string]struct {
+		secret string
+		weak   string // part of the reason; "" means accepted
+	}{
+		"openssl rand -hex 32":       {"3f1c9a0be57d24e8c6b1f09a7d3e5c2b8a4f6d1e0c9b7a5d3e2f1c0b9a8d7e6f", ""},
+		"openssl rand -base64 32":    {"q3Yx8Kp2Lm9Tz4Wv7Nb1Rc6Hs0Jd5Fg+Ue/AoXiEk8=", ""},
+		"whsec_ and 24 bytes base64": {"whsec_N2xq8Kz4Wm1Tp7Rv3Yc9Hb6Ld0Js5Fg", ""},
+		"the test secret padded":     {"whsec_test" + strings.Repeat(" ", 22), "whitespace"},
+		"padded at the front":        {"  3f1c9a0be57d24e8c6b1f09a7d3e5c2b8a4f6d1e", "whitespace"},
+		"one letter":                 {"aaaaaaaaaaaaaaaa", "shorter than 32"},
+		"one letter, long":           {strings.Repeat("a", 64), "repeats a 1-character string"},
+		"a word repeated":            {strings.Repeat("secret", 8), "repeats a 6-character string"},
+		"hex alphabet twice":         {"0123456789abcdef0123456789abcdef", "repeats a 16-character string"},
+		"openssl rand -hex 16":       {"3f1c9a0be57d24e8c6b1f09a7d3e5c2b", "bits of entropy"},
+		"a sentence":                 {"correct-horse-battery-staple-correct", "bits of entropy"},
+		"short":                      {"whsec_short_secret", "shorter than 32"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			why := config.WeakSecret(tc.secret)
+			if tc.weak == "" {
+				require.Empty(t, why)
+				return
+			}
+			require.Contains(t, why, tc.weak)
+			require.NotContains(t, why, strings.TrimSpace(tc.secret))
+		})
+	}
+}
+
+// TestProductionRefusesWeakSecrets: in production, each secret is held to
+// the rule by name, PROVIDER_KEY_SECRET included; development is not.
+func TestProductionRefusesWeakSecrets(t *testing.T) {
+	good := map[string]string{
+		"PROVIDER_WEBHOOK_SECRET": "whsec_N2xq8Kz4Wm1Tp7Rv3Yc9Hb6Ld0Js5Fg",
+		"LOG_KEY_SECRET":          "3f1c9a0be57d24e8c6b1f09a7d3e5c2b8a4f6d1e0c9b7a5d3e2f1c0b9a8d7e6f",
+		"PROVIDER_KEY_SECRET":     "q3Yx8Kp2Lm9Tz4Wv7Nb1Rc6Hs0Jd5Fg+Ue/AoXiEk8=",
+	}
+	env := func(name, value string) []string {
+		out := []string{"APP_ENV=production"}
+		for k, v := range good {
+			if k == name {
+				v = value
+			}
+			out = append(out, k+"="+v)
+		}
+		return out
+	}
+	_, err := config.Load(env("", ""))
+	require.NoError(t, err)
+	for name := range good {
+		for _, weak := range []string{"whsec_test" + strings.Repeat(" ", 22), strings.Repeat("a", 40), strings.Repeat("ab", 20)} {
+			t.Run(name, func(t *testing.T) {
+				_, err := config.Load(env(name, weak))
+				require.ErrorContains(t, err, name+" is too weak for production")
+				require.NotContains(t, err.Error(), strings.TrimSpace(weak))
+				_, err = config.Load([]string{name + "=" + weak})
+				require.NoError(t, err, "development holds no secret to the rule")
+			})
+		}
+	}
+}

@@ -24,8 +24,8 @@ var demoFiles embed.FS
 // it. It needs no API key: the page asks the user for one and sends it to
 // /v1 like any other client. A broken embedded template is a build mistake,
 // so it panics when the router is built rather than answer 500 later.
-func demoPage() gin.HandlerFunc {
-	page, err := renderDemo()
+func demoPage(apiKey string) gin.HandlerFunc {
+	page, err := renderDemo(apiKey)
 	if err != nil {
 		panic("handlers: demo page: " + err.Error())
 	}
@@ -39,8 +39,8 @@ func demoPage() gin.HandlerFunc {
 }
 
 // renderDemo inlines demo/lifecycle.js (the drawing), demo/checkout.js and
-// demo/checkout.css into demo/index.html.
-func renderDemo() ([]byte, error) {
+// demo/checkout.css into demo/index.html, with apiKey in the key field.
+func renderDemo(apiKey string) ([]byte, error) {
 	tmpl, err := template.ParseFS(demoFiles, "demo/index.html")
 	if err != nil {
 		return nil, err
@@ -62,6 +62,7 @@ func renderDemo() ([]byte, error) {
 		Lifecycle template.JS
 		Script    template.JS
 		Style     template.CSS
-	}{template.JS(lifecycle), template.JS(script), template.CSS(style)})
+		APIKey    string
+	}{template.JS(lifecycle), template.JS(script), template.CSS(style), apiKey})
 	return buf.Bytes(), err
 }

@@ -63,6 +63,19 @@ var errInvalidSignature = errors.New("invalid webhook signature")
 // being attempted. An error no row answers is a 500 whose cause is logged,
 // never shown.
 var errorTable = []errorRow{
+	// The server's own answers, which net/http writes before any route
+	// (GuardListener rewrites them): a request that never reached Gin.
+	{match: is(errMalformedRequest), status: http.StatusBadRequest, code: problem.CodeMalformedRequest, title: "Malformed request",
+		detail: "The request line or a header line is not valid HTTP/1.1 (or the Host header is missing); nothing was done."},
+	{match: is(errHeaderTooLarge), status: http.StatusRequestHeaderFieldsTooLarge, code: problem.CodeRequestHeaderTooLarge, title: "Request header too large",
+		detail: "The request's header block is larger than the server accepts (MAX_HEADER_BYTES); nothing was done."},
+	{match: is(errNotImplemented), status: http.StatusNotImplemented, code: problem.CodeNotImplemented, title: "Not implemented",
+		detail: "The request's Transfer-Encoding is not supported (only chunked is); nothing was done."},
+	{match: is(errHTTPVersion), status: http.StatusHTTPVersionNotSupported, code: problem.CodeHTTPVersionNotSupported, title: "HTTP version not supported",
+		detail: "The server speaks HTTP/1.0 and HTTP/1.1; nothing was done."},
+	{match: is(errTooManyConnections), status: http.StatusTooManyRequests, code: problem.CodeTooManyConnections, title: "Too many connections",
+		retryAfter: time.Second,
+		detail:     "Too many open connections from this address, or in all; nothing was done. Retry after the time in Retry-After, or reuse an open connection."},
 	{match: as[*http.MaxBytesError], status: http.StatusRequestEntityTooLarge, code: problem.CodeRequestTooLarge, title: "Request too large",
 		fill: func(err error, a *problemParts) {
 			a.detail = fmt.Sprintf("The request body is larger than %d bytes.", asErr[*http.MaxBytesError](err).Limit)
@@ -109,6 +122,11 @@ var errorTable = []errorRow{
 		fill: func(err error, a *problemParts) {
 			bad := asErr[*requestError](err)
 			a.validation(bad.detail, bad.fields, max(bad.count, len(bad.fields)))
+		}},
+	{match: as[*merchants.KeyBudgetError], status: http.StatusTooManyRequests, code: problem.CodeTooManyUnknownKeys, title: "Too many unknown API keys",
+		detail: "Too many unknown API keys from this address; this one was not checked. Retry after the time in Retry-After. A known key is never limited.",
+		fill: func(err error, a *problemParts) {
+			a.header.Set("Retry-After", retryAfterSeconds(asErr[*merchants.KeyBudgetError](err).RetryAfter))
 		}},
 	{match: is(merchants.ErrUnauthorized), status: http.StatusUnauthorized, code: problem.CodeUnauthorized, title: "Unauthorized",
 		detail: "Send a valid API key as Authorization: Bearer <key>.",

@@ -101,13 +101,17 @@ type keyHandlers struct {
 //	@Produce		json
 //	@Success		200	{object}	IdempotencyKeyResponse
 //	@Produce		application/problem+json
-//	@Failure		400	{object}	Problem400	"idempotency_key_invalid"
+//	@Failure		400	{object}	Problem400	"idempotency_key_invalid, or malformed_request: the request line or a header line is not valid HTTP/1.1; nothing was done"
 //	@Failure		401	{object}	Problem401	"unauthorized: the API key is missing or unknown"
 //	@Header			401	{string}	WWW-Authenticate	"The scheme to send the API key with: Bearer, realm api"
 //	@Failure		404	{object}	Problem404	"not_found: no live record under this key for your account"
 //	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
 //	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
-//	@Header			503	{integer}	Retry-After	"seconds to wait before retrying"
+//	@Failure		429	{object}	Problem429	"too_many_connections: over MAX_CONNS_PER_CLIENT connections from this address, or MAX_CONNS in all (with Retry-After)"
+//	@Failure		431	{object}	Problem431	"request_header_too_large: the header block is over MAX_HEADER_BYTES; nothing was done"
+//	@Failure		501	{object}	Problem501	"not_implemented: a Transfer-Encoding other than chunked; nothing was done"
+//	@Failure		505	{object}	Problem505	"http_version_not_supported: not HTTP/1.0 or HTTP/1.1; nothing was done"
+//	@Header			429,503	{integer}	Retry-After	"seconds to wait before retrying"
 //	@Produce		json
 //	@Router			/v1/idempotency-keys/{key} [get]
 func (h *keyHandlers) getIdempotencyKey(c *gin.Context) (idempotency.Answer, error) {

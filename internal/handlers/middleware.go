@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -56,7 +58,13 @@ const (
 // follow one key's retries through the logs. The request's span, if it is
 // traced, gets the same id and hash, and the route instead of a path that
 // holds a key.
-func requestContext(log *slog.Logger, hashKey func(key string) string) gin.HandlerFunc {
+//
+// Any other path is logged and traced with each segment that is neither a
+// word of the API's routes nor an id of the API's shape replaced by its
+// keyed hash (scrubPath): a client that puts a key, an API key or anything
+// else of its own in a path (/v1/orders/<key>) never has it written raw.
+func requestContext(log *slog.Logger, hashKey func(key string) string, routes func() gin.RoutesInfo) gin.HandlerFunc {
+	var words routeWords
 	return func(c *gin.Context) {
 		start := time.Now()
 		id := c.GetHeader(HeaderRequestID)
@@ -74,6 +82,8 @@ func requestContext(log *slog.Logger, hashKey func(key string) string) gin.Handl
 			// not, however it is spelled): log the route instead, and
 			// the hash of the path's key rather than the header's.
 			path, key, scrubbed = routeIdempotencyKey, k, true
+		} else if p := scrubPath(path, c.FullPath(), words.get(routes), hashKey); p != path {
+			path, scrubbed = p, true
 		}
 		keyHash := ""
 		if key != "" {
@@ -111,6 +121,50 @@ func requestContext(log *slog.Logger, hashKey func(key string) string) gin.Handl
 		}
 		reqLog.LogAttrs(c.Request.Context(), slog.LevelInfo, "request", attrs...)
 	}
+}
+
+// routeWords is the set of the literal segments of the router's routes
+// (v1, orders, payments, ...), gathered at the first request, when every
+// route is registered.
+type routeWords struct {
+	once  sync.Once
+	words map[string]bool
+}
+
+func (w *routeWords) get(routes func() gin.RoutesInfo) map[string]bool {
+	w.once.Do(func() {
+		w.words = map[string]bool{}
+		for _, r := range routes() {
+			for seg := range strings.SplitSeq(r.Path, "/") {
+				if seg != "" && seg[0] != ':' && seg[0] != '*' {
+					w.words[seg] = true
+				}
+			}
+		}
+	})
+	return w.words
+}
+
+// idShape is the shape of the ids the API makes: a short lowercase prefix
+// and a ULID (pay_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D).
+var idShape = regexp.MustCompile(`^[a-z]{2,4}_[0-9A-HJKMNP-TV-Z]{26}$`)
+
+// scrubPath is path as logs and traces may show it: each segment that is
+// not a word of the routes nor of the API's id shape becomes "~" and its
+// keyed hash. Routes that end in a wildcard of file names (Swagger UI, the
+// development ledger) are shown as they are.
+func scrubPath(path, route string, words map[string]bool, hashKey func(string) string) string {
+	if strings.HasPrefix(route, "/swagger/") || strings.HasPrefix(route, "/dev/") {
+		return path
+	}
+	segs := strings.Split(path, "/")
+	for i, seg := range segs {
+		if seg == "" || words[seg] || idShape.MatchString(seg) {
+			continue
+		}
+		segs[i] = "~" + hashKey(seg)
+	}
+	return strings.Join(segs, "/")
 }
 
 // keysSegment is the path segment after which a path holds an idempotency key.
@@ -222,7 +276,9 @@ func authenticate(auth Authenticator) gin.HandlerFunc {
 			RenderError(c, merchants.ErrUnauthorized)
 			return
 		}
-		merchantID, err := auth.Authenticate(c.Request.Context(), key)
+		// The client's address (as the trusted-proxy setting defines it)
+		// keeps the budget of unknown keys (merchants.LimitUnknownKeys).
+		merchantID, err := auth.Authenticate(merchants.WithClient(c.Request.Context(), c.ClientIP()), key)
 		if err != nil {
 			RenderError(c, err)
 			return

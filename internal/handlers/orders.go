@@ -118,7 +118,7 @@ type orderHandlers struct {
 //	@Header			201	{string}	ETag		"The order's version as a strong entity tag; a replay carries the first answer's"
 //	@Header			201	{string}	Idempotent-Replayed	"true: this answer replays the stored answer of an earlier request with this key"
 //	@Produce		application/problem+json
-//	@Failure		400	{object}	Problem400	"validation_failed (also a total of 0, or bidirectional controls or zero-width spaces in a text field), idempotency_key_missing or idempotency_key_invalid"
+//	@Failure		400	{object}	Problem400	"validation_failed (also a total of 0, or bidirectional controls or zero-width spaces in a text field), idempotency_key_missing or idempotency_key_invalid, or malformed_request: the request line or a header line is not valid HTTP/1.1; nothing was done"
 //	@Failure		401	{object}	Problem401	"unauthorized: the API key is missing or unknown"
 //	@Header			401	{string}	WWW-Authenticate	"The scheme to send the API key with: Bearer, realm api"
 //	@Failure		408	{object}	Problem408	"request_timeout: the body did not arrive in time; nothing was done"
@@ -126,9 +126,12 @@ type orderHandlers struct {
 //	@Failure		413	{object}	Problem413	"request_too_large: the body is over MAX_BODY_BYTES"
 //	@Failure		415	{object}	Problem415	"unsupported_media_type: the body's Content-Type is missing or not application/json; nothing was done or stored"
 //	@Failure		422	{object}	Problem422	"idempotency_key_reused: the key was used before for a different request"
-//	@Failure		429	{object}	Problem429	"rate_limited: more than RATE_LIMIT_NEW_KEYS new keys from this merchant in RATE_LIMIT_WINDOW (100 a second by default; 0 turns the limit off); retries of known keys are never limited"
+//	@Failure		429	{object}	Problem429	"rate_limited: more than RATE_LIMIT_NEW_KEYS new keys from this merchant in RATE_LIMIT_WINDOW (100 a second by default; 0 turns the limit off); retries of known keys are never limited, or too_many_connections: over MAX_CONNS_PER_CLIENT connections from this address, or MAX_CONNS in all"
 //	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
 //	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
+//	@Failure		431	{object}	Problem431	"request_header_too_large: the header block is over MAX_HEADER_BYTES; nothing was done"
+//	@Failure		501	{object}	Problem501	"not_implemented: a Transfer-Encoding other than chunked; nothing was done"
+//	@Failure		505	{object}	Problem505	"http_version_not_supported: not HTTP/1.0 or HTTP/1.1; nothing was done"
 //	@Header			409,429,503	{integer}	Retry-After	"seconds to wait before retrying"
 //	@Produce		json
 //	@Router			/v1/orders [post]
@@ -163,7 +166,12 @@ func (h *orderHandlers) createOrder(c *gin.Context) (idempotency.Answer, error) 
 //	@Failure		404	{object}	Problem404	"not_found"
 //	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
 //	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
-//	@Header			503	{integer}	Retry-After	"seconds to wait before retrying"
+//	@Failure		400	{object}	Problem400	"malformed_request: the request line or a header line is not valid HTTP/1.1; nothing was done"
+//	@Failure		429	{object}	Problem429	"too_many_connections: over MAX_CONNS_PER_CLIENT connections from this address, or MAX_CONNS in all (with Retry-After)"
+//	@Failure		431	{object}	Problem431	"request_header_too_large: the header block is over MAX_HEADER_BYTES; nothing was done"
+//	@Failure		501	{object}	Problem501	"not_implemented: a Transfer-Encoding other than chunked; nothing was done"
+//	@Failure		505	{object}	Problem505	"http_version_not_supported: not HTTP/1.0 or HTTP/1.1; nothing was done"
+//	@Header			429,503	{integer}	Retry-After	"seconds to wait before retrying"
 //	@Produce		json
 //	@Router			/v1/orders/{id} [get]
 func (h *orderHandlers) getOrder(c *gin.Context) (idempotency.Answer, error) {
@@ -187,12 +195,16 @@ func (h *orderHandlers) getOrder(c *gin.Context) (idempotency.Answer, error) {
 //	@Produce		json
 //	@Success		200	{object}	OrderList
 //	@Produce		application/problem+json
-//	@Failure		400	{object}	Problem400	"validation_failed: a limit out of range, an unknown starting_after"
+//	@Failure		400	{object}	Problem400	"validation_failed: a limit out of range, an unknown starting_after, or malformed_request: the request line or a header line is not valid HTTP/1.1; nothing was done"
 //	@Failure		401	{object}	Problem401	"unauthorized: the API key is missing or unknown"
 //	@Header			401	{string}	WWW-Authenticate	"The scheme to send the API key with: Bearer, realm api"
 //	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
 //	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
-//	@Header			503	{integer}	Retry-After	"seconds to wait before retrying"
+//	@Failure		429	{object}	Problem429	"too_many_connections: over MAX_CONNS_PER_CLIENT connections from this address, or MAX_CONNS in all (with Retry-After)"
+//	@Failure		431	{object}	Problem431	"request_header_too_large: the header block is over MAX_HEADER_BYTES; nothing was done"
+//	@Failure		501	{object}	Problem501	"not_implemented: a Transfer-Encoding other than chunked; nothing was done"
+//	@Failure		505	{object}	Problem505	"http_version_not_supported: not HTTP/1.0 or HTTP/1.1; nothing was done"
+//	@Header			429,503	{integer}	Retry-After	"seconds to wait before retrying"
 //	@Produce		json
 //	@Router			/v1/orders [get]
 func (h *orderHandlers) listOrders(c *gin.Context) (idempotency.Answer, error) {

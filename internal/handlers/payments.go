@@ -230,7 +230,7 @@ type paymentHandlers struct {
 //	@Success		202	{object}	PaymentResponse	"processing: the provider's outcome is not known yet"
 //	@Header			201,202	{string}	Location	"/v1/payments/{id}"
 //	@Produce		application/problem+json
-//	@Failure		400	{object}	Problem400	"validation_failed, idempotency_key_missing or idempotency_key_invalid"
+//	@Failure		400	{object}	Problem400	"validation_failed, idempotency_key_missing or idempotency_key_invalid, or malformed_request: the request line or a header line is not valid HTTP/1.1; nothing was done"
 //	@Failure		401	{object}	Problem401	"unauthorized: the API key is missing or unknown"
 //	@Header			401	{string}	WWW-Authenticate	"The scheme to send the API key with: Bearer, realm api"
 //	@Failure		402	{object}	Problem402	"payment_declined, with payment_id and decline_code"
@@ -240,10 +240,13 @@ type paymentHandlers struct {
 //	@Failure		413	{object}	Problem413	"request_too_large: the body is over MAX_BODY_BYTES"
 //	@Failure		415	{object}	Problem415	"unsupported_media_type: the body's Content-Type is missing or not application/json; nothing was done or stored"
 //	@Failure		422	{object}	Problem422	"idempotency_key_reused: the key was used before for a different request"
-//	@Failure		429	{object}	Problem429	"rate_limited: more than RATE_LIMIT_NEW_KEYS new keys from this merchant in RATE_LIMIT_WINDOW (100 a second by default; 0 turns the limit off); retries of known keys are never limited"
+//	@Failure		429	{object}	Problem429	"rate_limited: more than RATE_LIMIT_NEW_KEYS new keys from this merchant in RATE_LIMIT_WINDOW (100 a second by default; 0 turns the limit off); retries of known keys are never limited, or too_many_connections: over MAX_CONNS_PER_CLIENT connections from this address, or MAX_CONNS in all"
 //	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
 //	@Failure		502	{object}	Problem502Payment	"provider_unavailable: nothing was charged; payment_id names the attempt, which a retry with the same key resumes until it is canceled (PENDING_CANCEL_AFTER)"
 //	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
+//	@Failure		431	{object}	Problem431	"request_header_too_large: the header block is over MAX_HEADER_BYTES; nothing was done"
+//	@Failure		501	{object}	Problem501	"not_implemented: a Transfer-Encoding other than chunked; nothing was done"
+//	@Failure		505	{object}	Problem505	"http_version_not_supported: not HTTP/1.0 or HTTP/1.1; nothing was done"
 //	@Header			409,429,503	{integer}	Retry-After	"seconds to wait before retrying"
 //	@Header			201,402,409	{string}	Idempotent-Replayed	"true: this answer replays the stored answer of an earlier request with this key"
 //	@Produce		json
@@ -279,7 +282,12 @@ func (h *paymentHandlers) payOrder(c *gin.Context) (idempotency.Answer, error) {
 //	@Failure		404	{object}	Problem404	"not_found"
 //	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
 //	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
-//	@Header			503	{integer}	Retry-After	"seconds to wait before retrying"
+//	@Failure		400	{object}	Problem400	"malformed_request: the request line or a header line is not valid HTTP/1.1; nothing was done"
+//	@Failure		429	{object}	Problem429	"too_many_connections: over MAX_CONNS_PER_CLIENT connections from this address, or MAX_CONNS in all (with Retry-After)"
+//	@Failure		431	{object}	Problem431	"request_header_too_large: the header block is over MAX_HEADER_BYTES; nothing was done"
+//	@Failure		501	{object}	Problem501	"not_implemented: a Transfer-Encoding other than chunked; nothing was done"
+//	@Failure		505	{object}	Problem505	"http_version_not_supported: not HTTP/1.0 or HTTP/1.1; nothing was done"
+//	@Header			429,503	{integer}	Retry-After	"seconds to wait before retrying"
 //	@Produce		json
 //	@Router			/v1/payments/{id} [get]
 func (h *paymentHandlers) getPayment(c *gin.Context) (idempotency.Answer, error) {
@@ -306,7 +314,12 @@ func (h *paymentHandlers) getPayment(c *gin.Context) (idempotency.Answer, error)
 //	@Failure		404	{object}	Problem404	"not_found"
 //	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
 //	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
-//	@Header			503	{integer}	Retry-After	"seconds to wait before retrying"
+//	@Failure		400	{object}	Problem400	"malformed_request: the request line or a header line is not valid HTTP/1.1; nothing was done"
+//	@Failure		429	{object}	Problem429	"too_many_connections: over MAX_CONNS_PER_CLIENT connections from this address, or MAX_CONNS in all (with Retry-After)"
+//	@Failure		431	{object}	Problem431	"request_header_too_large: the header block is over MAX_HEADER_BYTES; nothing was done"
+//	@Failure		501	{object}	Problem501	"not_implemented: a Transfer-Encoding other than chunked; nothing was done"
+//	@Failure		505	{object}	Problem505	"http_version_not_supported: not HTTP/1.0 or HTTP/1.1; nothing was done"
+//	@Header			429,503	{integer}	Retry-After	"seconds to wait before retrying"
 //	@Produce		json
 //	@Router			/v1/refunds/{id} [get]
 func (h *paymentHandlers) getRefund(c *gin.Context) (idempotency.Answer, error) {
@@ -333,7 +346,7 @@ func (h *paymentHandlers) getRefund(c *gin.Context) (idempotency.Answer, error) 
 //	@Success		201	{object}	RefundResponse	"succeeded or failed"
 //	@Success		202	{object}	RefundResponse	"processing: the provider's outcome is not known yet"
 //	@Produce		application/problem+json
-//	@Failure		400	{object}	Problem400	"validation_failed, idempotency_key_missing or idempotency_key_invalid"
+//	@Failure		400	{object}	Problem400	"validation_failed, idempotency_key_missing or idempotency_key_invalid, or malformed_request: the request line or a header line is not valid HTTP/1.1; nothing was done"
 //	@Failure		401	{object}	Problem401	"unauthorized: the API key is missing or unknown"
 //	@Header			401	{string}	WWW-Authenticate	"The scheme to send the API key with: Bearer, realm api"
 //	@Failure		404	{object}	Problem404	"not_found: no such payment"
@@ -342,10 +355,13 @@ func (h *paymentHandlers) getRefund(c *gin.Context) (idempotency.Answer, error) 
 //	@Failure		413	{object}	Problem413	"request_too_large: the body is over MAX_BODY_BYTES"
 //	@Failure		415	{object}	Problem415	"unsupported_media_type: the body's Content-Type is missing or not application/json; nothing was done or stored"
 //	@Failure		422	{object}	Problem422	"idempotency_key_reused: the key was used before for a different request"
-//	@Failure		429	{object}	Problem429	"rate_limited: more than RATE_LIMIT_NEW_KEYS new keys from this merchant in RATE_LIMIT_WINDOW (100 a second by default; 0 turns the limit off); retries of known keys are never limited"
+//	@Failure		429	{object}	Problem429	"rate_limited: more than RATE_LIMIT_NEW_KEYS new keys from this merchant in RATE_LIMIT_WINDOW (100 a second by default; 0 turns the limit off); retries of known keys are never limited, or too_many_connections: over MAX_CONNS_PER_CLIENT connections from this address, or MAX_CONNS in all"
 //	@Failure		500	{object}	Problem500	"internal_error: nothing was stored; the same request may be sent again"
 //	@Failure		502	{object}	Problem502Refund	"provider_unavailable: nothing was refunded; refund_id names the attempt, which a retry with the same key resumes until it is canceled (PENDING_CANCEL_AFTER)"
 //	@Failure		503	{object}	Problem503	"service_unavailable: the database cannot be reached; nothing was done"
+//	@Failure		431	{object}	Problem431	"request_header_too_large: the header block is over MAX_HEADER_BYTES; nothing was done"
+//	@Failure		501	{object}	Problem501	"not_implemented: a Transfer-Encoding other than chunked; nothing was done"
+//	@Failure		505	{object}	Problem505	"http_version_not_supported: not HTTP/1.0 or HTTP/1.1; nothing was done"
 //	@Header			409,429,503	{integer}	Retry-After	"seconds to wait before retrying"
 //	@Header			201,409	{string}	Idempotent-Replayed	"true: this answer replays the stored answer of an earlier request with this key"
 //	@Produce		json

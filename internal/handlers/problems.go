@@ -20,7 +20,7 @@ type Problem400 struct {
 	Title  string `json:"title" example:"Validation failed"`
 	Status int    `json:"status" enums:"400" example:"400"`
 	Detail string `json:"detail" example:"The request has 1 invalid field."`
-	Code   string `json:"code" enums:"validation_failed,idempotency_key_missing,idempotency_key_invalid" example:"validation_failed"`
+	Code   string `json:"code" enums:"validation_failed,idempotency_key_missing,idempotency_key_invalid,malformed_request" example:"validation_failed"`
 	// Errors lists the refused fields, at most 20; only validation_failed
 	// has it, and not when the body is not JSON at all.
 	Errors []ProblemField `json:"errors" validate:"optional" maxItems:"20"`
@@ -140,13 +140,45 @@ type Problem422 struct {
 }
 
 // Problem429 is a merchant over its limit of new Idempotency-Keys, when
-// one is set; retries of known keys are never limited.
+// one is set (retries of known keys are never limited), a connection over
+// MAX_CONNS_PER_CLIENT or MAX_CONNS, or an address over its budget of
+// unknown API keys (UNKNOWN_KEY_BUDGET).
 type Problem429 struct {
 	Type   string `json:"type" format:"uri" example:"https://errors.idempotent-payments.dev/rate_limited"`
 	Title  string `json:"title" example:"Rate limited"`
 	Status int    `json:"status" enums:"429" example:"429"`
 	Detail string `json:"detail" example:"Too many new Idempotency-Keys from this merchant; nothing was done. Retry after the time in Retry-After. Retries of existing keys are never limited."`
-	Code   string `json:"code" enums:"rate_limited" example:"rate_limited"`
+	Code   string `json:"code" enums:"rate_limited,too_many_connections,too_many_unknown_keys" example:"rate_limited"`
+}
+
+// Problem431 is a request whose header block is over MAX_HEADER_BYTES;
+// the server answers it before any route, and nothing was done.
+type Problem431 struct {
+	Type   string `json:"type" format:"uri" example:"https://errors.idempotent-payments.dev/request_header_too_large"`
+	Title  string `json:"title" example:"Request header too large"`
+	Status int    `json:"status" enums:"431" example:"431"`
+	Detail string `json:"detail" example:"The request's header block is larger than the server accepts (MAX_HEADER_BYTES); nothing was done."`
+	Code   string `json:"code" enums:"request_header_too_large" example:"request_header_too_large"`
+}
+
+// Problem501 is a request with a Transfer-Encoding the server does not
+// implement (anything but chunked); nothing was done.
+type Problem501 struct {
+	Type   string `json:"type" format:"uri" example:"https://errors.idempotent-payments.dev/not_implemented"`
+	Title  string `json:"title" example:"Not implemented"`
+	Status int    `json:"status" enums:"501" example:"501"`
+	Detail string `json:"detail" example:"The request's Transfer-Encoding is not supported (only chunked is); nothing was done."`
+	Code   string `json:"code" enums:"not_implemented" example:"not_implemented"`
+}
+
+// Problem505 is a request in an HTTP version other than 1.0 and 1.1;
+// nothing was done.
+type Problem505 struct {
+	Type   string `json:"type" format:"uri" example:"https://errors.idempotent-payments.dev/http_version_not_supported"`
+	Title  string `json:"title" example:"HTTP version not supported"`
+	Status int    `json:"status" enums:"505" example:"505"`
+	Detail string `json:"detail" example:"The server speaks HTTP/1.0 and HTTP/1.1; nothing was done."`
+	Code   string `json:"code" enums:"http_version_not_supported" example:"http_version_not_supported"`
 }
 
 // Problem500 is anything unexpected; nothing is stored, and the same key

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
@@ -74,6 +75,9 @@ type Deps struct {
 	// middleware only to routes registered after it, so it must come in here
 	// rather than be added to the engine later.
 	Middleware []gin.HandlerFunc
+	// DemoAPIKey is the API key the /demo page fills in; empty (production)
+	// leaves the field for the user.
+	DemoAPIKey string
 	// Tracing, if set, runs first on every request: it starts the request's
 	// span (otelgin), so that the access log line, the recovery's 500 and
 	// everything after them happen inside it. The request's id, merchant
@@ -118,10 +122,13 @@ func NewRouter(d Deps) *gin.Engine {
 	// client address for anything that matters, and must not believe
 	// X-Forwarded-For from anyone.
 	_ = r.SetTrustedProxies(nil)
+	// A path with a trailing slash is a path no route serves: 404
+	// problem+json, not Gin's 301 with an HTML body.
+	r.RedirectTrailingSlash = false
 	if d.Tracing != nil {
 		r.Use(d.Tracing)
 	}
-	r.Use(requestContext(log, hashKey), recovery())
+	r.Use(requestContext(log, hashKey, r.Routes), recovery())
 	r.Use(d.Middleware...)
 
 	auth := authenticate(d.Auth)
@@ -134,7 +141,7 @@ func NewRouter(d Deps) *gin.Engine {
 	health := &healthHandlers{db: d.Database, redis: d.Redis, outbox: sink, nats: d.NATS, breakers: d.ProviderBreakers}
 	r.GET("/healthz", Serve(health.healthz))
 	r.GET("/readyz", Serve(health.readyz))
-	r.GET("/demo", demoPage())
+	r.GET("/demo", demoPage(d.DemoAPIKey))
 
 	// Every /v1 route checks the API key before anything else, the body
 	// limit included: a request without a valid key learns nothing more.
@@ -186,5 +193,21 @@ func NewRouter(d Deps) *gin.Engine {
 		r.POST("/v1/webhooks/provider", limitBody(min(maxBody, WebhookMaxBodyBytes)), requireJSON(), Serve(hooks.receiveProviderEvent))
 	}
 
+	return r
+}
+
+// NewAdminRouter is production's admin listener: /metrics (the platform's
+// figures, every merchant's together) and the health probes, which api (the
+// API's router) answers as on its own port. Anything else is 404
+// problem+json: the API itself is not served there.
+func NewAdminRouter(metrics, api http.Handler) *gin.Engine {
+	r := gin.New()
+	_ = r.SetTrustedProxies(nil)
+	r.RedirectTrailingSlash = false
+	r.Use(recovery())
+	r.GET("/metrics", gin.WrapH(metrics))
+	r.GET("/healthz", gin.WrapH(api))
+	r.GET("/readyz", gin.WrapH(api))
+	r.NoRoute(func(c *gin.Context) { RenderError(c, errNoRoute) })
 	return r
 }

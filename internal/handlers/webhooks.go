@@ -123,14 +123,18 @@ type webhookHandlers struct {
 //	@Produce		json
 //	@Success		200	{object}	WebhookAck
 //	@Produce		application/problem+json
-//	@Failure		400	{object}	Problem400	"validation_failed: the signed body is not an event the API can read"
+//	@Failure		400	{object}	Problem400	"validation_failed: the signed body is not an event the API can read, or malformed_request: the request line or a header line is not valid HTTP/1.1; nothing was done"
 //	@Failure		401	{object}	Problem401	"invalid_signature"
 //	@Failure		408	{object}	Problem408	"request_timeout: the body did not arrive in time; nothing was done"
 //	@Failure		413	{object}	Problem413	"request_too_large: the body is over MAX_BODY_BYTES"
 //	@Failure		415	{object}	Problem415	"unsupported_media_type: the body's Content-Type is missing or not application/json; nothing was done or stored"
 //	@Failure		500	{object}	Problem500	"internal_error; the provider delivers again"
 //	@Failure		503	{object}	Problem503	"service_unavailable (the database), or provider_unavailable (the provider could not be asked about the event), with Retry-After; nothing was applied and the provider delivers again"
-//	@Header			503	{integer}	Retry-After	"seconds to wait before retrying"
+//	@Failure		429	{object}	Problem429	"too_many_connections: over MAX_CONNS_PER_CLIENT connections from this address, or MAX_CONNS in all (with Retry-After)"
+//	@Failure		431	{object}	Problem431	"request_header_too_large: the header block is over MAX_HEADER_BYTES; nothing was done"
+//	@Failure		501	{object}	Problem501	"not_implemented: a Transfer-Encoding other than chunked; nothing was done"
+//	@Failure		505	{object}	Problem505	"http_version_not_supported: not HTTP/1.0 or HTTP/1.1; nothing was done"
+//	@Header			429,503	{integer}	Retry-After	"seconds to wait before retrying"
 //	@Produce		json
 //	@Router			/v1/webhooks/provider [post]
 func (h *webhookHandlers) receiveProviderEvent(c *gin.Context) (idempotency.Answer, error) {

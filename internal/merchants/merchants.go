@@ -90,6 +90,31 @@ type Store struct {
 	// each take a connection for the same row (seen in tools/bench as an
 	// exhausted pool).
 	lookups singleflight.Group
+	// budget bounds, per client address, the reads of keys the caches do
+	// not know (LimitUnknownKeys); nil means no bound.
+	budget *keyBudget
+	// onLookup hears each database read of a key, by result: known,
+	// unknown, or limited (refused unread, over the client's budget).
+	onLookup func(result string)
+}
+
+// LimitUnknownKeys bounds the database reads that keys unknown to the
+// caches cost each client address (WithClient) to limit per window. A key
+// the caches know is never limited; a key over the budget is refused with
+// a *KeyBudgetError without being read. onLookup, if not nil, hears each
+// read's result (known, unknown) and each refusal (limited). It must be
+// called before the Store is used.
+func (s *Store) LimitUnknownKeys(limit int, window time.Duration, onLookup func(result string)) {
+	if limit > 0 {
+		s.budget = newKeyBudget(limit, window)
+	}
+	s.onLookup = onLookup
+}
+
+func (s *Store) heard(result string) {
+	if s.onLookup != nil {
+		s.onLookup(result)
+	}
 }
 
 // NewStore returns a Store over db. clock tells the time of new merchants and
@@ -173,6 +198,16 @@ func (s *Store) Authenticate(ctx context.Context, apiKey string) (string, error)
 	if _, ok := s.unknown.get(hash, s.clock()); ok {
 		return "", ErrUnauthorized
 	}
+	// A read the caches cannot spare: the client pays for it from its
+	// budget, and gets it back if the key is known.
+	client := clientFrom(ctx)
+	if s.budget != nil && client != "" {
+		ok, retry := s.budget.reserve(client, s.clock())
+		if !ok {
+			s.heard("limited")
+			return "", &KeyBudgetError{RetryAfter: retry}
+		}
+	}
 	// The shared read must not fail for everyone because the first caller
 	// hung up, so it runs on its own deadline.
 	id, err, _ := s.lookups.Do(hash, func() (any, error) {
@@ -182,13 +217,18 @@ func (s *Store) Authenticate(ctx context.Context, apiKey string) (string, error)
 		err := database.Conn(ctx, s.db).Select("merchant_id").Where("key_hash = ?", hash).Take(&row).Error
 		if errors.Is(err, gorm.ErrRecordNotFound) {
 			s.unknown.put(hash, "", s.clock())
+			s.heard("unknown")
 		}
 		if err != nil {
 			return "", err
 		}
+		s.heard("known")
 		s.cache.put(hash, row.MerchantID, s.clock())
 		return row.MerchantID, nil
 	})
+	if s.budget != nil && client != "" && (err == nil || !errors.Is(err, gorm.ErrRecordNotFound)) {
+		s.budget.giveBack(client) // known keys, and reads that failed, cost nothing
+	}
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return "", ErrUnauthorized
 	}
@@ -201,9 +241,13 @@ func (s *Store) Authenticate(ctx context.Context, apiKey string) (string, error)
 // lookupTimeout bounds the one database read behind a cache miss.
 const lookupTimeout = 5 * time.Second
 
+// DemoAPIKey is the public API key of the demo merchant acme, which the
+// development checkout page fills in.
+const DemoAPIKey = "sk_test_acme"
+
 // demoMerchants are the merchants SeedDemo makes; their keys are public.
 var demoMerchants = []struct{ id, name, apiKey string }{
-	{id: "mch_acme", name: "acme", apiKey: "sk_test_acme"},
+	{id: "mch_acme", name: "acme", apiKey: DemoAPIKey},
 	{id: "mch_globex", name: "globex", apiKey: "sk_test_globex"},
 }
 
@@ -234,6 +278,44 @@ func (s *Store) SeedDemo(ctx context.Context) error {
 		s.unknown.drop(hashKey(d.apiKey))
 	}
 	return nil
+}
+
+// DemoKeysHeld returns the names of the demo merchants whose public API
+// key the database still holds (acme, globex), in a fixed order: a
+// database once started in development keeps them after the seed is turned
+// off. It returns an error wrapping database.ErrUnavailable.
+func (s *Store) DemoKeysHeld(ctx context.Context) ([]string, error) {
+	var held []string
+	for _, d := range demoMerchants {
+		var n int64
+		err := database.Conn(ctx, s.db).Model(&apiKeyRow{}).Where("key_hash = ?", hashKey(d.apiKey)).Count(&n).Error
+		if err != nil {
+			return nil, fmt.Errorf("look for demo keys: %w", database.Classify(err))
+		}
+		if n > 0 {
+			held = append(held, d.name)
+		}
+	}
+	return held, nil
+}
+
+// RevokeDemoKeys deletes the demo merchants' public API keys and returns
+// the names of the merchants whose key it deleted. The merchants and their
+// data stay; only the keys anyone could read in the README stop working.
+// It returns an error wrapping database.ErrUnavailable.
+func (s *Store) RevokeDemoKeys(ctx context.Context) ([]string, error) {
+	var revoked []string
+	for _, d := range demoMerchants {
+		res := database.Conn(ctx, s.db).Where("key_hash = ?", hashKey(d.apiKey)).Delete(&apiKeyRow{})
+		if res.Error != nil {
+			return revoked, fmt.Errorf("revoke demo key of %s: %w", d.name, database.Classify(res.Error))
+		}
+		s.cache.drop(hashKey(d.apiKey))
+		if res.RowsAffected > 0 {
+			revoked = append(revoked, d.name)
+		}
+	}
+	return revoked, nil
 }
 
 // invisible reports a character a merchant name must not hold: a control

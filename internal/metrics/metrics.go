@@ -60,6 +60,7 @@ type Metrics struct {
 	reconciliations  *prometheus.CounterVec
 	webhookEvents    *prometheus.CounterVec
 	breakerChanges   *prometheus.CounterVec
+	apiKeyLookups    *prometheus.CounterVec
 }
 
 // New returns the API's metrics on a fresh registry, with the Go runtime
@@ -115,13 +116,20 @@ func New() *Metrics {
 			Name: "payment_provider_breaker_transitions_total",
 			Help: "State changes of the provider client's circuit breakers (one per merchant, one for calls that name none), by the state entered: open, half-open, closed.",
 		}, []string{"to"}),
+		apiKeyLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "api_key_lookups_total",
+			Help: "API keys the caches did not know, by result: known and unknown (each a database read), limited (refused unread: the client address was over UNKNOWN_KEY_BUDGET).",
+		}, []string{"result"}),
+	}
+	for _, r := range []string{"known", "unknown", "limited"} {
+		m.apiKeyLookups.WithLabelValues(r)
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.httpDuration, m.idemRequests, m.idemWait, m.idemProcessing, m.janitorPurged,
 		m.storeErrors, m.providerCalls, m.providerDuration, m.reconciliations,
-		m.webhookEvents, m.breakerChanges,
+		m.webhookEvents, m.breakerChanges, m.apiKeyLookups,
 	)
 	// The bounded label sets start at zero, so rate() and absent() work
 	// from the first scrape.
@@ -190,6 +198,10 @@ func (m *Metrics) Purged(n int) { m.janitorPurged.Add(float64(n)) }
 // WebhookEvent counts one provider event's outcome
 // (payments.WithProviderEvents).
 func (m *Metrics) WebhookEvent(outcome string) { m.webhookEvents.WithLabelValues(outcome).Inc() }
+
+// APIKeyLookup counts one API key the caches did not know, by result
+// (merchants.Store.LimitUnknownKeys).
+func (m *Metrics) APIKeyLookup(result string) { m.apiKeyLookups.WithLabelValues(result).Inc() }
 
 // Reconciled counts one reconciliation result
 // (idempotency.Config.OnReconcile).

@@ -51,6 +51,13 @@ const (
 	CodeProviderUnavailable   = "provider_unavailable"
 	CodeServiceUnavailable    = "service_unavailable"
 	CodeInternalError         = "internal_error"
+	// The server's own answers, before any route (handlers.GuardListener).
+	CodeMalformedRequest        = "malformed_request"
+	CodeRequestHeaderTooLarge   = "request_header_too_large"
+	CodeNotImplemented          = "not_implemented"
+	CodeHTTPVersionNotSupported = "http_version_not_supported"
+	CodeTooManyConnections      = "too_many_connections"
+	CodeTooManyUnknownKeys      = "too_many_unknown_keys"
 )
 
 // Problem is one RFC 9457 problem details object.

@@ -103,6 +103,9 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 		// measure the limit), and expired keys leave tombstones.
 		"RATE_LIMIT_NEW_KEYS=10000000", "RATE_LIMIT_WINDOW=1s",
 		"IDEMPOTENCY_TOMBSTONES=true",
+		// The bench is one client address with hundreds of connections:
+		// the per-address cap (256 by default) would measure itself.
+		"MAX_CONNS_PER_CLIENT=4096",
 	}
 	startWith := func(name, bin string, log io.Writer, env ...string) (*api, error) {
 		addr, err := testkit.FindFreeAddr()
@@ -166,7 +169,7 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 	handlerEnv := append(slices.DeleteFunc(slices.Clone(common), func(kv string) bool {
 		return strings.HasPrefix(kv, "DATABASE_URL=")
 	}), "JANITOR_INTERVAL=1h")
-	defaults := []string{"RATE_LIMIT_NEW_KEYS=10000000"}
+	defaults := []string{"RATE_LIMIT_NEW_KEYS=10000000", "MAX_CONNS_PER_CLIENT=4096"}
 	for _, x := range []struct {
 		into *(*api)
 		name string

@@ -1,0 +1,234 @@
+package handlers
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Errors of the connection layer, answered by the error table like any
+// other; no handler ever sees them.
+var (
+	errMalformedRequest   = errors.New("malformed request")
+	errHeaderTooLarge     = errors.New("request header too large")
+	errNotImplemented     = errors.New("unsupported transfer encoding")
+	errHTTPVersion        = errors.New("unsupported HTTP version")
+	errTooManyConnections = errors.New("too many connections")
+)
+
+// ConnLimits bound the connections a GuardListener lets through.
+type ConnLimits struct {
+	// PerClient is the most connections open at once from one client
+	// address (the peer's IP; a proxy in front counts as one client).
+	PerClient int
+	// Total is the most connections open at once in all.
+	Total int
+}
+
+// GuardListener wraps the API's listener so that the server's every
+// answer is problem+json and no client holds more than its share of
+// connections.
+//
+// net/http writes a few answers itself, as text/plain, before any handler
+// runs: 431 for a header block over MaxHeaderBytes, 400 for a request line
+// or header it cannot parse, 505 for an HTTP version other than 1.x, 501
+// for an unknown Transfer-Encoding. It offers no hook for them, but it
+// writes each in one Write on the connection, with fixed headers that no
+// answer of a handler has (a handler's answer always carries Date, and
+// Connection sorts before Content-Type). The wrapped connection recognises
+// those writes and sends the error table's answer instead.
+//
+// Past a limit, a new connection gets 429 too_many_connections with
+// Retry-After, and is closed; it never reaches the server.
+func GuardListener(ln net.Listener, limits ConnLimits) net.Listener {
+	return &guardedListener{Listener: ln, limits: limits, open: map[string]int{}}
+}
+
+// serverAnswers are the error table's answers that replace Go's own, by
+// status, as raw HTTP/1.1 responses.
+var serverAnswers = map[int][]byte{
+	http.StatusBadRequest:                  rawProblem(errMalformedRequest),
+	http.StatusRequestHeaderFieldsTooLarge: rawProblem(errHeaderTooLarge),
+	http.StatusNotImplemented:              rawProblem(errNotImplemented),
+	http.StatusHTTPVersionNotSupported:     rawProblem(errHTTPVersion),
+}
+
+// tooManyConnections is the answer to a connection over a limit.
+var tooManyConnections = rawProblem(errTooManyConnections)
+
+// rawProblem is the table's answer to err as a whole HTTP/1.1 response that
+// closes the connection.
+func rawProblem(err error) []byte {
+	a, _ := errorAnswer(err)
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\n", a.Status, http.StatusText(a.Status))
+	b.WriteString("Content-Type: application/problem+json\r\n")
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range a.Header {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		if k == "Content-Type" {
+			continue
+		}
+		for _, v := range a.Header[k] {
+			fmt.Fprintf(&b, "%s: %s\r\n", k, v)
+		}
+	}
+	fmt.Fprintf(&b, "Content-Length: %d\r\nConnection: close\r\n\r\n", len(a.Body))
+	b.Write(a.Body)
+	return b.Bytes()
+}
+
+// goErrorHeaders are the headers net/http's own error answers carry
+// (server.go, conn.serve), right after their status line.
+const goErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+
+// serverAnswer is the problem+json answer replacing b when b is one of
+// net/http's own text/plain error answers, else nil.
+func serverAnswer(b []byte) []byte {
+	const prefix = "HTTP/1.1 "
+	if len(b) < len(prefix)+3 || !bytes.HasPrefix(b, []byte(prefix)) {
+		return nil
+	}
+	end := bytes.Index(b, []byte(goErrorHeaders))
+	if end < 0 || bytes.Contains(b[:end], []byte("\r\n")) {
+		return nil
+	}
+	status := 0
+	for _, c := range b[len(prefix) : len(prefix)+3] {
+		if c < '0' || c > '9' {
+			return nil
+		}
+		status = status*10 + int(c-'0')
+	}
+	return serverAnswers[status]
+}
+
+// rejectingMax bounds the connections being refused at once; past it a
+// connection over a limit is closed without an answer.
+const rejectingMax = 256
+
+type guardedListener struct {
+	net.Listener
+	limits ConnLimits
+
+	mu        sync.Mutex
+	open      map[string]int // open connections by client address
+	total     int
+	rejecting int
+}
+
+func (l *guardedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		client := clientAddress(c.RemoteAddr())
+		l.mu.Lock()
+		over := l.limits.Total > 0 && l.total >= l.limits.Total ||
+			l.limits.PerClient > 0 && l.open[client] >= l.limits.PerClient
+		if !over {
+			l.open[client]++
+			l.total++
+			l.mu.Unlock()
+			return &guardedConn{Conn: c, release: func() { l.release(client) }}, nil
+		}
+		answer := l.rejecting < rejectingMax
+		if answer {
+			l.rejecting++
+		}
+		l.mu.Unlock()
+		if !answer {
+			_ = c.Close()
+			continue
+		}
+		go l.refuse(c)
+	}
+}
+
+// refuse answers a connection over a limit and closes it. It reads what
+// the client sent first (briefly, and a bounded amount): closing a socket
+// with unread data resets it, and the client would lose the answer.
+func (l *guardedListener) refuse(c net.Conn) {
+	defer func() {
+		l.mu.Lock()
+		l.rejecting--
+		l.mu.Unlock()
+	}()
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	buf := make([]byte, 4096)
+	_, _ = c.Read(buf)
+	_, _ = c.Write(tooManyConnections)
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	for range 16 {
+		if _, err := c.Read(buf); err != nil {
+			return
+		}
+	}
+}
+
+func (l *guardedListener) release(client string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.total--
+	if l.open[client]--; l.open[client] <= 0 {
+		delete(l.open, client)
+	}
+}
+
+// clientAddress is the IP of a peer (the whole address when it has no
+// port).
+func clientAddress(a net.Addr) string {
+	if tcp, ok := a.(*net.TCPAddr); ok {
+		return tcp.IP.String()
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
+}
+
+// guardedConn is a connection a GuardListener let through: it rewrites
+// net/http's own answers and gives its place back when closed.
+type guardedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *guardedConn) Write(b []byte) (int, error) {
+	if answer := serverAnswer(b); answer != nil {
+		if _, err := c.Conn.Write(answer); err != nil {
+			return 0, err
+		}
+		return len(b), nil
+	}
+	return c.Conn.Write(b)
+}
+
+// CloseWrite keeps net/http's half-close after a 431 (closeWriteAndWait),
+// which lets the client read the answer before the connection goes.
+func (c *guardedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+func (c *guardedConn) Close() error {
+	c.once.Do(c.release)
+	return c.Conn.Close()
+}
