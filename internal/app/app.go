@@ -116,11 +116,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	}
 
 	providerURL := cfg.ProviderURL
+	var providerTransport http.RoundTripper // nil: over the network
 	if providerURL == "" {
-		// No provider configured: run the mock in-process on a loopback
-		// port, sending its webhooks to this very API.
+		// No provider configured: run the mock in-process, sending its
+		// webhooks to this very API.
 		_, port, _ := net.SplitHostPort(ln.Addr().String())
-		running, err := provider.StartInProcess(ctx, provider.Config{
+		pcfg := provider.Config{
 			WebhookURL:    "http://" + net.JoinHostPort("127.0.0.1", port) + "/v1/webhooks/provider",
 			WebhookSecret: cfg.ProviderWebhookSecret,
 			// Real providers send their events a while after the call; a
@@ -131,23 +132,34 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 			// The mock continues the API's traces as cmd/provider does.
 			Instrument:       func(h http.Handler) http.Handler { return tr.Handler(h, "provider") },
 			WebhookTransport: tr.Transport(nil),
-		})
-		if err != nil {
-			_ = a.close(ctx)
-			return nil, fmt.Errorf("start in-process provider: %w", err)
 		}
-		a.provider = running
-		providerURL = running.URL
-		// Debug, and an address rather than a URL: nobody opens it (its
-		// ledger is under /dev/provider/), and a random port on the first
-		// screen looked like one more page to visit.
-		log.Debug("in-process payment provider started", "addr", strings.TrimPrefix(providerURL, "http://"))
+		if cfg.Production() {
+			// In production nobody but this process may reach the mock,
+			// and no client may make it lose answers or hold a payment:
+			// served in memory, no listener, the pm_fault_* methods off.
+			pcfg.NoFaults = true
+			a.provider = provider.StartInMemory(pcfg)
+			providerTransport = a.provider.Transport
+			log.Warn("the payment provider is the in-process mock, served in memory (PROVIDER_URL is empty)")
+		} else {
+			running, err := provider.StartInProcess(ctx, pcfg)
+			if err != nil {
+				_ = a.close(ctx)
+				return nil, fmt.Errorf("start in-process provider: %w", err)
+			}
+			a.provider = running
+			// Debug, and an address rather than a URL: nobody opens it (its
+			// ledger is under /dev/provider/), and a random port on the
+			// first screen looked like one more page to visit.
+			log.Debug("in-process payment provider started", "addr", strings.TrimPrefix(running.URL, "http://"))
+		}
+		providerURL = a.provider.URL
 	}
 	// Every layer reports to one registry through the hooks it offers.
 	m := metrics.New()
 	breakerLog := log.With("component", "provider")
 	providerClient := provider.NewClient(providerURL, provider.ClientOptions{
-		Timeout: cfg.ProviderTimeout, WrapTransport: tr.Transport,
+		Timeout: cfg.ProviderTimeout, Transport: providerTransport, WrapTransport: tr.Transport,
 		Breaker: provider.BreakerSettings{OnStateChange: func(merchant, from, to string) {
 			// One breaker per merchant (provider.BreakerSettings): the
 			// merchant is in the log line, never a metric label.

@@ -3,6 +3,7 @@ package provider
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -43,7 +44,11 @@ func handleCreate[Req validatable, Obj any](s *Server, w http.ResponseWriter, r 
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	if errs := req.validate(); len(errs) > 0 {
+	errs := req.validate()
+	if c, ok := any(req).(ChargeRequest); ok && s.cfg.NoFaults && strings.HasPrefix(c.PaymentMethod, "pm_fault_") {
+		errs = append(errs, FieldError{"payment_method", "the fault methods are off in this provider"})
+	}
+	if len(errs) > 0 {
 		writeProblem(w, http.StatusBadRequest, CodeValidationFailed, invalid, errs...)
 		return
 	}

@@ -87,6 +87,11 @@ type ClientOptions struct {
 	// knows a request was never sent. With any other transport only dial
 	// errors count as ErrNotExecuted.
 	HTTPClient *http.Client
+	// Transport is the base transport of the client's own HTTPClient: nil
+	// is http.DefaultTransport; a provider StartInMemory serves is reached
+	// through its Running.Transport. It must report connections through
+	// httptrace as net/http's does (see neverSent). Unused with HTTPClient.
+	Transport http.RoundTripper
 	// WrapTransport, if set, wraps the transport of the client's own
 	// HTTPClient (tracing.Tracing.Transport: a span per call and the
 	// traceparent header). The wrapper must send each request on with its
@@ -150,9 +155,12 @@ func NewClient(baseURL string, opts ClientOptions) *Client {
 	// *http.Transport (see neverSent).
 	traced := false
 	if opts.HTTPClient == nil {
-		var transport http.RoundTripper // nil: http.DefaultTransport
+		transport := opts.Transport // nil: http.DefaultTransport
 		if opts.WrapTransport != nil {
-			transport = opts.WrapTransport(http.DefaultTransport)
+			if transport == nil {
+				transport = http.DefaultTransport
+			}
+			transport = opts.WrapTransport(transport)
 		}
 		opts.HTTPClient = &http.Client{
 			Transport: transport,

@@ -34,6 +34,10 @@ const (
 // Config configures a Server. The zero value is usable: no webhooks, no
 // chaos, and the default delays.
 type Config struct {
+	// NoFaults refuses the pm_fault_* payment methods (400, as an unknown
+	// method): production's in-process provider, where no client may make
+	// the mock lose answers or hold a payment.
+	NoFaults bool
 	// WebhookURL receives signed events; empty turns webhooks off.
 	WebhookURL string
 	// WebhookSecret signs events. Empty means DefaultWebhookSecret.

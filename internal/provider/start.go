@@ -17,6 +17,9 @@ type Running struct {
 	URL string
 	// Server is the provider behind URL, for tests that inspect its ledger.
 	Server *Server
+	// Transport reaches a provider StartInMemory serves; nil for one on a
+	// socket.
+	Transport http.RoundTripper
 
 	http         *http.Server
 	served       chan error // Serve's result
@@ -63,6 +66,9 @@ func Start(ctx context.Context, addr string, cfg Config) (*Running, error) {
 func (r *Running) Shutdown(ctx context.Context) error {
 	r.shutdownOnce.Do(func() {
 		r.Server.Close()
+		if r.http == nil {
+			return // in memory: nothing listens
+		}
 		r.unused.closeAll()
 		err := r.http.Shutdown(ctx)
 		if serveErr := <-r.served; !errors.Is(serveErr, http.ErrServerClosed) {
