@@ -246,13 +246,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 
 	secret := cfg.ProviderWebhookSecret
 	router := handlers.NewRouter(handlers.Deps{
-		Log:       log,
-		Orders:    service,
-		Payments:  service,
-		Customers: service,
-		Auth:      merchantStore,
-		Atomic:    o.ordersMiddleware(idem),
-		Guarded:   idem.Guarded,
+		Log:            log,
+		TrustedProxies: cfg.TrustedProxies,
+		Orders:         service,
+		Payments:       service,
+		Customers:      service,
+		Auth:           merchantStore,
+		Atomic:         o.ordersMiddleware(idem),
+		Guarded:        idem.Guarded,
 		VerifyWebhook: func(header string, body []byte) error {
 			return provider.VerifySignature(secret, header, body, time.Now(), 5*time.Minute)
 		},

@@ -76,3 +76,26 @@ func TestUnknownKeyFloodIsBudgeted(t *testing.T) {
 	resp, body := rawAnswer(t, otherClient, api.Addr, "GET /v1/orders HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer sk_live_other\r\nConnection: close\r\n\r\n")
 	requireServerProblem(t, resp, body, 401, "unauthorized")
 }
+
+// TestUnknownKeyBudgetFollowsTrustedProxies: behind a proxy named in
+// TRUSTED_PROXIES the budget counts by the client that X-Forwarded-For
+// names, so one client over its budget does not lock out the others who
+// share the proxy; without the setting, X-Forwarded-For is not believed
+// and the proxy's own address is the client.
+func TestUnknownKeyBudgetFollowsTrustedProxies(t *testing.T) {
+	unknown := func(api *apptest.API, client string, i int) int {
+		return apptest.Call(t, "GET", api.URL+"/v1/orders", fmt.Sprintf("sk_live_proxy%028d", i), "", "", "X-Forwarded-For", client).Status
+	}
+	env := apptest.Env("UNKNOWN_KEY_BUDGET=2", "UNKNOWN_KEY_WINDOW=10m")
+
+	trusting := apptest.Start(t, testkit.DatabaseURL(t, database.SQLite), env, apptest.Env("TRUSTED_PROXIES=127.0.0.1/8,::1"))
+	require.Equal(t, 401, unknown(trusting, "203.0.113.7", 1))
+	require.Equal(t, 401, unknown(trusting, "203.0.113.7", 2))
+	require.Equal(t, 429, unknown(trusting, "203.0.113.7", 3), "the first client is over its budget")
+	require.Equal(t, 401, unknown(trusting, "198.51.100.9", 4), "another client behind the same proxy has its own")
+
+	plain := apptest.Start(t, testkit.DatabaseURL(t, database.SQLite), env)
+	require.Equal(t, 401, unknown(plain, "203.0.113.7", 1))
+	require.Equal(t, 401, unknown(plain, "203.0.113.7", 2))
+	require.Equal(t, 429, unknown(plain, "198.51.100.9", 3), "X-Forwarded-For from an untrusted peer names no one")
+}

@@ -6,6 +6,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"reflect"
 	"strings"
@@ -58,12 +59,16 @@ type Config struct {
 	MaxHeaderBytes    int           `env:"MAX_HEADER_BYTES" envDefault:"32768"`
 	MaxConns          int           `env:"MAX_CONNS" envDefault:"4096"`
 	MaxConnsPerClient int           `env:"MAX_CONNS_PER_CLIENT" envDefault:"256"`
-	ShutdownTimeout   time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
-	DBMaxConns        int           `env:"DB_MAX_CONNS" envDefault:"20"`
-	DBConnectTimeout  time.Duration `env:"DB_CONNECT_TIMEOUT" envDefault:"30s"`
-	JanitorInterval   time.Duration `env:"JANITOR_INTERVAL" envDefault:"1m"`
-	EventRetention    time.Duration `env:"EVENT_RETENTION" envDefault:"168h"`
-	LogLevel          string        `env:"LOG_LEVEL" envDefault:"info"`
+	// TrustedProxies are the addresses (IPs or CIDRs) whose
+	// X-Forwarded-For names the client: the address the unknown-key
+	// budget counts by. Empty: none; the client is the TCP peer.
+	TrustedProxies   []string      `env:"TRUSTED_PROXIES" envSeparator:","`
+	ShutdownTimeout  time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
+	DBMaxConns       int           `env:"DB_MAX_CONNS" envDefault:"20"`
+	DBConnectTimeout time.Duration `env:"DB_CONNECT_TIMEOUT" envDefault:"30s"`
+	JanitorInterval  time.Duration `env:"JANITOR_INTERVAL" envDefault:"1m"`
+	EventRetention   time.Duration `env:"EVENT_RETENTION" envDefault:"168h"`
+	LogLevel         string        `env:"LOG_LEVEL" envDefault:"info"`
 	// LogFormat is json (lines for machines) or text (lines for people);
 	// empty: text in development, json in production (LogText).
 	LogFormat string `env:"LOG_FORMAT"`
@@ -192,6 +197,12 @@ func (c Config) validate() error {
 	}
 	if c.MaxHeaderBytes < 4096 || c.MaxHeaderBytes > 1<<20 {
 		errs = append(errs, fmt.Errorf("MAX_HEADER_BYTES must be between 4096 and 1048576, got %d", c.MaxHeaderBytes))
+	}
+	for _, p := range c.TrustedProxies {
+		p = strings.TrimSpace(p)
+		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
+			errs = append(errs, fmt.Errorf("TRUSTED_PROXIES must be IP addresses or CIDRs separated by commas, got %q", p))
+		}
 	}
 	if c.UnknownKeyBudget < 0 {
 		errs = append(errs, fmt.Errorf("UNKNOWN_KEY_BUDGET must be 0 (off) or positive, got %d", c.UnknownKeyBudget))

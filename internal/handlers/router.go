@@ -19,6 +19,9 @@ const DefaultMaxBodyBytes = 1 << 20
 // webhook routes are not served, for tests of orders alone); with it,
 // Guarded and VerifyWebhook are required too.
 type Deps struct {
+	// TrustedProxies are the proxies whose X-Forwarded-For names the
+	// client (config.Config.TrustedProxies); nil trusts none.
+	TrustedProxies []string
 	// Log receives the access log and internal errors; nil means
 	// slog.Default().
 	Log *slog.Logger
@@ -118,10 +121,12 @@ func NewRouter(d Deps) *gin.Engine {
 	}
 
 	r := gin.New()
-	// No proxy is trusted until one is configured: the API does not use the
-	// client address for anything that matters, and must not believe
-	// X-Forwarded-For from anyone.
-	_ = r.SetTrustedProxies(nil)
+	// No proxy is trusted until one is configured (TRUSTED_PROXIES): the
+	// client address (the unknown-key budget's) is the TCP peer's, and
+	// X-Forwarded-For is believed only from a trusted proxy.
+	if err := r.SetTrustedProxies(d.TrustedProxies); err != nil {
+		_ = r.SetTrustedProxies(nil) // validated by config; never reached
+	}
 	// A path with a trailing slash is a path no route serves: 404
 	// problem+json, not Gin's 301 with an HTML body.
 	r.RedirectTrailingSlash = false
