@@ -104,7 +104,7 @@ func TestOutboxToJetStream(t *testing.T) {
 
 	status, body := readyz(t, w.URL)
 	require.Equal(t, 200, status)
-	require.Equal(t, map[string]any{"database": "up", "redis": "up", "outbox": "nats", "nats": "up"}, body["checks"])
+	require.Equal(t, map[string]any{"database": "up", "redis": "up", "outbox": "nats", "nats": "up", "provider_breaker": "closed"}, body["checks"])
 
 	order := w.CreateOrder(t, "sk_test_acme")
 	require.Equal(t, 201, w.Pay(t, order, apptest.NewKey(), "pm_card_visa").Status)
