@@ -46,12 +46,14 @@ func (s *GormStore) CountUnresolved(ctx context.Context) (UnresolvedCounts, erro
 			t.into[Status(r.Status)] = r.N
 		}
 	}
+	var flagged struct{ Calls, Orphans int }
 	err := database.Conn(ctx, s.db).Raw(`SELECT
-    (SELECT count(*) FROM outside_calls WHERE state = 'flagged'),
-    (SELECT count(*) FROM orphans WHERE status = 'flagged')`).Row().Scan(&out.FlaggedCalls, &out.FlaggedOrphans)
+    (SELECT count(*) FROM outside_calls WHERE state = 'flagged') AS calls,
+    (SELECT count(*) FROM orphans WHERE status = 'flagged') AS orphans`).Scan(&flagged).Error
 	if err != nil {
 		return UnresolvedCounts{}, database.Classify(err)
 	}
+	out.FlaggedCalls, out.FlaggedOrphans = flagged.Calls, flagged.Orphans
 	if out.Payments[StatusPending] == 0 && out.Refunds[StatusPending] == 0 {
 		return out, nil
 	}

@@ -66,8 +66,8 @@ WHERE merchant_id = ? AND id = ?`,
 // CountCalls implements idempotency.Store.
 func (s *Store) CountCalls(ctx context.Context, scope, clientKey, kind string) (int, error) {
 	var n int
-	err := Conn(ctx, s.db).Raw(`SELECT count(*) FROM outside_calls WHERE merchant_id = ? AND client_key = ? AND kind = ?`,
-		scope, clientKey, kind).Row().Scan(&n)
+	err := ScanRow(Conn(ctx, s.db).Raw(`SELECT count(*) FROM outside_calls WHERE merchant_id = ? AND client_key = ? AND kind = ?`,
+		scope, clientKey, kind), &n)
 	return n, s.classifyErr(err)
 }
 

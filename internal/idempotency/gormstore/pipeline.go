@@ -62,7 +62,7 @@ func (u *unit) flushInto(tx *gorm.DB) error {
 	u.pending = nil
 	for _, w := range pending {
 		if w.into != nil {
-			err := tx.Raw(w.query, w.args...).Row().Scan(w.into)
+			err := ScanRow(tx.Raw(w.query, w.args...), w.into)
 			if errors.Is(err, sql.ErrNoRows) {
 				return idempotency.ErrKeyExists
 			}

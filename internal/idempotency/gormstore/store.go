@@ -143,7 +143,7 @@ func (s *Store) Insert(ctx context.Context, rec *idempotency.Record) error {
 		return nil
 	}
 	var fence int64
-	err = Conn(ctx, s.db).Raw(s.insertQuery, args...).Row().Scan(&fence)
+	err = ScanRow(Conn(ctx, s.db).Raw(s.insertQuery, args...), &fence)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		// The conflict clause kept a live record: the key is taken.

@@ -190,3 +190,26 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) (e
 
 // AfterCommit implements idempotency.Transactor (see the function).
 func (s *Store) AfterCommit(ctx context.Context, fn func()) { AfterCommit(ctx, fn) }
+
+// ScanRow runs tx's query for one row and scans it into dest, returning
+// sql.ErrNoRows when there is none. It stands in for GORM's
+// Row().Scan(...): Row returns a nil *sql.Row, which panics on Scan, when
+// the statement never ran (a transaction that could not begin because the
+// database is away, a failover under way); ScanRow returns that error.
+func ScanRow(tx *gorm.DB, dest ...any) error {
+	rows, err := tx.Rows()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return sql.ErrNoRows
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return err
+	}
+	return rows.Close()
+}
