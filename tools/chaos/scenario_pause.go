@@ -119,9 +119,20 @@ func (r *pauseRound) run(ctx context.Context, i int) (time.Duration, error) {
 	var sent sync.WaitGroup
 	for _, op := range ops {
 		sent.Go(func() {
-			// One attempt, answered after the thaw (or never): the
-			// client's own retries come later, through any instance.
-			_, _, _, _ = c.send(ctx, s.c.apiURL(0), payPath(op.order), op.key, payBody("pm_card_visa"))
+			// One attempt that reaches the provider, answered after the
+			// thaw (or never): the client's own retries come later,
+			// through any instance. An earlier round's late answers count
+			// as failures in the owner's breaker for the merchant, which
+			// may be open now: its 502 ("nothing charged") is sent again
+			// under the same key, as a client would, until a charge is
+			// held.
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				a, _, _, err := c.send(ctx, s.c.apiURL(0), payPath(op.order), op.key, payBody("pm_card_visa"))
+				if err != nil || a.status != http.StatusBadGateway || time.Now().After(deadline) || !sleepCtx(ctx, time.Second) {
+					return
+				}
+			}
 		})
 	}
 	if err := waitFor(ctx, 30*time.Second, func() bool { return front.Held() == len(ops) }); err != nil {
