@@ -330,6 +330,24 @@ func (e *Effect[R, O]) intend(ctx context.Context, o *owner, c *Call) (*Call, R,
 
 // answered is phase 3 for a definitive answer.
 func (e *Effect[R, O]) answered(ctx context.Context, o *owner, id string, answer O) (R, error) {
+	return e.phase3(ctx, o, id, func(ctx context.Context, c *Call, r *R) (err error) {
+		if c.State.settled() {
+			// Settled meanwhile (a webhook, the reconciler); an answer that
+			// reports an effect the call ended without is an orphan.
+			if _, err := e.orphaned(ctx, c, *r, answer); err != nil {
+				return err
+			}
+			return e.finishIfSettled(ctx, o, c, *r)
+		}
+		*r, err = e.settle(ctx, c, *r, answer, o)
+		return err
+	})
+}
+
+// phase3 runs fn in phase 3's one transaction, with the call id locked and
+// its resource loaded: the opening the three endings of a call (answered,
+// not executed, unknown) share. It returns the resource as fn leaves it.
+func (e *Effect[R, O]) phase3(ctx context.Context, o *owner, id string, fn func(ctx context.Context, c *Call, r *R) error) (R, error) {
 	var r R
 	err := e.k.inTx(ctx, func(ctx context.Context) error {
 		c, err := e.k.store.LockCall(ctx, o.scope, id)
@@ -339,16 +357,7 @@ func (e *Effect[R, O]) answered(ctx context.Context, o *owner, id string, answer
 		if r, err = e.Load(ctx, o.scope, id); err != nil {
 			return err
 		}
-		if c.State.settled() {
-			// Settled meanwhile (a webhook, the reconciler); an answer that
-			// reports an effect the call ended without is an orphan.
-			if _, err := e.orphaned(ctx, c, r, answer); err != nil {
-				return err
-			}
-			return e.finishIfSettled(ctx, o, c, r)
-		}
-		r, err = e.settle(ctx, c, r, answer, o)
-		return err
+		return fn(ctx, c, &r)
 	})
 	return r, err
 }
@@ -358,20 +367,10 @@ func (e *Effect[R, O]) answered(ctx context.Context, o *owner, id string, answer
 // ready again (no other owner's call can be in flight). Otherwise the
 // outcome stays unknown, and the resource is answered as it stands.
 func (e *Effect[R, O]) notExecuted(ctx context.Context, o *owner, id string, cause error) (R, error) {
-	var (
-		r     R
-		ready bool
-	)
-	err := e.k.inTx(ctx, func(ctx context.Context) error {
-		c, err := e.k.store.LockCall(ctx, o.scope, id)
-		if err != nil {
-			return err
-		}
-		if r, err = e.Load(ctx, o.scope, id); err != nil {
-			return err
-		}
+	var ready bool
+	r, err := e.phase3(ctx, o, id, func(ctx context.Context, c *Call, r *R) error {
 		if c.State.settled() {
-			return e.finishIfSettled(ctx, o, c, r)
+			return e.finishIfSettled(ctx, o, c, *r)
 		}
 		if err := o.checkpoint(ctx, pointOf(e.Kind+"_created", id)); err != nil {
 			return err
@@ -393,24 +392,15 @@ func (e *Effect[R, O]) notExecuted(ctx context.Context, o *owner, id string, cau
 // recorded so, and the record stays open (a 202) until the reconciler, a
 // webhook or a retry learns the outcome.
 func (e *Effect[R, O]) unknown(ctx context.Context, o *owner, id string) (R, error) {
-	var r R
-	err := e.k.inTx(ctx, func(ctx context.Context) error {
-		c, err := e.k.store.LockCall(ctx, o.scope, id)
-		if err != nil {
-			return err
-		}
-		if r, err = e.Load(ctx, o.scope, id); err != nil {
-			return err
-		}
+	return e.phase3(ctx, o, id, func(ctx context.Context, c *Call, r *R) error {
 		if c.State.settled() {
-			return e.finishIfSettled(ctx, o, c, r)
+			return e.finishIfSettled(ctx, o, c, *r)
 		}
-		if err := e.markUnknown(ctx, c, &r); err != nil {
+		if err := e.markUnknown(ctx, c, r); err != nil {
 			return err
 		}
 		return o.checkpoint(ctx, pointOf(e.Kind+"_unknown", id))
 	})
-	return r, err
 }
 
 // markUnknown moves c to unknown (in the caller's transaction) and tells
