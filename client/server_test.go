@@ -77,10 +77,13 @@ func runAgainstTheRealServer(t *testing.T, dialect database.Dialect, apiBin, pro
 	// The API's breaker in front of the provider opens for 5 s after five
 	// failures in a row, and with half of all first calls failing it opens
 	// more than once; while it is open every payment answers 502 at once.
-	// The retry budget (up to a second between attempts, 60 attempts)
-	// outlasts several such periods, as a real client's should.
+	// The breaker is per merchant and every operation here is acme's, so a
+	// run of failed probes can hold it open for half a minute or more (a
+	// CI run gave up at 60 attempts in 40 s). The retry budget (up to a
+	// second between attempts, 150 attempts) outlasts such periods, as a
+	// real client's should.
 	c := client.New(front, "sk_test_acme",
-		client.WithMaxAttempts(60),
+		client.WithMaxAttempts(150),
 		client.WithBackoff(20*time.Millisecond, time.Second),
 		client.WithAttemptTimeout(10*time.Second),
 		client.WithOnAttempt(stats.record),
