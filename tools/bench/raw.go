@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,41 +12,23 @@ import (
 )
 
 // The statements of one idempotent order creation, as the API sends them
-// (read off PostgreSQL's statement log with log_statement = 'all'): BEGIN,
-// the order, its outbox event, the idempotency record, COMMIT. The record's
-// statement is the store's insert-if-absent itself, conflict clause and all.
+// on PostgreSQL (gormstore's pipeline): the order, its outbox event and the
+// idempotency record, in one pipeline that the server runs as one implicit
+// transaction. The record's statement is the store's own plain insert
+// (gormstore.FastInsertSQL).
 const (
 	rawInsertOrder = `INSERT INTO orders (merchant_id, id, customer_id, currency, items, metadata, amount_total, status, version,
     shipping_address, created_at, updated_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
-	rawInsertEvent = `INSERT INTO outbox_events (merchant_id, id, type, payload, trace_parent, created_at) VALUES ($1, $2, $3, $4, $5, $6)`
+	rawInsertEvent  = `INSERT INTO outbox_events (merchant_id, id, type, payload, trace_parent, created_at) VALUES ($1, $2, $3, $4, $5, $6)`
+	rawInsertRecord = gormstore.FastInsertSQL
 )
-
-// rawInsertRecord is the store's own statement, with pgx's numbered
-// placeholders in place of GORM's question marks.
-var rawInsertRecord = numberParams(gormstore.InsertSQL)
-
-// numberParams turns each ? of query into $1, $2, … in order. The queries
-// it is given have no ? inside a string.
-func numberParams(query string) string {
-	var b strings.Builder
-	n := 0
-	for _, r := range query {
-		if r == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
 
 // rawCreate returns an op that runs the SQL of one idempotent order
 // creation straight through a pgx connection, with no HTTP, no Gin and no
 // GORM in between, sent the way the API sends it on PostgreSQL (gormstore's
-// pipeline): BEGIN and the statements in one batch, one round trip, then
-// COMMIT. It is the most the database can give this workload. Without
+// pipeline): the statements in one batch, one round trip, committed by the
+// batch's Sync. It is the most the database can give this workload. Without
 // withRecord it leaves the idempotency record out, which is what the
 // database alone charges for the record.
 func rawCreate(pool *pgxpool.Pool, run, fingerprint string, responseBody []byte, withRecord bool) op {
@@ -62,7 +42,6 @@ func rawCreate(pool *pgxpool.Pool, run, fingerprint string, responseBody []byte,
 		}
 		defer conn.Release()
 		batch := &pgx.Batch{}
-		batch.Queue("BEGIN")
 		batch.Queue(rawInsertOrder, "mch_acme", "ord_"+id, "cus_1", "BRL", items, `{"cart": "c_1"}`,
 			2500, "pending_payment", 1, nil, now, now)
 		payload := `{"id": "ord_` + id + `", "status": "pending_payment", "currency": "BRL", "customer_id": "cus_1", "amount_total": 2500}`
@@ -74,14 +53,6 @@ func rawCreate(pool *pgxpool.Pool, run, fingerprint string, responseBody []byte,
 				"completed", "started", now, 201, headers, responseBody, nil, now, now, now.Add(24*time.Hour)).
 				QueryRow(func(row pgx.Row) error { return row.Scan(&fence) })
 		}
-		err = conn.SendBatch(ctx, batch).Close()
-		end := "COMMIT"
-		if err != nil {
-			end = "ROLLBACK"
-		}
-		if _, endErr := conn.Exec(ctx, end); err == nil {
-			err = endErr
-		}
-		return err
+		return conn.SendBatch(ctx, batch).Close()
 	}
 }

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 
@@ -23,10 +25,17 @@ import (
 // builders, database/sql and a write and a read on the socket. The three
 // inserts need no answer from the database but their errors (their ids are
 // made in Go), so they are deferred until the commit and sent together on
-// the connection's pgx underneath database/sql: BEGIN and the inserts in
-// one round trip, then COMMIT, or ROLLBACK when the record's insert found
-// the key taken. Two round trips instead of five, the same statements and
-// the same transaction.
+// the connection's pgx underneath database/sql, as one pipeline that
+// PostgreSQL runs as one transaction: one round trip instead of five, the
+// same statements.
+//
+// That transaction may commit on its own only because the record goes in
+// by a plain insert there (FastInsertSQL), which fails, and so rolls the
+// whole back, whenever the key is not plainly free: a row under it, live
+// or expired, or a live tombstone. A refusal then costs two more round
+// trips: BEGIN and the writes again with the store's insert-if-absent,
+// which decides (a live record: ErrKeyExists; an expired one: replaced),
+// then ROLLBACK or COMMIT.
 //
 // Only writes whose failure can be nothing but the request's failure may be
 // deferred: a write whose failure is an answer (a unique clash told to the
@@ -41,6 +50,11 @@ type pendingWrite struct {
 	query string
 	args  []any
 	into  *int64
+	// fast, for the record's insert, is the plain insert (PostgreSQL's $n
+	// placeholders, over fastArgs: the first of args) that fails where
+	// query would return no row or replace an expired one.
+	fast     string
+	fastArgs []any
 }
 
 // Exec runs a write whose failure can only be the request's failure (an
@@ -78,9 +92,14 @@ func (u *unit) flushInto(tx *gorm.DB) error {
 	return nil
 }
 
-// pipeline sends BEGIN and the deferred writes in one round trip on a pool
-// connection's pgx, then COMMIT (or ROLLBACK after a failure or a refused
-// record).
+// pipeline sends the deferred writes in one round trip on a pool
+// connection's pgx, with no BEGIN or COMMIT: statements pipelined up to one
+// Sync run in one implicit transaction, which the Sync commits when all of
+// them succeeded and rolls back when one failed (PostgreSQL's protocol
+// docs, "Pipelining"). When the record's plain insert fails on its own
+// table (the key not plainly free), it sends BEGIN and the writes again
+// with the insert-if-absent, then COMMIT, or ROLLBACK after a failure or a
+// refused record.
 func (u *unit) pipeline() error {
 	pending := u.pending
 	u.pending = nil
@@ -99,48 +118,86 @@ func (u *unit) pipeline() error {
 			return fmt.Errorf("gormstore: pipeline needs the pgx driver, got %T", dc)
 		}
 		pc := sc.Conn()
-		batch := &pgx.Batch{}
-		batch.Queue("BEGIN")
-		for _, w := range pending {
-			batch.Queue(dollars(w.query), w.args...)
+		err := u.send(pc, pending, true)
+		if !keyNotPlainlyFree(err) {
+			return err
 		}
-		results := pc.SendBatch(u.ctx, batch)
-		_, err := results.Exec()
-		for _, w := range pending {
-			if err != nil {
-				break
-			}
-			if w.into != nil {
-				if err = results.QueryRow().Scan(w.into); errors.Is(err, pgx.ErrNoRows) {
-					err = idempotency.ErrKeyExists
-				}
-				continue
-			}
-			_, err = results.Exec()
-		}
-		if cerr := results.Close(); err == nil {
-			err = cerr
-		}
+		err = u.send(pc, pending, false)
 		end := "COMMIT"
 		if err != nil {
 			end = "ROLLBACK"
 		}
-		if _, endErr := pc.Exec(u.ctx, end); endErr != nil {
-			// The connection is in an unknown state: database/sql must not
-			// hand it out again.
-			if err == nil {
-				err = endErr
-			}
-			return errors.Join(err, driver.ErrBadConn)
-		}
-		return err
+		return finish(u.ctx, pc, end, err)
 	})
 }
 
-// dollars rewrites the ? placeholders of a statement as PostgreSQL's $n.
-// The deferred statements are this package's and the stores' own, with no
-// ? inside a literal.
+// send queues the writes on one batch and reads their answers: when fast,
+// the record's by its plain insert, in the batch's implicit transaction;
+// else after a BEGIN, leaving the transaction open.
+func (u *unit) send(pc *pgx.Conn, pending []pendingWrite, fast bool) error {
+	batch := &pgx.Batch{}
+	if !fast {
+		batch.Queue("BEGIN")
+	}
+	for _, w := range pending {
+		if fast && w.fast != "" {
+			batch.Queue(w.fast, w.fastArgs...)
+			continue
+		}
+		batch.Queue(dollars(w.query), w.args...)
+	}
+	results := pc.SendBatch(u.ctx, batch)
+	var err error
+	if !fast {
+		_, err = results.Exec()
+	}
+	for _, w := range pending {
+		if err != nil {
+			break
+		}
+		if w.into != nil {
+			if err = results.QueryRow().Scan(w.into); errors.Is(err, pgx.ErrNoRows) {
+				err = idempotency.ErrKeyExists
+			}
+			continue
+		}
+		_, err = results.Exec()
+	}
+	if cerr := results.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// finish sends end (COMMIT or ROLLBACK) and returns err, the batch's. An
+// end that fails leaves the connection in an unknown state: database/sql
+// must not hand it out again.
+func finish(ctx context.Context, pc *pgx.Conn, end string, err error) error {
+	if _, endErr := pc.Exec(ctx, end); endErr != nil {
+		if err == nil {
+			err = endErr
+		}
+		return errors.Join(err, driver.ErrBadConn)
+	}
+	return err
+}
+
+// keyNotPlainlyFree reports whether err is the plain insert's failure on
+// the records' table: a unique violation (a row under the key) or a null
+// merchant (FastInsertSQL's answer to a live tombstone).
+func keyNotPlainlyFree(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.TableName == "idempotency_records" &&
+		(pgErr.Code == "23505" || pgErr.Code == "23502")
+}
+
+// dollars rewrites the ? placeholders of a statement as PostgreSQL's $n,
+// once per statement: the deferred statements are this package's and the
+// stores' own constants, with no ? inside a literal.
 func dollars(query string) string {
+	if q, ok := numbered.Load(query); ok {
+		return q.(string)
+	}
 	var sb strings.Builder
 	sb.Grow(len(query) + 16)
 	n := 0
@@ -153,5 +210,9 @@ func dollars(query string) string {
 		}
 		sb.WriteByte(query[i])
 	}
-	return sb.String()
+	q, _ := numbered.LoadOrStore(query, sb.String())
+	return q.(string)
 }
+
+// numbered holds dollars' rewrites by statement.
+var numbered sync.Map

@@ -52,6 +52,16 @@ ON CONFLICT (merchant_id, idempotency_key) DO UPDATE SET
 WHERE r.expires_at <= {ts}
 RETURNING fence`
 
+// fastInsertTombstoned is FastInsertSQL for a store with tombstones: a live
+// tombstone makes the merchant null, which fails on the column's NOT NULL
+// as a row under the key fails on the primary key (the same arguments:
+// the tombstone is looked up by the record's scope, key and creation time).
+var fastInsertTombstoned = strings.Replace(FastInsertSQL, "VALUES ($1,", `VALUES (
+    CASE WHEN EXISTS (
+        SELECT 1 FROM idempotency_tombstones b
+        WHERE b.merchant_id = $1 AND b.idempotency_key = $2 AND b.expires_at > $13)
+    THEN NULL ELSE $1 END,`, 1)
+
 // insertTombstoned spells insertTombstonedSQL for the store's dialect.
 func (s *Store) insertTombstoned() string {
 	casts := map[string]string{"{t}": "?", "{ts}": "?", "{int}": "?", "{bytes}": "?"}

@@ -209,7 +209,7 @@ func Run(t *testing.T, subject Subject) {
 			require.Zero(t, n)
 			return
 		}
-		tombstones(t, s, subject.TombstoneTTL, t0)
+		tombstones(t, subject, t0)
 	})
 
 	t.Run("outside calls", func(t *testing.T) { calls(t, subject, t0) })
@@ -260,6 +260,42 @@ func Run(t *testing.T, subject Subject) {
 		require.NoError(t, err)
 	})
 
+	t.Run("insert in the caller's transaction: a live key refuses it, an expired one is replaced", func(t *testing.T) {
+		if subject.Tx == nil {
+			t.Skip("the store offers no transactions")
+		}
+		// A store may send the insert with the commit and decide there
+		// (gormstore's pipeline): the refusal is the transaction's error.
+		insertInTx := func(rec *idempotency.Record) error {
+			return subject.Tx.InTx(ctx, func(ctx context.Context) error { return s.Insert(ctx, rec) })
+		}
+		live := executing("m1", "tx-live", t0)
+		require.NoError(t, insertInTx(live))
+		require.EqualValues(t, 1, live.Fence)
+		second := executing("m1", "tx-live", t0)
+		second.Fingerprint = "fp-2"
+		require.ErrorIs(t, insertInTx(second), idempotency.ErrKeyExists)
+		got, err := s.Get(ctx, "m1", "tx-live", t0)
+		require.NoError(t, err)
+		require.Equal(t, "fp-1", got.Fingerprint, "the live record is untouched")
+		require.Equal(t, live.Fence, got.Fence)
+
+		old := executing("m1", "tx-expired", t0)
+		require.NoError(t, insertInTx(old))
+		after := t0.Add(ttl)
+		fresh := executing("m1", "tx-expired", after)
+		fresh.Fingerprint = "fp-new"
+		if subject.TombstoneTTL > 0 {
+			require.ErrorIs(t, insertInTx(fresh), idempotency.ErrKeyExists, "with tombstones an expired key is not new again")
+			return
+		}
+		require.NoError(t, insertInTx(fresh))
+		require.Equal(t, old.Fence+1, fresh.Fence, "the fence keeps growing across reuse")
+		got, err = s.Get(ctx, "m1", "tx-expired", after)
+		require.NoError(t, err)
+		require.Equal(t, "fp-new", got.Fingerprint)
+	})
+
 	t.Run("a transaction with no statement commits nothing and fails nothing", func(t *testing.T) {
 		if subject.Tx == nil {
 			t.Skip("the store offers no transactions")
@@ -271,7 +307,8 @@ func Run(t *testing.T, subject Subject) {
 // tombstones is the contract of a store that keeps them: an expired key is
 // never new again until its tombstone time has passed, before and after the
 // purge, and the purge leaves the tombstone in the same step.
-func tombstones(t *testing.T, s idempotency.Store, tombstoneTTL time.Duration, t0 time.Time) {
+func tombstones(t *testing.T, subject Subject, t0 time.Time) {
+	s, tombstoneTTL := subject.Store, subject.TombstoneTTL
 	ctx := context.Background()
 	resp := idempotency.Answer{Status: 201, Header: http.Header{}, Body: []byte(`{}`), Final: true}
 	rec := executing("tomb", "late", t0)
@@ -298,6 +335,10 @@ func tombstones(t *testing.T, s idempotency.Store, tombstoneTTL time.Duration, t
 	require.GreaterOrEqual(t, n, 1)
 	require.ErrorIs(t, s.Insert(ctx, executing("tomb", "late", after)), idempotency.ErrKeyExists,
 		"not inserted over its tombstone after the purge")
+	if subject.Tx != nil {
+		err := subject.Tx.InTx(ctx, func(ctx context.Context) error { return s.Insert(ctx, executing("tomb", "late", after)) })
+		require.ErrorIs(t, err, idempotency.ErrKeyExists, "nor in the caller's transaction")
+	}
 	stone, err = s.Tombstone(ctx, "tomb", "late", after)
 	require.NoError(t, err, "the purge left the tombstone")
 	require.Equal(t, "fp-1", stone.Fingerprint)
