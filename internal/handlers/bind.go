@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gin-gonic/gin"
 	"github.com/go-json-experiment/json/jsontext"
@@ -71,7 +72,12 @@ func decodeStrictAt(path string, body []byte, dst any) error {
 		// request that has none.
 		return errInvalidJSON
 	}
-	d := &streamBinder{dec: jsontext.NewDecoder(bytes.NewReader(body))}
+	d := &streamBinder{dec: decoders.Get().(*jsontext.Decoder)}
+	d.dec.Reset(bytes.NewReader(body))
+	defer func() {
+		d.dec.Reset(emptyReader)
+		decoders.Put(d.dec)
+	}()
 	if d.dec.PeekKind() != '{' {
 		if _, err := d.dec.ReadValue(); err != nil {
 			return errInvalidJSON
@@ -81,7 +87,7 @@ func decodeStrictAt(path string, body []byte, dst any) error {
 		}
 		return &requestError{detail: "The body must be a JSON object."}
 	}
-	errs, err := d.bind(path, reflect.ValueOf(dst).Elem(), "")
+	errs, err := d.bind(place{name: path, index: -1}, reflect.ValueOf(dst).Elem(), "")
 	if err != nil {
 		return errInvalidJSON
 	}
@@ -100,6 +106,15 @@ func decodeStrictAt(path string, body []byte, dst any) error {
 }
 
 var errInvalidJSON = &requestError{detail: "The body is not valid JSON."}
+
+// decoders keeps the token decoders between requests: a decoder's buffers
+// (the names seen in each open object, to refuse a duplicate) grow once
+// instead of on every request.
+var decoders = sync.Pool{New: func() any { return jsontext.NewDecoder(emptyReader) }}
+
+// emptyReader is what a pooled decoder reads between two requests, so that
+// it holds on to no request's body.
+var emptyReader = bytes.NewReader(nil)
 
 // fieldErrors is a bounded list of refused fields: the first MaxFieldErrors
 // in order, and how many were found in all.
@@ -192,11 +207,11 @@ func required(tag reflect.StructTag) bool {
 // json.RawMessage for an object read later (a webhook's data.object). tag is
 // the struct tag of the field being bound, for its size limit. The error is
 // a syntax error of the body; refused fields come in the list.
-func (d *streamBinder) bind(path string, dst reflect.Value, tag reflect.StructTag) (fieldErrors, error) {
+func (d *streamBinder) bind(at place, dst reflect.Value, tag reflect.StructTag) (fieldErrors, error) {
 	var errs fieldErrors
 	kind := d.dec.PeekKind()
 	refuse := func(message string) (fieldErrors, error) {
-		errs.add(path, message)
+		errs.add(at.String(), message)
 		return errs, d.dec.SkipValue()
 	}
 	if kind == 'n' {
@@ -222,37 +237,38 @@ func (d *streamBinder) bind(path string, dst reflect.Value, tag reflect.StructTa
 		if dst.IsNil() {
 			dst.Set(reflect.New(dst.Type().Elem()))
 		}
-		return d.bind(path, dst.Elem(), tag)
+		return d.bind(at, dst.Elem(), tag)
 
 	case reflect.Struct:
 		if kind != '{' {
 			return refuse("must be an object")
 		}
-		fields := jsonFields(dst.Type())
-		open := dst.Type().Implements(openObjectType)
-		seen := make(map[string]bool, len(fields))
+		info := structInfoOf(dst.Type())
+		seen := make([]bool, len(info.fields))
+		path := at.String()
 		var members sortedMembers
-		err := d.object(path, tag, func(name string) error {
-			f, known := fields[name]
+		err := d.object(at, tag, func(name []byte) error {
+			i, known := info.byName[string(name)]
 			if !known {
-				if !open {
+				if !info.open {
 					var e fieldErrors
-					e.add(join(path, name), "is not a known field")
-					members.add(name, e)
+					e.add(join(path, string(name)), "is not a known field")
+					members.add(string(name), e)
 				}
 				return d.dec.SkipValue()
 			}
-			seen[name] = true
-			e, err := d.bind(join(path, name), dst.Field(f.index), f.tag)
-			members.add(name, e)
+			seen[i] = true
+			f := &info.fields[i]
+			e, err := d.bind(place{parent: path, name: f.name, index: -1}, dst.Field(f.index), f.tag)
+			members.add(f.name, e)
 			return err
 		}, &members)
 		if err == nil && !d.stopped {
-			for name, f := range fields {
-				if !seen[name] && required(f.tag) {
+			for i, f := range info.fields {
+				if !seen[i] && f.required {
 					var e fieldErrors
-					e.add(join(path, name), "is required")
-					members.add(name, e)
+					e.add(join(path, f.name), "is required")
+					members.add(f.name, e)
 				}
 			}
 		}
@@ -263,10 +279,12 @@ func (d *streamBinder) bind(path string, dst reflect.Value, tag reflect.StructTa
 			return refuse("must be an object")
 		}
 		m := reflect.MakeMap(dst.Type())
+		path := at.String()
 		var members sortedMembers
-		err := d.object(path, tag, func(name string) error {
+		err := d.object(at, tag, func(raw []byte) error {
+			name := string(raw)
 			elem := reflect.New(dst.Type().Elem()).Elem()
-			e, err := d.bind(join(path, name), elem, "")
+			e, err := d.bind(place{parent: path, name: name, index: -1}, elem, "")
 			members.add(name, e)
 			m.SetMapIndex(reflect.ValueOf(name).Convert(dst.Type().Key()), elem)
 			return err
@@ -282,6 +300,7 @@ func (d *streamBinder) bind(path string, dst reflect.Value, tag reflect.StructTa
 			return errs, err
 		}
 		limit := tagLimit(tag, "maxItems")
+		path := at.String()
 		s := reflect.MakeSlice(dst.Type(), 0, 0)
 		for i := 0; ; i++ {
 			if k, err := d.next(']'); k == ']' || err != nil {
@@ -302,7 +321,7 @@ func (d *streamBinder) bind(path string, dst reflect.Value, tag reflect.StructTa
 				return first, nil
 			}
 			s = reflect.Append(s, reflect.New(dst.Type().Elem()).Elem())
-			e, err := d.bind(fmt.Sprintf("%s[%d]", path, i), s.Index(i), "")
+			e, err := d.bind(place{parent: path, index: i}, s.Index(i), "")
 			errs.merge(e)
 			if err != nil || d.stopped {
 				dst.Set(s)
@@ -334,9 +353,9 @@ func (d *streamBinder) bind(path string, dst reflect.Value, tag reflect.StructTa
 		n, err := jsonInteger(string(raw))
 		switch {
 		case errors.Is(err, errNotWhole):
-			errs.add(path, "must be a whole number")
+			errs.add(at.String(), "must be a whole number")
 		case err != nil, dst.OverflowInt(n):
-			errs.add(path, "is out of range")
+			errs.add(at.String(), "is out of range")
 		default:
 			dst.SetInt(n)
 		}
@@ -355,18 +374,20 @@ func (d *streamBinder) bind(path string, dst reflect.Value, tag reflect.StructTa
 	default:
 		// A DTO with a field kind the binder does not know is a programming
 		// error, found by the first test that sends it.
-		panic(fmt.Sprintf("handlers: cannot bind JSON to %s at %q", dst.Type(), path))
+		panic(fmt.Sprintf("handlers: cannot bind JSON to %s at %q", dst.Type(), at))
 	}
 }
 
 // object reads an object's members, calling member for each name with the
 // decoder at its value, and refuses more members than the tag's
-// maxProperties at the first one too many, ending the decoding there.
-func (d *streamBinder) object(path string, tag reflect.StructTag, member func(name string) error, members *sortedMembers) error {
+// maxProperties at the first one too many, ending the decoding there. The
+// name member is given is only valid until it reads the value.
+func (d *streamBinder) object(at place, tag reflect.StructTag, member func(name []byte) error, members *sortedMembers) error {
 	if _, err := d.dec.ReadToken(); err != nil {
 		return err
 	}
 	limit := tagLimit(tag, "maxProperties")
+	var unquoted []byte
 	for n := 0; ; n++ {
 		if k, err := d.next('}'); k == '}' || err != nil {
 			if err == nil {
@@ -376,21 +397,45 @@ func (d *streamBinder) object(path string, tag reflect.StructTag, member func(na
 		}
 		if limit > 0 && n == limit {
 			var e fieldErrors
-			e.add(path, fmt.Sprintf("must have at most %d keys", limit))
+			e.add(at.String(), fmt.Sprintf("must have at most %d keys", limit))
 			members.add("", e)
 			d.stopped = true
 			return nil
 		}
-		tok, err := d.dec.ReadToken()
+		// The name as read, quotes off, unless it holds an escape: no copy
+		// of a plain name (a token's String would make one).
+		raw, err := d.dec.ReadValue()
 		if err != nil {
 			return err
 		}
-		if err := member(tok.String()); err != nil || d.stopped {
+		name := raw[1 : len(raw)-1]
+		if bytes.IndexByte(name, '\\') >= 0 {
+			if unquoted, err = jsontext.AppendUnquote(unquoted[:0], raw); err != nil {
+				return err
+			}
+			name = unquoted
+		}
+		if err := member(name); err != nil || d.stopped {
 			return err
 		}
 	}
 	_, err := d.dec.ReadToken()
 	return err
+}
+
+// place is where a value sits in the body ("items[1].quantity"), spelled
+// only when an error names it or a value inside it needs it: a member
+// (index -1) or an array element of parent.
+type place struct {
+	parent, name string
+	index        int
+}
+
+func (p place) String() string {
+	if p.index >= 0 {
+		return p.parent + "[" + strconv.Itoa(p.index) + "]"
+	}
+	return join(p.parent, p.name)
 }
 
 // next peeks at the next token: end is the closing delimiter the caller
@@ -409,20 +454,39 @@ func (d *streamBinder) next(end jsontext.Kind) (jsontext.Kind, error) {
 
 // tagLimit reads a size limit from a struct tag; 0 when there is none.
 func tagLimit(tag reflect.StructTag, name string) int {
-	n, _ := strconv.Atoi(tag.Get(name))
+	v, ok := tag.Lookup(name)
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.Atoi(v)
 	return n
 }
 
 // jsonField is a struct field as the binder sees it.
 type jsonField struct {
-	index int
-	tag   reflect.StructTag
+	name     string // its JSON name
+	index    int
+	tag      reflect.StructTag
+	required bool
 }
 
-// jsonFields maps the JSON names of a struct's exported fields to their
-// index and tag.
-func jsonFields(t reflect.Type) map[string]jsonField {
-	fields := make(map[string]jsonField, t.NumField())
+// structInfo is what the binder needs of a DTO type, read once from its
+// fields and tags.
+type structInfo struct {
+	fields []jsonField    // exported fields with a JSON name, in order
+	byName map[string]int // a JSON name's place in fields
+	open   bool           // it implements openObject
+}
+
+// structInfos holds the structInfo of every DTO type met so far.
+var structInfos sync.Map // reflect.Type -> *structInfo
+
+// structInfoOf returns t's structInfo, read on first use.
+func structInfoOf(t reflect.Type) *structInfo {
+	if info, ok := structInfos.Load(t); ok {
+		return info.(*structInfo)
+	}
+	info := &structInfo{byName: map[string]int{}, open: t.Implements(openObjectType)}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if !f.IsExported() {
@@ -435,9 +499,11 @@ func jsonFields(t reflect.Type) map[string]jsonField {
 		case "":
 			name = f.Name
 		}
-		fields[name] = jsonField{index: i, tag: f.Tag}
+		info.byName[name] = len(info.fields)
+		info.fields = append(info.fields, jsonField{name: name, index: i, tag: f.Tag, required: required(f.Tag)})
 	}
-	return fields
+	stored, _ := structInfos.LoadOrStore(t, info)
+	return stored.(*structInfo)
 }
 
 func join(path, name string) string {

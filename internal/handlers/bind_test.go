@@ -161,6 +161,23 @@ func TestDecodeStrict(t *testing.T) {
 			Metadata:   map[string]string{"k": "v"},
 		}, req)
 	})
+	t.Run("member names are read unescaped, and a name twice is not JSON", func(t *testing.T) {
+		var req CreateOrderRequest
+		err := decodeStrict([]byte(`{"customer\u005fid":"cus_1","\u0063urrency":"BRL",
+			"items":[{"sku":"S","na\u006de":"N","quantity":1,"unit_amount":1}],"metadata":{"k\"ey":"v"}}`), &req)
+		require.NoError(t, err)
+		require.Equal(t, CreateOrderRequest{
+			CustomerID: "cus_1",
+			Currency:   "BRL",
+			Items:      []OrderItem{{SKU: "S", Name: "N", Quantity: 1, UnitAmount: 1}},
+			Metadata:   map[string]string{`k"ey`: "v"},
+		}, req)
+		var re *requestError
+		require.ErrorAs(t, decodeStrict([]byte(`{"currency":"BRL","customer_id":"c","items":[],"\u0063urrency":"EUR"}`), &req), &re)
+		require.Equal(t, errInvalidJSON, re)
+		require.ErrorAs(t, decodeStrict([]byte(`{"customer_id":"c","currency":"BRL","items":[],"colo\u0075r":1}`), &req), &re)
+		require.Equal(t, []problem.FieldError{{Field: "colour", Message: "is not a known field"}}, re.fields)
+	})
 	t.Run("an empty body is an empty object, without its required members", func(t *testing.T) {
 		var req CreateOrderRequest
 		var re *requestError

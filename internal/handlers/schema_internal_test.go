@@ -41,10 +41,11 @@ func TestRequestSchemasMatchTheDecoder(t *testing.T) {
 			schema, ok := doc.Components.Schemas[name]
 			require.True(t, ok, "no schema %s", name)
 			var members, mustHave []string
-			for member, f := range jsonFields(typ) {
+			for _, f := range structInfoOf(typ).fields {
+				member := f.name
 				members = append(members, member)
 				field := typ.Field(f.index)
-				if required(f.tag) {
+				if f.required {
 					mustHave = append(mustHave, member)
 				}
 				prop := schema.Properties[member]
@@ -55,7 +56,7 @@ func TestRequestSchemasMatchTheDecoder(t *testing.T) {
 			slices.Sort(mustHave)
 			require.ElementsMatch(t, members, keys(schema.Properties))
 			require.ElementsMatch(t, mustHave, schema.Required)
-			open := typ.Implements(openObjectType)
+			open := structInfoOf(typ).open
 			require.Equal(t, !open, schema.AdditionalProperties == false, "closed exactly when the decoder refuses unknown members")
 		})
 	}
