@@ -67,7 +67,7 @@ func TestRenderError(t *testing.T) {
 			c, _ := gin.CreateTestContext(w)
 			c.Request = httptest.NewRequest(http.MethodPost, "/v1/orders", nil)
 			var logs strings.Builder
-			c.Set(loggerKey{}, slog.New(slog.NewTextHandler(&logs, nil)))
+			c.Set(loggerKey{}, &requestLogger{logger: slog.New(slog.NewTextHandler(&logs, nil))})
 
 			RenderError(c, tt.err)
 

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"hash"
+	"sync"
 )
 
 // keyHashLength is how many hex characters of the HMAC a log line keeps:
@@ -25,9 +27,16 @@ func NewKeyHasher(secret []byte) func(key string) string {
 		_, _ = rand.Read(secret) // never fails; see crypto/rand.Read
 	}
 	secret = append([]byte(nil), secret...)
+	// A keyed hash is reset and used again rather than made per request.
+	macs := sync.Pool{New: func() any { return hmac.New(sha256.New, secret) }}
 	return func(key string) string {
-		mac := hmac.New(sha256.New, secret)
+		mac := macs.Get().(hash.Hash)
+		mac.Reset()
 		mac.Write([]byte(key))
-		return hex.EncodeToString(mac.Sum(nil))[:keyHashLength]
+		var sum [sha256.Size]byte
+		var text [2 * sha256.Size]byte
+		hex.Encode(text[:], mac.Sum(sum[:0]))
+		macs.Put(mac)
+		return string(text[:keyHashLength])
 	}
 }

@@ -72,8 +72,7 @@ func requestContext(log *slog.Logger, hashKey func(key string) string, routes fu
 			id = newRequestID()
 		}
 		c.Header(HeaderRequestID, id)
-		reqLog := log.With("request_id", id)
-		c.Set(loggerKey{}, reqLog)
+		c.Set(loggerKey{}, &requestLogger{base: log, id: id})
 
 		path, key := c.Request.URL.Path, c.GetHeader(idempotency.HeaderKey)
 		scrubbed := false
@@ -108,7 +107,11 @@ func requestContext(log *slog.Logger, hashKey func(key string) string, routes fu
 		if m := MerchantID(c); m != "" && span.IsRecording() {
 			span.SetAttributes(attribute.String(AttrMerchantID, m))
 		}
+		if !log.Enabled(c.Request.Context(), slog.LevelInfo) {
+			return
+		}
 		attrs := []slog.Attr{
+			slog.String("request_id", id),
 			slog.String("method", c.Request.Method),
 			slog.String("route", c.FullPath()),
 			slog.String("path", path),
@@ -119,7 +122,7 @@ func requestContext(log *slog.Logger, hashKey func(key string) string, routes fu
 		if keyHash != "" {
 			attrs = append(attrs, slog.String("idempotency_key_hash", keyHash))
 		}
-		reqLog.LogAttrs(c.Request.Context(), slog.LevelInfo, "request", attrs...)
+		log.LogAttrs(c.Request.Context(), slog.LevelInfo, "request", attrs...)
 	}
 }
 
@@ -203,13 +206,27 @@ func keyInPath(u *url.URL) (string, bool) {
 	return "", false
 }
 
+// requestLogger is the request's logger, which writes its request_id on
+// every line, made on first use: most requests log nothing but the access
+// log line, which names its request_id itself.
+type requestLogger struct {
+	base   *slog.Logger
+	id     string
+	logger *slog.Logger
+}
+
 // loggerFrom returns the request's logger; outside requestContext (a test
 // calling RenderError on a bare context) the default logger.
 func loggerFrom(c *gin.Context) *slog.Logger {
-	if v, ok := c.Get(loggerKey{}); ok {
-		return v.(*slog.Logger)
+	v, ok := c.Get(loggerKey{})
+	if !ok {
+		return slog.Default()
 	}
-	return slog.Default()
+	l := v.(*requestLogger)
+	if l.logger == nil {
+		l.logger = l.base.With("request_id", l.id)
+	}
+	return l.logger
 }
 
 func validRequestID(id string) bool {

@@ -341,7 +341,9 @@ func newAPIKey() string {
 
 func hashKey(apiKey string) string {
 	sum := sha256.Sum256([]byte(apiKey))
-	return hex.EncodeToString(sum[:])
+	var text [2 * sha256.Size]byte
+	hex.Encode(text[:], sum[:])
+	return string(text[:])
 }
 
 // displayPrefix is what a dashboard may show of a key to tell keys apart:
