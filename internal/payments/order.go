@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -102,7 +104,7 @@ func (in NewOrderInput) Validate() error {
 		itemsValid := true
 		for i, it := range in.Items {
 			before := len(fe)
-			checkItem(&fe, fmt.Sprintf("items[%d]", i), it)
+			checkItem(&fe, i, it)
 			itemsValid = itemsValid && len(fe) == before
 		}
 		// Only bounded lines make a total that cannot overflow.
@@ -120,19 +122,23 @@ func (in NewOrderInput) Validate() error {
 	if len(in.Metadata) > MaxMetadataKeys {
 		fe.add("metadata", fmt.Sprintf("must have at most %d keys", MaxMetadataKeys))
 	} else {
-		// Sorted, so that the same input always lists its errors alike.
-		for _, k := range slices.Sorted(maps.Keys(in.Metadata)) {
-			path := "metadata." + k
-			if k == "" || !utf8.ValidString(k) || utf8.RuneCountInString(k) > MaxMetadataKeyLength || !printable(k) {
-				fe.add(path, fmt.Sprintf("key must be 1 to %d printable characters", MaxMetadataKeyLength))
-				continue
+		var refused fieldErrors
+		for k, v := range in.Metadata {
+			switch {
+			case k == "" || !utf8.ValidString(k) || utf8.RuneCountInString(k) > MaxMetadataKeyLength || !printable(k):
+				refused.add("metadata."+k, fmt.Sprintf("key must be 1 to %d printable characters", MaxMetadataKeyLength))
+			case !textRE.MatchString(k):
+				refused.add("metadata."+k, "key "+msgInvisible)
+			default:
+				if m := textProblem(v, MaxMetadataValueLen, false); m != "" {
+					refused.add("metadata."+k, m)
+				}
 			}
-			if !textRE.MatchString(k) {
-				fe.add(path, "key "+msgInvisible)
-				continue
-			}
-			checkText(&fe, path, in.Metadata[k], MaxMetadataValueLen, false)
 		}
+		// Sorted by key, so that the same input always lists its errors
+		// alike (a key has at most one).
+		slices.SortFunc(refused, func(a, b FieldError) int { return strings.Compare(a.Field, b.Field) })
+		fe = append(fe, refused...)
 	}
 	return fe.err()
 }
@@ -165,15 +171,21 @@ func NewOrder(merchantID, id string, in NewOrderInput, now time.Time) (Order, er
 // path ("items[0]" in a new order, "" for the body of an added item). The
 // rules are shared so that an item added later obeys exactly what an item
 // created with the order does.
-func checkItem(fe *fieldErrors, path string, it Item) {
+func checkItem(fe *fieldErrors, index int, it Item) {
+	// The field's name is spelled only for an error: "items[1].sku", or
+	// "sku" for an item alone (index -1).
 	field := func(name string) string {
-		if path == "" {
+		if index < 0 {
 			return name
 		}
-		return path + "." + name
+		return "items[" + strconv.Itoa(index) + "]." + name
 	}
-	checkText(fe, field("sku"), it.SKU, MaxItemTextLength, true)
-	checkText(fe, field("name"), it.Name, MaxItemTextLength, true)
+	if m := textProblem(it.SKU, MaxItemTextLength, true); m != "" {
+		fe.add(field("sku"), m)
+	}
+	if m := textProblem(it.Name, MaxItemTextLength, true); m != "" {
+		fe.add(field("name"), m)
+	}
 	if it.Quantity < 1 || it.Quantity > MaxQuantity {
 		fe.add(field("quantity"), fmt.Sprintf("must be between 1 and %d", MaxQuantity))
 	}
@@ -195,19 +207,26 @@ func total(items []Item) int64 {
 // cannot store NUL in text or JSONB, and the rest only ever arrive by
 // mistake or malice; invalid UTF-8 because PostgreSQL refuses it too.
 func checkText(fe *fieldErrors, field, s string, maxLen int, required bool) {
+	if m := textProblem(s, maxLen, required); m != "" {
+		fe.add(field, m)
+	}
+}
+
+// textProblem is checkText's refusal of s, or "" when s is fine.
+func textProblem(s string, maxLen int, required bool) string {
 	switch {
 	case s == "" && required:
-		fe.add(field, "is required")
+		return "is required"
 	case !utf8.ValidString(s):
-		fe.add(field, "must be valid UTF-8")
+		return "must be valid UTF-8"
 	case utf8.RuneCountInString(s) > maxLen:
-		fe.add(field, fmt.Sprintf("must be at most %d characters", maxLen))
+		return fmt.Sprintf("must be at most %d characters", maxLen)
 	case textRE.MatchString(s):
+		return ""
 	case !printable(s):
-		fe.add(field, "must not contain control characters")
-	default:
-		fe.add(field, msgInvisible)
+		return "must not contain control characters"
 	}
+	return msgInvisible
 }
 
 // msgInvisible is the refusal of text that PatternText refuses for

@@ -196,7 +196,7 @@ func (s *Service) whyUnchanged(ctx context.Context, merchantID, orderID string) 
 // database.ErrUnavailable.
 func (s *Service) AddOrderItem(ctx context.Context, merchantID, orderID string, it Item, pre Precondition) (Order, error) {
 	var fe fieldErrors
-	checkItem(&fe, "", it)
+	checkItem(&fe, -1, it)
 	if err := fe.err(); err != nil {
 		return Order{}, err
 	}

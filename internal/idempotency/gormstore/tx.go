@@ -20,7 +20,7 @@ type txKey struct{}
 type unit struct {
 	mu  sync.Mutex
 	ctx context.Context
-	db  *gorm.DB // the handle to begin on, bound to the owner's context
+	db  *gorm.DB // the handle to begin on, bound to ctx when it begins
 	tx  *gorm.DB // nil until begun
 	err error    // the begin's error, if it failed
 	// pipelined: writes may be deferred (Exec) and sent together at the
@@ -39,7 +39,7 @@ func (u *unit) conn() *gorm.DB {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.tx == nil {
-		u.tx = u.db.Begin()
+		u.tx = u.db.WithContext(u.ctx).Begin()
 		u.err = u.tx.Error
 	}
 	if len(u.pending) > 0 && u.err == nil {
@@ -170,7 +170,7 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) (e
 	if InTx(ctx) {
 		return fn(ctx)
 	}
-	u := &unit{ctx: ctx, db: s.db.WithContext(ctx), pipelined: s.db.Name() == "postgres"}
+	u := &unit{ctx: ctx, db: s.db, pipelined: s.db.Name() == "postgres"}
 	defer func() {
 		if p := recover(); p != nil {
 			_ = u.end(false)
