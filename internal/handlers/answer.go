@@ -29,9 +29,13 @@ const contentTypeJSON = "application/json"
 // outcome is not known yet. header holds name and value pairs (Location,
 // ETag).
 func reply(status int, v any, header ...string) idempotency.Answer {
-	h := http.Header{"Content-Type": {contentTypeJSON}}
+	h := make(http.Header, 1+len(header)/2)
+	values := make([]string, 1, 1+len(header)/2) // one array for all
+	values[0] = contentTypeJSON
+	h["Content-Type"] = values[0:1:1]
 	for i := 0; i+1 < len(header); i += 2 {
-		h.Set(header[i], header[i+1])
+		values = append(values, header[i+1])
+		h[http.CanonicalHeaderKey(header[i])] = values[len(values)-1 : len(values) : len(values)]
 	}
 	return idempotency.Answer{Status: status, Header: h, Body: encodeJSON(v), Final: status != http.StatusAccepted}
 }

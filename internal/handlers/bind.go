@@ -25,6 +25,10 @@ import (
 // Content-Type was checked before (requireJSON, in front of the idempotency
 // middleware), so that a body the API cannot read never reserves a key.
 func decodeJSON(c *gin.Context, dst any) error {
+	// A body the idempotency middleware read already comes as its bytes.
+	if whole, ok := c.Request.Body.(interface{ Bytes() []byte }); ok {
+		return decodeStrict(whole.Bytes(), dst)
+	}
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
 		return &bodyReadError{err: err}

@@ -27,16 +27,22 @@ func NewKeyHasher(secret []byte) func(key string) string {
 		_, _ = rand.Read(secret) // never fails; see crypto/rand.Read
 	}
 	secret = append([]byte(nil), secret...)
-	// A keyed hash is reset and used again rather than made per request.
-	macs := sync.Pool{New: func() any { return hmac.New(sha256.New, secret) }}
+	// A keyed hash and its buffers are reset and used again rather than
+	// made per request.
+	type keyedHash struct {
+		mac     hash.Hash
+		in, sum []byte
+	}
+	macs := sync.Pool{New: func() any { return &keyedHash{mac: hmac.New(sha256.New, secret)} }}
 	return func(key string) string {
-		mac := macs.Get().(hash.Hash)
-		mac.Reset()
-		mac.Write([]byte(key))
-		var sum [sha256.Size]byte
+		h := macs.Get().(*keyedHash)
+		h.mac.Reset()
+		h.in = append(h.in[:0], key...)
+		h.mac.Write(h.in)
+		h.sum = h.mac.Sum(h.sum[:0])
 		var text [2 * sha256.Size]byte
-		hex.Encode(text[:], mac.Sum(sum[:0]))
-		macs.Put(mac)
+		hex.Encode(text[:], h.sum)
+		macs.Put(h)
 		return string(text[:keyHashLength])
 	}
 }

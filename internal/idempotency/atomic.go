@@ -37,29 +37,16 @@ var (
 
 func (r *run) atomic() (*Record, result, bool) {
 	k := r.k
-	var (
-		answer Answer
-		stored *Record
-	)
-	err := k.cfg.Transactor.InTx(r.ctx, func(ctx context.Context) error {
-		started := time.Now()
-		answer = r.handler(ctx, r.req.Body)
-		k.obs.Processed(r.ctx, r.req.Route, time.Since(started))
-		switch {
-		case !answer.Final:
-			return errNotKept
-		case !answer.success():
-			return errKeptAlone
-		}
-		stored = r.completed(answer)
-		return k.store.Insert(ctx, stored)
-	})
+	var tx atomicTx
+	tx.r = r
+	err := k.cfg.Transactor.InTx(r.ctx, tx.run)
+	answer, stored := &tx.answer, tx.stored
 	switch {
 	case err == nil:
 		k.published(stored)
 		return nil, fresh(answer, outcomeExecuted, stored), true
 	case errors.Is(err, errKeptAlone):
-		stored = r.completed(answer)
+		stored = r.completed(*answer)
 		err := k.store.Insert(r.ctx, stored)
 		switch {
 		case err == nil:
@@ -78,6 +65,29 @@ func (r *run) atomic() (*Record, result, bool) {
 		return r.lostRace()
 	}
 	return nil, refused(err), true
+}
+
+// atomicTx is what runs in an Atomic request's transaction: the handler,
+// then the record of its answer when the answer is kept with it.
+type atomicTx struct {
+	r      *run
+	answer Answer
+	stored *Record
+}
+
+func (t *atomicTx) run(ctx context.Context) error {
+	r, k := t.r, t.r.k
+	started := time.Now()
+	t.answer = r.handler(ctx, r.req.Body)
+	k.obs.Processed(r.ctx, r.req.Route, time.Since(started))
+	switch {
+	case !t.answer.Final:
+		return errNotKept
+	case !t.answer.success():
+		return errKeptAlone
+	}
+	t.stored = r.completed(t.answer)
+	return k.store.Insert(ctx, t.stored)
 }
 
 // lostRace reads the record of the request that holds the key after ours

@@ -192,9 +192,11 @@ func (c Config) withDefaults() Config {
 // of StoredHeaders (one value each).
 func (c Config) stored(a Answer) Answer {
 	h := make(http.Header, len(c.StoredHeaders))
+	values := make([]string, 0, len(c.StoredHeaders)) // one array for all
 	for _, name := range c.StoredHeaders {
 		if v := a.Header.Get(name); v != "" {
-			h[name] = []string{v}
+			values = append(values, v)
+			h[name] = values[len(values)-1 : len(values) : len(values)]
 		}
 	}
 	return Answer{Status: a.Status, Header: h, Body: a.Body, Final: true}

@@ -30,8 +30,10 @@ func newFlights() *flights {
 // acquire makes the caller the leader for id, waiting for earlier leaders
 // to land (waited tells whether it had to). While it waits, a landed leader
 // that left a completed record hands it over: acquire then returns that
-// record and no flight. It returns ctx.Err() when ctx ends first.
-func (f *flights) acquire(ctx context.Context, id string) (fl *flight, handed *Record, waited bool, err error) {
+// record and no flight. It waits on the context wait returns (asked only
+// when there is something to wait for), and returns its error when it ends
+// first.
+func (f *flights) acquire(wait func() context.Context, id string) (fl *flight, handed *Record, waited bool, err error) {
 	for {
 		f.mu.Lock()
 		cur, busy := f.m[id]
@@ -48,8 +50,8 @@ func (f *flights) acquire(ctx context.Context, id string) (fl *flight, handed *R
 			if cur.rec != nil {
 				return nil, cur.rec, true, nil
 			}
-		case <-ctx.Done():
-			return nil, nil, true, ctx.Err()
+		case <-wait().Done():
+			return nil, nil, true, wait().Err()
 		}
 	}
 }

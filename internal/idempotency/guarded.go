@@ -94,7 +94,7 @@ func (r *run) execute(fence int64, point string, expiresAt time.Time, outcome st
 			ExpiresAt: expiresAt,
 		}
 		k.published(done)
-		return fresh(*lease.stored, outcome, done)
+		return fresh(lease.stored, outcome, done)
 	}
 
 	// The answer is stored even if the client has gone.
@@ -118,7 +118,7 @@ func (r *run) execute(fence int64, point string, expiresAt time.Time, outcome st
 			})
 		}
 		k.released(scope, key)
-		return fresh(answer, outcome, nil)
+		return fresh(&answer, outcome, nil)
 	}
 	stored := k.cfg.stored(answer)
 	err := k.store.Complete(ctx, scope, key, fence, stored, k.clock.Now())
@@ -139,7 +139,7 @@ func (r *run) execute(fence int64, point string, expiresAt time.Time, outcome st
 		k.retryLater(func(ctx context.Context) error {
 			return k.store.Complete(ctx, scope, key, fence, stored, k.clock.Now())
 		})
-		return fresh(answer, outcome, nil)
+		return fresh(&answer, outcome, nil)
 	}
 	done := &Record{
 		Scope: scope, Key: key, Method: r.req.Method, Path: r.req.Path,
@@ -147,7 +147,7 @@ func (r *run) execute(fence int64, point string, expiresAt time.Time, outcome st
 		ExpiresAt: expiresAt,
 	}
 	k.published(done)
-	return fresh(answer, outcome, done)
+	return fresh(&answer, outcome, done)
 }
 
 // owner is the ownership of a record held by a Guarded request: its fence,

@@ -23,8 +23,8 @@ type result struct {
 
 func refused(err error) result { return result{outcome: outcomeOf(err), err: err} }
 
-func fresh(a Answer, o string, stored *Record) result {
-	return result{outcome: o, answer: &a, stored: stored}
+func fresh(a *Answer, o string, stored *Record) result {
+	return result{outcome: o, answer: a, stored: stored}
 }
 
 func replayed(rec *Record) result {
@@ -82,8 +82,11 @@ type run struct {
 	handler func(ctx context.Context, body []byte) Answer
 
 	// waitCtx bounds the whole wait for an original, in this process and
-	// in the store, to Config.Wait.
-	waitCtx context.Context
+	// in the store, to Config.Wait from waitFrom; made by waitContext when
+	// a request first waits (most never do), ended by endWait.
+	waitFrom   time.Time
+	waitCtx    context.Context
+	cancelWait context.CancelFunc
 	// limited: the Limiter has been asked already.
 	limited bool
 
@@ -102,17 +105,15 @@ func (r *run) handle() result {
 	if rec := k.cached(r.ctx, r.req); rec != nil {
 		return r.answer(rec)
 	}
-	waitCtx, cancel := context.WithTimeout(r.ctx, k.cfg.Wait)
-	defer cancel()
-	r.waitCtx = waitCtx
+	r.waitFrom = time.Now()
+	defer r.endWait()
 
 	// Only identical requests share a flight: a different request under
 	// the same key goes straight to the store and its 422.
 	id := r.req.Scope + "\x00" + r.req.Key + "\x00" + r.req.Fingerprint
-	start := time.Now()
-	fl, handed, waited, err := k.flights.acquire(waitCtx, id)
+	fl, handed, waited, err := k.flights.acquire(r.waitContext, id)
 	if waited {
-		k.obs.Waited(r.ctx, r.req.Route, time.Since(start))
+		k.obs.Waited(r.ctx, r.req.Route, time.Since(r.waitFrom))
 	}
 	switch {
 	case err != nil:
@@ -271,7 +272,7 @@ func (r *run) wait() bool {
 	case <-timer.C:
 		r.pause = min(r.pause*2, t.PollMax)
 	case <-r.wake:
-	case <-r.waitCtx.Done():
+	case <-r.waitContext().Done():
 		return false
 	}
 	return true
@@ -281,6 +282,21 @@ func (r *run) wait() bool {
 func (r *run) waitedFor() {
 	if r.polling {
 		r.k.obs.Waited(r.ctx, r.req.Route, time.Since(r.pollStart))
+	}
+}
+
+// waitContext is the request's waitCtx, made on first use.
+func (r *run) waitContext() context.Context {
+	if r.waitCtx == nil {
+		r.waitCtx, r.cancelWait = context.WithDeadline(r.ctx, r.waitFrom.Add(r.k.cfg.Wait))
+	}
+	return r.waitCtx
+}
+
+// endWait releases waitCtx's timer, if it was made.
+func (r *run) endWait() {
+	if r.cancelWait != nil {
+		r.cancelWait()
 	}
 }
 

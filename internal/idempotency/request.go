@@ -77,12 +77,11 @@ func readBody(r io.Reader, limit int64) ([]byte, error) {
 		return nil, nil
 	}
 	body, err := io.ReadAll(io.LimitReader(r, limit+1))
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		// The server's own limit in front of ours (http.MaxBytesReader).
-		return nil, tooLarge
-	case err != nil:
+	if err != nil {
+		if tooLarge, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			// The server's own limit in front of ours (http.MaxBytesReader).
+			return nil, tooLarge
+		}
 		return nil, fmt.Errorf("%w: %w", ErrBodyRead, err)
 	}
 	if int64(len(body)) > limit {

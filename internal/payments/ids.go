@@ -38,5 +38,12 @@ func (g *idGenerator) newID(prefix string, now time.Time) (string, error) {
 		// 1970) get here.
 		return "", fmt.Errorf("make %sid: %w", prefix, err)
 	}
-	return prefix + id.String(), nil
+	// Spelled into one buffer: one allocation for the id, not two.
+	var buf [16 + ulid.EncodedSize]byte
+	n := copy(buf[:16], prefix)
+	if n < len(prefix) {
+		return prefix + id.String(), nil
+	}
+	_ = id.MarshalTextTo(buf[n : n+ulid.EncodedSize]) // cannot fail: the size is right
+	return string(buf[:n+ulid.EncodedSize]), nil
 }

@@ -14,7 +14,6 @@ package ginidem
 import (
 	"bytes"
 	"context"
-	"io"
 
 	"github.com/gin-gonic/gin"
 
@@ -105,16 +104,35 @@ func (m *Middleware) serve(mode idempotency.Mode, h Handler) gin.HandlerFunc {
 // context comes back afterwards whatever happens: a panic is answered by a
 // recovery middleware further out, which must see the request as it came.
 func (m *Middleware) run(c *gin.Context, h Handler, ctx context.Context, body []byte) idempotency.Answer {
-	base := c.Request.Context()
-	defer func() { c.Request = c.Request.WithContext(base) }()
+	orig := c.Request
+	defer func() { c.Request = orig }()
 	c.Request = c.Request.WithContext(ctx)
-	c.Request.Body = io.NopCloser(bytes.NewReader(body))
+	c.Request.Body = newReadBody(body)
 	a, err := h(c)
 	if err != nil {
 		return m.opts.Answer(c, err)
 	}
 	return a
 }
+
+// readBody is the body the Keeper read, as the handler reads it again: an
+// io.ReadCloser, whose Bytes are what is left to read, for a decoder that
+// wants the body whole without copying it.
+type readBody struct {
+	bytes.Reader
+	b []byte
+}
+
+func newReadBody(b []byte) *readBody {
+	r := &readBody{b: b}
+	r.Reset(b)
+	return r
+}
+
+// Bytes returns the body's unread part, without reading it.
+func (r *readBody) Bytes() []byte { return r.b[len(r.b)-r.Len():] }
+
+func (r *readBody) Close() error { return nil }
 
 // Write sends an answer: its headers, status and body. It is the one
 // writer of answers, keyed or not, stored or fresh.
