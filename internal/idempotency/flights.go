@@ -13,7 +13,7 @@ import (
 // time, not one per request.
 type flights struct {
 	mu sync.Mutex
-	m  map[string]*flight
+	m  map[flightID]*flight
 }
 
 type flight struct {
@@ -23,8 +23,11 @@ type flight struct {
 	rec *Record
 }
 
+// flightID is what identical requests share: only they share a flight.
+type flightID struct{ scope, key, fingerprint string }
+
 func newFlights() *flights {
-	return &flights{m: make(map[string]*flight)}
+	return &flights{m: make(map[flightID]*flight)}
 }
 
 // acquire makes the caller the leader for id, waiting for earlier leaders
@@ -33,7 +36,7 @@ func newFlights() *flights {
 // record and no flight. It waits on the context wait returns (asked only
 // when there is something to wait for), and returns its error when it ends
 // first.
-func (f *flights) acquire(wait func() context.Context, id string) (fl *flight, handed *Record, waited bool, err error) {
+func (f *flights) acquire(wait func() context.Context, id flightID) (fl *flight, handed *Record, waited bool, err error) {
 	for {
 		f.mu.Lock()
 		cur, busy := f.m[id]
@@ -58,7 +61,7 @@ func (f *flights) acquire(wait func() context.Context, id string) (fl *flight, h
 
 // land ends the leader's flight, handing rec (a completed record, or nil)
 // to the waiters.
-func (f *flights) land(id string, fl *flight, rec *Record) {
+func (f *flights) land(id flightID, fl *flight, rec *Record) {
 	f.mu.Lock()
 	delete(f.m, id)
 	f.mu.Unlock()

@@ -110,7 +110,7 @@ func (r *run) handle() result {
 
 	// Only identical requests share a flight: a different request under
 	// the same key goes straight to the store and its 422.
-	id := r.req.Scope + "\x00" + r.req.Key + "\x00" + r.req.Fingerprint
+	id := flightID{r.req.Scope, r.req.Key, r.req.Fingerprint}
 	fl, handed, waited, err := k.flights.acquire(r.waitContext, id)
 	if waited {
 		k.obs.Waited(r.ctx, r.req.Route, time.Since(r.waitFrom))

@@ -278,20 +278,23 @@ func (s *Store) fenced(res *gorm.DB) error {
 
 // encodeAnswer spells a as its columns; with a cipher, the body is
 // encrypted for the record (scope, key) and keyID names the key.
-func (s *Store) encodeAnswer(scope, key string, a *idempotency.Answer) (status *int, headers *string, body []byte, keyID *string, err error) {
+// encodeAnswer spells a as its columns' arguments: nil (NULL) for no answer,
+// and no key id for a body in clear.
+func (s *Store) encodeAnswer(scope, key string, a *idempotency.Answer) (status, headers any, body []byte, keyID any, err error) {
 	if a == nil {
 		return nil, nil, nil, nil, nil
 	}
-	st := a.Status
-	h := encodeHeaders(a.Header)
+	// An int, not a pointer to one: a status below 256 (201, 202) put in an
+	// any costs no allocation (Go keeps the integers below 256 boxed).
+	status, headers = a.Status, encodeHeaders(a.Header)
 	if s.cipher == nil {
-		return &st, &h, a.Body, nil, nil
+		return status, headers, a.Body, nil, nil
 	}
 	id, sealed, err := s.cipher.Seal(scope, key, a.Body)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	return &st, &h, sealed, &id, nil
+	return status, headers, sealed, id, nil
 }
 
 func (s *Store) toRecord(row recordRow) (*idempotency.Record, error) {
