@@ -13,9 +13,11 @@ import (
 
 // Canonical JSON (RFC 8785, JCS) is what the fingerprint hashes, so that
 // member order, whitespace, number spelling and string escapes do not make
-// two requests differ. It runs on every keyed request before any lookup, so
-// its cost is bounded: linear scans, a sort of each object's members in
-// O(n log n), and caps on what a body may hold.
+// two requests differ. It runs on every keyed request before any lookup
+// (but a retry that sends the very bytes of a request this process
+// completed, known by their digest: Keeper.request), so its cost is
+// bounded: linear scans, a sort of each object's members in O(n log n), and
+// caps on what a body may hold.
 
 // The caps of a body (limits).
 const (

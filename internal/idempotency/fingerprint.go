@@ -3,35 +3,61 @@ package idempotency
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"maps"
+	"hash"
 	"slices"
 	"strconv"
+	"sync"
 )
 
 // fingerprint identifies a request for one key: method, route template,
 // path parameters (sorted by name) and the canonical body. Two requests with
 // the same fingerprint are the same logical request.
 func fingerprint(method, route string, params map[string]string, canonicalBody []byte) string {
-	names := slices.Sorted(maps.Keys(params))
-
-	h := sha256.New()
-	// Each part is length-prefixed, so no two different requests can be
-	// concatenated into the same byte stream.
-	var prefix [24]byte
-	write := func(s string) {
-		h.Write(strconv.AppendInt(prefix[:0], int64(len(s)), 10))
-		h.Write([]byte{':'})
-		h.Write([]byte(s))
-	}
-	write(method)
-	write(route)
-	for _, name := range names {
-		write(name)
-		write(params[name])
-	}
-	h.Write(canonicalBody)
-	var sum [sha256.Size]byte
+	sum := requestDigest(method, route, params, canonicalBody)
 	var out [2 * sha256.Size]byte
-	hex.Encode(out[:], h.Sum(sum[:0]))
+	hex.Encode(out[:], sum[:])
 	return string(out[:])
 }
+
+// requestDigest is the SHA-256 of method, route template, path parameters
+// (sorted by name) and body. Each part but the body is length-prefixed, so
+// no two different requests can be concatenated into the same byte stream.
+// fingerprint hashes the canonical body with it; Keeper.request hashes the
+// body as sent, to know a retry that sends the very same bytes again.
+func requestDigest(method, route string, params map[string]string, body []byte) (sum [sha256.Size]byte) {
+	d := digesters.Get().(*digester)
+	defer digesters.Put(d)
+	b := d.prefix[:0]
+	put := func(s string) {
+		b = strconv.AppendInt(b, int64(len(s)), 10)
+		b = append(b, ':')
+		b = append(b, s...)
+	}
+	put(method)
+	put(route)
+	var few [4]string
+	names := few[:0]
+	for name := range params {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		put(name)
+		put(params[name])
+	}
+	d.prefix = b
+	d.h.Reset()
+	d.h.Write(b)
+	d.h.Write(body)
+	d.sum = d.h.Sum(d.sum[:0])
+	copy(sum[:], d.sum)
+	return sum
+}
+
+// digester is a hash and its buffers, kept between requests.
+type digester struct {
+	h           hash.Hash
+	prefix, sum []byte
+}
+
+var digesters = sync.Pool{New: func() any { return &digester{h: sha256.New()} }}

@@ -3,6 +3,7 @@ package idempotency
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -45,6 +46,17 @@ func TestFingerprintIgnoresSpelling(t *testing.T) {
 			require.NotEqual(t, fp(t, tc.a), fp(t, tc.b))
 		})
 	}
+}
+
+// TestFingerprintIsStable: the fingerprints stored by earlier versions are
+// compared with the ones computed now, so the hashing never changes.
+func TestFingerprintIsStable(t *testing.T) {
+	require.Equal(t, "8f5466014bf9e942b3ba8ac68694a77e627e9d99dfc12bc472860f11abe09e2a",
+		fingerprint("POST", "/v1/orders/:id/payments", map[string]string{"id": "ord_1", "b": "x"}, []byte(`{"a":1}`)))
+	require.Equal(t, "3adbb9e13991dffe2d42e34acadb0b3f44487de0d2a8f8ab8bdd7d75707652e9",
+		fingerprint("POST", "/v1/orders", nil, []byte(`{}`)))
+	six := map[string]string{"f": "6", "e": "5", "d": "4", "c": "3", "b": "2", "a": "1"}
+	require.Equal(t, fingerprint("POST", "/r", six, nil), fingerprint("POST", "/r", maps.Clone(six), nil), "more names than the stack array")
 }
 
 func TestFingerprintCoversRouteAndParams(t *testing.T) {

@@ -91,7 +91,7 @@ func (r *run) execute(fence int64, point string, expiresAt time.Time, outcome st
 		done := &Record{
 			Scope: scope, Key: key, Method: r.req.Method, Path: r.req.Path,
 			Fingerprint: r.req.Fingerprint, State: StateCompleted, Fence: fence, Answer: lease.stored,
-			ExpiresAt: expiresAt,
+			ExpiresAt: expiresAt, sent: r.req.sent,
 		}
 		k.published(done)
 		return fresh(lease.stored, outcome, done)
@@ -144,7 +144,7 @@ func (r *run) execute(fence int64, point string, expiresAt time.Time, outcome st
 	done := &Record{
 		Scope: scope, Key: key, Method: r.req.Method, Path: r.req.Path,
 		Fingerprint: r.req.Fingerprint, State: StateCompleted, Fence: fence, Answer: &stored,
-		ExpiresAt: expiresAt,
+		ExpiresAt: expiresAt, sent: r.req.sent,
 	}
 	k.published(done)
 	return fresh(&answer, outcome, done)

@@ -315,5 +315,6 @@ func (r *run) completed(a Answer) *Record {
 		Scope: r.req.Scope, Key: r.req.Key, Method: r.req.Method, Path: r.req.Path,
 		Fingerprint: r.req.Fingerprint, State: StateCompleted, Point: PointStarted,
 		LockedUntil: now, Answer: &stored, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(r.k.cfg.TTL),
+		sent: r.req.sent,
 	}
 }

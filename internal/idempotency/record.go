@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"crypto/sha256"
 	"net/http"
 	"strings"
 	"time"
@@ -79,4 +80,10 @@ type Record struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	ExpiresAt time.Time
+
+	// sent is, on a record this process completed, the requestDigest of
+	// the request as it was sent, so that a retry of the very same bytes is
+	// known without canonicalizing its body again; zero on a record read
+	// from a store or a cache.
+	sent [sha256.Size]byte
 }

@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -39,6 +40,9 @@ type keyedRequest struct {
 	Fingerprint                     string
 	// Body is the request's body as it was read.
 	Body []byte
+	// sent is the requestDigest of the request as sent (its body
+	// uncanonicalized).
+	sent [sha256.Size]byte
 }
 
 // request checks the key and the body, and computes the fingerprint. It
@@ -59,15 +63,23 @@ func (k *Keeper) request(ctx context.Context, in Input) (keyedRequest, error) {
 	if err != nil {
 		return keyedRequest{}, err
 	}
+	req := keyedRequest{
+		Scope: in.Scope, Key: key, Method: in.Method, Path: in.Path, Route: in.Route,
+		Body: body, sent: requestDigest(in.Method, in.Route, in.Params, body),
+	}
+	// A retry that sends the very bytes of a request this process
+	// completed under the key has its fingerprint: canonicalizing again
+	// (most of a replay's work) would find the same one.
+	if rec := k.local.get(in.Scope, key, k.clock.Now()); rec != nil && rec.sent == req.sent {
+		req.Fingerprint = rec.Fingerprint
+		return req, nil
+	}
 	canonical, err := bodyLimits.canonicalize(ctx, body)
 	if err != nil {
 		return keyedRequest{}, err
 	}
-	return keyedRequest{
-		Scope: in.Scope, Key: key, Method: in.Method, Path: in.Path, Route: in.Route,
-		Fingerprint: fingerprint(in.Method, in.Route, in.Params, canonical),
-		Body:        body,
-	}, nil
+	req.Fingerprint = fingerprint(in.Method, in.Route, in.Params, canonical)
+	return req, nil
 }
 
 // readBody reads r whole, or refuses it past limit bytes without reading

@@ -342,6 +342,39 @@ func TestAtomicCreate(t *testing.T) {
 	})
 }
 
+// TestRetryOfTheSameBytes: a retry that sends the very bytes of a request
+// this process completed is known by those bytes (its body is not
+// canonicalized again) and replayed; the same bytes to another route, or
+// another path parameter, under the key are still another request.
+func TestRetryOfTheSameBytes(t *testing.T) {
+	eachDialect(t, func(t *testing.T, d string) {
+		e := newTestEnv(t, d, idempotency.Config{})
+		const body = `{"name":"coffee"}`
+		first := e.post("m1", "/atomic/things", "key-same", body)
+		require.Equal(t, 201, first.Code, first.Body.String())
+		for range 3 {
+			again := e.post("m1", "/atomic/things", "key-same", body)
+			require.Equal(t, 201, again.Code)
+			require.Equal(t, "true", again.Header().Get(idempotency.HeaderReplayed))
+			require.Equal(t, first.Body.Bytes(), again.Body.Bytes())
+		}
+		require.EqualValues(t, 1, e.orders(t, "m1"))
+
+		other := e.post("m1", "/guarded/things/t1/actions", "key-same", body)
+		require.Equal(t, 422, other.Code, other.Body.String())
+		require.Equal(t, "idempotency_key_reused", code(t, other))
+
+		done := e.post("m1", "/guarded/things/t1/actions", "key-action", body)
+		require.Less(t, done.Code, 300, done.Body.String())
+		again := e.post("m1", "/guarded/things/t1/actions", "key-action", body)
+		require.Equal(t, done.Code, again.Code)
+		require.Equal(t, "true", again.Header().Get(idempotency.HeaderReplayed))
+		param := e.post("m1", "/guarded/things/t2/actions", "key-action", body)
+		require.Equal(t, 422, param.Code, param.Body.String())
+		require.EqualValues(t, 1, e.orders(t, "m1"))
+	})
+}
+
 func TestKeyAndBodyErrorsChangeNothing(t *testing.T) {
 	eachDialect(t, func(t *testing.T, d string) {
 		e := newTestEnv(t, d, idempotency.Config{})
