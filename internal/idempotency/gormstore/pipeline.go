@@ -182,13 +182,18 @@ func finish(ctx context.Context, pc *pgx.Conn, end string, err error) error {
 	return err
 }
 
-// keyNotPlainlyFree reports whether err is the plain insert's failure on
-// the records' table: a unique violation (a row under the key) or a null
-// merchant (FastInsertSQL's answer to a live tombstone).
+// keyNotPlainlyFree reports whether err is the plain insert's failure: a
+// unique violation on the records' table (a row under the key), or the
+// tombstone's refusal (fastInsertTombstoned).
 func keyNotPlainlyFree(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.TableName == "idempotency_records" &&
-		(pgErr.Code == "23505" || pgErr.Code == "23502")
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	switch {
+	case !ok:
+		return false
+	case pgErr.Code == "23505":
+		return pgErr.TableName == "idempotency_records"
+	}
+	return pgErr.Code == "22P02" && strings.Contains(pgErr.Message, tombstoneTaken)
 }
 
 // dollars rewrites the ? placeholders of a statement as PostgreSQL's $n,

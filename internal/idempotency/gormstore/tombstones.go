@@ -53,14 +53,23 @@ WHERE r.expires_at <= {ts}
 RETURNING fence`
 
 // fastInsertTombstoned is FastInsertSQL for a store with tombstones: a live
-// tombstone makes the merchant null, which fails on the column's NOT NULL
-// as a row under the key fails on the primary key (the same arguments:
-// the tombstone is looked up by the record's scope, key and creation time).
-var fastInsertTombstoned = strings.Replace(FastInsertSQL, "VALUES ($1,", `VALUES (
-    CASE WHEN EXISTS (
-        SELECT 1 FROM idempotency_tombstones b
-        WHERE b.merchant_id = $1 AND b.idempotency_key = $2 AND b.expires_at > $13)
-    THEN NULL ELSE $1 END,`, 1)
+// tombstone under the key makes it fail too, with an error that carries no
+// data (a NULL in a NOT NULL column would make PostgreSQL log the whole row,
+// the answer included). The fence is 1 plus a lookup of the tombstone that
+// yields nothing, or fails: it casts tombstoneTaken to an integer, and
+// PostgreSQL names only that text. The cast hangs on the row's column so
+// that the planner cannot compute it ahead (a constant would fail always).
+// The same arguments: the tombstone is looked up by the record's scope, key
+// and creation time.
+var fastInsertTombstoned = strings.Replace(FastInsertSQL, "$7, 1, $8,", `$7,
+    1 + coalesce((
+        SELECT ('`+tombstoneTaken+`' || left(b.merchant_id, 0))::integer
+        FROM idempotency_tombstones b
+        WHERE b.merchant_id = $1 AND b.idempotency_key = $2 AND b.expires_at > $13), 0),
+    $8,`, 1)
+
+// tombstoneTaken is the text fastInsertTombstoned fails with.
+const tombstoneTaken = "a live tombstone holds this idempotency key"
 
 // insertTombstoned spells insertTombstonedSQL for the store's dialect.
 func (s *Store) insertTombstoned() string {
