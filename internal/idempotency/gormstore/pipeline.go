@@ -118,17 +118,31 @@ func (u *unit) pipeline() error {
 			return fmt.Errorf("gormstore: pipeline needs the pgx driver, got %T", dc)
 		}
 		pc := sc.Conn()
-		err := u.send(pc, pending, true)
-		if !keyNotPlainlyFree(err) {
-			return err
+		if commitsAlone(pending) {
+			err := u.send(pc, pending, true)
+			if !keyNotPlainlyFree(err) {
+				return err
+			}
 		}
-		err = u.send(pc, pending, false)
+		err := u.send(pc, pending, false)
 		end := "COMMIT"
 		if err != nil {
 			end = "ROLLBACK"
 		}
 		return finish(u.ctx, pc, end, err)
 	})
+}
+
+// commitsAlone reports whether pending may go in a transaction that
+// commits by itself: every write whose row decides (the record's) has its
+// plain form, which fails rather than return no row.
+func commitsAlone(pending []pendingWrite) bool {
+	for _, w := range pending {
+		if w.into != nil && w.fast == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // send queues the writes on one batch and reads their answers: when fast,
