@@ -102,8 +102,12 @@ func (r *run) handle() result {
 	k := r.k
 	// A completed record in the cache answers without the store: a replay,
 	// or the 422 of a different request. Neither waits.
-	if rec := k.cached(r.ctx, r.req); rec != nil {
-		return r.answer(rec)
+	done := r.req.known
+	if done == nil {
+		done = k.cached(r.ctx, r.req)
+	}
+	if done != nil {
+		return r.answer(done)
 	}
 	r.waitFrom = time.Now()
 	defer r.endWait()

@@ -43,6 +43,9 @@ type keyedRequest struct {
 	// sent is the requestDigest of the request as sent (its body
 	// uncanonicalized).
 	sent [sha256.Size]byte
+	// known is the completed record that gave a retry its fingerprint:
+	// it answers without a second look in the cache.
+	known *Record
 }
 
 // request checks the key and the body, and computes the fingerprint. It
@@ -71,7 +74,7 @@ func (k *Keeper) request(ctx context.Context, in Input) (keyedRequest, error) {
 	// completed under the key has its fingerprint: canonicalizing again
 	// (most of a replay's work) would find the same one.
 	if rec := k.local.get(in.Scope, key, k.clock.Now()); rec != nil && rec.sent == req.sent {
-		req.Fingerprint = rec.Fingerprint
+		req.Fingerprint, req.known = rec.Fingerprint, rec
 		return req, nil
 	}
 	canonical, err := bodyLimits.canonicalize(ctx, body)
