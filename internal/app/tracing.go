@@ -4,11 +4,18 @@ import (
 	"context"
 	"fmt"
 
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
-	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemkeys/payments/internal/tracing"
@@ -68,21 +75,125 @@ func traceRedis(client redis.UniversalClient, tr *tracing.Tracing) error {
 }
 
 // traceRequests is the router's tracing middleware (handlers.Deps.Tracing):
-// a server span per request, named by the route template, continuing the
-// caller's traceparent; nil when tracing is off. Probes and scrapes are
-// left out: they would be most of the traces and say nothing.
+// a server span per request, named by the method and the route template
+// ("POST /v1/orders", or the method alone when no route matched),
+// continuing the caller's traceparent; nil when tracing is off. Probes and
+// scrapes are left out: they would be most of the traces and say nothing.
+//
+// It is written here rather than taken from otelgin, whose span is the
+// same but which also records the HTTP server metrics on every request
+// (work for a meter the API does not export), sets the route twice and
+// stores its tracer in the gin context: 6 allocations and 1.7 KB per
+// traced create (BenchmarkHandler/postgres/traced), and a module and four
+// packages in the binary. The attributes are those of the semantic
+// conventions for an HTTP server span (semconv v1.43.0), as otelgin sets
+// them; the request's id, merchant and key hash, and a scrubbed url.path,
+// are added by handlers' requestContext.
 func traceRequests(tr *tracing.Tracing) gin.HandlerFunc {
 	if !tr.Enabled() {
 		return nil
 	}
-	return otelgin.Middleware("",
-		otelgin.WithTracerProvider(tr.TracerProvider()), otelgin.WithPropagators(tr.Propagator()),
-		otelgin.WithMeterProvider(metricnoop.NewMeterProvider()),
-		otelgin.WithGinFilter(func(c *gin.Context) bool {
-			switch c.FullPath() {
-			case "/healthz", "/readyz", "/metrics", "/swagger/*any":
-				return false
-			}
-			return true
-		}))
+	tracer := tr.TracerProvider().Tracer(serverScope)
+	prop := tr.Propagator()
+	return func(c *gin.Context) {
+		route := c.FullPath()
+		switch route {
+		case "/healthz", "/readyz", "/metrics", "/swagger/*any":
+			c.Next()
+			return
+		}
+		req := c.Request
+		saved := req.Context()
+		ctx := prop.Extract(saved, propagation.HeaderCarrier(req.Header))
+		name, method := spanMethod(req.Method)
+		if route != "" {
+			name += " " + route
+		}
+		ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(serverAttributes(c, req, method, route)...))
+		c.Request = req.WithContext(ctx)
+
+		c.Next()
+
+		status := c.Writer.Status()
+		attrs := make([]attribute.KeyValue, 0, 3)
+		attrs = append(attrs, semconv.HTTPResponseStatusCode(status))
+		if n := c.Writer.Size(); n > 0 {
+			attrs = append(attrs, semconv.HTTPResponseBodySize(n))
+		}
+		if status >= http.StatusInternalServerError {
+			attrs = append(attrs, semconv.ErrorTypeKey.String(strconv.Itoa(status)))
+			span.SetStatus(codes.Error, "")
+		}
+		span.SetAttributes(attrs...)
+		span.End()
+		c.Request = c.Request.WithContext(saved)
+	}
+}
+
+// serverScope is the instrumentation scope of the requests' spans.
+const serverScope = "github.com/idemkeys/payments/internal/app"
+
+// spanMethod is the method as a span's name gives it (HTTP for one the
+// conventions do not know) and its http.request.method attribute (_OTHER,
+// with the original beside it, for such a method).
+func spanMethod(m string) (string, []attribute.KeyValue) {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return m, []attribute.KeyValue{semconv.HTTPRequestMethodKey.String(m)}
+	}
+	return "HTTP", []attribute.KeyValue{semconv.HTTPRequestMethodOther, semconv.HTTPRequestMethodOriginal(m)}
+}
+
+// serverAttributes are the request's attributes when its span starts.
+func serverAttributes(c *gin.Context, req *http.Request, method []attribute.KeyValue, route string) []attribute.KeyValue {
+	attrs := make([]attribute.KeyValue, 0, 12)
+	attrs = append(attrs, method...)
+	scheme := "http"
+	if req.TLS != nil {
+		scheme = "https"
+	}
+	attrs = append(attrs, semconv.URLScheme(scheme), semconv.URLPath(req.URL.Path))
+	if host, port := splitHostPort(req.Host); host != "" {
+		attrs = append(attrs, semconv.ServerAddress(host))
+		if port > 0 && !(scheme == "http" && port == 80) && !(scheme == "https" && port == 443) {
+			attrs = append(attrs, semconv.ServerPort(port))
+		}
+	}
+	if peer, port := splitHostPort(req.RemoteAddr); peer != "" {
+		attrs = append(attrs, semconv.NetworkPeerAddress(peer))
+		if port > 0 {
+			attrs = append(attrs, semconv.NetworkPeerPort(port))
+		}
+	}
+	if ip := c.ClientIP(); ip != "" {
+		attrs = append(attrs, semconv.ClientAddress(ip))
+	}
+	if ua := req.UserAgent(); ua != "" {
+		attrs = append(attrs, semconv.UserAgentOriginal(ua))
+	}
+	if req.ProtoMajor == 1 {
+		attrs = append(attrs, semconv.NetworkProtocolVersion("1."+strconv.Itoa(req.ProtoMinor)))
+	} else if req.ProtoMajor > 1 {
+		attrs = append(attrs, semconv.NetworkProtocolVersion(strconv.Itoa(req.ProtoMajor)))
+	}
+	if route != "" {
+		attrs = append(attrs, semconv.HTTPRoute(route))
+	}
+	return attrs
+}
+
+// splitHostPort splits "host:port" (the port -1 when absent or not a
+// number); a bracketed IPv6 host loses its brackets.
+func splitHostPort(hostport string) (string, int) {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return strings.Trim(hostport, "[]"), -1
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return host, -1
+	}
+	return host, int(p)
 }

@@ -43,8 +43,9 @@ type (
 // sends a sane one, made up otherwise, and echoed in the answer.
 const HeaderRequestID = "X-Request-Id"
 
-// Attributes of the request's span, beside the HTTP ones of otelgin. The
-// key hash is the access log's; a span never holds a whole key.
+// Attributes of the request's span, beside the HTTP ones its server span
+// starts with. The key hash is the access log's; a span never holds a whole
+// key.
 const (
 	AttrRequestID  = "request.id"
 	AttrMerchantID = "merchant.id"

@@ -82,8 +82,8 @@ type Deps struct {
 	// leaves the field for the user.
 	DemoAPIKey string
 	// Tracing, if set, runs first on every request: it starts the request's
-	// span (otelgin), so that the access log line, the recovery's 500 and
-	// everything after them happen inside it. The request's id, merchant
+	// server span (app.traceRequests), so that the access log line, the
+	// recovery's 500 and everything after them happen inside it. The request's id, merchant
 	// and key hash are put on that span; a key in the path never is.
 	Tracing gin.HandlerFunc
 }
