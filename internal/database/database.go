@@ -110,9 +110,8 @@ func Open(url string, opts Options) (*DB, error) {
 		pc := postgres.Config{DSN: url}
 		if opts.Tracing != nil {
 			// Every connection the pool opens carries the tracer.
-			tracer := pgxTracing(opts.Tracing)
 			pc.OptionOpenDB = append(pc.OptionOpenDB, stdlib.OptionBeforeConnect(func(_ context.Context, c *pgx.ConnConfig) error {
-				c.Tracer = tracer
+				c.Tracer = pgxTracing(opts.Tracing, c.Host, c.Port)
 				return nil
 			}))
 		}

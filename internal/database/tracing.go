@@ -42,6 +42,10 @@ const tracerName = "github.com/idemkeys/payments/internal/database"
 // pgxTracer is the pgx tracer of PostgreSQL connections.
 type pgxTracer struct {
 	tracer trace.Tracer
+	// server is server.address and server.port of the connections that
+	// carry this tracer, read once from their settings: pgx's
+	// Conn.Config() copies the whole configuration at each call.
+	server []attribute.KeyValue
 }
 
 var (
@@ -49,39 +53,45 @@ var (
 	_ pgx.BatchTracer = pgxTracer{}
 )
 
-// pgxTracing is the tracer every new pool connection gets: tp's, which
-// records only inside a trace already under way (a request, a
+// pgxTracing is the tracer a new pool connection to host:port gets: tp's,
+// which records only inside a trace already under way (a request, a
 // reconciliation), never the background polling on its own.
-func pgxTracing(tp trace.TracerProvider) pgxTracer {
-	return pgxTracer{tracer: tp.Tracer(tracerName)}
+func pgxTracing(tp trace.TracerProvider, host string, port uint16) pgxTracer {
+	return pgxTracer{
+		tracer: tp.Tracer(tracerName),
+		server: []attribute.KeyValue{semconv.ServerAddress(host), semconv.ServerPort(int(port))},
+	}
 }
 
 // start begins a statement's span, unless ctx is in no trace (the
 // dispatcher's or the janitor's polling): then nothing is built at all.
-func (t pgxTracer) start(ctx context.Context, conn *pgx.Conn, query string, extra ...attribute.KeyValue) context.Context {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
-		return ctx
-	}
+// A batch (batch > 0) is named BATCH whatever its first statement is.
+func (t pgxTracer) start(ctx context.Context, query string, batch int) context.Context {
 	op, target := summarize(query)
-	attrs := make([]attribute.KeyValue, 0, 9)
-	attrs = append(attrs, semconv.DBSystemNamePostgreSQL, semconv.DBQueryText(query), semconv.DBOperationName(op))
 	name := op
+	if batch > 0 {
+		op, target, name = "BATCH", "", "BATCH"
+	}
+	attrs := make([]attribute.KeyValue, 0, 8)
+	attrs = append(attrs, semconv.DBSystemNamePostgreSQL, semconv.DBQueryText(query), semconv.DBOperationName(op))
 	if target != "" {
 		name = op + " " + target
 		attrs = append(attrs, semconv.DBCollectionName(target), semconv.DBQuerySummary(name))
 	}
-	if conn != nil {
-		cfg := conn.Config()
-		attrs = append(attrs, semconv.ServerAddress(cfg.Host), semconv.ServerPort(int(cfg.Port)))
+	attrs = append(attrs, t.server...)
+	if batch > 0 {
+		attrs = append(attrs, semconv.DBOperationBatchSize(batch))
 	}
-	attrs = append(attrs, extra...)
 	ctx, _ = t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	return ctx
 }
 
 // TraceQueryStart starts the span of one statement (Exec, Query, QueryRow).
-func (t pgxTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	return t.start(ctx, conn, data.SQL)
+func (t pgxTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx
+	}
+	return t.start(ctx, data.SQL, 0)
 }
 
 // TraceQueryEnd ends it, once its rows are read.
@@ -92,19 +102,24 @@ func (pgxTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, data pgx.TraceQ
 // TraceBatchStart starts one span for a whole batch: its statements are
 // sent in one round trip, so their own durations mean little. Its
 // db.query.text is theirs joined by "; ", as the conventions say.
-func (t pgxTracer) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+func (t pgxTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
 	if !trace.SpanContextFromContext(ctx).IsValid() || data.Batch == nil {
 		return ctx
 	}
-	queries := make([]string, len(data.Batch.QueuedQueries))
-	for i, q := range data.Batch.QueuedQueries {
-		queries[i] = q.SQL
+	queued := data.Batch.QueuedQueries
+	n := 2 * (len(queued) - 1)
+	for _, q := range queued {
+		n += len(q.SQL)
 	}
-	ctx = t.start(ctx, conn, strings.Join(queries, "; "), semconv.DBOperationBatchSize(len(queries)))
-	// The batch's name is BATCH whatever its first statement is.
-	trace.SpanFromContext(ctx).SetName("BATCH")
-	trace.SpanFromContext(ctx).SetAttributes(semconv.DBOperationName("BATCH"))
-	return ctx
+	var text strings.Builder
+	text.Grow(n)
+	for i, q := range queued {
+		if i > 0 {
+			text.WriteString("; ")
+		}
+		text.WriteString(q.SQL)
+	}
+	return t.start(ctx, text.String(), len(queued))
 }
 
 // TraceBatchQuery marks the batch's span failed at its first failing
