@@ -36,6 +36,19 @@ func BenchmarkHandler(b *testing.B) {
 					}
 				}
 			})
+			b.Run("traced", func(b *testing.B) {
+				// The create again on an instance with tracing on, every
+				// span exported over OTLP/HTTP to a sink that drops them.
+				traced := benchHandler(b, testkit.DatabaseURL(b, dialect), "OTEL_EXPORTER_OTLP_ENDPOINT="+spanSink(b))
+				b.ReportAllocs()
+				n := 0
+				for b.Loop() {
+					n++
+					if code := serveOrder(traced, "traced-"+strconv.Itoa(n)); code != http.StatusCreated {
+						b.Fatalf("status %d", code)
+					}
+				}
+			})
 			b.Run("replay", func(b *testing.B) {
 				if code := serveOrder(h, "bench-replay"); code != http.StatusCreated {
 					b.Fatalf("status %d", code)
@@ -51,7 +64,7 @@ func BenchmarkHandler(b *testing.B) {
 	}
 }
 
-func benchHandler(b *testing.B, dbURL string) http.Handler {
+func benchHandler(b *testing.B, dbURL string, settings ...string) http.Handler {
 	b.Helper()
 	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
@@ -60,8 +73,8 @@ func benchHandler(b *testing.B, dbURL string) http.Handler {
 	b.Cleanup(func() { _ = ln.Close() })
 	// As tools/bench runs the API: the new-key limiter counting every key
 	// at a quota the loop never reaches, tombstones on.
-	cfg, err := config.Load([]string{"DATABASE_URL=" + dbURL, "LOG_LEVEL=error", "HTTP_ADDR=" + ln.Addr().String(),
-		"RATE_LIMIT_NEW_KEYS=10000000", "RATE_LIMIT_WINDOW=1s", "IDEMPOTENCY_TOMBSTONES=true"})
+	cfg, err := config.Load(append([]string{"DATABASE_URL=" + dbURL, "LOG_LEVEL=error", "HTTP_ADDR=" + ln.Addr().String(),
+		"RATE_LIMIT_NEW_KEYS=10000000", "RATE_LIMIT_WINDOW=1s", "IDEMPOTENCY_TOMBSTONES=true"}, settings...))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -70,6 +83,18 @@ func benchHandler(b *testing.B, dbURL string) http.Handler {
 		b.Fatal(err)
 	}
 	return a.Handler()
+}
+
+// spanSink is the URL of an OTLP/HTTP receiver that reads and drops what
+// it is sent.
+func spanSink(b *testing.B) string {
+	b.Helper()
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	b.Cleanup(sink.Close)
+	return sink.URL
 }
 
 var benchOrder = []byte(apptest.OrderBody)

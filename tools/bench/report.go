@@ -313,7 +313,8 @@ func (r *report) perRequest(p func(string, ...any)) {
 	for _, x := range []struct {
 		name, path string
 		r          result
-	}{{"create (c)", "create", m.Create}, {"replay of one key (d1)", "replay", m.ReplayOne}, {"replay of one key, with Redis (e1)", "", m.ReplayOneRedis},
+	}{{"create (c)", "create", m.Create}, {"create, tracing on (h')", "traced", r.whole.Traced},
+		{"replay of one key (d1)", "replay", m.ReplayOne}, {"replay of one key, with Redis (e1)", "", m.ReplayOneRedis},
 		{"replay over 10,000 keys from PostgreSQL (d)", "", m.ReplayPG}, {"replay over 10,000 keys from Redis (e)", "", m.ReplayRedis}} {
 		instr, allocs, bytes := "–", "–", "–"
 		if v, ok := mi.Instructions[x.path]; ok {
@@ -327,7 +328,8 @@ func (r *report) perRequest(p func(string, ...any)) {
 	p("")
 	p("Allocations and instructions come from `BenchmarkHandler` in `internal/app` (the program's handler, PostgreSQL,")
 	p("no socket; the replay there is answered by the in-process cache, as (d) and (e) are once an instance has seen")
-	p("the key). Instructions are the inclusive count of gin's `Engine.ServeHTTP` under callgrind, the difference")
+	p("the key; the traced create exports every span over OTLP/HTTP to a sink that drops them, as (h') does).")
+	p("Instructions are the inclusive count of gin's `Engine.ServeHTTP` under callgrind, the difference")
 	p("between two iteration counts over the difference of iterations, so start-up and warm-up cancel out.")
 	if mi.Note != "" {
 		p("%s.", mi.Note)
