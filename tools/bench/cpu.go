@@ -18,25 +18,65 @@ import (
 // 100 on every Linux that Go supports.
 const clockTick = 10 * time.Millisecond
 
-// processCPU is the user + system CPU a process has used so far, from
+// usage is what a process has used so far: its user and system CPU, from
 // /proc/<pid>/stat (fields 14 and 15, after the command name in
-// parentheses, which may itself hold spaces).
-func processCPU(pid int) (time.Duration, error) {
+// parentheses, which may itself hold spaces), and the context switches of
+// all its threads, voluntary or not, from /proc/<pid>/task/*/status.
+type usage struct {
+	user, sys time.Duration
+	switches  int64
+}
+
+// cpu is the user + system CPU.
+func (u usage) cpu() time.Duration { return u.user + u.sys }
+
+// minus is what was used between earlier and u.
+func (u usage) minus(earlier usage) usage {
+	return usage{user: u.user - earlier.user, sys: u.sys - earlier.sys, switches: u.switches - earlier.switches}
+}
+
+func processUsage(pid int) (usage, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return usage{}, err
 	}
 	s := string(data)
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	if len(fields) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(fields))
+		return usage{}, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(fields))
 	}
 	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
 	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
 	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: utime %q, stime %q", pid, fields[11], fields[12])
+		return usage{}, fmt.Errorf("/proc/%d/stat: utime %q, stime %q", pid, fields[11], fields[12])
 	}
-	return time.Duration(utime+stime) * clockTick, nil
+	u := usage{user: time.Duration(utime) * clockTick, sys: time.Duration(stime) * clockTick}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return usage{}, err
+	}
+	for _, task := range tasks {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name()))
+		if err != nil {
+			continue // the thread has just exited
+		}
+		for line := range strings.Lines(string(status)) {
+			if rest, ok := strings.CutPrefix(line, "voluntary_ctxt_switches:"); ok {
+				n, _ := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+				u.switches += n
+			} else if rest, ok := strings.CutPrefix(line, "nonvoluntary_ctxt_switches:"); ok {
+				n, _ := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+				u.switches += n
+			}
+		}
+	}
+	return u, nil
+}
+
+// processCPU is the user + system CPU a process has used so far.
+func processCPU(pid int) (time.Duration, error) {
+	u, err := processUsage(pid)
+	return u.cpu(), err
 }
 
 // peakRSS is the process's peak resident set (VmHWM in /proc/<pid>/status).
@@ -69,18 +109,18 @@ func idleCPU(ctx context.Context, pid int, d time.Duration) (time.Duration, erro
 	return after - before, err
 }
 
-// cpuWindow wraps a measuring window so that it records the process's CPU
-// over exactly the window.
-func cpuWindow(pid int, window func(context.Context), spent *time.Duration, failed *error) func(context.Context) {
+// cpuWindow wraps a measuring window so that it records what the process
+// used over exactly the window.
+func cpuWindow(pid int, window func(context.Context), used *usage, failed *error) func(context.Context) {
 	return func(ctx context.Context) {
-		before, err := processCPU(pid)
+		before, err := processUsage(pid)
 		window(ctx)
-		after, err2 := processCPU(pid)
+		after, err2 := processUsage(pid)
 		if err := errors.Join(err, err2); err != nil {
 			*failed = fmt.Errorf("reading the API's CPU: %w", err)
 			return
 		}
-		*spent = after - before
+		*used = after.minus(before)
 	}
 }
 

@@ -2,8 +2,11 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestGCMeterAddsTheCPUOfTheCollectionsWhileOn(t *testing.T) {
@@ -28,4 +31,26 @@ func TestGCMeterAddsTheCPUOfTheCollectionsWhileOn(t *testing.T) {
 	if want := time.Duration((0.037 + 0.31 + 1.0 + 0.27 + 0.042 + 1.0) * float64(time.Millisecond)); cycles != 2 || cpu != want {
 		t.Fatalf("got %v in %d collections, want %v in 2", cpu, cycles, want)
 	}
+}
+
+func TestProcessUsageCountsCPUAndSwitches(t *testing.T) {
+	before, err := processUsage(os.Getpid())
+	require.NoError(t, err)
+	// Work in the kernel and in user space, and threads that sleep and
+	// wake: each sleep is a voluntary switch.
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		_, err := os.ReadFile("/proc/self/stat")
+		require.NoError(t, err)
+		time.Sleep(time.Millisecond)
+	}
+	after, err := processUsage(os.Getpid())
+	require.NoError(t, err)
+	used := after.minus(before)
+	require.Positive(t, used.switches, "sleeping a hundred times switches")
+	require.GreaterOrEqual(t, used.sys, time.Duration(0))
+	require.Equal(t, used.user+used.sys, used.cpu())
+	cpu, err := processCPU(os.Getpid())
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, cpu, after.cpu(), "CPU only grows")
 }

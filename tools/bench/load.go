@@ -40,6 +40,10 @@ type result struct {
 	// Spent is the process's whole CPU over the window, and Idle what it
 	// spends idle in as long: CPU is Spent less Idle.
 	Spent, Idle time.Duration
+	// Sys is the part of Spent in the kernel (system CPU), and Switches
+	// the context switches of the process's threads over the window.
+	Sys      time.Duration
+	Switches int64
 	// GC is the CPU of the garbage collections during the window, and
 	// GCCycles their number (only for an instance run with gctrace).
 	GC       time.Duration

@@ -101,8 +101,11 @@ func (b *bench) measure(ctx context.Context, target *api, name string, window fu
 	const idleSample = 2 * time.Second
 	idle, idleErr := idleCPU(ctx, target.pid, idleSample)
 	before, errBefore := poolWaits(ctx, target.base)
-	var spent, gcCPU time.Duration
-	var gcCycles int
+	var (
+		used     usage
+		gcCPU    time.Duration
+		gcCycles int
+	)
 	if target.gc != nil {
 		inner := window
 		window = func(ctx context.Context) {
@@ -112,7 +115,7 @@ func (b *bench) measure(ctx context.Context, target *api, name string, window fu
 		}
 	}
 	var cpuErr error
-	r := closedLoop(ctx, name, b.opts.clients, b.opts.warm, cpuWindow(target.pid, window, &spent, &cpuErr), do)
+	r := closedLoop(ctx, name, b.opts.clients, b.opts.warm, cpuWindow(target.pid, window, &used, &cpuErr), do)
 	r.GC, r.GCCycles = gcCPU, gcCycles
 	after, errAfter := poolWaits(ctx, target.base)
 	r.PoolWaits = after - before
@@ -120,9 +123,9 @@ func (b *bench) measure(ctx context.Context, target *api, name string, window fu
 		r.PoolWaits = -1
 	}
 	if idleErr == nil && cpuErr == nil {
-		r.Spent = spent
+		r.Spent, r.Sys, r.Switches = used.cpu(), used.sys, used.switches
 		r.Idle = time.Duration(float64(idle) * r.Elapsed.Seconds() / idleSample.Seconds())
-		r.CPU = max(0, spent-r.Idle)
+		r.CPU = max(0, r.Spent-r.Idle)
 	}
 	return r
 }

@@ -386,10 +386,12 @@ func (r *report) wholeProcess(p func(string, ...any)) {
 	p("instances share one database, and each dispatcher publishes about a quarter of the events). They ran in turn")
 	p("for %d round(s); the round with the median whole-process CPU is shown. Idle is what the instance spends with", w.Rounds)
 	p("no requests (its workers poll on timers), sampled for 2 s before the window, per request at the window's rate;")
-	p("GC is the CPU of its garbage collections during the window (GODEBUG=gctrace=1, on (h) and (w) only).")
+	p("GC is the CPU of its garbage collections during the window (GODEBUG=gctrace=1, on (h) and (w) only). System is")
+	p("the part of the whole spent in the kernel (/proc/<pid>/stat), and switches the context switches of all the")
+	p("process's threads, voluntary or not (/proc/<pid>/task/*/status), both per request over the window.")
 	p("")
-	p("| phase | req/s | CPU µs/req, whole process | every round | idle µs/req | less idle | GC µs/req (collections) | load 1m |")
-	p("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	p("| phase | req/s | CPU µs/req, whole process | every round | idle µs/req | less idle | GC µs/req (collections) | system µs/req | switches/req | load 1m |")
+	p("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, x := range []result{w.Handler, w.Traced, w.Defaults, w.Quiet, w.NoDispatch, w.DefaultsReplay} {
 		gc, rounds := "–", "–"
 		if x.GCCycles > 0 {
@@ -402,8 +404,12 @@ func (r *report) wholeProcess(p func(string, ...any)) {
 			}
 			rounds = strings.Join(each, ", ")
 		}
-		p("| %s | %.0f | %.0f | %s | %.0f | %.0f | %s | %s |", x.Name, x.Rate(), us(x.ProcessCPUPerRequest()), rounds, perReq(x, x.Idle),
-			us(x.CPUPerRequest()), gc, load(x))
+		switches := 0.0
+		if x.Requests > 0 {
+			switches = float64(x.Switches) / float64(x.Requests)
+		}
+		p("| %s | %.0f | %.0f | %s | %.0f | %.0f | %s | %.0f | %.1f | %s |", x.Name, x.Rate(), us(x.ProcessCPUPerRequest()), rounds, perReq(x, x.Idle),
+			us(x.CPUPerRequest()), gc, perReq(x, x.Sys), switches, load(x))
 	}
 	p("")
 	h, d := w.Handler, w.Defaults
@@ -416,6 +422,12 @@ func (r *report) wholeProcess(p func(string, ...any)) {
 		whole(d)-whole(w.Quiet), whole(d)-whole(w.NoDispatch))
 	p("  by the outbox's log lines). Garbage collection is %.0f µs of (w) and %.0f µs of (h), in both alike. A", perReq(d, d.GC), perReq(h, h.GC))
 	p("  difference smaller than the spread between rounds is noise.")
+	if h.Requests > 0 && h.Spent > 0 {
+		p("- Of (h)'s %.0f µs, %.0f µs (%.0f%%) is system CPU: the kernel's side of the request's socket reads and writes",
+			whole(h), perReq(h, h.Sys), 100*float64(h.Sys)/float64(h.Spent))
+		p("  (the client's and PostgreSQL's) and of its threads' %.1f context switches per request.",
+			float64(h.Switches)/float64(h.Requests))
+	}
 	if off, on := h.CPUPerRequest(), w.Traced.CPUPerRequest(); off > 0 {
 		p("- Tracing on ((h') against (h), less idle, every span exported over OTLP/HTTP to a sink that drops them):")
 		p("  %+.0f µs per create (%+.0f%%).", us(on-off), 100*(float64(on)/float64(off)-1))
