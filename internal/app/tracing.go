@@ -150,14 +150,14 @@ func spanMethod(m string) (string, []attribute.KeyValue) {
 func serverAttributes(c *gin.Context, req *http.Request, method []attribute.KeyValue, route string) []attribute.KeyValue {
 	attrs := make([]attribute.KeyValue, 0, 12)
 	attrs = append(attrs, method...)
-	scheme := "http"
+	scheme, defaultPort := "http", 80
 	if req.TLS != nil {
-		scheme = "https"
+		scheme, defaultPort = "https", 443
 	}
 	attrs = append(attrs, semconv.URLScheme(scheme), semconv.URLPath(req.URL.Path))
 	if host, port := splitHostPort(req.Host); host != "" {
 		attrs = append(attrs, semconv.ServerAddress(host))
-		if port > 0 && !(scheme == "http" && port == 80) && !(scheme == "https" && port == 443) {
+		if port > 0 && port != defaultPort {
 			attrs = append(attrs, semconv.ServerPort(port))
 		}
 	}
