@@ -103,14 +103,16 @@ func traceRequests(tr *tracing.Tracing) gin.HandlerFunc {
 			return
 		}
 		req := c.Request
-		saved := req.Context()
-		ctx := prop.Extract(saved, propagation.HeaderCarrier(req.Header))
-		name, method := spanMethod(req.Method)
+		ctx := prop.Extract(req.Context(), propagation.HeaderCarrier(req.Header))
+		name := req.Method
+		if !knownMethod(name) {
+			name = "HTTP"
+		}
 		if route != "" {
 			name += " " + route
 		}
 		ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(serverAttributes(c, req, method, route)...))
+			trace.WithAttributes(serverAttributes(c, req, route)...))
 		c.Request = req.WithContext(ctx)
 
 		c.Next()
@@ -127,29 +129,32 @@ func traceRequests(tr *tracing.Tracing) gin.HandlerFunc {
 		}
 		span.SetAttributes(attrs...)
 		span.End()
-		c.Request = c.Request.WithContext(saved)
 	}
 }
 
 // serverScope is the instrumentation scope of the requests' spans.
 const serverScope = "github.com/idemkeys/payments/internal/app"
 
-// spanMethod is the method as a span's name gives it (HTTP for one the
-// conventions do not know) and its http.request.method attribute (_OTHER,
-// with the original beside it, for such a method).
-func spanMethod(m string) (string, []attribute.KeyValue) {
+// knownMethod reports whether the semantic conventions know method m: a
+// span's name gives any other as HTTP, and its http.request.method as
+// _OTHER with the original beside it.
+func knownMethod(m string) bool {
 	switch m {
 	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
 		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
-		return m, []attribute.KeyValue{semconv.HTTPRequestMethodKey.String(m)}
+		return true
 	}
-	return "HTTP", []attribute.KeyValue{semconv.HTTPRequestMethodOther, semconv.HTTPRequestMethodOriginal(m)}
+	return false
 }
 
 // serverAttributes are the request's attributes when its span starts.
-func serverAttributes(c *gin.Context, req *http.Request, method []attribute.KeyValue, route string) []attribute.KeyValue {
+func serverAttributes(c *gin.Context, req *http.Request, route string) []attribute.KeyValue {
 	attrs := make([]attribute.KeyValue, 0, 12)
-	attrs = append(attrs, method...)
+	if knownMethod(req.Method) {
+		attrs = append(attrs, semconv.HTTPRequestMethodKey.String(req.Method))
+	} else {
+		attrs = append(attrs, semconv.HTTPRequestMethodOther, semconv.HTTPRequestMethodOriginal(req.Method))
+	}
 	scheme, defaultPort := "http", 80
 	if req.TLS != nil {
 		scheme, defaultPort = "https", 443
