@@ -52,7 +52,7 @@ func TestServerSpanOfARequest(t *testing.T) {
 	attrs := func(s sdktrace.ReadOnlySpan) map[attribute.Key]string {
 		m := map[attribute.Key]string{}
 		for _, kv := range s.Attributes() {
-			m[kv.Key] = kv.Value.Emit()
+			m[kv.Key] = kv.Value.String()
 		}
 		return m
 	}
