@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-
 	"net"
 	"net/http"
 	"strconv"
