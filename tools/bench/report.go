@@ -329,8 +329,14 @@ func (r *report) perRequest(p func(string, ...any)) {
 	p("Allocations and instructions come from `BenchmarkHandler` in `internal/app` (the program's handler, PostgreSQL,")
 	p("no socket; the replay there is answered by the in-process cache, as (d) and (e) are once an instance has seen")
 	p("the key; the traced create exports every span over OTLP/HTTP to a sink that drops them, as (h') does).")
-	p("Instructions are the inclusive count of gin's `Engine.ServeHTTP` under callgrind, the difference")
-	p("between two iteration counts over the difference of iterations, so start-up and warm-up cancel out.")
+	p("Instructions are what callgrind counted in the whole test program with one P (GOMAXPROCS=1): the")
+	p("difference between two iteration counts over the difference of iterations, so start-up and warm-up cancel")
+	p("out. They include the garbage collections the requests cause and the test's building of each request; for")
+	p("the traced create, the export of its spans and the in-process sink's reading of them. Unlike CPU time, they")
+	p("come out the same, within a fraction of a percent, whatever else the machine is doing.")
+	if c, t := mi.Instructions["create"], mi.Instructions["traced"]; c > 0 && t > 0 {
+		p("In instructions, tracing on costs %.2f× a create.", t/c)
+	}
 	if mi.Note != "" {
 		p("%s.", mi.Note)
 	}
