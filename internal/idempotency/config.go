@@ -189,8 +189,13 @@ func (c Config) withDefaults() Config {
 }
 
 // stored is the answer as a record keeps it: final, with only the headers
-// of StoredHeaders (one value each).
+// of StoredHeaders (one value each). An answer that has no other header,
+// as a handler's usually has not, keeps its own map: nothing writes an
+// answer's headers once it is returned, only copies them out.
 func (c Config) stored(a Answer) Answer {
+	if a.Header != nil && c.storable(a.Header) {
+		return Answer{Status: a.Status, Header: a.Header, Body: a.Body, Final: true}
+	}
 	h := make(http.Header, len(c.StoredHeaders))
 	values := make([]string, 0, len(c.StoredHeaders)) // one array for all
 	for _, name := range c.StoredHeaders {
@@ -200,4 +205,15 @@ func (c Config) stored(a Answer) Answer {
 		}
 	}
 	return Answer{Status: a.Status, Header: h, Body: a.Body, Final: true}
+}
+
+// storable reports whether h holds only headers of StoredHeaders, one
+// value each: what stored would copy it to.
+func (c Config) storable(h http.Header) bool {
+	for name, values := range h {
+		if len(values) != 1 || values[0] == "" || !slices.Contains(c.StoredHeaders, name) {
+			return false
+		}
+	}
+	return true
 }

@@ -147,8 +147,10 @@ func (s *Store) Insert(ctx context.Context, rec *idempotency.Record) error {
 	// Row, not Scan: GORM's Scan records every statement through a logger
 	// that spells out the SQL with its values, which cost 5% of the CPU of
 	// a whole order creation in a profile (tools/bench).
-	args := []any{rec.Scope, rec.Key, rec.Method, rec.Path, rec.Fingerprint, string(rec.State), rec.Point,
-		rec.LockedUntil, status, headers, body, keyID, rec.CreatedAt, rec.UpdatedAt, rec.ExpiresAt}
+	// One array for both forms: the tombstones' four more arguments
+	// follow FastInsertSQL's fifteen.
+	args := append(make([]any, 0, 19), rec.Scope, rec.Key, rec.Method, rec.Path, rec.Fingerprint, string(rec.State), rec.Point,
+		rec.LockedUntil, status, headers, body, keyID, rec.CreatedAt, rec.UpdatedAt, rec.ExpiresAt)
 	fastArgs := args // FastInsertSQL's, which the tombstones' form shares
 	if s.tombstoneTTL > 0 {
 		args = append(args, rec.Scope, rec.Key, rec.CreatedAt, rec.CreatedAt.Add(-s.tombstoneTTL))

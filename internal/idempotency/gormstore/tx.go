@@ -27,6 +27,8 @@ type unit struct {
 	// commit (PostgreSQL only); pending holds them until then.
 	pipelined bool
 	pending   []pendingWrite
+	// few is pending's first array: a create defers three writes.
+	few [4]pendingWrite
 	// after runs once the transaction has committed (AfterCommit).
 	after []func()
 }
@@ -171,6 +173,7 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) (e
 		return fn(ctx)
 	}
 	u := &unit{ctx: ctx, db: s.db, pipelined: s.db.Name() == "postgres"}
+	u.pending = u.few[:0]
 	defer func() {
 		if p := recover(); p != nil {
 			_ = u.end(false)
