@@ -81,6 +81,7 @@ func run(ctx context.Context, args, environ []string, stdout io.Writer) error {
 
 	switch cmd {
 	case "serve":
+		log.DebugContext(ctx, "garbage collector", "gogc", app.TuneGC(environ))
 		return app.Run(ctx, cfg, log)
 	case "migrate":
 		return app.Migrate(ctx, cfg, log, stdout)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/idemkeys/payments/internal/app"
 	"github.com/idemkeys/payments/internal/testkit"
 )
 
@@ -47,7 +48,9 @@ func (b *bench) microFigures(ctx context.Context) (micro, error) {
 	if out, err := build.CombinedOutput(); err != nil {
 		return m, fmt.Errorf("build internal/app's tests: %w\n%s", err, out)
 	}
-	env := append(os.Environ(), "TEST_DATABASE_URL="+b.dbURL)
+	// The garbage collector's target of the program (cmd/api), which a
+	// test binary does not set by itself.
+	env := append(os.Environ(), "TEST_DATABASE_URL="+b.dbURL, "GOGC="+strconv.Itoa(app.GCPercent))
 	runBench := func(pattern string, n int, wrap ...string) ([]byte, error) {
 		args := append(wrap, bin, "-test.run", "^$", "-test.bench", pattern, "-test.benchmem",
 			"-test.benchtime", strconv.Itoa(n)+"x")

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemkeys/payments/internal/app"
 	"github.com/idemkeys/payments/internal/testkit"
 	"github.com/idemkeys/payments/tools/harness"
 )
@@ -329,11 +330,14 @@ func (r *report) perRequest(p func(string, ...any)) {
 	p("Allocations and instructions come from `BenchmarkHandler` in `internal/app` (the program's handler, PostgreSQL,")
 	p("no socket; the replay there is answered by the in-process cache, as (d) and (e) are once an instance has seen")
 	p("the key; the traced create exports every span over OTLP/HTTP to a sink that drops them, as (h') does).")
+	p("The test binary runs with the garbage collector's target that cmd/api sets (GOGC=%d).", app.GCPercent)
 	p("Instructions are what callgrind counted in the whole test program with one P (GOMAXPROCS=1): the")
 	p("difference between two iteration counts over the difference of iterations, so start-up and warm-up cancel")
 	p("out. They include the garbage collections the requests cause and the test's building of each request; for")
 	p("the traced create, the export of its spans and the in-process sink's reading of them. Unlike CPU time, they")
-	p("come out the same, within a fraction of a percent, whatever else the machine is doing.")
+	p("come out the same, within a fraction of a percent, whatever else the machine is doing. valgrind hides the")
+	p("processor's SHA extensions, so SHA-256 (the request's digests, the API key's) counts several times what it")
+	p("costs on the processor itself.")
 	if c, t := mi.Instructions["create"], mi.Instructions["traced"]; c > 0 && t > 0 {
 		p("In instructions, tracing on costs %.2f× a create.", t/c)
 	}

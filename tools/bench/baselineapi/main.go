@@ -43,6 +43,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	log := app.NewLogger(os.Stdout, cfg.LogLevel)
+	app.TuneGC(os.Environ()) // as cmd/api serves
 	return app.Run(ctx, cfg, log, app.WithOrdersMiddleware(ordersMiddleware(os.Getenv("BENCH_ORDERS_MODE"), log)))
 }
 
