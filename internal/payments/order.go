@@ -127,7 +127,7 @@ func (in NewOrderInput) Validate() error {
 			switch {
 			case k == "" || !utf8.ValidString(k) || utf8.RuneCountInString(k) > MaxMetadataKeyLength || !printable(k):
 				refused.add("metadata."+k, fmt.Sprintf("key must be 1 to %d printable characters", MaxMetadataKeyLength))
-			case !textRE.MatchString(k):
+			case !isText(k):
 				refused.add("metadata."+k, "key "+msgInvisible)
 			default:
 				if m := textProblem(v, MaxMetadataValueLen, false); m != "" {
@@ -221,7 +221,7 @@ func textProblem(s string, maxLen int, required bool) string {
 		return "must be valid UTF-8"
 	case utf8.RuneCountInString(s) > maxLen:
 		return fmt.Sprintf("must be at most %d characters", maxLen)
-	case textRE.MatchString(s):
+	case isText(s):
 		return ""
 	case !printable(s):
 		return "must not contain control characters"
@@ -248,8 +248,6 @@ func printable(s string) bool {
 	}
 	return true
 }
-
-func visibleASCII(s string) bool { return visibleASCIIRE.MatchString(s) }
 
 func upperCaseCode(s string) bool {
 	if len(s) != 3 {

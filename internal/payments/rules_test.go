@@ -15,6 +15,36 @@ import (
 // rune: the pattern is what the validators and the OpenAPI document share,
 // so it must say exactly what the comment promises.
 
+// The patterns that isText and visibleASCII decide without a regular
+// expression.
+var (
+	textRE         = regexp.MustCompile(PatternText)
+	visibleASCIIRE = regexp.MustCompile(PatternVisibleASCII)
+)
+
+// TestLoopsAgreeWithPatterns: isText and visibleASCII answer as their
+// patterns do for every rune alone and between two letters, and for every
+// byte (a byte of 0x80 and above alone is not UTF-8, which both read as
+// U+FFFD).
+func TestLoopsAgreeWithPatterns(t *testing.T) {
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		for _, s := range []string{string(r), "a" + string(r) + "b"} {
+			if isText(s) != textRE.MatchString(s) {
+				t.Fatalf("isText(%q) = %v, PatternText says %v", s, isText(s), !isText(s))
+			}
+			if visibleASCII(s) != visibleASCIIRE.MatchString(s) {
+				t.Fatalf("visibleASCII(%q) = %v, PatternVisibleASCII says %v", s, visibleASCII(s), !visibleASCII(s))
+			}
+		}
+	}
+	for b := range 256 {
+		s := string([]byte{'a', byte(b), 'b'})
+		require.Equal(t, textRE.MatchString(s), isText(s), "text %q", s)
+		require.Equal(t, visibleASCIIRE.MatchString(s), visibleASCII(s), "visible ASCII %q", s)
+	}
+	require.True(t, isText("") && visibleASCII(""), "both match the empty string, as their patterns do")
+}
+
 // invisible are the characters PatternText refuses besides Cc.
 var invisible = []rune{0x200b, 0x202a, 0x202b, 0x202c, 0x202d, 0x202e, 0x2060, 0x2066, 0x2067, 0x2068, 0x2069, 0xfeff}
 
@@ -65,6 +95,7 @@ func FuzzPatterns(f *testing.F) {
 			return // JSON strings are valid UTF-8 by the time a rule sees them
 		}
 		require.Equal(t, textOracle(s), textRE.MatchString(s), "text %q", s)
+		require.Equal(t, textOracle(s), isText(s), "isText %q", s)
 		require.Equal(t, emailOracle(s), emailRE.MatchString(s), "email %q", s)
 		require.Equal(t, visibleOracle(s), visibleASCIIRE.MatchString(s), "visible ASCII %q", s)
 		require.Equal(t, strings.HasPrefix(s, "pm_") && visibleOracle(s), paymentMethodRE.MatchString(s), "payment method %q", s)
