@@ -17,11 +17,13 @@ import (
 )
 
 // micro holds the figures that do not move with the machine's load: for a
-// create and a replay through the program's handler (BenchmarkHandler in
-// internal/app, PostgreSQL, no socket), the allocations per request and the
-// instructions per request that callgrind counts.
+// create, a traced create and a replay through the program's handler
+// (BenchmarkHandler in internal/app, PostgreSQL, no socket), the
+// allocations per request and the instructions per request that callgrind
+// counts.
 type micro struct {
-	// Allocs and Bytes are per request, by path ("create", "replay").
+	// Allocs and Bytes are per request, by path ("create", "traced",
+	// "replay").
 	Allocs, Bytes map[string]int64
 	// Instructions is per request, by path; empty without valgrind.
 	Instructions map[string]float64
