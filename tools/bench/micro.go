@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -56,16 +57,17 @@ func (b *bench) microFigures(ctx context.Context) (micro, error) {
 	runBench := func(pattern string, n int, wrap ...string) ([]byte, error) {
 		args := append(wrap, bin, "-test.run", "^$", "-test.bench", pattern, "-test.benchmem",
 			"-test.benchtime", strconv.Itoa(n)+"x")
-		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-		cmd.Dir, cmd.Env = b.dir, append(env, "GODEBUG=asyncpreemptoff=1")
+		godebug, procs := "GODEBUG=asyncpreemptoff=1", []string(nil)
 		if len(wrap) > 0 {
 			// Under valgrind, the runtime reads the clock with RDTSC:
 			// valgrind passes on the processor's word that it has RDTSCP,
 			// which it cannot run itself (the program dies at the first).
 			// One P: callgrind runs one thread at a time anyway, and
 			// threads that spin looking for work would count as work.
-			cmd.Env = append(env, "GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off", "GOMAXPROCS=1")
+			godebug, procs = godebug+",cpu.rdtscp=off", []string{"GOMAXPROCS=1"}
 		}
+		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+		cmd.Dir, cmd.Env = b.dir, slices.Concat(env, procs, []string{godebug})
 		return cmd.CombinedOutput()
 	}
 
