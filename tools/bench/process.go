@@ -23,15 +23,19 @@ import (
 //   - Quiet: the defaults with LOG_LEVEL=error (no access log, no outbox
 //     log lines);
 //   - NoDispatch: the defaults with OUTBOX_INTERVAL=1h (the dispatcher does
-//     not run while the load does).
+//     not run while the load does);
+//   - Floor: not the API but tools/bench/floorapi, net/http, encoding/json
+//     and pgx sending the same statements: what the API's layers are
+//     measured against.
 //
 // Each ran in turn for several rounds, like the side-by-side phases; the
-// round with the median whole-process CPU per request is kept. Handler and
-// Defaults also report their garbage collections' CPU (gctrace).
+// round with the median whole-process CPU per request is kept. Handler,
+// Defaults and Floor also report their garbage collections' CPU (gctrace).
 type wholeProcess struct {
-	Handler, Traced, Defaults, Quiet, NoDispatch result
-	// DefaultsReplay replays one key on the defaults instance.
-	DefaultsReplay result
+	Handler, Traced, Defaults, Quiet, NoDispatch, Floor result
+	// DefaultsReplay and FloorReplay replay one key on the defaults
+	// instance and on the floor.
+	DefaultsReplay, FloorReplay result
 	Rounds         int
 }
 
@@ -51,6 +55,8 @@ func (b *bench) wholeProcess(ctx context.Context) (wholeProcess, error) {
 		runs   []result
 	}{
 		{b.handler, "(h) idempotent create, (c)'s settings", &w.Handler, nil},
+		// Next to (h), so that the two see the same load.
+		{b.floor, "(z) the floor: net/http, encoding/json and pgx alone", &w.Floor, nil},
 		{b.traced, "(h') the same, tracing on", &w.Traced, nil},
 		{b.defaults, "(w) idempotent create, default settings", &w.Defaults, nil},
 		{b.quiet, "(w') default settings, LOG_LEVEL=error", &w.Quiet, nil},
@@ -73,13 +79,22 @@ func (b *bench) wholeProcess(ctx context.Context) (wholeProcess, error) {
 		}
 	}
 
-	key := run + "-replayed"
-	ans, err := b.defaults.createOrder(ctx, key)
-	if err := expect(ans, err, http.StatusCreated, false); err != nil {
-		return w, fmt.Errorf("the defaults instance's first order: %w", err)
+	for _, x := range []struct {
+		target *api
+		name   string
+		into   *result
+	}{
+		{b.defaults, "(w1) replay of one key, default settings", &w.DefaultsReplay},
+		{b.floor, "(z1) replay of one key, the floor", &w.FloorReplay},
+	} {
+		key := run + "-replayed"
+		ans, err := x.target.createOrder(ctx, key)
+		if err := expect(ans, err, http.StatusCreated, false); err != nil {
+			return w, fmt.Errorf("%s: the first order: %w", x.name, err)
+		}
+		b.say("whole process: %s", x.name)
+		*x.into = b.measure(ctx, x.target, x.name, window, x.target.replayed([]string{key}))
 	}
-	b.say("whole process: (w1) replay of one key, default settings")
-	w.DefaultsReplay = b.measure(ctx, b.defaults, "(w1) replay of one key, default settings", window, b.defaults.replayed([]string{key}))
 	return w, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,6 +47,9 @@ type bench struct {
 	// settings without and with tracing, the default settings, and the
 	// defaults with one thing changed.
 	handler, traced, defaults, quiet, noDispatch *api
+	// floor is tools/bench/floorapi on a database of its own: net/http,
+	// encoding/json and pgx sending the same statements, and nothing else.
+	floor *api
 	// sink receives the traced instance's spans over OTLP/HTTP and drops
 	// them.
 	sink *http.Server
@@ -67,12 +71,12 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 		}
 	}()
 
-	b.say("building cmd/api, and its baseline (tools/bench/baselineapi)")
-	bins, err := testkit.Build(ctx, dir, "cmd/api", "tools/bench/baselineapi")
+	b.say("building cmd/api, its baseline (tools/bench/baselineapi) and the floor (tools/bench/floorapi)")
+	bins, err := testkit.Build(ctx, dir, "cmd/api", "tools/bench/baselineapi", "tools/bench/floorapi")
 	if err != nil {
 		return nil, err
 	}
-	served, baseline := bins[0], bins[1]
+	served, baseline, floor := bins[0], bins[1], bins[2]
 
 	b.say("starting a private PostgreSQL cluster and redis-server")
 	if b.pg, err = harness.StartPostgres(o.logs); err != nil {
@@ -154,6 +158,15 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 		if dbURL, _, err = withExecMode(dbURL, o.execMode); err != nil {
 			return nil, err
 		}
+		if bin != served {
+			// The API migrates its database as it starts; another
+			// program finds it migrated by the API's own command.
+			migrate := exec.CommandContext(ctx, served, "migrate")
+			migrate.Env = append(os.Environ(), "DATABASE_URL="+dbURL)
+			if out, err := migrate.CombinedOutput(); err != nil {
+				return nil, fmt.Errorf("migrate %s's database: %w\n%s", name, err, out)
+			}
+		}
 		var meter *gcMeter
 		if gc {
 			meter = &gcMeter{next: log}
@@ -173,17 +186,19 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 	for _, x := range []struct {
 		into *(*api)
 		name string
+		bin  string
 		log  io.Writer
 		gc   bool
 		env  []string
 	}{
-		{&b.handler, "api-handler", o.logs, true, handlerEnv},
-		{&b.traced, "api-traced", o.logs, false, append(handlerEnv, "OTEL_EXPORTER_OTLP_ENDPOINT="+sinkURL)},
-		{&b.defaults, "api-defaults", io.Discard, true, defaults},
-		{&b.quiet, "api-defaults-quiet", io.Discard, false, append(defaults, "LOG_LEVEL=error")},
-		{&b.noDispatch, "api-defaults-nodispatch", io.Discard, false, append(defaults, "OUTBOX_INTERVAL=1h")},
+		{&b.handler, "api-handler", served, o.logs, true, handlerEnv},
+		{&b.traced, "api-traced", served, o.logs, false, append(handlerEnv, "OTEL_EXPORTER_OTLP_ENDPOINT="+sinkURL)},
+		{&b.defaults, "api-defaults", served, io.Discard, true, defaults},
+		{&b.quiet, "api-defaults-quiet", served, io.Discard, false, append(defaults, "LOG_LEVEL=error")},
+		{&b.noDispatch, "api-defaults-nodispatch", served, io.Discard, false, append(defaults, "OUTBOX_INTERVAL=1h")},
+		{&b.floor, "api-floor", floor, o.logs, true, []string{"DB_MAX_CONNS=" + strconv.Itoa(dbMaxConns)}},
 	} {
-		if *x.into, err = own(x.name, served, x.log, x.gc, x.env...); err != nil {
+		if *x.into, err = own(x.name, x.bin, x.log, x.gc, x.env...); err != nil {
 			return nil, err
 		}
 	}
