@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/handlers"
 )
 
 // TestAccessLogNeverHoldsAKeyFromThePath: whatever the spelling of a path
@@ -65,4 +67,31 @@ func TestAccessLogNeverHoldsAKeyFromThePath(t *testing.T) {
 	// and GET lines can be matched.
 	a.do(http.MethodGet, "/v1//idempotency-keys/"+key, acmeKey, "", "")
 	require.Contains(t, a.logs.String(), `"idempotency_key_hash":"`+a.hash(key)+`"`)
+}
+
+// TestKeyHashOnlyWhereItIsWritten: the key's keyed hash is worked out for
+// the access line that carries it, once per request, and not at all when
+// the log writes no access lines (and no span records).
+func TestKeyHashOnlyWhereItIsWritten(t *testing.T) {
+	for _, x := range []struct {
+		level slog.Level
+		calls int
+	}{{slog.LevelInfo, 1}, {slog.LevelError, 0}} {
+		t.Run(x.level.String(), func(t *testing.T) {
+			calls := 0
+			hash := handlers.NewKeyHasher([]byte("a-log-secret-for-tests"))
+			a := newKeysAPIWith(t, database.SQLite, x.level, func(key string) string {
+				calls++
+				return hash(key)
+			})
+			w := a.do(http.MethodPost, "/v1/orders", acmeKey, "order-4711", `{"customer_id": "cus_1"}`)
+			require.Equal(t, http.StatusBadRequest, w.Code, w.Body.String()) // no items
+			require.Equal(t, x.calls, calls)
+			if x.calls > 0 {
+				require.Contains(t, a.logs.String(), `"idempotency_key_hash":"`+hash("order-4711")+`"`)
+			} else {
+				require.NotContains(t, a.logs.String(), "idempotency_key_hash")
+			}
+		})
+	}
 }

@@ -33,17 +33,23 @@ type keysAPI struct {
 
 func newKeysAPI(t *testing.T, dialect database.Dialect) *keysAPI {
 	t.Helper()
+	return newKeysAPIWith(t, dialect, slog.LevelDebug, handlers.NewKeyHasher([]byte("a-log-secret-for-tests")))
+}
+
+// newKeysAPIWith is newKeysAPI logging from level up, hashing keys for the
+// log with hash.
+func newKeysAPIWith(t *testing.T, dialect database.Dialect, level slog.Level, hash func(string) string) *keysAPI {
+	t.Helper()
 	db := testkit.OpenDB(t, dialect)
 	ms := merchants.NewStore(db.DB, nil)
 	require.NoError(t, ms.SeedDemo(t.Context()))
 	merchantID, err := ms.Authenticate(t.Context(), acmeKey)
 	require.NoError(t, err)
 	logs := &testkit.SyncBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))
 	keeper, idem, store := newIdempotency(t, db.DB, idempotency.Config{
 		TTL: time.Hour, LockTimeout: time.Minute, Wait: 500 * time.Millisecond, MaxBodyBytes: maxBody,
 	}, log)
-	hash := handlers.NewKeyHasher([]byte("a-log-secret-for-tests"))
 	r := handlers.NewRouter(handlers.Deps{
 		Log:             log,
 		Auth:            ms,

@@ -85,15 +85,20 @@ func requestContext(log *slog.Logger, hashKey func(key string) string, routes fu
 		} else if p := scrubPath(path, c.FullPath(), words.get(routes), hashKey); p != path {
 			path, scrubbed = p, true
 		}
+		// The key's hash (an HMAC) is worked out only for a span or a log
+		// line that carries it: with both off, a request pays nothing.
 		keyHash := ""
-		if key != "" {
-			keyHash = hashKey(key)
+		hashed := func() string {
+			if keyHash == "" && key != "" {
+				keyHash = hashKey(key)
+			}
+			return keyHash
 		}
 		span := trace.SpanFromContext(c.Request.Context())
 		if span.IsRecording() {
 			attrs := []attribute.KeyValue{attribute.String(AttrRequestID, id)}
-			if keyHash != "" {
-				attrs = append(attrs, attribute.String(AttrKeyHash, keyHash))
+			if h := hashed(); h != "" {
+				attrs = append(attrs, attribute.String(AttrKeyHash, h))
 			}
 			if scrubbed {
 				// Replaces the raw path the HTTP instrumentation put on
@@ -120,8 +125,8 @@ func requestContext(log *slog.Logger, hashKey func(key string) string, routes fu
 			slog.String("merchant_id", MerchantID(c)),
 			slog.Duration("duration", time.Since(start)),
 		}
-		if keyHash != "" {
-			attrs = append(attrs, slog.String("idempotency_key_hash", keyHash))
+		if h := hashed(); h != "" {
+			attrs = append(attrs, slog.String("idempotency_key_hash", h))
 		}
 		log.LogAttrs(c.Request.Context(), slog.LevelInfo, "request", attrs...)
 	}
