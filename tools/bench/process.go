@@ -36,7 +36,7 @@ type wholeProcess struct {
 	// DefaultsReplay and FloorReplay replay one key on the defaults
 	// instance and on the floor.
 	DefaultsReplay, FloorReplay result
-	Rounds         int
+	Rounds                      int
 }
 
 func (b *bench) wholeProcess(ctx context.Context) (wholeProcess, error) {
