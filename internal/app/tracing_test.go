@@ -197,11 +197,22 @@ func TestTraceFollowsALostResponseToItsStoredAnswer(t *testing.T) {
 			// The reconciler: a new trace linked to the request, with the
 			// provider's lookup below it, and the finisher storing the
 			// final answer, linked to the request too.
-			rec := all.one(t, payments.SpanReconcilePayment, payments.AttrPaymentID, paymentID)
-			require.NotEqual(t, req.SpanContext.TraceID(), rec.SpanContext.TraceID())
-			require.True(t, linksTo(rec, req), "the reconciler's span links to the request")
+			// On a slow machine a first pass can come while the request
+			// still holds the call, and leave it for the next: every pass
+			// is a trace of its own linked to the request, and the pass
+			// that looked the charge up is the one the rest hangs under.
 			lookup := all.servers().one(t, "GET /v1/charges", "", "")
-			require.True(t, all.descends(lookup, rec), "the lookup is the reconciler's\n%s", all)
+			passes := all.find(payments.SpanReconcilePayment, payments.AttrPaymentID, paymentID)
+			require.NotEmpty(t, passes, "the reconciler's spans\n%s", all)
+			var rec tracetest.SpanStub
+			for _, pass := range passes {
+				require.NotEqual(t, req.SpanContext.TraceID(), pass.SpanContext.TraceID())
+				require.True(t, linksTo(pass, req), "the reconciler's span links to the request")
+				if all.descends(lookup, pass) {
+					rec = pass
+				}
+			}
+			require.True(t, rec.SpanContext.IsValid(), "the lookup is a reconciler pass's\n%s", all)
 			finishes := all.find(payments.SpanFinishPayment, payments.AttrPaymentID, paymentID)
 			require.NotEmpty(t, finishes, "the finisher stored the answer\n%s", all)
 			finish := finishes[0]
