@@ -9,10 +9,12 @@
 // Tracing is on when OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
 // OTEL_EXPORTER_OTLP_ENDPOINT is set, and off otherwise or with
 // OTEL_TRACES_EXPORTER=none. Spans go out over OTLP/HTTP with protobuf, in
-// batches; Shutdown flushes what is left. The exporter's other standard
-// variables (OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION, the
-// certificates), the sampler's (OTEL_TRACES_SAMPLER) and the resource's
-// (OTEL_RESOURCE_ATTRIBUTES) keep their meaning as the SDK defines it.
+// batches; Shutdown flushes what is left. The exporter is this package's
+// own (otlp.go), for its cost; its other standard variables
+// (OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION, the certificates)
+// keep their meaning as the OTLP specification defines it, and the
+// sampler's (OTEL_TRACES_SAMPLER), the batcher's (OTEL_BSP_*) and the
+// resource's (OTEL_RESOURCE_ATTRIBUTES) as the SDK does.
 //
 // Off, a Tracing hands out no-op tracers and wraps nothing, so a program
 // without an endpoint pays nothing for it.
@@ -35,7 +37,6 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -71,6 +72,8 @@ type Settings struct {
 	// ServiceName, from OTEL_SERVICE_NAME, replaces the binary's own
 	// service name when set.
 	ServiceName string
+
+	export exportSettings
 }
 
 // Enabled reports whether the settings turn tracing on.
@@ -79,7 +82,9 @@ func (s Settings) Enabled() bool { return s.Endpoint != "" }
 // FromEnv reads the settings through getenv (os.Getenv, or a test's map).
 // It returns an error naming the variable for a value it cannot honour: an
 // exporter other than otlp or none, a protocol other than http/protobuf, an
-// endpoint that is not an absolute http(s) URL.
+// endpoint that is not an absolute http(s) URL, and the exporter's
+// headers, timeout, compression or certificates (otlp.go) when they cannot
+// be read.
 func FromEnv(getenv func(string) string) (Settings, error) {
 	var errs []error
 	s := Settings{ServiceName: strings.TrimSpace(getenv(EnvServiceName))}
@@ -98,13 +103,15 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	export, exportErrs := exportFromEnv(getenv)
+	errs = append(errs, exportErrs...)
 	if len(errs) > 0 {
 		return Settings{}, errors.Join(errs...)
 	}
 	if exporter == "none" || strings.EqualFold(strings.TrimSpace(getenv(EnvSDKDisabled)), "true") {
 		return s, nil
 	}
-	s.Endpoint = endpoint
+	s.Endpoint, s.export = endpoint, export
 	return s, nil
 }
 
@@ -158,10 +165,11 @@ func Start(ctx context.Context, service string, settings Settings, log *slog.Log
 	if !settings.Enabled() {
 		return Off(), nil
 	}
-	exporter, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(settings.Endpoint))
-	if err != nil {
-		return nil, fmt.Errorf("tracing: OTLP exporter for %s: %w", settings.Endpoint, err)
+	if settings.export.headers == nil {
+		// Settings built by hand rather than by FromEnv: the defaults.
+		settings.export, _ = exportFromEnv(func(string) string { return "" })
 	}
+	exporter := newExporter(settings.Endpoint, settings.export)
 	if settings.ServiceName != "" {
 		service = settings.ServiceName
 	}
