@@ -110,7 +110,7 @@ func traceRequests(tr *tracing.Tracing) gin.HandlerFunc {
 		if route != "" {
 			name += " " + route
 		}
-		ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
+		ctx, span := tracer.Start(ctx, name, serverKind,
 			trace.WithAttributes(serverAttributes(c, req, route)...))
 		c.Request = req.WithContext(ctx)
 
@@ -133,6 +133,10 @@ func traceRequests(tr *tracing.Tracing) gin.HandlerFunc {
 
 // serverScope is the instrumentation scope of the requests' spans.
 const serverScope = "github.com/idemkeys/payments/internal/app"
+
+// serverKind is made once: the option is an interface, which each call of
+// trace.WithSpanKind allocates.
+var serverKind = trace.WithSpanKind(trace.SpanKindServer)
 
 // knownMethod reports whether the semantic conventions know method m: a
 // span's name gives any other as HTTP, and its http.request.method as

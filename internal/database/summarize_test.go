@@ -1,9 +1,13 @@
 package database
 
 import (
+	"strings"
 	"testing"
+	"unsafe"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 func TestSummarizeNamesTheOperationAndItsTable(t *testing.T) {
@@ -40,4 +44,34 @@ func FuzzSummarize(f *testing.F) {
 			t.Fatalf("a table without an operation: %q", query)
 		}
 	})
+}
+
+// TestBatchTextIsKeptPerConnection: a batch's text is its statements
+// joined by "; "; the same statements again give the kept text (not a
+// new string), and other statements, even ones that begin the same, give
+// their own.
+func TestBatchTextIsKeptPerConnection(t *testing.T) {
+	tr := pgxTracing(noop.NewTracerProvider(), "db", 5432)
+	batch := func(sql ...string) []*pgx.QueuedQuery {
+		q := make([]*pgx.QueuedQuery, len(sql))
+		for i, s := range sql {
+			q[i] = &pgx.QueuedQuery{SQL: s}
+		}
+		return q
+	}
+	first := tr.batchText(batch("INSERT INTO a VALUES ($1)", "INSERT INTO b VALUES ($1)"))
+	require.Equal(t, "INSERT INTO a VALUES ($1); INSERT INTO b VALUES ($1)", first)
+	again := tr.batchText(batch("INSERT INTO a VALUES ($1)", "INSERT INTO b VALUES ($1)"))
+	require.Equal(t, first, again)
+	require.Same(t, unsafe.StringData(first), unsafe.StringData(again), "the kept text, not a new one")
+
+	for _, other := range [][]string{
+		{"INSERT INTO a VALUES ($1)"},
+		{"INSERT INTO a VALUES ($1)", "INSERT INTO b VALUES ($1)", "SELECT 1"},
+		{"INSERT INTO a VALUES ($1); INSERT INTO b VALUES ($1)"},
+		{"INSERT INTO a VALUES ($1)", "INSERT INTO b VALUES ($2)"},
+	} {
+		require.Equal(t, strings.Join(other, "; "), tr.batchText(batch(other...)))
+	}
+	require.Equal(t, "SELECT 1", pgxTracer{}.batchText(batch("SELECT 1")), "a tracer without a kept text builds one")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -39,6 +40,10 @@ import (
 // tracerName is the instrumentation scope of the statements' spans.
 const tracerName = "github.com/idemkeys/payments/internal/database"
 
+// clientKind is made once: the option is an interface, which each call of
+// trace.WithSpanKind allocates.
+var clientKind = trace.WithSpanKind(trace.SpanKindClient)
+
 // pgxTracer is the pgx tracer of PostgreSQL connections.
 type pgxTracer struct {
 	tracer trace.Tracer
@@ -46,6 +51,10 @@ type pgxTracer struct {
 	// carry this tracer, read once from their settings: pgx's
 	// Conn.Config() copies the whole configuration at each call.
 	server []attribute.KeyValue
+	// lastBatch is the text of the connection's last batch (nil: none
+	// kept): a connection sends the same batch again and again (every
+	// create's three inserts), and the text of one is a kilobyte.
+	lastBatch *atomic.Pointer[string]
 }
 
 var (
@@ -58,8 +67,9 @@ var (
 // reconciliation), never the background polling on its own.
 func pgxTracing(tp trace.TracerProvider, host string, port uint16) pgxTracer {
 	return pgxTracer{
-		tracer: tp.Tracer(tracerName),
-		server: []attribute.KeyValue{semconv.ServerAddress(host), semconv.ServerPort(int(port))},
+		tracer:    tp.Tracer(tracerName),
+		server:    []attribute.KeyValue{semconv.ServerAddress(host), semconv.ServerPort(int(port))},
+		lastBatch: new(atomic.Pointer[string]),
 	}
 }
 
@@ -82,7 +92,7 @@ func (t pgxTracer) start(ctx context.Context, query string, batch int) context.C
 	if batch > 0 {
 		attrs = append(attrs, semconv.DBOperationBatchSize(batch))
 	}
-	ctx, _ = t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	ctx, _ = t.tracer.Start(ctx, name, clientKind, trace.WithAttributes(attrs...))
 	return ctx
 }
 
@@ -107,19 +117,51 @@ func (t pgxTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.Tr
 		return ctx
 	}
 	queued := data.Batch.QueuedQueries
+	return t.start(ctx, t.batchText(queued), len(queued))
+}
+
+// batchText is the statements of a batch joined by "; ": the connection's
+// last one again when the statements are the same, else a new one, kept.
+func (t pgxTracer) batchText(queued []*pgx.QueuedQuery) string {
+	if t.lastBatch != nil {
+		if last := t.lastBatch.Load(); last != nil && joins(*last, queued) {
+			return *last
+		}
+	}
 	n := 2 * (len(queued) - 1)
 	for _, q := range queued {
 		n += len(q.SQL)
 	}
-	var text strings.Builder
-	text.Grow(n)
+	var b strings.Builder
+	b.Grow(n)
 	for i, q := range queued {
 		if i > 0 {
-			text.WriteString("; ")
+			b.WriteString("; ")
 		}
-		text.WriteString(q.SQL)
+		b.WriteString(q.SQL)
 	}
-	return t.start(ctx, text.String(), len(queued))
+	text := b.String()
+	if t.lastBatch != nil {
+		t.lastBatch.Store(&text)
+	}
+	return text
+}
+
+// joins reports whether text is the statements of queued joined by "; ".
+func joins(text string, queued []*pgx.QueuedQuery) bool {
+	for i, q := range queued {
+		if i > 0 {
+			var ok bool
+			if text, ok = strings.CutPrefix(text, "; "); !ok {
+				return false
+			}
+		}
+		var ok bool
+		if text, ok = strings.CutPrefix(text, q.SQL); !ok {
+			return false
+		}
+	}
+	return text == ""
 }
 
 // TraceBatchQuery marks the batch's span failed at its first failing
@@ -216,7 +258,7 @@ func (t gormTracer) before(tx *gorm.DB) {
 		return
 	}
 	// The SQL is built after this callback: the name comes at the end.
-	ctx, _ := t.tracer.Start(caller, "sqlite", trace.WithSpanKind(trace.SpanKindClient))
+	ctx, _ := t.tracer.Start(caller, "sqlite", clientKind)
 	tx.Statement.Context = spanContext{Context: ctx, caller: caller}
 }
 

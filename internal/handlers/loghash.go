@@ -40,9 +40,9 @@ func NewKeyHasher(secret []byte) func(key string) string {
 		h.in = append(h.in[:0], key...)
 		h.mac.Write(h.in)
 		h.sum = h.mac.Sum(h.sum[:0])
-		var text [2 * sha256.Size]byte
-		hex.Encode(text[:], h.sum)
+		var text [keyHashLength]byte
+		hex.Encode(text[:], h.sum[:keyHashLength/2])
 		macs.Put(h)
-		return string(text[:keyHashLength])
+		return string(text[:])
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -119,6 +120,33 @@ func TestStartLinkedLinksBackToTheStoredTraceParent(t *testing.T) {
 	require.Contains(t, rec.Attributes, attribute.String("extra", "yes"))
 	require.Equal(t, codes.Error, rec.Status.Code)
 	require.Equal(t, "provider down", rec.Status.Description)
+}
+
+// TestTraceParentIsWhatThePropagatorWrites: the stored traceparent is
+// the W3C header that propagation.TraceContext writes for the same span,
+// sampled or not, with or without a trace state, and reads back to it.
+func TestTraceParentIsWhatThePropagatorWrites(t *testing.T) {
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	ts, err := trace.ParseTraceState("congo=t61rcWkgMzE")
+	require.NoError(t, err)
+	for _, cfg := range []trace.SpanContextConfig{
+		{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled},
+		{TraceID: tid, SpanID: sid},
+		{TraceID: tid, SpanID: sid, TraceFlags: 0xff, TraceState: ts, Remote: true},
+	} {
+		sc := trace.NewSpanContext(cfg)
+		ctx := trace.ContextWithSpanContext(context.Background(), sc)
+		carrier := propagation.MapCarrier{}
+		propagation.TraceContext{}.Inject(ctx, carrier)
+		got := tracing.TraceParent(ctx)
+		require.Equal(t, carrier.Get("traceparent"), got)
+		back := tracing.SpanContext(got)
+		require.Equal(t, sc.TraceID(), back.TraceID())
+		require.Equal(t, sc.SpanID(), back.SpanID())
+		require.Equal(t, sc.IsSampled(), back.IsSampled())
+	}
+	require.Empty(t, tracing.TraceParent(context.Background()))
 }
 
 func TestStartLinkedWithoutAValidTraceParentLinksNothing(t *testing.T) {
