@@ -275,54 +275,40 @@ func (e *exporter) post(ctx context.Context, body []byte) (time.Duration, error)
 // partialSuccess reads an ExportTraceServiceResponse's partial_success (1):
 // rejected_spans (1) and error_message (2).
 func partialSuccess(b []byte) (rejected int64, msg string) {
+	eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) {
+		if num != 1 || typ != protowire.BytesType {
+			return
+		}
+		inner, _ := protowire.ConsumeBytes(v)
+		eachField(inner, func(num protowire.Number, typ protowire.Type, v []byte) {
+			switch {
+			case num == 1 && typ == protowire.VarintType:
+				n, _ := protowire.ConsumeVarint(v)
+				rejected = int64(n) // two's complement, as protobuf's int64 is
+			case num == 2 && typ == protowire.BytesType:
+				msg, _ = protowire.ConsumeString(v)
+			}
+		})
+	})
+	return rejected, msg
+}
+
+// eachField calls fn with each field of the protobuf message b (its value
+// with its length, if it has one), and stops at the first it cannot read.
+func eachField(b []byte, fn func(num protowire.Number, typ protowire.Type, value []byte)) {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return 0, ""
+			return
 		}
 		b = b[n:]
-		if num == 1 && typ == protowire.BytesType {
-			inner, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return 0, ""
-			}
-			b = b[n:]
-			for len(inner) > 0 {
-				num, typ, n := protowire.ConsumeTag(inner)
-				if n < 0 {
-					return rejected, msg
-				}
-				inner = inner[n:]
-				switch {
-				case num == 1 && typ == protowire.VarintType:
-					v, n := protowire.ConsumeVarint(inner)
-					if n < 0 {
-						return rejected, msg
-					}
-					rejected, inner = int64(v), inner[n:] // two's complement, as protobuf's int64 is
-				case num == 2 && typ == protowire.BytesType:
-					v, n := protowire.ConsumeString(inner)
-					if n < 0 {
-						return rejected, msg
-					}
-					msg, inner = v, inner[n:]
-				default:
-					n := protowire.ConsumeFieldValue(num, typ, inner)
-					if n < 0 {
-						return rejected, msg
-					}
-					inner = inner[n:]
-				}
-			}
-			continue
-		}
 		n = protowire.ConsumeFieldValue(num, typ, b)
 		if n < 0 {
-			return rejected, msg
+			return
 		}
+		fn(num, typ, b[:n])
 		b = b[n:]
 	}
-	return rejected, msg
 }
 
 // quote is s for an error message: trimmed, cut to maxQuoted bytes,

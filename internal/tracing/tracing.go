@@ -82,9 +82,9 @@ func (s Settings) Enabled() bool { return s.Endpoint != "" }
 // FromEnv reads the settings through getenv (os.Getenv, or a test's map).
 // It returns an error naming the variable for a value it cannot honour: an
 // exporter other than otlp or none, a protocol other than http/protobuf, an
-// endpoint that is not an absolute http(s) URL, and the exporter's
-// headers, timeout, compression or certificates (otlp.go) when they cannot
-// be read.
+// endpoint that is not an absolute http(s) URL, and, when tracing is on,
+// the exporter's headers, timeout, compression or certificates (otlp.go)
+// when they cannot be read.
 func FromEnv(getenv func(string) string) (Settings, error) {
 	var errs []error
 	s := Settings{ServiceName: strings.TrimSpace(getenv(EnvServiceName))}
@@ -103,12 +103,19 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	export, exportErrs := exportFromEnv(getenv)
-	errs = append(errs, exportErrs...)
+	off := endpoint == "" || exporter == "none" || strings.EqualFold(strings.TrimSpace(getenv(EnvSDKDisabled)), "true")
+	var export exportSettings
+	if !off {
+		// The exporter's own variables (certificate files among them)
+		// are read only when there is something to export.
+		var exportErrs []error
+		export, exportErrs = exportFromEnv(getenv)
+		errs = append(errs, exportErrs...)
+	}
 	if len(errs) > 0 {
 		return Settings{}, errors.Join(errs...)
 	}
-	if exporter == "none" || strings.EqualFold(strings.TrimSpace(getenv(EnvSDKDisabled)), "true") {
+	if off {
 		return s, nil
 	}
 	s.Endpoint, s.export = endpoint, export
