@@ -148,7 +148,9 @@ func exportFromEnv(getenv func(string) string) (exportSettings, []error) {
 
 // exporter sends the SDK's batches of spans to one OTLP/HTTP endpoint.
 type exporter struct {
-	url      string
+	url string
+	// shown is url as errors give it: a password in it is left out.
+	shown    string
 	client   *http.Client
 	settings exportSettings
 	stopped  atomic.Bool
@@ -174,7 +176,11 @@ func newExporter(endpoint string, s exportSettings) *exporter {
 	if s.gzip {
 		s.headers.Set("Content-Encoding", "gzip")
 	}
-	return &exporter{url: endpoint, client: &http.Client{Transport: transport}, settings: s}
+	shown := endpoint
+	if u, err := url.Parse(endpoint); err == nil {
+		shown = u.Redacted()
+	}
+	return &exporter{url: endpoint, shown: shown, client: &http.Client{Transport: transport}, settings: s}
 }
 
 // ExportSpans sends spans in one request. It gives up when ctx ends or the
@@ -212,19 +218,19 @@ func (e *exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 			return nil
 		}
 		if retryAfter < 0 {
-			return fmt.Errorf("otlp: %d spans to %s: %w", len(spans), e.url, err)
+			return fmt.Errorf("otlp: %d spans to %s: %w", len(spans), e.shown, err)
 		}
 		if retryAfter == 0 {
 			retryAfter, pause = pause, min(2*pause, longestRetryPause)
 		}
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < retryAfter {
-			return fmt.Errorf("otlp: %d spans to %s, given up after %d attempt(s) within the export timeout: %w", len(spans), e.url, attempt, err)
+			return fmt.Errorf("otlp: %d spans to %s, given up after %d attempt(s) within the export timeout: %w", len(spans), e.shown, attempt, err)
 		}
 		t := time.NewTimer(retryAfter)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("otlp: %d spans to %s, given up after %d attempt(s): %w", len(spans), e.url, attempt, err)
+			return fmt.Errorf("otlp: %d spans to %s, given up after %d attempt(s): %w", len(spans), e.shown, attempt, err)
 		case <-t.C:
 		}
 	}

@@ -250,9 +250,13 @@ func TestExporterTriesAgainWhatTheCollectorCannotTakeYet(t *testing.T) {
 // the error says what the collector said.
 func TestExporterDropsWhatTheCollectorRefuses(t *testing.T) {
 	c := startCollector(t, status(http.StatusBadRequest, ""))
-	err := exporterFor(t, c, nil).ExportSpans(context.Background(), sampleSpans(t)[1:2])
+	s, errs := exportFromEnv(func(string) string { return "" })
+	require.Empty(t, errs)
+	endpoint := strings.Replace(c.srv.URL, "http://", "http://otel:s3cret@", 1) + "/v1/traces"
+	err := newExporter(endpoint, s).ExportSpans(context.Background(), sampleSpans(t)[1:2])
 	require.ErrorContains(t, err, "400 Bad Request")
 	require.ErrorContains(t, err, "collector says Bad Request")
+	require.NotContains(t, err.Error(), "s3cret", "a password in the endpoint stays out of the logs")
 	bodies, _ := c.received()
 	require.Len(t, bodies, 1)
 }
