@@ -58,6 +58,17 @@ const (
 	contentTypeProtobuf = "application/x-protobuf"
 )
 
+// The exporter's variables in their general form. Each also has a form for
+// traces alone (OTEL_EXPORTER_OTLP_TRACES_HEADERS, ...), which wins.
+const (
+	EnvHeaders           = "OTEL_EXPORTER_OTLP_HEADERS"
+	EnvTimeout           = "OTEL_EXPORTER_OTLP_TIMEOUT"
+	EnvCompression       = "OTEL_EXPORTER_OTLP_COMPRESSION"
+	EnvCertificate       = "OTEL_EXPORTER_OTLP_CERTIFICATE"
+	EnvClientCertificate = "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"
+	EnvClientKey         = "OTEL_EXPORTER_OTLP_CLIENT_KEY"
+)
+
 // exportSettings are what the OTEL_EXPORTER_OTLP_* variables say about how
 // spans are sent.
 type exportSettings struct {
@@ -71,8 +82,9 @@ type exportSettings struct {
 // variable whose value it cannot use.
 func exportFromEnv(getenv func(string) string) (exportSettings, []error) {
 	var errs []error
-	lookup := func(suffix string) (name, value string) {
-		for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_" + suffix, "OTEL_EXPORTER_OTLP_" + suffix} {
+	lookup := func(general string) (name, value string) {
+		traces := strings.Replace(general, "OTEL_EXPORTER_OTLP_", "OTEL_EXPORTER_OTLP_TRACES_", 1)
+		for _, name := range []string{traces, general} {
 			if v := strings.TrimSpace(getenv(name)); v != "" {
 				return name, v
 			}
@@ -81,7 +93,7 @@ func exportFromEnv(getenv func(string) string) (exportSettings, []error) {
 	}
 	s := exportSettings{headers: http.Header{}, timeout: defaultExportTimeout}
 
-	if name, v := lookup("HEADERS"); v != "" {
+	if name, v := lookup(EnvHeaders); v != "" {
 		for pair := range strings.SplitSeq(v, ",") {
 			key, value, ok := strings.Cut(pair, "=")
 			k, kErr := url.PathUnescape(strings.TrimSpace(key))
@@ -93,7 +105,7 @@ func exportFromEnv(getenv func(string) string) (exportSettings, []error) {
 			s.headers.Set(k, val)
 		}
 	}
-	if name, v := lookup("TIMEOUT"); v != "" {
+	if name, v := lookup(EnvTimeout); v != "" {
 		ms, err := strconv.ParseUint(v, 10, 31)
 		if err != nil || ms == 0 {
 			errs = append(errs, fmt.Errorf("%s must be a number of milliseconds above 0, got %q", name, v))
@@ -101,7 +113,7 @@ func exportFromEnv(getenv func(string) string) (exportSettings, []error) {
 			s.timeout = time.Duration(ms) * time.Millisecond
 		}
 	}
-	if name, v := lookup("COMPRESSION"); v != "" {
+	if name, v := lookup(EnvCompression); v != "" {
 		switch v {
 		case "gzip":
 			s.gzip = true
@@ -112,7 +124,7 @@ func exportFromEnv(getenv func(string) string) (exportSettings, []error) {
 	}
 
 	var cfg tls.Config
-	if name, file := lookup("CERTIFICATE"); file != "" {
+	if name, file := lookup(EnvCertificate); file != "" {
 		pem, err := os.ReadFile(file)
 		pool := x509.NewCertPool()
 		if err == nil && !pool.AppendCertsFromPEM(pem) {
@@ -124,8 +136,8 @@ func exportFromEnv(getenv func(string) string) (exportSettings, []error) {
 			cfg.RootCAs = pool
 		}
 	}
-	certName, certFile := lookup("CLIENT_CERTIFICATE")
-	keyName, keyFile := lookup("CLIENT_KEY")
+	certName, certFile := lookup(EnvClientCertificate)
+	keyName, keyFile := lookup(EnvClientKey)
 	switch {
 	case certFile != "" && keyFile != "":
 		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
@@ -135,9 +147,9 @@ func exportFromEnv(getenv func(string) string) (exportSettings, []error) {
 			cfg.Certificates = []tls.Certificate{cert}
 		}
 	case certFile != "":
-		errs = append(errs, fmt.Errorf("%s is set without OTEL_EXPORTER_OTLP_CLIENT_KEY (or its TRACES_ form)", certName))
+		errs = append(errs, fmt.Errorf("%s is set without %s (or its TRACES_ form)", certName, EnvClientKey))
 	case keyFile != "":
-		errs = append(errs, fmt.Errorf("%s is set without OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE (or its TRACES_ form)", keyName))
+		errs = append(errs, fmt.Errorf("%s is set without %s (or its TRACES_ form)", keyName, EnvClientCertificate))
 	}
 	if cfg.RootCAs != nil || cfg.Certificates != nil {
 		cfg.MinVersion = tls.VersionTLS12
