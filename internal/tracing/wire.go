@@ -165,11 +165,14 @@ func (w *wire) anyValue(v attribute.Value) {
 	case attribute.BYTESLICE:
 		w.bytes(7, v.AsByteSlice())
 	case attribute.BOOLSLICE:
-		w.array(len(v.AsBoolSlice()), func(i int) attribute.Value { return attribute.BoolValue(v.AsBoolSlice()[i]) })
+		s := v.AsBoolSlice()
+		w.array(len(s), func(i int) attribute.Value { return attribute.BoolValue(s[i]) })
 	case attribute.INT64SLICE:
-		w.array(len(v.AsInt64Slice()), func(i int) attribute.Value { return attribute.Int64Value(v.AsInt64Slice()[i]) })
+		s := v.AsInt64Slice()
+		w.array(len(s), func(i int) attribute.Value { return attribute.Int64Value(s[i]) })
 	case attribute.FLOAT64SLICE:
-		w.array(len(v.AsFloat64Slice()), func(i int) attribute.Value { return attribute.Float64Value(v.AsFloat64Slice()[i]) })
+		s := v.AsFloat64Slice()
+		w.array(len(s), func(i int) attribute.Value { return attribute.Float64Value(s[i]) })
 	case attribute.STRINGSLICE:
 		s := v.AsStringSlice()
 		w.array(len(s), func(i int) attribute.Value { return attribute.StringValue(s[i]) })
