@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -177,12 +178,19 @@ type exporter struct {
 
 var _ sdktrace.SpanExporter = (*exporter)(nil)
 
+// newExporter sends to endpoint as s says; what s leaves at zero (Settings
+// built by hand rather than by FromEnv) takes the defaults.
 func newExporter(endpoint string, s exportSettings) *exporter {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	if s.tls != nil {
 		transport.TLSClientConfig = s.tls
 	}
-	s.headers = s.headers.Clone()
+	if s.timeout <= 0 {
+		s.timeout = defaultExportTimeout
+	}
+	headers := make(http.Header, len(s.headers)+3)
+	maps.Copy(headers, s.headers)
+	s.headers = headers
 	s.headers.Set("Content-Type", contentTypeProtobuf)
 	s.headers.Set("User-Agent", "payments-otlp-exporter/1 (OTLP/HTTP protobuf)")
 	if s.gzip {

@@ -360,6 +360,17 @@ func TestExporterChecksTheCollectorsCertificate(t *testing.T) {
 	require.Equal(t, 1, got)
 }
 
+// TestExporterFromZeroSettingsUsesTheDefaults: Settings built by hand
+// (no FromEnv) export with the default timeout and the protobuf headers.
+func TestExporterFromZeroSettingsUsesTheDefaults(t *testing.T) {
+	c := startCollector(t)
+	e := newExporter(c.srv.URL+"/v1/traces", exportSettings{})
+	require.Equal(t, defaultExportTimeout, e.settings.timeout)
+	require.NoError(t, e.ExportSpans(context.Background(), sampleSpans(t)[1:2]))
+	_, headers := c.received()
+	require.Equal(t, "application/x-protobuf", headers[0].Get("Content-Type"))
+}
+
 // TestExporterAfterShutdownDropsQuietly: the SDK shuts the exporter down
 // after its last batch; a late one is dropped without a request.
 func TestExporterAfterShutdownDropsQuietly(t *testing.T) {

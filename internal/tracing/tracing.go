@@ -172,10 +172,6 @@ func Start(ctx context.Context, service string, settings Settings, log *slog.Log
 	if !settings.Enabled() {
 		return Off(), nil
 	}
-	if settings.export.headers == nil {
-		// Settings built by hand rather than by FromEnv: the defaults.
-		settings.export, _ = exportFromEnv(func(string) string { return "" })
-	}
 	exporter := newExporter(settings.Endpoint, settings.export)
 	if settings.ServiceName != "" {
 		service = settings.ServiceName
