@@ -2,7 +2,6 @@ package tracing
 
 import (
 	"context"
-	"encoding/hex"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -20,22 +19,24 @@ const HeaderTraceParent = "traceparent"
 // refunds and outbox events store it, so the work that settles or consumes
 // them later can link back to the request that made them.
 func TraceParent(ctx context.Context) string {
-	sc := trace.SpanContextFromContext(ctx)
-	if !sc.IsValid() {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return ""
 	}
-	// Written here as propagation.TraceContext writes it (version 00, the
-	// flags the W3C defines: sampled and random), without the map its
-	// Inject needs.
-	tid, sid := sc.TraceID(), sc.SpanID()
-	var b [55]byte
-	copy(b[:], "00-")
-	hex.Encode(b[3:35], tid[:])
-	b[35] = '-'
-	hex.Encode(b[36:52], sid[:])
-	b[52] = '-'
-	hex.Encode(b[53:], []byte{byte(sc.TraceFlags() & (trace.FlagsSampled | trace.FlagsRandom))})
-	return string(b[:])
+	var c traceParentCarrier
+	propagator.Inject(ctx, &c)
+	return c.traceparent
+}
+
+// traceParentCarrier keeps the traceparent that the propagator writes
+// and nothing else: what a MapCarrier would, without a map per call.
+type traceParentCarrier struct{ traceparent string }
+
+func (c *traceParentCarrier) Get(string) string { return "" }
+func (c *traceParentCarrier) Keys() []string    { return nil }
+func (c *traceParentCarrier) Set(key, value string) {
+	if key == HeaderTraceParent {
+		c.traceparent = value
+	}
 }
 
 // SpanContext parses a stored traceparent; an empty or malformed one gives
