@@ -198,36 +198,19 @@ func (s *Store) Authenticate(ctx context.Context, apiKey string) (string, error)
 	if _, ok := s.unknown.get(hash, s.clock()); ok {
 		return "", ErrUnauthorized
 	}
-	// A read the caches cannot spare: the client pays for it from its
-	// budget, and gets it back if the key is known.
-	client := clientFrom(ctx)
-	if s.budget != nil && client != "" {
-		ok, retry := s.budget.reserve(client, s.clock())
-		if !ok {
-			s.heard("limited")
-			return "", &KeyBudgetError{RetryAfter: retry}
-		}
+	// A read the caches cannot spare. The shared read must not fail for
+	// everyone because the first caller hung up, so it runs on its own
+	// deadline; and it is the read that costs, so the caller that makes it
+	// pays from its client's budget, once however many requests share it.
+	id, err, shared := s.lookups.Do(hash, s.read(ctx, hash))
+	var refused *KeyBudgetError
+	if shared && errors.As(err, &refused) {
+		// The read was refused on another client's budget: this
+		// client's own budget decides.
+		id, err, _ = s.lookups.Do(hash, s.read(ctx, hash))
 	}
-	// The shared read must not fail for everyone because the first caller
-	// hung up, so it runs on its own deadline.
-	id, err, _ := s.lookups.Do(hash, func() (any, error) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
-		defer cancel()
-		var row apiKeyRow
-		err := database.Conn(ctx, s.db).Select("merchant_id").Where("key_hash = ?", hash).Take(&row).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			s.unknown.put(hash, "", s.clock())
-			s.heard("unknown")
-		}
-		if err != nil {
-			return "", err
-		}
-		s.heard("known")
-		s.cache.put(hash, row.MerchantID, s.clock())
-		return row.MerchantID, nil
-	})
-	if s.budget != nil && client != "" && (err == nil || !errors.Is(err, gorm.ErrRecordNotFound)) {
-		s.budget.giveBack(client) // known keys, and reads that failed, cost nothing
+	if errors.As(err, &refused) {
+		return "", refused
 	}
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return "", ErrUnauthorized
@@ -236,6 +219,39 @@ func (s *Store) Authenticate(ctx context.Context, apiKey string) (string, error)
 		return "", fmt.Errorf("authenticate: %w", database.Classify(err))
 	}
 	return id.(string), nil
+}
+
+// read is the database read of hash, paid for from the budget of the
+// client ctx names: a known key, or a read that failed, gives it back.
+func (s *Store) read(ctx context.Context, hash string) func() (any, error) {
+	return func() (any, error) {
+		client := clientFrom(ctx)
+		if s.budget != nil && client != "" {
+			ok, retry := s.budget.reserve(client, s.clock())
+			if !ok {
+				s.heard("limited")
+				return "", &KeyBudgetError{RetryAfter: retry}
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
+		defer cancel()
+		var row apiKeyRow
+		err := database.Conn(ctx, s.db).Select("merchant_id").Where("key_hash = ?", hash).Take(&row).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			s.unknown.put(hash, "", s.clock())
+			s.heard("unknown")
+			return "", err
+		}
+		if s.budget != nil && client != "" {
+			s.budget.giveBack(client) // known keys, and reads that failed, cost nothing
+		}
+		if err != nil {
+			return "", err
+		}
+		s.heard("known")
+		s.cache.put(hash, row.MerchantID, s.clock())
+		return row.MerchantID, nil
+	}
 }
 
 // lookupTimeout bounds the one database read behind a cache miss.

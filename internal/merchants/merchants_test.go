@@ -210,6 +210,65 @@ func TestAuthenticateStormReadsOnce(t *testing.T) {
 	}
 }
 
+// TestKnownKeyStormSpendsNoBudget: a burst of requests from one client
+// with a known key that no cache holds yet (a fresh instance) shares one
+// read, which the client pays for once and gets back: none of them is
+// refused as over the budget of unknown keys, however small the budget.
+// (Each request used to reserve a read of its own before joining the
+// shared one, and the burst was refused past the budget: seen in
+// TestRedisKilledMidLoad as 429 too_many_unknown_keys for sk_test_acme.)
+func TestKnownKeyStormSpendsNoBudget(t *testing.T) {
+	for _, d := range testkit.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			db := testkit.OpenDB(t, d)
+			store := merchants.NewStore(db.DB, nil)
+			require.NoError(t, store.SeedDemo(context.Background()))
+			var limited atomic.Int64
+			store.LimitUnknownKeys(5, time.Minute, func(result string) {
+				if result == "limited" {
+					limited.Add(1)
+				}
+			})
+			require.NoError(t, db.DB.Callback().Query().Before("gorm:query").Register("test:slow_key_reads", func(tx *gorm.DB) {
+				if tx.Statement.Table == "api_keys" {
+					time.Sleep(50 * time.Millisecond) // a slow read, so the burst overlaps it
+				}
+			}))
+			ctx := merchants.WithClient(context.Background(), "10.0.0.7")
+
+			const burst = 100
+			var wg sync.WaitGroup
+			errs := make(chan error, burst)
+			start := make(chan struct{})
+			for range burst {
+				wg.Go(func() {
+					<-start
+					_, err := store.Authenticate(ctx, "sk_test_acme")
+					errs <- err
+				})
+			}
+			close(start)
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+			require.Zero(t, limited.Load())
+
+			// The budget is whole: five unknown keys are still read, the
+			// sixth is refused unread.
+			for i := range 5 {
+				_, err := store.Authenticate(ctx, fmt.Sprintf("sk_test_wrong_%d", i))
+				require.ErrorIs(t, err, merchants.ErrUnauthorized)
+			}
+			_, err := store.Authenticate(ctx, "sk_test_wrong_5")
+			var refused *merchants.KeyBudgetError
+			require.ErrorAs(t, err, &refused)
+		})
+	}
+}
+
 // TestUnknownKeyFloodReadsOnce: a flood of requests with a wrong key costs
 // one database read, not one per request, until UnknownKeyTTL; a flood of
 // distinct wrong keys keeps the negative cache bounded and never pushes a
