@@ -16,11 +16,11 @@ GO=${GO:-go}
 bin=bin/api
 build=(env CGO_ENABLED=0 "$GO" build -trimpath -tags nomsgpack)
 
-# The figures a newcomer is told, measured with empty caches on a 2-core
-# machine shared with other work (the README has them): the modules cmd/api
+# The figures a newcomer is told, measured with empty caches on a quiet
+# 2-core machine (the README has them): the modules cmd/api
 # needs, and its build.
-download_note="79 modules, 670 MB in the module cache; about 15 s on a fast network"
-cold_note="about 5 minutes on 2 cores; later builds take seconds"
+download_note="73 modules, 635 MB in the module cache; about 15 s on a fast network"
+cold_note="about 2 to 5 minutes on 2 cores; later builds take seconds"
 
 say() { printf '%s\n' "run: $*"; }
 elapsed() { printf '%dm%02ds' $((SECONDS / 60)) $((SECONDS % 60)); }
