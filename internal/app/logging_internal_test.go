@@ -2,18 +2,21 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/config"
 )
 
-func loadConfig(t *testing.T, env ...string) config.Config {
+func loadConfig(t testing.TB, env ...string) config.Config {
 	t.Helper()
 	cfg, err := config.Load(env)
 	require.NoError(t, err)
@@ -35,6 +38,27 @@ func TestTextLogIsForPeople(t *testing.T) {
 	require.Len(t, lines, 2, out.String())
 	require.Regexp(t, `^\d\d:\d\d:\d\d listening addr=\[::\]:8080$`, lines[0])
 	require.Regexp(t, `^\d\d:\d\d:\d\d WARN slow answer component=provider call\.took=2s call\.detail="a b"$`, lines[1])
+}
+
+// TestTextLogValues: each kind of value as a person reads it, quoted only
+// when it would not read as one word; on a terminal the level is coloured
+// and the attributes dimmed, and a line without attributes has no dim codes.
+func TestTextLogValues(t *testing.T) {
+	var out bytes.Buffer
+	log := slog.New(newPeopleHandler(&out, slog.LevelInfo, false))
+	log.Info("kinds", "n", -42, "u", uint64(7), "ok", true, "f", 1.5, "d", 1500*time.Millisecond,
+		"empty", "", "tab", "a\tb", "eq", "a=b", "quote", `say "hi"`, "ctl", "bell\a", "word", "déjà-vu")
+	require.Regexp(t, `^\d\d:\d\d:\d\d kinds n=-42 u=7 ok=true f=1.5 d=1.5s empty="" tab="a\\tb" eq="a=b" `+
+		`quote="say \\"hi\\"" ctl="bell\\a" word=déjà-vu\n$`, out.String())
+
+	out.Reset()
+	log = slog.New(newPeopleHandler(&out, slog.LevelInfo, true)).With("component", "outbox")
+	log.Warn("slow", "took", "2s")
+	slog.New(newPeopleHandler(&out, slog.LevelInfo, true)).Info("bare")
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	require.Len(t, lines, 2)
+	require.Regexp(t, `^\d\d:\d\d:\d\d `+regexp.QuoteMeta(ansiYellow+"WARN"+ansiReset+" slow"+ansiDim+" component=outbox took=2s"+ansiReset)+`$`, lines[0])
+	require.Regexp(t, `^\d\d:\d\d:\d\d bare$`, lines[1])
 }
 
 // TestJSONLogOnRequest: LOG_FORMAT=json, and production, keep JSON lines.
@@ -90,4 +114,25 @@ func TestFirstScreen(t *testing.T) {
 	prod := config.Config{AppEnv: config.AppEnvProduction}
 	announceDevelopment(prod, slog.New(slog.NewTextHandler(&out, nil)), "http://localhost:8080")
 	require.Empty(t, out.String(), "production announces nothing")
+}
+
+// BenchmarkTextLogLine: what development's log spends on an access log
+// line (the line every request writes at the default level), written to a
+// sink that keeps nothing.
+func BenchmarkTextLogLine(b *testing.B) {
+	log := LoggerFor(io.Discard, loadConfig(b))
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		log.LogAttrs(ctx, slog.LevelInfo, "request",
+			slog.String("request_id", "1d8ad548730cb71c"),
+			slog.String("method", "POST"),
+			slog.String("route", "/v1/orders"),
+			slog.String("path", "/v1/orders"),
+			slog.Int("status", 201),
+			slog.String("merchant_id", "mer_01JD4Z6X8Q2W"),
+			slog.Duration("duration", 1234567*time.Nanosecond),
+			slog.String("idempotency_key_hash", "4f2a9c81d03e"),
+		)
+	}
 }
