@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,40 +80,62 @@ const (
 
 func (h *peopleHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
 
+// lineBuffers holds the byte slices lines are written into, so that a
+// line costs no allocation of its own once the program is warm; one that
+// grew past 16 KiB (a huge attribute) is let go rather than kept.
+var lineBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
 func (h *peopleHandler) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
+	bp := lineBuffers.Get().(*[]byte)
+	b := (*bp)[:0]
 	if !r.Time.IsZero() {
-		b.WriteString(r.Time.Format(time.TimeOnly))
-		b.WriteByte(' ')
+		b = r.Time.AppendFormat(b, time.TimeOnly)
+		b = append(b, ' ')
 	}
 	if r.Level != slog.LevelInfo {
-		h.paint(&b, levelColour(r.Level), r.Level.String())
-		b.WriteByte(' ')
+		b = h.paint(b, levelColour(r.Level), r.Level.String())
+		b = append(b, ' ')
 	}
-	b.WriteString(r.Message)
-	var attrs strings.Builder
-	attrs.WriteString(h.attrs)
+	b = append(b, r.Message...)
+	// The attributes, dimmed on a terminal: the colour's codes are taken
+	// back when there is none.
+	if h.colour {
+		b = append(b, ansiDim...)
+	}
+	mark := len(b)
+	b = append(b, h.attrs...)
 	r.Attrs(func(a slog.Attr) bool {
-		writeAttr(&attrs, h.group, a)
+		b = appendAttr(b, h.group, a)
 		return true
 	})
-	h.paint(&b, ansiDim, attrs.String())
-	b.WriteByte('\n')
+	switch {
+	case !h.colour:
+	case len(b) == mark:
+		b = b[:mark-len(ansiDim)]
+	default:
+		b = append(b, ansiReset...)
+	}
+	b = append(b, '\n')
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	_, err := io.WriteString(h.w, b.String())
+	_, err := h.w.Write(b)
+	h.mu.Unlock()
+	if cap(b) <= 16<<10 {
+		*bp = b
+		lineBuffers.Put(bp)
+	}
 	return err
 }
 
-func (h *peopleHandler) paint(b *strings.Builder, colour, s string) {
+func (h *peopleHandler) paint(b []byte, colour, s string) []byte {
 	if s == "" {
-		return
+		return b
 	}
 	if !h.colour {
-		b.WriteString(s)
-		return
+		return append(b, s...)
 	}
-	b.WriteString(colour + s + ansiReset)
+	b = append(b, colour...)
+	b = append(b, s...)
+	return append(b, ansiReset...)
 }
 
 func levelColour(l slog.Level) string {
@@ -129,12 +150,11 @@ func levelColour(l slog.Level) string {
 
 func (h *peopleHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 	next := *h
-	var b strings.Builder
-	b.WriteString(h.attrs)
+	b := []byte(h.attrs)
 	for _, a := range attrs {
-		writeAttr(&b, h.group, a)
+		b = appendAttr(b, h.group, a)
 	}
-	next.attrs = b.String()
+	next.attrs = string(b)
 	return &next
 }
 
@@ -147,30 +167,46 @@ func (h *peopleHandler) WithGroup(name string) slog.Handler {
 	return &next
 }
 
-// writeAttr writes " key=value", a group's members as group.key=value.
-func writeAttr(b *strings.Builder, prefix string, a slog.Attr) {
+// appendAttr appends " key=value", a group's members as group.key=value.
+func appendAttr(b []byte, prefix string, a slog.Attr) []byte {
 	a.Value = a.Value.Resolve()
 	if a.Equal(slog.Attr{}) {
-		return
+		return b
 	}
 	if a.Value.Kind() == slog.KindGroup {
 		if a.Key != "" {
 			prefix += a.Key + "."
 		}
 		for _, member := range a.Value.Group() {
-			writeAttr(b, prefix, member)
+			b = appendAttr(b, prefix, member)
 		}
-		return
+		return b
 	}
-	b.WriteString(" " + prefix + a.Key + "=" + quoteIfNeeded(a.Value.String()))
+	b = append(b, ' ')
+	b = append(b, prefix...)
+	b = append(b, a.Key...)
+	b = append(b, '=')
+	switch a.Value.Kind() {
+	case slog.KindString:
+		return appendWord(b, a.Value.String())
+	case slog.KindInt64:
+		return strconv.AppendInt(b, a.Value.Int64(), 10)
+	case slog.KindUint64:
+		return strconv.AppendUint(b, a.Value.Uint64(), 10)
+	case slog.KindBool:
+		return strconv.AppendBool(b, a.Value.Bool())
+	}
+	return appendWord(b, a.Value.String())
 }
 
-// quoteIfNeeded quotes a value that would not read as one word.
-func quoteIfNeeded(s string) string {
-	if s == "" || slices.ContainsFunc([]rune(s), func(r rune) bool {
+// appendWord appends s as it is, or quoted when it would not read as one
+// word: empty, or with a space, a quote, an equals sign or a character
+// that does not print.
+func appendWord(b []byte, s string) []byte {
+	if s == "" || strings.ContainsFunc(s, func(r rune) bool {
 		return unicode.IsSpace(r) || r == '"' || r == '=' || !unicode.IsPrint(r)
 	}) {
-		return strconv.Quote(s)
+		return strconv.AppendQuote(b, s)
 	}
-	return s
+	return append(b, s...)
 }

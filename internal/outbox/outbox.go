@@ -215,7 +215,8 @@ type LogPublisher struct {
 // Publish implements Publisher.
 func (p LogPublisher) Publish(ctx context.Context, events []Event) error {
 	for _, e := range events {
-		p.Log.InfoContext(ctx, "outbox event", "event_id", e.ID, "type", e.Type, "merchant_id", e.MerchantID)
+		p.Log.LogAttrs(ctx, slog.LevelInfo, "outbox event",
+			slog.String("event_id", e.ID), slog.String("type", e.Type), slog.String("merchant_id", e.MerchantID))
 	}
 	return nil
 }
