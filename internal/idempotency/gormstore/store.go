@@ -256,16 +256,23 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time, limit int) (int
 	if s.tombstoneTTL > 0 {
 		return s.purgeTombstoning(ctx, now, limit)
 	}
-	res := Conn(ctx, s.db).Exec(`
-DELETE FROM idempotency_records
-WHERE (merchant_id, idempotency_key) IN (
-    SELECT merchant_id, idempotency_key FROM idempotency_records
-    WHERE expires_at <= ? ORDER BY expires_at LIMIT `+strconv.Itoa(limit)+`)
-  AND expires_at <= ?`, now, now)
+	res := Conn(ctx, s.db).Exec(deleteExpired(limit), now, now)
 	if res.Error != nil {
 		return 0, s.classify(res.Error)
 	}
 	return int(res.RowsAffected), nil
+}
+
+// deleteExpired is the statement that deletes at most limit records
+// expired by its two arguments (the same moment, twice), found on the
+// expiry index and deleted by primary key.
+func deleteExpired(limit int) string {
+	return `
+DELETE FROM idempotency_records
+WHERE (merchant_id, idempotency_key) IN (
+    SELECT merchant_id, idempotency_key FROM idempotency_records
+    WHERE expires_at <= ? ORDER BY expires_at LIMIT ` + strconv.Itoa(limit) + `)
+  AND expires_at <= ?`
 }
 
 func (s *Store) fenced(res *gorm.DB) error {

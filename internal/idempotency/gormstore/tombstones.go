@@ -136,38 +136,39 @@ func expired(scope, key, fingerprint string, firstSeen, expiresAt time.Time) *id
 	}
 }
 
-// purgeTombstoning is PurgeExpired for a store with tombstones: one
-// transaction picks a batch of expired records on the expiry index, writes
-// their tombstones and deletes them, so a record is never gone without its
-// tombstone.
+// purgeTombstoning is PurgeExpired for a store with tombstones: in one
+// transaction, the statement that deletes a batch of expired records
+// returns them, and their tombstones are written, so a record is never gone
+// without its tombstone. The records are deleted as PurgeExpired deletes
+// them, by a subquery on the expiry index: naming the batch's keys in the
+// DELETE instead, 500 pairs of (merchant_id, idempotency_key), cost
+// PostgreSQL some 70 ms to plan and as long to run, nine times this
+// statement, and under tools/bench's load the janitor purged 330 records a
+// second.
 func (s *Store) purgeTombstoning(ctx context.Context, now time.Time, limit int) (int, error) {
 	n := 0
 	err := Transaction(ctx, s.db, func(ctx context.Context) error {
 		conn := Conn(ctx, s.db)
 		var batch []recordRow
-		// The limit is written into the statement; see PurgeExpired.
-		err := conn.Raw(`SELECT merchant_id, idempotency_key, fingerprint, created_at, expires_at
-FROM idempotency_records WHERE expires_at <= ? ORDER BY expires_at LIMIT `+strconv.Itoa(limit), now).Scan(&batch).Error
+		err := conn.Raw(deleteExpired(limit)+`
+RETURNING merchant_id, idempotency_key, fingerprint, created_at, expires_at`, now, now).Scan(&batch).Error
 		if err != nil || len(batch) == 0 {
 			return err
 		}
 		stones := make([]tombstoneRow, len(batch))
-		keys := make([][]any, len(batch))
 		for i, r := range batch {
 			stones[i] = tombstoneRow{
 				MerchantID: r.MerchantID, IdempotencyKey: r.IdempotencyKey, Fingerprint: r.Fingerprint,
 				FirstSeenAt: r.CreatedAt.UTC(), PurgedAt: now, ExpiresAt: r.ExpiresAt.UTC().Add(s.tombstoneTTL),
 			}
-			keys[i] = []any{r.MerchantID, r.IdempotencyKey}
 		}
-		if err := insertStones(conn, stones); err != nil {
-			return err
-		}
-		res := conn.Exec(`DELETE FROM idempotency_records WHERE (merchant_id, idempotency_key) IN ? AND expires_at <= ?`, keys, now)
-		n = int(res.RowsAffected)
-		return res.Error
+		n = len(batch)
+		return insertStones(conn, stones)
 	})
-	return n, s.classify(err)
+	if err != nil {
+		return 0, s.classify(err)
+	}
+	return n, nil
 }
 
 // insertStones writes tombstones, replacing an older one of the same key
