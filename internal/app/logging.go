@@ -187,8 +187,6 @@ func appendAttr(b []byte, prefix string, a slog.Attr) []byte {
 	b = append(b, a.Key...)
 	b = append(b, '=')
 	switch a.Value.Kind() {
-	case slog.KindString:
-		return appendWord(b, a.Value.String())
 	case slog.KindInt64:
 		return strconv.AppendInt(b, a.Value.Int64(), 10)
 	case slog.KindUint64:
