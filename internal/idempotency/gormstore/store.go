@@ -242,16 +242,8 @@ WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executi
 }
 
 // PurgeExpired implements idempotency.Store. It deletes by primary key from a small
-// batch found on the expiry index, so each statement holds few locks and a
-// large backlog drains without stalling live traffic.
-//
-// The batch size is written into the statement, not passed as a parameter:
-// the driver prepares the statement once, and after a few runs PostgreSQL
-// may switch to a generic plan, which for "LIMIT $n" guesses a tenth of the
-// table and picks a hash join over a full scan. Under tools/bench that plan
-// took minutes per batch on a table of two million records, and purged
-// nothing while load ran. With the limit known, the generic plan walks the
-// expiry index and deletes by primary key, as intended.
+// batch found on the expiry index (deleteExpired), so each statement holds
+// few locks and a large backlog drains without stalling live traffic.
 func (s *Store) PurgeExpired(ctx context.Context, now time.Time, limit int) (int, error) {
 	if s.tombstoneTTL > 0 {
 		return s.purgeTombstoning(ctx, now, limit)
@@ -266,6 +258,14 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time, limit int) (int
 // deleteExpired is the statement that deletes at most limit records
 // expired by its two arguments (the same moment, twice), found on the
 // expiry index and deleted by primary key.
+//
+// The batch size is written into the statement, not passed as a parameter:
+// the driver prepares the statement once, and after a few runs PostgreSQL
+// may switch to a generic plan, which for "LIMIT $n" guesses a tenth of the
+// table and picks a hash join over a full scan. Under tools/bench that plan
+// took minutes per batch on a table of two million records, and purged
+// nothing while load ran. With the limit known, the generic plan walks the
+// expiry index and deletes by primary key, as intended.
 func deleteExpired(limit int) string {
 	return `
 DELETE FROM idempotency_records
