@@ -373,8 +373,8 @@ func (r *report) perRequest(p func(string, ...any)) {
 	p("| idempotent create ≥ 0.6 × the raw pgx loop sent the same way | (c)/(a) = %.2f | %s |", ratio(create, m.Raw.Rate()), verdict(ratio(create, m.Raw.Rate()) >= 0.6))
 	p("| replay without Redis ≥ 6 × create | (d1)/(c) = %.2f | %s |", ratio(m.ReplayOne.Rate(), create), verdict(ratio(m.ReplayOne.Rate(), create) >= 6))
 	p("| replay with Redis ≥ 6 × create | (e1)/(c) = %.2f | %s |", ratio(m.ReplayOneRedis.Rate(), create), verdict(ratio(m.ReplayOneRedis.Rate(), create) >= 6))
-	// The tail beside the floor's, served the same way on the same
-	// machine: what the API's code adds to it, and what the machine does.
+	// Beside it, the floor's tail from its own phase (z) on the same
+	// machine: how much of a tail the machine makes whatever serves it.
 	p50, p99 := m.Create.Lat.Percentile(50), m.Create.Lat.Percentile(99)
 	f50, f99 := w.Floor.Lat.Percentile(50), w.Floor.Lat.Percentile(99)
 	p("| create p99 ≤ 3 × p50 | %s / %s ms = %.2f (the floor (z): %s / %s ms = %.2f) | %s |", ms(p99), ms(p50), ratio(float64(p99), float64(p50)),
