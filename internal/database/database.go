@@ -165,6 +165,13 @@ func WithTx(ctx context.Context, tx *gorm.DB) context.Context { return gormstore
 // or db bound to ctx.
 func Conn(ctx context.Context, db *gorm.DB) *gorm.DB { return gormstore.Conn(ctx, db) }
 
+// DeleteOldest spells the statement of a retention purge: at most limit
+// rows of table that match where, the first in order, chosen and deleted
+// as gormstore.DeleteOldest explains, for db's dialect.
+func DeleteOldest(db *gorm.DB, table, where, order string, limit int) string {
+	return gormstore.DeleteOldest(db, table, where, order, limit)
+}
+
 // Exec runs a write whose failure can only be the request's failure (an
 // insert of rows whose ids are made in Go). Inside an Atomic request's
 // transaction on PostgreSQL it is deferred and sent with the idempotency

@@ -13,10 +13,8 @@ import (
 // the table is the truth until the event is out. It returns an error
 // wrapping database.ErrUnavailable when the database cannot answer.
 func (d *Dispatcher) PurgePublished(ctx context.Context, before time.Time, limit int) (int, error) {
-	res := database.Conn(ctx, d.db).Exec(`
-DELETE FROM outbox_events WHERE (merchant_id, id) IN (
-    SELECT merchant_id, id FROM outbox_events
-    WHERE published_at IS NOT NULL AND published_at < ? ORDER BY published_at LIMIT ?)`, before.UTC(), limit)
+	res := database.Conn(ctx, d.db).Exec(database.DeleteOldest(d.db, "outbox_events",
+		"published_at IS NOT NULL AND published_at < ?", "published_at", limit), before.UTC())
 	if res.Error != nil {
 		return 0, database.Classify(res.Error)
 	}

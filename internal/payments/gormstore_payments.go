@@ -218,9 +218,8 @@ func (s *GormStore) EventRecorded(ctx context.Context, id string) (bool, error) 
 // inbox to keep saying "applied once". It returns an error wrapping
 // database.ErrUnavailable when the database cannot answer.
 func (s *GormStore) PurgeWebhookEvents(ctx context.Context, before time.Time, limit int) (int, error) {
-	res := database.Conn(ctx, s.db).Exec(`
-DELETE FROM webhook_events WHERE event_id IN (
-    SELECT event_id FROM webhook_events WHERE received_at < ? ORDER BY received_at LIMIT ?)`, before.UTC(), limit)
+	res := database.Conn(ctx, s.db).Exec(database.DeleteOldest(s.db, "webhook_events",
+		"received_at < ?", "received_at", limit), before.UTC())
 	if res.Error != nil {
 		return 0, database.Classify(res.Error)
 	}

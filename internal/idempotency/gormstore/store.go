@@ -10,7 +10,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/idemkeys/payments/internal/idempotency/seal"
@@ -241,14 +240,14 @@ WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executi
 		now, now, scope, key, fence))
 }
 
-// PurgeExpired implements idempotency.Store. It deletes by primary key from a small
-// batch found on the expiry index (deleteExpired), so each statement holds
-// few locks and a large backlog drains without stalling live traffic.
+// PurgeExpired implements idempotency.Store: one batch of the records
+// longest expired, chosen on the expiry index and deleted as DeleteOldest
+// explains.
 func (s *Store) PurgeExpired(ctx context.Context, now time.Time, limit int) (int, error) {
 	if s.tombstoneTTL > 0 {
 		return s.purgeTombstoning(ctx, now, limit)
 	}
-	res := Conn(ctx, s.db).Exec(deleteExpired(limit), now, now)
+	res := Conn(ctx, s.db).Exec(s.deleteExpired(limit), now)
 	if res.Error != nil {
 		return 0, s.classify(res.Error)
 	}
@@ -256,23 +255,9 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time, limit int) (int
 }
 
 // deleteExpired is the statement that deletes at most limit records
-// expired by its two arguments (the same moment, twice), found on the
-// expiry index and deleted by primary key.
-//
-// The batch size is written into the statement, not passed as a parameter:
-// the driver prepares the statement once, and after a few runs PostgreSQL
-// may switch to a generic plan, which for "LIMIT $n" guesses a tenth of the
-// table and picks a hash join over a full scan. Under tools/bench that plan
-// took minutes per batch on a table of two million records, and purged
-// nothing while load ran. With the limit known, the generic plan walks the
-// expiry index and deletes by primary key, as intended.
-func deleteExpired(limit int) string {
-	return `
-DELETE FROM idempotency_records
-WHERE (merchant_id, idempotency_key) IN (
-    SELECT merchant_id, idempotency_key FROM idempotency_records
-    WHERE expires_at <= ? ORDER BY expires_at LIMIT ` + strconv.Itoa(limit) + `)
-  AND expires_at <= ?`
+// expired at its argument, the longest expired first.
+func (s *Store) deleteExpired(limit int) string {
+	return DeleteOldest(s.db, "idempotency_records", "expires_at <= ?", "expires_at", limit)
 }
 
 func (s *Store) fenced(res *gorm.DB) error {

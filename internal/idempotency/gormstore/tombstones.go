@@ -2,7 +2,6 @@ package gormstore
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"time"
 
@@ -146,8 +145,8 @@ func (s *Store) purgeTombstoning(ctx context.Context, now time.Time, limit int) 
 	err := Transaction(ctx, s.db, func(ctx context.Context) error {
 		conn := Conn(ctx, s.db)
 		var batch []recordRow
-		err := conn.Raw(deleteExpired(limit)+`
-RETURNING merchant_id, idempotency_key, fingerprint, created_at, expires_at`, now, now).Scan(&batch).Error
+		err := conn.Raw(s.deleteExpired(limit)+`
+RETURNING merchant_id, idempotency_key, fingerprint, created_at, expires_at`, now).Scan(&batch).Error
 		if err != nil || len(batch) == 0 {
 			return err
 		}
@@ -186,18 +185,13 @@ func insertStones(conn *gorm.DB, stones []tombstoneRow) error {
 }
 
 // PurgeTombstones implements idempotency.Store: it deletes at most limit
-// tombstones whose time has passed, by primary key from a batch found on
-// their expiry index, like PurgeExpired.
+// tombstones whose time has passed, the oldest first, as PurgeExpired
+// deletes records.
 func (s *Store) PurgeTombstones(ctx context.Context, now time.Time, limit int) (int, error) {
 	if s.tombstoneTTL <= 0 {
 		return 0, nil
 	}
-	res := Conn(ctx, s.db).Exec(`
-DELETE FROM idempotency_tombstones
-WHERE (merchant_id, idempotency_key) IN (
-    SELECT merchant_id, idempotency_key FROM idempotency_tombstones
-    WHERE expires_at <= ? ORDER BY expires_at LIMIT `+strconv.Itoa(limit)+`)
-  AND expires_at <= ?`, now, now)
+	res := Conn(ctx, s.db).Exec(DeleteOldest(s.db, "idempotency_tombstones", "expires_at <= ?", "expires_at", limit), now)
 	if res.Error != nil {
 		return 0, s.classify(res.Error)
 	}
