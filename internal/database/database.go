@@ -52,8 +52,6 @@ type Options struct {
 	SQLitePath string
 	// MaxOpenConns bounds the pool (PostgreSQL).
 	MaxOpenConns int
-	// StatementTimeout bounds one statement on PostgreSQL; zero leaves the server default.
-	StatementTimeout time.Duration
 	// Tracing, when set, records a span per statement inside the traces
 	// its tracers are given (see tracing.go); nil traces nothing and
 	// installs nothing.
