@@ -165,9 +165,16 @@ func Conn(ctx context.Context, db *gorm.DB) *gorm.DB { return gormstore.Conn(ctx
 
 // DeleteOldest spells the statement of a retention purge: at most limit
 // rows of table that match where, the first in order, chosen and deleted
-// as gormstore.DeleteOldest explains, for db's dialect.
+// as gormstore.Oldest explains, for db's dialect.
 func DeleteOldest(db *gorm.DB, table, where, order string, limit int) string {
 	return gormstore.DeleteOldest(db, table, where, order, limit)
+}
+
+// Oldest spells the condition that picks a batch of at most limit rows of
+// table that match where, the first in order, for a statement that changes
+// exactly those rows (gormstore.Oldest).
+func Oldest(db *gorm.DB, table, where, order string, limit int) string {
+	return gormstore.Oldest(db, table, where, order, limit)
 }
 
 // Exec runs a write whose failure can only be the request's failure (an

@@ -85,7 +85,8 @@ func NewDispatcher(db *gorm.DB, pub Publisher, interval time.Duration, log *slog
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Dispatcher{db: db, pub: pub, interval: interval, batch: 100, claim: claimSQL(db.Name() == "postgres"), log: log,
+	const batch = 100
+	return &Dispatcher{db: db, pub: pub, interval: interval, batch: batch, claim: claimSQL(db, batch), log: log,
 		TrimInterval: DefaultTrimInterval}
 }
 
@@ -130,24 +131,18 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	}
 }
 
-// claimSQL marks the oldest unpublished events published and returns
-// them, in one statement whose text never changes (so PostgreSQL parses
-// it once per connection; the earlier select, then update of a list of
-// keys, took two round trips and a statement that grew with the batch).
-// On PostgreSQL, concurrent dispatchers (one per API instance) skip each
-// other's locked rows instead of waiting; SQLite has one writer and no row
-// locks. The rows are matched by the whole primary key: an event id alone
-// is unique too, but no index leads with it, and matching on it alone
-// scanned the whole table on every batch (a second each at a million
-// events, seen under tools/bench).
-func claimSQL(postgres bool) string {
-	lock := ""
-	if postgres {
-		lock = " FOR UPDATE SKIP LOCKED"
-	}
+// claimSQL marks the oldest unpublished events published, at most batch
+// of them, and returns them, in one statement whose text never changes (so
+// PostgreSQL parses it once per connection; the earlier select, then update
+// of a list of keys, took two round trips and a statement that grew with
+// the batch). The batch is chosen on the index of unpublished events and
+// its rows are then updated by address (database.Oldest): on PostgreSQL,
+// concurrent dispatchers (one per API instance) skip each other's locked
+// rows instead of waiting, and a plan that scanned the whole table for
+// each batch cannot be chosen, whatever the table's statistics say.
+func claimSQL(db *gorm.DB, batch int) string {
 	return `UPDATE outbox_events SET published_at = ?
-WHERE (merchant_id, id) IN (
-    SELECT merchant_id, id FROM outbox_events WHERE published_at IS NULL ORDER BY created_at LIMIT ?` + lock + `)
+WHERE ` + database.Oldest(db, "outbox_events", "published_at IS NULL", "created_at", batch) + `
 RETURNING merchant_id, id, type, payload, trace_parent, created_at`
 }
 
@@ -159,7 +154,7 @@ RETURNING merchant_id, id, type, payload, trace_parent, created_at`
 func (d *Dispatcher) DispatchOnce(ctx context.Context) (int, error) {
 	var n int
 	err := database.Transaction(ctx, d.db, func(ctx context.Context) error {
-		rows, err := database.Conn(ctx, d.db).Raw(d.claim, time.Now().UTC(), d.batch).Rows()
+		rows, err := database.Conn(ctx, d.db).Raw(d.claim, time.Now().UTC()).Rows()
 		if err != nil {
 			return err
 		}
@@ -178,9 +173,9 @@ func (d *Dispatcher) DispatchOnce(ctx context.Context) (int, error) {
 		if len(claimed) == 0 {
 			return nil
 		}
-		// RETURNING comes in no promised order (on PostgreSQL, a hash's);
-		// publishers keep the order they are given, oldest first. The
-		// events are put in order by their indices, which move cheaply.
+		// RETURNING comes in no promised order; publishers keep the
+		// order they are given, oldest first. The events are put in
+		// order by their indices, which move cheaply.
 		order := make([]int, len(claimed))
 		for i := range order {
 			order[i] = i

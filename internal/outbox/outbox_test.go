@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/idempotency/gormstore/gormtest"
 	"github.com/idemkeys/payments/internal/testkit"
 )
 
@@ -60,5 +62,84 @@ func TestDispatcherPublishesOldestFirst(t *testing.T) {
 			require.Equal(t, events, got, "every event once, with its columns, oldest first")
 			require.Zero(t, unpublished(t, db))
 		})
+	}
+}
+
+// held is a Publisher that holds the first batch it is given (and with it
+// the claiming transaction's row locks) until it is released.
+type held struct {
+	got     chan []Event
+	release chan struct{}
+}
+
+func (h *held) Publish(_ context.Context, events []Event) error {
+	h.got <- events
+	<-h.release
+	return nil
+}
+
+// TestDispatchersClaimDifferentBatches: on PostgreSQL, one dispatcher per
+// API instance. While one holds its claimed batch (publishing it, its
+// transaction open), another claims the next batch without waiting for
+// it, and no event is in both.
+func TestDispatchersClaimDifferentBatches(t *testing.T) {
+	ctx := context.Background()
+	db := testkit.OpenDB(t, database.Postgres)
+	now := time.Now().UTC()
+	for i := range 200 {
+		require.NoError(t, db.Exec("INSERT INTO outbox_events (merchant_id, id, type, payload, trace_parent, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+			"mer_1", fmt.Sprintf("evt_%03d", i), "order.created", "{}", "", now.Add(time.Duration(i)*time.Millisecond)).Error)
+	}
+
+	first := &held{got: make(chan []Event, 1), release: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		_, err := NewDispatcher(db.DB, first, time.Second, nil).DispatchOnce(ctx)
+		done <- err
+	}()
+	var holding []Event
+	select {
+	case holding = <-first.got:
+	case err := <-done:
+		t.Fatalf("the first dispatcher ended before publishing: %v", err)
+	}
+
+	rec := &recorder{}
+	waitless, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	n, err := NewDispatcher(db.DB, rec, time.Second, nil).DispatchOnce(waitless)
+	require.NoError(t, err, "the second dispatcher does not wait for the first one's rows")
+	require.Equal(t, 100, n)
+	close(first.release)
+	require.NoError(t, <-done)
+
+	seen := map[string]bool{}
+	for _, e := range append(holding, rec.batches[0]...) {
+		require.False(t, seen[e.ID], "%s claimed twice", e.ID)
+		seen[e.ID] = true
+	}
+	require.Len(t, seen, 200)
+	require.Equal(t, "evt_000", holding[0].ID, "the first claim took the oldest")
+	require.Equal(t, "evt_100", rec.batches[0][0].ID, "the second took the next oldest")
+	require.Zero(t, unpublished(t, db))
+}
+
+// TestClaimPlanIsTheBatchAlone: the claim's plan on PostgreSQL chooses the
+// batch once on the index of unpublished events and updates those rows by
+// address, with its arguments and without, whatever the statistics say.
+// The claim that matched the batch by key, its limit a parameter, got a
+// generic plan that read the whole table for every batch once the
+// statistics had seen a backlog (a hash semi join over a sequential scan).
+func TestClaimPlanIsTheBatchAlone(t *testing.T) {
+	db := testkit.OpenDB(t, database.Postgres)
+	require.NoError(t, db.Exec(`ALTER TABLE outbox_events SET (autovacuum_enabled = off)`).Error)
+	require.NoError(t, db.Exec(`
+INSERT INTO outbox_events (merchant_id, id, type, payload, trace_parent, created_at, published_at)
+SELECT 'mer_' || (i % 4), 'evt_' || i, 'order.created', '{}', '', now(), CASE WHEN i % 3 = 0 THEN NULL ELSE now() END
+FROM generate_series(1, 30000) AS i`).Error)
+	require.NoError(t, db.Exec(`ANALYZE outbox_events`).Error)
+	for _, plan := range gormtest.Explain(t, db.DB, claimSQL(db.DB, 100), time.Now().UTC()) {
+		require.Equal(t, "Tid Scan", plan.Children["Outer"], "%s: the claim reads only the batch's rows: %s", plan.Mode, plan.JSON)
+		require.Equal(t, "Limit", plan.Children["InitPlan"], "%s: the batch is chosen once: %s", plan.Mode, plan.JSON)
 	}
 }

@@ -12,6 +12,7 @@ package gormtest
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -112,4 +113,58 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// Plan is the top of a PostgreSQL plan: the node under the statement, and
+// the nodes right under that one by their relation to it ("Outer",
+// "InitPlan", …), as "<Node Type>" or "<Node Type> on <Index Name>".
+type Plan struct {
+	Mode     string // the plan_cache_mode it was made under
+	Top      string
+	Children map[string]string
+	JSON     string
+}
+
+// Explain returns the two plans PostgreSQL may run stmt with: the custom
+// plan, made for these arguments, and the generic plan a prepared statement
+// may keep whatever its arguments, as EXPLAIN (FORMAT JSON) gives them, in
+// a transaction that changes nothing.
+func Explain(t testing.TB, db *gorm.DB, stmt string, args ...any) []Plan {
+	t.Helper()
+	var plans []Plan
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		p := Plan{Mode: mode}
+		err := db.Transaction(func(tx *gorm.DB) error {
+			if err := tx.Exec(`SET LOCAL plan_cache_mode = ` + mode).Error; err != nil {
+				return err
+			}
+			return tx.Raw(`EXPLAIN (FORMAT JSON) `+stmt, args...).Row().Scan(&p.JSON)
+		})
+		if err != nil {
+			t.Fatalf("explain: %v", err)
+		}
+		type node struct {
+			NodeType     string `json:"Node Type"`
+			Relationship string `json:"Parent Relationship"`
+			IndexName    string `json:"Index Name"`
+			Plans        []node `json:"Plans"`
+		}
+		var out []struct{ Plan node }
+		if err := json.Unmarshal([]byte(p.JSON), &out); err != nil || len(out) != 1 {
+			t.Fatalf("explain: %v in %s", err, p.JSON)
+		}
+		name := func(n node) string {
+			if n.IndexName != "" {
+				return n.NodeType + " on " + n.IndexName
+			}
+			return n.NodeType
+		}
+		p.Top = name(out[0].Plan)
+		p.Children = map[string]string{}
+		for _, c := range out[0].Plan.Plans {
+			p.Children[c.Relationship] = name(c)
+		}
+		plans = append(plans, p)
+	}
+	return plans
 }
