@@ -241,8 +241,8 @@ WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executi
 }
 
 // PurgeExpired implements idempotency.Store: one batch of the records
-// longest expired, chosen on the expiry index and deleted as DeleteOldest
-// explains.
+// longest expired, chosen on the expiry index and deleted by address, as
+// Oldest explains.
 func (s *Store) PurgeExpired(ctx context.Context, now time.Time, limit int) (int, error) {
 	if s.tombstoneTTL > 0 {
 		return s.purgeTombstoning(ctx, now, limit)
