@@ -115,12 +115,11 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// Plan is the top of a PostgreSQL plan: the node under the statement, and
-// the nodes right under that one by their relation to it ("Outer",
-// "InitPlan", …), as "<Node Type>" or "<Node Type> on <Index Name>".
+// Plan is the top of a PostgreSQL plan: the nodes right under the
+// statement's own node, by their relation to it ("Outer", "InitPlan", …),
+// as "<Node Type>" or "<Node Type> on <Index Name>".
 type Plan struct {
 	Mode     string // the plan_cache_mode it was made under
-	Top      string
 	Children map[string]string
 	JSON     string
 }
@@ -159,7 +158,6 @@ func Explain(t testing.TB, db *gorm.DB, stmt string, args ...any) []Plan {
 			}
 			return n.NodeType
 		}
-		p.Top = name(out[0].Plan)
 		p.Children = map[string]string{}
 		for _, c := range out[0].Plan.Plans {
 			p.Children[c.Relationship] = name(c)
