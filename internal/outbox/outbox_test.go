@@ -138,7 +138,7 @@ INSERT INTO outbox_events (merchant_id, id, type, payload, trace_parent, created
 SELECT 'mer_' || (i % 4), 'evt_' || i, 'order.created', '{}', '', now(), CASE WHEN i % 3 = 0 THEN NULL ELSE now() END
 FROM generate_series(1, 30000) AS i`).Error)
 	require.NoError(t, db.Exec(`ANALYZE outbox_events`).Error)
-	for _, plan := range gormtest.Explain(t, db.DB, claimSQL(db.DB, 100), time.Now().UTC()) {
+	for _, plan := range gormtest.Explain(t, db.DB, NewDispatcher(db.DB, nil, time.Second, nil).claim, time.Now().UTC()) {
 		require.Equal(t, "Tid Scan", plan.Children["Outer"], "%s: the claim reads only the batch's rows: %s", plan.Mode, plan.JSON)
 		require.Equal(t, "Limit", plan.Children["InitPlan"], "%s: the batch is chosen once: %s", plan.Mode, plan.JSON)
 	}

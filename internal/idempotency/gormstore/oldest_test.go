@@ -16,7 +16,7 @@ import (
 // TestPurgePlanIgnoresOldStatistics: a backlog that expired after the
 // table's last ANALYZE is estimated at one row. The earlier statement then
 // walked the whole backlog for every batch of the janitor (over a minute a
-// batch at a million records, and no purge at all under load); DeleteOldest
+// batch at a million records, and no purge at all under load); the purge
 // must choose the batch on the expiry index and delete it by row address,
 // whatever the estimate.
 func TestPurgePlanIgnoresOldStatistics(t *testing.T) {
@@ -37,7 +37,7 @@ FROM generate_series(1, ?) AS i`, prefix, now, now, now, expires, n).Error)
 	require.NoError(t, db.Exec(`ANALYZE idempotency_records`).Error)
 	seed("old-", 20000, now.Add(-time.Hour))
 
-	for _, plan := range gormtest.Explain(t, db, gormstore.DeleteOldest(db, "idempotency_records", "expires_at <= ?", "expires_at", 500), now) {
+	for _, plan := range gormtest.Explain(t, db, s.DeleteExpired(500), now) {
 		require.Equal(t, "Tid Scan", plan.Children["Outer"], "%s: the delete reads only the batch's rows: %s", plan.Mode, plan.JSON)
 		require.Equal(t, "Limit", plan.Children["InitPlan"], "%s: the batch is chosen once: %s", plan.Mode, plan.JSON)
 	}
