@@ -116,8 +116,8 @@ func randomHex(n int) string {
 }
 
 // Plan is the top of a PostgreSQL plan: the nodes right under the
-// statement's own node, by their relation to it ("Outer", "InitPlan", …),
-// as "<Node Type>" or "<Node Type> on <Index Name>".
+// statement's own node, by their relation to it ("Outer", "InitPlan", …):
+// their node types.
 type Plan struct {
 	Mode     string // the plan_cache_mode it was made under
 	Children map[string]string
@@ -145,22 +145,15 @@ func Explain(t testing.TB, db *gorm.DB, stmt string, args ...any) []Plan {
 		type node struct {
 			NodeType     string `json:"Node Type"`
 			Relationship string `json:"Parent Relationship"`
-			IndexName    string `json:"Index Name"`
 			Plans        []node `json:"Plans"`
 		}
 		var out []struct{ Plan node }
 		if err := json.Unmarshal([]byte(p.JSON), &out); err != nil || len(out) != 1 {
 			t.Fatalf("explain: %v in %s", err, p.JSON)
 		}
-		name := func(n node) string {
-			if n.IndexName != "" {
-				return n.NodeType + " on " + n.IndexName
-			}
-			return n.NodeType
-		}
 		p.Children = map[string]string{}
 		for _, c := range out[0].Plan.Plans {
-			p.Children[c.Relationship] = name(c)
+			p.Children[c.Relationship] = c.NodeType
 		}
 		plans = append(plans, p)
 	}
