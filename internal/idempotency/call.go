@@ -17,6 +17,11 @@ type Call struct {
 	// ClientKey is the Idempotency-Key of the operation: the record the
 	// answer is stored under. Empty for a call the system started itself.
 	ClientKey string
+	// RecordCreatedAt is the CreatedAt of the client's record the call was
+	// made under: which lifetime of the key it belongs to (a key may be
+	// used again once its record expired). Zero for a call the system
+	// started itself.
+	RecordCreatedAt time.Time
 	// Key is sent to the outside service on every attempt, derived from the
 	// client's operation (see derive.go); KeyVersion names the scheme.
 	Key        string

@@ -53,7 +53,7 @@
 // Guarded, for operations with an effect outside the database (a charge at
 // the payment provider), which no database transaction can roll back. The
 // middleware first reserves the key with an executing record that carries
-// fence 1 and a lock deadline. The handler runs its outside call through an
+// its first fence (FirstFence) and a lock deadline. The handler runs its outside call through an
 // Effect (effect.go), whose phases record recovery points in the same
 // transactions as its own durable steps: create the resource and its call,
 // record the intent, call under a key derived from the client's operation

@@ -261,7 +261,10 @@ func (e *Effect[R, O]) orphaned(ctx context.Context, c *Call, r R, answer O) (bo
 }
 
 // begin is phase 1: the call and resource the owner's recovery point
-// names, or new ones.
+// names, or new ones. The call goes in first: its id is derived from the
+// record's key and lifetime, so a record that made its call already (the
+// point this owner resumed from was older than the call) finds it by the
+// clash and resumes it, and never makes a second.
 func (e *Effect[R, O]) begin(ctx context.Context, o *owner, create func(ctx context.Context, c Call) (R, error)) (*Call, R, error) {
 	var (
 		c *Call
@@ -269,25 +272,33 @@ func (e *Effect[R, O]) begin(ctx context.Context, o *owner, create func(ctx cont
 	)
 	err := e.k.inTx(ctx, func(ctx context.Context) error {
 		var err error
-		if id := resourceOf(o.point); id != "" {
-			if c, err = e.k.store.LockCall(ctx, o.scope, id); err != nil {
-				return fmt.Errorf("resume %s %s: %w", e.Kind, id, err)
+		id := resourceOf(o.point)
+		if id == "" {
+			if c, err = e.k.newCall(ctx, o, e.Kind, e.Prefix); err != nil {
+				return err
 			}
-			if r, err = e.Load(ctx, o.scope, id); err != nil {
-				return fmt.Errorf("resume %s %s: %w", e.Kind, id, err)
+			switch err := e.k.store.InsertCall(ctx, c); {
+			case errors.Is(err, ErrKeyExists):
+				id = c.ID
+				if err := o.checkpoint(ctx, pointOf(e.Kind+"_created", id)); err != nil {
+					return err
+				}
+			case err != nil:
+				return err
+			default:
+				if r, err = create(ctx, *c); err != nil {
+					return err
+				}
+				return o.checkpoint(ctx, pointOf(e.Kind+"_created", c.ID))
 			}
-			return e.finishIfSettled(ctx, o, c, r)
 		}
-		if c, err = e.k.newCall(ctx, o, e.Kind, e.Prefix); err != nil {
-			return err
+		if c, err = e.k.store.LockCall(ctx, o.scope, id); err != nil {
+			return fmt.Errorf("resume %s %s: %w", e.Kind, id, err)
 		}
-		if r, err = create(ctx, *c); err != nil {
-			return err
+		if r, err = e.Load(ctx, o.scope, id); err != nil {
+			return fmt.Errorf("resume %s %s: %w", e.Kind, id, err)
 		}
-		if err := e.k.store.InsertCall(ctx, c); err != nil {
-			return err
-		}
-		return o.checkpoint(ctx, pointOf(e.Kind+"_created", c.ID))
+		return e.finishIfSettled(ctx, o, c, r)
 	})
 	return c, r, err
 }
@@ -443,6 +454,13 @@ func (e *Effect[R, O]) settle(ctx context.Context, c *Call, r R, answer O, fin f
 	}
 	if err := c.move(eventAnswered, 0, now); err != nil {
 		return r, err
+	}
+	if fin == nil && c.ClientKey != "" {
+		// Whoever holds the client's record (a request still at work, or
+		// one that is about to crash) may never store this answer: the
+		// reconciler comes back once that lock has run out, and stores it
+		// if the record is still open (answerLater).
+		c.DueAt = now.Add(e.k.cfg.LockTimeout)
 	}
 	if err := e.k.store.SaveCall(ctx, c); err != nil {
 		return r, err

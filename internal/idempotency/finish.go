@@ -43,14 +43,14 @@ func (k *Keeper) claim(ctx context.Context, scope, key, resourceID string) (*cla
 	if rec.LockedUntil.After(now) {
 		return nil, errLocked
 	}
-	if err := k.store.TakeOver(ctx, scope, key, rec.Fence, now, now.Add(k.cfg.LockTimeout)); err != nil {
+	taken, err := k.store.TakeOver(ctx, scope, key, rec.Fence, now, now.Add(k.cfg.LockTimeout))
+	if err != nil {
 		if errors.Is(err, ErrFenced) {
 			return nil, errLocked
 		}
 		return nil, err
 	}
-	rec.Fence++
-	return &claim{k: k, rec: rec}, nil
+	return &claim{k: k, rec: taken}, nil
 }
 
 // complete stores a as the claimed record's final answer, in the

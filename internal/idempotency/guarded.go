@@ -7,7 +7,7 @@ import (
 )
 
 // The Guarded steps. The key is reserved first (stepReserve: an executing
-// record with fence 1 and a lock deadline); the handler then runs as the
+// record with its first fence and a lock deadline); the handler then runs as the
 // record's owner, whose outside call (Effect.Run) records recovery points
 // in the same transactions as its own durable steps; at the end the answer is
 // stored (Complete) or the key given back (Release), conditional on the
@@ -31,7 +31,7 @@ func (r *run) reserve() (*Record, result, bool) {
 	err := k.store.Insert(ctx, rec)
 	switch {
 	case err == nil:
-		return nil, r.execute(rec.Fence, PointStarted, rec.ExpiresAt, outcomeExecuted), true
+		return nil, r.execute(rec, outcomeExecuted), true
 	case errors.Is(err, ErrKeyExists):
 		existing, err := r.get()
 		switch {
@@ -46,29 +46,31 @@ func (r *run) reserve() (*Record, result, bool) {
 }
 
 // takeOver makes this request the owner of an abandoned record and resumes
-// its operation. When another request moved first, the record is read
-// again and decided on.
+// its operation from the record as the takeover left it: rec, read before,
+// only says whose fence to take. When another request moved first, the
+// record is read again and decided on.
 func (r *run) takeOver(rec *Record) (*Record, result, bool) {
 	k := r.k
 	ctx, cancel := k.writeContext(r.ctx)
 	now := k.clock.Now()
-	err := k.store.TakeOver(ctx, r.req.Scope, r.req.Key, rec.Fence, now, now.Add(k.cfg.LockTimeout))
+	taken, err := k.store.TakeOver(ctx, r.req.Scope, r.req.Key, rec.Fence, now, now.Add(k.cfg.LockTimeout))
 	cancel()
 	switch {
 	case err == nil:
-		return nil, r.execute(rec.Fence+1, rec.Point, rec.ExpiresAt, outcomeRecovered), true
+		return nil, r.execute(taken, outcomeRecovered), true
 	case errors.Is(err, ErrFenced):
 		return r.reread()
 	}
 	return nil, refused(err), true
 }
 
-// execute runs the handler as the owner of the record (fence) and then
-// stores or gives back its answer.
-func (r *run) execute(fence int64, point string, expiresAt time.Time, outcome string) result {
+// execute runs the handler as the owner of rec, as this request reserved
+// or took it over, and then stores or gives back its answer.
+func (r *run) execute(rec *Record, outcome string) result {
 	k := r.k
 	scope, key := r.req.Scope, r.req.Key
-	lease := &owner{k: k, scope: scope, key: key, fence: fence, point: point}
+	fence, expiresAt := rec.Fence, rec.ExpiresAt
+	lease := &owner{k: k, scope: scope, key: key, fence: fence, point: rec.Point, created: rec.CreatedAt}
 	defer func() {
 		if p := recover(); p != nil {
 			// The key goes back as after any answer that is not kept.
@@ -159,6 +161,9 @@ type owner struct {
 	scope, key string
 	fence      int64
 	point      string
+	// created is the record's CreatedAt: the lifetime of the key whose
+	// calls this owner makes (Call.RecordCreatedAt).
+	created time.Time
 	// stored is the final answer an outside call stored with its
 	// settlement, once that committed.
 	stored *Answer

@@ -12,15 +12,21 @@ import (
 // is and writes nothing more.
 type Store interface {
 	// Insert reserves rec.Key in rec.Scope by insert-if-absent (an expired
-	// record is replaced). On success it sets rec.Fence. It returns
-	// ErrKeyExists when a live record holds the key.
+	// record is replaced). On success it sets rec.Fence: FirstFence of
+	// rec.CreatedAt, or one more than the replaced record's if that is
+	// not below. It returns ErrKeyExists when a live record holds the key.
 	Insert(ctx context.Context, rec *Record) error
 	// Get returns the live record. It returns ErrNotFound.
 	Get(ctx context.Context, scope, key string, now time.Time) (*Record, error)
 	// TakeOver hands an executing record whose lock has run out to a new
 	// owner: it bumps the fence from seen to seen+1 and locks the record
-	// until lockedUntil. It returns ErrFenced when someone else moved first.
-	TakeOver(ctx context.Context, scope, key string, seen int64, now, lockedUntil time.Time) error
+	// until lockedUntil, in one conditional statement that returns the
+	// record as it left it. The new owner resumes from that record's
+	// recovery point, the latest committed: never from one it read before,
+	// which the old owner may have moved since (the fence does not move
+	// with a checkpoint). It returns ErrFenced when someone else moved
+	// first.
+	TakeOver(ctx context.Context, scope, key string, seen int64, now, lockedUntil time.Time) (*Record, error)
 	// Checkpoint records a recovery point. It returns ErrFenced.
 	Checkpoint(ctx context.Context, scope, key string, fence int64, point string, now time.Time) error
 	// Complete stores the final answer: its status, body and headers
@@ -49,7 +55,8 @@ type Store interface {
 	PurgeTombstones(ctx context.Context, now time.Time, limit int) (int, error)
 
 	// InsertCall adds the outside call of a new resource. It returns
-	// ErrKeyExists when the resource has one already.
+	// ErrKeyExists when the resource has one already, and the transaction
+	// it runs in goes on (the clash is an answer, not a failure).
 	InsertCall(ctx context.Context, c *Call) error
 	// LockCall returns the resource's call and, inside a transaction,
 	// locks it until the transaction ends (on SQLite transactions are
@@ -59,8 +66,10 @@ type Store interface {
 	// schedule and checks.
 	SaveCall(ctx context.Context, c *Call) error
 	// CountCalls counts the calls of kind made under the client's key in
-	// scope: the generation of the next derived id (see derive.go).
-	CountCalls(ctx context.Context, scope, clientKey, kind string) (int, error)
+	// scope by the key's earlier records: those whose RecordCreatedAt is
+	// before recordCreatedAt, or unknown. It is the generation of the next
+	// derived id (see derive.go), the same for every owner of one record.
+	CountCalls(ctx context.Context, scope, clientKey, kind string, recordCreatedAt time.Time) (int, error)
 	// DueCalls returns up to limit calls whose DueAt has come by now, the
 	// longest due first and at most perScope of any one scope, so that one
 	// scope's backlog cannot hold another's back.

@@ -107,7 +107,8 @@ func (e *Effect[R, O]) reconcile(ctx context.Context, c *Call) (result string, e
 		cl, err = k.claim(ctx, c.Scope, c.ClientKey, c.ID)
 		switch {
 		case errors.Is(err, errLocked):
-			// A request is working on it: it settles the call itself.
+			// A request is working on it: it settles the call, or stores
+			// its answer, itself.
 			return reconcileUnresolved, e.reschedule(ctx, c, false)
 		case errors.Is(err, ErrNotFound):
 			cl = nil // no open record: nothing to answer, nothing can resume it
@@ -125,6 +126,12 @@ func (e *Effect[R, O]) reconcile(ctx context.Context, c *Call) (result string, e
 		}
 	}()
 
+	if c.State == CallDone {
+		if done, err = e.answerLater(ctx, c, cl); err != nil {
+			return reconcileError, errors.Join(err, e.reschedule(ctx, c, true))
+		}
+		return reconcileResolved, nil
+	}
 	if c.State == CallCalling {
 		// Its owner's lock ran out (the claim took the record) or, with no
 		// record, has surely run out by now: the owner may still send, so
@@ -182,6 +189,33 @@ func (e *Effect[R, O]) reconcile(ctx context.Context, c *Call) (result string, e
 			"kind", e.Kind, "scope", c.Scope, "resource_id", c.ID, "answer_stored", done)
 	}
 	return reconcileResolved, nil
+}
+
+// answerLater stores the client's answer of a call that settled while
+// another held its record (see settle), under the claim cl: the record was
+// still open when its holder's lock ran out. Without a claim (no open
+// record: its holder stored the answer, or it expired) there is nothing
+// left to store. Either way the call is not looked at again. It reports
+// whether it stored the answer.
+func (e *Effect[R, O]) answerLater(ctx context.Context, seen *Call, cl *claim) (bool, error) {
+	stored := false
+	err := e.k.inTx(ctx, func(ctx context.Context) error {
+		c, err := e.k.store.LockCall(ctx, seen.Scope, seen.ID)
+		if err != nil || c.DueAt.IsZero() {
+			return err
+		}
+		c.DueAt = time.Time{}
+		if err := e.k.store.SaveCall(ctx, c); err != nil || cl == nil {
+			return err
+		}
+		r, err := e.Load(ctx, c.Scope, c.ID)
+		if err != nil {
+			return err
+		}
+		stored = true
+		return e.finish(ctx, c, r, cl)
+	})
+	return stored, err
 }
 
 // lostOwner moves a call whose intent's owner lost its record to unknown,
@@ -362,8 +396,8 @@ func (e *Effect[R, O]) reschedule(ctx context.Context, seen *Call, looked bool) 
 		if err != nil {
 			return err
 		}
-		if c.State.settled() {
-			return nil
+		if c.DueAt.IsZero() {
+			return nil // settled meanwhile, nothing left to do
 		}
 		if looked || c.State != seen.State {
 			c.Checks = seen.Checks

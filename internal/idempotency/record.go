@@ -28,6 +28,15 @@ const (
 // the record over can find it and resume.
 const PointStarted = "started"
 
+// FirstFence is the fence of a key's new record, created at created: its
+// time in microseconds, not 1. Fences grow across the key's records, so an
+// owner of an expired record, paused past its TTL, can never write into
+// the key's next record, even when the janitor deleted the old one and
+// nothing remembers its fence; within one record, each takeover adds 1.
+// Stores give a new record this fence (Store.Insert), or go past the fence
+// of the expired record they replace if that is higher.
+func FirstFence(created time.Time) int64 { return created.UnixMicro() }
+
 // pointOf spells a recovery point.
 func pointOf(step, resource string) string { return step + ":" + resource }
 

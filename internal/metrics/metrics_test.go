@@ -108,8 +108,8 @@ func (s failingStore) Insert(context.Context, *idempotency.Record) error { retur
 func (s failingStore) Get(context.Context, string, string, time.Time) (*idempotency.Record, error) {
 	return nil, s.err
 }
-func (s failingStore) TakeOver(context.Context, string, string, int64, time.Time, time.Time) error {
-	return s.err
+func (s failingStore) TakeOver(context.Context, string, string, int64, time.Time, time.Time) (*idempotency.Record, error) {
+	return nil, s.err
 }
 func (s failingStore) Checkpoint(context.Context, string, string, int64, string, time.Time) error {
 	return s.err
@@ -128,7 +128,7 @@ func (s failingStore) LockCall(context.Context, string, string) (*idempotency.Ca
 	return nil, s.err
 }
 func (s failingStore) SaveCall(context.Context, *idempotency.Call) error { return s.err }
-func (s failingStore) CountCalls(context.Context, string, string, string) (int, error) {
+func (s failingStore) CountCalls(context.Context, string, string, string, time.Time) (int, error) {
 	return 0, s.err
 }
 func (s failingStore) DueCalls(context.Context, time.Time, int, int) ([]idempotency.Call, error) {
@@ -156,7 +156,7 @@ func TestStoreErrorsCountFailuresNotAnswers(t *testing.T) {
 			require.ErrorIs(t, s.Insert(ctx, &idempotency.Record{}), tc.err)
 			_, err := s.Get(ctx, "m", "k", now)
 			require.ErrorIs(t, err, tc.err)
-			_ = s.TakeOver(ctx, "m", "k", 1, now, now)
+			_, _ = s.TakeOver(ctx, "m", "k", 1, now, now)
 			_ = s.Checkpoint(ctx, "m", "k", 1, "p", now)
 			_ = s.Complete(ctx, "m", "k", 1, idempotency.Answer{}, now)
 			_ = s.Release(ctx, "m", "k", 1, now)

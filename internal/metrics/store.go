@@ -42,8 +42,8 @@ func (s *instrumentedStore) SaveCall(ctx context.Context, c *idempotency.Call) e
 	return s.count("save_call", s.next.SaveCall(ctx, c))
 }
 
-func (s *instrumentedStore) CountCalls(ctx context.Context, scope, clientKey, kind string) (int, error) {
-	n, err := s.next.CountCalls(ctx, scope, clientKey, kind)
+func (s *instrumentedStore) CountCalls(ctx context.Context, scope, clientKey, kind string, recordCreatedAt time.Time) (int, error) {
+	n, err := s.next.CountCalls(ctx, scope, clientKey, kind, recordCreatedAt)
 	return n, s.count("count_calls", err)
 }
 
@@ -61,8 +61,9 @@ func (s *instrumentedStore) Get(ctx context.Context, scope, key string, now time
 	return rec, s.count("get", err)
 }
 
-func (s *instrumentedStore) TakeOver(ctx context.Context, scope, key string, seen int64, now, lockedUntil time.Time) error {
-	return s.count("take_over", s.next.TakeOver(ctx, scope, key, seen, now, lockedUntil))
+func (s *instrumentedStore) TakeOver(ctx context.Context, scope, key string, seen int64, now, lockedUntil time.Time) (*idempotency.Record, error) {
+	rec, err := s.next.TakeOver(ctx, scope, key, seen, now, lockedUntil)
+	return rec, s.count("take_over", err)
 }
 
 func (s *instrumentedStore) Checkpoint(ctx context.Context, scope, key string, fence int64, point string, now time.Time) error {

@@ -542,7 +542,8 @@ func TestGuardedCrashedOwnerIsTakenOverWithFencing(t *testing.T) {
 		rec, err := e.store.Get(ctx, "m1", "crash", e.clock.Now())
 		require.NoError(t, err, "past its first step, a failed request leaves its record to resume")
 		staleFence := rec.Fence
-		require.NoError(t, e.store.TakeOver(ctx, "m1", "crash", staleFence, e.clock.Now(), e.clock.Now().Add(30*time.Second)))
+		_, err = e.store.TakeOver(ctx, "m1", "crash", staleFence, e.clock.Now(), e.clock.Now().Add(30*time.Second))
+		require.NoError(t, err)
 		staleFence++ // the "dead" owner's token
 
 		// While its lock holds, a retry waits and gets 409.

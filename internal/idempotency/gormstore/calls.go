@@ -3,29 +3,32 @@ package gormstore
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/idemkeys/payments/internal/idempotency"
 )
 
 // callColumns are outside_calls' columns in the order callRow scans them.
-const callColumns = `merchant_id, id, kind, client_key, call_key, key_version, state, intent_fence,
+const callColumns = `merchant_id, id, kind, client_key, record_created_at, call_key, key_version, state, intent_fence,
     intent_at, attempted_at, due_at, checks, trace_parent, created_at, updated_at`
 
 // InsertCall implements idempotency.Store. It runs at once, never deferred
-// to the commit: a clash is an answer (ErrKeyExists), not a failure.
+// to the commit: a clash is an answer (ErrKeyExists), not a failure, so
+// the statement skips the row instead of failing, which on PostgreSQL
+// would abort the transaction (and log an error naming the row's key).
 func (s *Store) InsertCall(ctx context.Context, c *idempotency.Call) error {
-	err := Conn(ctx, s.db).Exec(`INSERT INTO outside_calls (`+callColumns+`)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		c.Scope, c.ID, c.Kind, c.ClientKey, c.Key, c.KeyVersion, string(c.State), c.IntentFence,
-		nullTime(c.IntentAt), c.AttemptedAt, nullTime(c.DueAt), c.Checks, c.TraceParent, c.CreatedAt, c.UpdatedAt).Error
-	if err != nil && isUniqueViolation(err) {
+	res := Conn(ctx, s.db).Exec(`INSERT INTO outside_calls (`+callColumns+`)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		c.Scope, c.ID, c.Kind, c.ClientKey, nullTime(c.RecordCreatedAt), c.Key, c.KeyVersion, string(c.State), c.IntentFence,
+		nullTime(c.IntentAt), c.AttemptedAt, nullTime(c.DueAt), c.Checks, c.TraceParent, c.CreatedAt, c.UpdatedAt)
+	switch {
+	case res.Error != nil:
+		return s.classify(res.Error)
+	case res.RowsAffected == 0:
 		return idempotency.ErrKeyExists
 	}
-	return s.classifyErr(err)
+	return nil
 }
 
 // LockCall implements idempotency.Store. On PostgreSQL the row is locked
@@ -63,11 +66,13 @@ WHERE merchant_id = ? AND id = ?`,
 	return nil
 }
 
-// CountCalls implements idempotency.Store.
-func (s *Store) CountCalls(ctx context.Context, scope, clientKey, kind string) (int, error) {
+// CountCalls implements idempotency.Store. A call from before calls knew
+// their record (record_created_at NULL) counts as an earlier record's.
+func (s *Store) CountCalls(ctx context.Context, scope, clientKey, kind string, recordCreatedAt time.Time) (int, error) {
 	var n int
-	err := ScanRow(Conn(ctx, s.db).Raw(`SELECT count(*) FROM outside_calls WHERE merchant_id = ? AND client_key = ? AND kind = ?`,
-		scope, clientKey, kind), &n)
+	err := ScanRow(Conn(ctx, s.db).Raw(`SELECT count(*) FROM outside_calls
+WHERE merchant_id = ? AND client_key = ? AND kind = ? AND (record_created_at IS NULL OR record_created_at < ?)`,
+		scope, clientKey, kind, recordCreatedAt), &n)
 	return n, s.classifyErr(err)
 }
 
@@ -98,18 +103,17 @@ func (s *Store) scanCalls(ctx context.Context, q string, args ...any) ([]idempot
 	var out []idempotency.Call
 	for rows.Next() {
 		var (
-			c                  idempotency.Call
-			state              string
-			intentAt, dueAt    sql.NullTime
-			attempted, created time.Time
-			updated            time.Time
+			c                              idempotency.Call
+			state                          string
+			recordCreated, intentAt, dueAt sql.NullTime
+			attempted, created, updated    time.Time
 		)
-		if err := rows.Scan(&c.Scope, &c.ID, &c.Kind, &c.ClientKey, &c.Key, &c.KeyVersion, &state, &c.IntentFence,
+		if err := rows.Scan(&c.Scope, &c.ID, &c.Kind, &c.ClientKey, &recordCreated, &c.Key, &c.KeyVersion, &state, &c.IntentFence,
 			&intentAt, &attempted, &dueAt, &c.Checks, &c.TraceParent, &created, &updated); err != nil {
 			return nil, s.classify(err)
 		}
 		c.State = idempotency.CallState(state)
-		c.IntentAt, c.DueAt = utcOrZero(intentAt), utcOrZero(dueAt)
+		c.RecordCreatedAt, c.IntentAt, c.DueAt = utcOrZero(recordCreated), utcOrZero(intentAt), utcOrZero(dueAt)
 		c.AttemptedAt, c.CreatedAt, c.UpdatedAt = attempted.UTC(), created.UTC(), updated.UTC()
 		out = append(out, c)
 	}
@@ -135,13 +139,4 @@ func utcOrZero(t sql.NullTime) time.Time {
 		return time.Time{}
 	}
 	return t.Time.UTC()
-}
-
-// isUniqueViolation reports a clash on a unique key, on either dialect.
-func isUniqueViolation(err error) bool {
-	var pg interface{ SQLState() string }
-	if errors.As(err, &pg) {
-		return pg.SQLState() == "23505"
-	}
-	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
 }

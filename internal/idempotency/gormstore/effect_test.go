@@ -380,7 +380,8 @@ func TestEffectFencedOwnerCallsNothing(t *testing.T) {
 					// phase 1 commits.
 					rec, err := e.store.Get(context.Background(), "m1", "k1", e.clock.Now())
 					require.NoError(t, err)
-					require.NoError(t, e.store.TakeOver(context.Background(), "m1", "k1", rec.Fence, e.clock.Now().Add(time.Hour), e.clock.Now().Add(2*time.Hour)))
+					_, err = e.store.TakeOver(context.Background(), "m1", "k1", rec.Fence, e.clock.Now().Add(time.Hour), e.clock.Now().Add(2*time.Hour))
+					require.NoError(t, err)
 					taken = true
 				})
 				return s, nil

@@ -100,8 +100,12 @@ func (recordRow) TableName() string { return "idempotency_records" }
 // InsertSQL reserves a key: a new row, or the replacement of an expired one
 // (an expired record counts as absent). A live row makes the statement a
 // no-op that returns nothing, so the unique primary key, not a prior read,
-// decides who owns the key. The fence keeps growing across replacements, so
-// the owner of an expired record can never write into its successor.
+// decides who owns the key. The fence keeps growing across the key's
+// records, so the owner of an expired record can never write into its
+// successor: a new record's fence is its creation time in microseconds
+// (idempotency.FirstFence), above any fence of a record created before it,
+// even one the janitor deleted, and a replacement goes past the old
+// record's fence if that is higher.
 //
 // It is exported only so that the benchmark can run this very statement straight
 // through pgx, as the database's own limit; nothing else should use it.
@@ -110,11 +114,12 @@ INSERT INTO idempotency_records AS r (
     merchant_id, idempotency_key, method, path, fingerprint, state, recovery_point,
     fence, locked_until, response_status, response_headers, response_body, response_key_id,
     created_at, updated_at, expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (merchant_id, idempotency_key) DO UPDATE SET
     method = excluded.method, path = excluded.path, fingerprint = excluded.fingerprint,
     state = excluded.state, recovery_point = excluded.recovery_point,
-    fence = r.fence + 1, locked_until = excluded.locked_until,
+    fence = CASE WHEN r.fence < excluded.fence THEN excluded.fence ELSE r.fence + 1 END,
+    locked_until = excluded.locked_until,
     response_status = excluded.response_status, response_headers = excluded.response_headers,
     response_body = excluded.response_body, response_key_id = excluded.response_key_id,
     created_at = excluded.created_at,
@@ -134,7 +139,7 @@ INSERT INTO idempotency_records (
     merchant_id, idempotency_key, method, path, fingerprint, state, recovery_point,
     fence, locked_until, response_status, response_headers, response_body, response_key_id,
     created_at, updated_at, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $9, $10, $11, $12, $13, $14, $15)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 RETURNING fence`
 
 // Insert implements idempotency.Store.
@@ -147,9 +152,9 @@ func (s *Store) Insert(ctx context.Context, rec *idempotency.Record) error {
 	// that spells out the SQL with its values, which cost 5% of the CPU of
 	// a whole order creation in a profile (tools/bench).
 	// One array for both forms: the tombstones' four more arguments
-	// follow FastInsertSQL's fifteen.
-	args := append(make([]any, 0, 19), rec.Scope, rec.Key, rec.Method, rec.Path, rec.Fingerprint, string(rec.State), rec.Point,
-		rec.LockedUntil, status, headers, body, keyID, rec.CreatedAt, rec.UpdatedAt, rec.ExpiresAt)
+	// follow FastInsertSQL's sixteen.
+	args := append(make([]any, 0, 20), rec.Scope, rec.Key, rec.Method, rec.Path, rec.Fingerprint, string(rec.State), rec.Point,
+		idempotency.FirstFence(rec.CreatedAt), rec.LockedUntil, status, headers, body, keyID, rec.CreatedAt, rec.UpdatedAt, rec.ExpiresAt)
 	fastArgs := args // FastInsertSQL's, which the tombstones' form shares
 	if s.tombstoneTTL > 0 {
 		args = append(args, rec.Scope, rec.Key, rec.CreatedAt, rec.CreatedAt.Add(-s.tombstoneTTL))
@@ -188,13 +193,24 @@ func (s *Store) Get(ctx context.Context, scope, key string, now time.Time) (*ide
 	return s.toRecord(rows[0])
 }
 
-// TakeOver implements idempotency.Store.
-func (s *Store) TakeOver(ctx context.Context, scope, key string, seen int64, now, lockedUntil time.Time) error {
-	return s.fenced(Conn(ctx, s.db).Exec(`
+// TakeOver implements idempotency.Store: one statement moves the record
+// and returns it as moved, recovery point included, so that no checkpoint
+// committed between the caller's read and the takeover is lost.
+func (s *Store) TakeOver(ctx context.Context, scope, key string, seen int64, now, lockedUntil time.Time) (*idempotency.Record, error) {
+	var rows []recordRow
+	err := Conn(ctx, s.db).Raw(`
 UPDATE idempotency_records SET fence = fence + 1, locked_until = ?, updated_at = ?
 WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executing'
-  AND locked_until <= ? AND expires_at > ?`,
-		lockedUntil, now, scope, key, seen, now, now))
+  AND locked_until <= ? AND expires_at > ?
+RETURNING *`,
+		lockedUntil, now, scope, key, seen, now, now).Scan(&rows).Error
+	switch {
+	case err != nil:
+		return nil, s.classify(err)
+	case len(rows) == 0:
+		return nil, idempotency.ErrFenced
+	}
+	return s.toRecord(rows[0])
 }
 
 // Checkpoint implements idempotency.Store.

@@ -36,14 +36,15 @@ INSERT INTO idempotency_records AS r (
     merchant_id, idempotency_key, method, path, fingerprint, state, recovery_point,
     fence, locked_until, response_status, response_headers, response_body, response_key_id,
     created_at, updated_at, expires_at)
-SELECT {t}, {t}, {t}, {t}, {t}, {t}, {t}, 1, {ts}, {int}, {t}, {bytes}, {t}, {ts}, {ts}, {ts}
+SELECT {t}, {t}, {t}, {t}, {t}, {t}, {t}, {bigint}, {ts}, {int}, {t}, {bytes}, {t}, {ts}, {ts}, {ts}
 WHERE NOT EXISTS (
     SELECT 1 FROM idempotency_tombstones b
     WHERE b.merchant_id = {t} AND b.idempotency_key = {t} AND b.expires_at > {ts})
 ON CONFLICT (merchant_id, idempotency_key) DO UPDATE SET
     method = excluded.method, path = excluded.path, fingerprint = excluded.fingerprint,
     state = excluded.state, recovery_point = excluded.recovery_point,
-    fence = r.fence + 1, locked_until = excluded.locked_until,
+    fence = CASE WHEN r.fence < excluded.fence THEN excluded.fence ELSE r.fence + 1 END,
+    locked_until = excluded.locked_until,
     response_status = excluded.response_status, response_headers = excluded.response_headers,
     response_body = excluded.response_body, response_key_id = excluded.response_key_id,
     created_at = excluded.created_at,
@@ -54,29 +55,29 @@ RETURNING fence`
 // fastInsertTombstoned is FastInsertSQL for a store with tombstones: a live
 // tombstone under the key makes it fail too, with an error that carries no
 // data (a NULL in a NOT NULL column would make PostgreSQL log the whole row,
-// the answer included). The fence is 1 plus a lookup of the tombstone that
-// yields nothing, or fails: it casts tombstoneTaken to an integer, and
+// the answer included). The fence is the first fence plus a lookup of the
+// tombstone that yields nothing, or fails: it casts tombstoneTaken to an integer, and
 // PostgreSQL names only that text. The cast hangs on the row's column so
 // that the planner cannot compute it ahead (a constant would fail always).
 // The same arguments: the tombstone is looked up by the record's scope, key
 // and creation time.
-var fastInsertTombstoned = strings.Replace(FastInsertSQL, "$7, 1, $8,", `$7,
-    1 + coalesce((
+var fastInsertTombstoned = strings.Replace(FastInsertSQL, "$7, $8, $9,", `$7,
+    $8::bigint + coalesce((
         SELECT ('`+tombstoneTaken+`' || left(b.merchant_id, 0))::integer
         FROM idempotency_tombstones b
-        WHERE b.merchant_id = $1 AND b.idempotency_key = $2 AND b.expires_at > $13), 0),
-    $8,`, 1)
+        WHERE b.merchant_id = $1 AND b.idempotency_key = $2 AND b.expires_at > $14), 0),
+    $9,`, 1)
 
 // tombstoneTaken is the text fastInsertTombstoned fails with.
 const tombstoneTaken = "a live tombstone holds this idempotency key"
 
 // insertTombstoned spells insertTombstonedSQL for the store's dialect.
 func (s *Store) insertTombstoned() string {
-	casts := map[string]string{"{t}": "?", "{ts}": "?", "{int}": "?", "{bytes}": "?"}
+	casts := map[string]string{"{t}": "?", "{ts}": "?", "{int}": "?", "{bigint}": "?", "{bytes}": "?"}
 	if s.db.Name() == "postgres" {
 		// "?::type", not CAST(? AS type): GORM spreads a slice argument
 		// (the []byte of a body) over a placeholder that follows "(".
-		casts = map[string]string{"{t}": "?::text", "{ts}": "?::timestamptz", "{int}": "?::integer", "{bytes}": "?::bytea"}
+		casts = map[string]string{"{t}": "?::text", "{ts}": "?::timestamptz", "{int}": "?::integer", "{bigint}": "?::bigint", "{bytes}": "?::bytea"}
 	}
 	q := insertTombstonedSQL
 	for k, v := range casts {

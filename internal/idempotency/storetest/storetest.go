@@ -64,7 +64,7 @@ func Run(t *testing.T, subject Subject) {
 	t.Run("new key reserves, second insert finds it", func(t *testing.T) {
 		rec := executing("m1", "new-key", t0)
 		require.NoError(t, s.Insert(ctx, rec))
-		require.EqualValues(t, 1, rec.Fence)
+		require.Equal(t, idempotency.FirstFence(t0), rec.Fence)
 		require.ErrorIs(t, s.Insert(ctx, executing("m1", "new-key", t0)), idempotency.ErrKeyExists)
 
 		got, err := s.Get(ctx, "m1", "new-key", t0)
@@ -136,17 +136,24 @@ func Run(t *testing.T, subject Subject) {
 		require.NoError(t, s.Checkpoint(ctx, "m1", "takeover", rec.Fence, charged, t0))
 
 		// Still locked: no takeover.
-		require.ErrorIs(t, s.TakeOver(ctx, "m1", "takeover", rec.Fence, t0.Add(time.Second), t0.Add(31*time.Second)), idempotency.ErrFenced)
+		_, err := s.TakeOver(ctx, "m1", "takeover", rec.Fence, t0.Add(time.Second), t0.Add(31*time.Second))
+		require.ErrorIs(t, err, idempotency.ErrFenced)
 
 		later := t0.Add(31 * time.Second)
-		require.NoError(t, s.TakeOver(ctx, "m1", "takeover", rec.Fence, later, later.Add(30*time.Second)))
+		taken, err := s.TakeOver(ctx, "m1", "takeover", rec.Fence, later, later.Add(30*time.Second))
+		require.NoError(t, err)
+		require.Equal(t, rec.Fence+1, taken.Fence, "the record as the takeover left it")
+		require.Equal(t, charged, taken.Point, "the new owner resumes from the recovery point")
+		require.Equal(t, later.Add(30*time.Second), taken.LockedUntil)
+		require.Equal(t, t0, taken.CreatedAt)
+		require.Equal(t, idempotency.StateExecuting, taken.State)
 		// A second contender with the same view loses.
-		require.ErrorIs(t, s.TakeOver(ctx, "m1", "takeover", rec.Fence, later, later.Add(30*time.Second)), idempotency.ErrFenced)
+		_, err = s.TakeOver(ctx, "m1", "takeover", rec.Fence, later, later.Add(30*time.Second))
+		require.ErrorIs(t, err, idempotency.ErrFenced)
 
 		got, err := s.Get(ctx, "m1", "takeover", later)
 		require.NoError(t, err)
-		require.Equal(t, rec.Fence+1, got.Fence)
-		require.Equal(t, charged, got.Point, "the new owner resumes from the recovery point")
+		require.Equal(t, taken, got)
 
 		// The stale owner can write nothing.
 		require.ErrorIs(t, s.Checkpoint(ctx, "m1", "takeover", rec.Fence, "other", later), idempotency.ErrFenced)
@@ -173,7 +180,24 @@ func Run(t *testing.T, subject Subject) {
 		require.NoError(t, err)
 		require.Equal(t, created, got.Point)
 		require.False(t, got.LockedUntil.After(t0.Add(time.Second)), "unlocked: a retry may take it over at once")
-		require.NoError(t, s.TakeOver(ctx, "m1", "release-resume", got.Fence, t0.Add(time.Second), t0.Add(time.Minute)))
+		_, err = s.TakeOver(ctx, "m1", "release-resume", got.Fence, t0.Add(time.Second), t0.Add(time.Minute))
+		require.NoError(t, err)
+	})
+
+	t.Run("a takeover returns the point committed after the caller read the record", func(t *testing.T) {
+		// The old owner, slow but alive, checkpoints between a retry's
+		// read and its takeover: the fence did not move, so the takeover
+		// succeeds, and it must hand over the new point, not the one read.
+		rec := executing("m1", "stale-read", t0)
+		require.NoError(t, s.Insert(ctx, rec))
+		later := t0.Add(31 * time.Second)
+		read, err := s.Get(ctx, "m1", "stale-read", later)
+		require.NoError(t, err)
+		require.Equal(t, idempotency.PointStarted, read.Point)
+		require.NoError(t, s.Checkpoint(ctx, "m1", "stale-read", rec.Fence, created, later))
+		taken, err := s.TakeOver(ctx, "m1", "stale-read", read.Fence, later, later.Add(30*time.Second))
+		require.NoError(t, err)
+		require.Equal(t, created, taken.Point)
 	})
 
 	t.Run("expired record is absent and its key new again", func(t *testing.T) {
@@ -192,12 +216,45 @@ func Run(t *testing.T, subject Subject) {
 		fresh := executing("m1", "ttl", after)
 		fresh.Fingerprint = "fp-new"
 		require.NoError(t, s.Insert(ctx, fresh))
-		require.Equal(t, rec.Fence+1, fresh.Fence, "the fence keeps growing across reuse")
+		require.Equal(t, idempotency.FirstFence(after), fresh.Fence, "the fence keeps growing across reuse")
+		require.Greater(t, fresh.Fence, rec.Fence)
 		got, err := s.Get(ctx, "m1", "ttl", after)
 		require.NoError(t, err)
 		require.Equal(t, "fp-new", got.Fingerprint)
 		require.Nil(t, got.Answer)
 		require.Equal(t, idempotency.StateExecuting, got.State)
+	})
+
+	t.Run("an expired record's owner cannot write into the key's next record", func(t *testing.T) {
+		// The owner of the first record stalls past its TTL; the janitor
+		// deletes the record, and the key is used again. Nothing remembers
+		// the first fence, yet the owner's writes must all be refused.
+		rec := executing("m1", "reused", t0)
+		require.NoError(t, s.Insert(ctx, rec))
+		stale := rec.Fence
+		after := t0.Add(ttl).Add(time.Minute)
+		if subject.TombstoneTTL > 0 {
+			after = t0.Add(ttl).Add(subject.TombstoneTTL).Add(time.Minute)
+		}
+		for {
+			n, err := s.PurgeExpired(ctx, after, 100)
+			require.NoError(t, err)
+			if n == 0 {
+				break
+			}
+		}
+		_, err := s.PurgeTombstones(ctx, after, 100)
+		require.NoError(t, err)
+		next := executing("m1", "reused", after)
+		require.NoError(t, s.Insert(ctx, next))
+		require.Greater(t, next.Fence, stale)
+		require.ErrorIs(t, s.Checkpoint(ctx, "m1", "reused", stale, created, after), idempotency.ErrFenced)
+		require.ErrorIs(t, s.Complete(ctx, "m1", "reused", stale, resp, after), idempotency.ErrFenced)
+		require.ErrorIs(t, s.Release(ctx, "m1", "reused", stale, after), idempotency.ErrFenced)
+		got, err := s.Get(ctx, "m1", "reused", after)
+		require.NoError(t, err)
+		require.Equal(t, idempotency.StateExecuting, got.State)
+		require.Equal(t, idempotency.PointStarted, got.Point)
 	})
 
 	t.Run("tombstones", func(t *testing.T) {
@@ -271,7 +328,7 @@ func Run(t *testing.T, subject Subject) {
 		}
 		live := executing("m1", "tx-live", t0)
 		require.NoError(t, insertInTx(live))
-		require.EqualValues(t, 1, live.Fence)
+		require.Equal(t, idempotency.FirstFence(t0), live.Fence)
 		second := executing("m1", "tx-live", t0)
 		second.Fingerprint = "fp-2"
 		require.ErrorIs(t, insertInTx(second), idempotency.ErrKeyExists)
@@ -290,7 +347,7 @@ func Run(t *testing.T, subject Subject) {
 			return
 		}
 		require.NoError(t, insertInTx(fresh))
-		require.Equal(t, old.Fence+1, fresh.Fence, "the fence keeps growing across reuse")
+		require.Equal(t, idempotency.FirstFence(after), fresh.Fence, "the fence keeps growing across reuse")
 		got, err = s.Get(ctx, "m1", "tx-expired", after)
 		require.NoError(t, err)
 		require.Equal(t, "fp-new", got.Fingerprint)
@@ -397,14 +454,41 @@ func calls(t *testing.T, subject Subject, t0 time.Time) {
 	require.Equal(t, got, again)
 	require.ErrorIs(t, s.SaveCall(ctx, call("c1", "th_none", "", t0)), idempotency.ErrNotFound)
 
-	require.NoError(t, s.InsertCall(ctx, call("c1", "th_2", "ck", t0)))
+	// Calls are counted by the record lifetime they were made under: those
+	// of earlier records of the key (and those that do not say) count,
+	// the current record's do not.
+	second := call("c1", "th_2", "ck", t0)
+	second.RecordCreatedAt = t0.Add(time.Hour)
+	require.NoError(t, s.InsertCall(ctx, second))
+	third := call("c1", "th_2b", "ck", t0)
+	third.RecordCreatedAt = t0.Add(2 * time.Hour)
+	require.NoError(t, s.InsertCall(ctx, third))
 	require.NoError(t, s.InsertCall(ctx, call("c1", "th_3", "other", t0)))
-	n, err := s.CountCalls(ctx, "c1", "ck", "thing")
-	require.NoError(t, err)
-	require.Equal(t, 2, n)
-	n, err = s.CountCalls(ctx, "c1", "ck", "another kind")
+	for _, tc := range []struct {
+		created time.Time
+		want    int
+	}{{t0, 1}, {t0.Add(time.Hour), 1}, {t0.Add(90 * time.Minute), 2}, {t0.Add(2 * time.Hour), 2}, {t0.Add(3 * time.Hour), 3}} {
+		n, err := s.CountCalls(ctx, "c1", "ck", "thing", tc.created)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, n, "calls before a record created at %v", tc.created)
+	}
+	n, err := s.CountCalls(ctx, "c1", "ck", "another kind", t0.Add(3*time.Hour))
 	require.NoError(t, err)
 	require.Zero(t, n)
+	got, err = s.LockCall(ctx, "c1", "th_2")
+	require.NoError(t, err)
+	require.Equal(t, second, got, "the record's lifetime read back")
+
+	if subject.Tx != nil {
+		// A clash inside a transaction is an answer: the transaction goes
+		// on and commits what else it wrote.
+		require.NoError(t, subject.Tx.InTx(ctx, func(ctx context.Context) error {
+			require.ErrorIs(t, s.InsertCall(ctx, call("c1", "th_1", "ck", t0)), idempotency.ErrKeyExists)
+			return s.InsertCall(ctx, call("c1", "th_4", "ck4", t0))
+		}))
+		_, err := s.LockCall(ctx, "c1", "th_4")
+		require.NoError(t, err, "committed after the clash")
+	}
 
 	// Due: three of scope d1, one of d2, one settled (no due time) and one
 	// not due yet. Two per scope at most, the longest due first.

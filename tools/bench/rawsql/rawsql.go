@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 )
 
@@ -50,7 +51,7 @@ func Queue(batch *pgx.Batch, o Order, rec *Record, now time.Time) {
 	if rec != nil {
 		var fence int64
 		batch.Queue(insertRecord, o.Merchant, rec.Key, "POST", "/v1/orders", rec.Fingerprint,
-			"completed", "started", now, 201, rec.Headers, rec.Body, nil, now, now, now.Add(24*time.Hour)).
+			"completed", "started", idempotency.FirstFence(now), now, 201, rec.Headers, rec.Body, nil, now, now, now.Add(24*time.Hour)).
 			QueryRow(func(row pgx.Row) error { return row.Scan(&fence) })
 	}
 }

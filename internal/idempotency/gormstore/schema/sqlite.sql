@@ -66,6 +66,10 @@ CREATE TABLE IF NOT EXISTS outside_calls (
     trace_parent TEXT NOT NULL,
     created_at   TIMESTAMP NOT NULL,
     updated_at   TIMESTAMP NOT NULL,
+    -- The lifetime of the client's key the call was made under: the
+    -- CreatedAt of its record (NULL for a call the system started, or made
+    -- before calls knew it).
+    record_created_at TIMESTAMP,
     PRIMARY KEY (merchant_id, id)
 );
 -- A key is sent for one call only.
