@@ -17,6 +17,8 @@ PG_URL ?= postgres://postgres@127.0.0.1:5432/payments?sslmode=disable
 # Extra flags of `make bench`: BENCH_FLAGS="-quick -out ''" is a smoke run of
 # about three minutes that writes nothing (`go run ./tools/bench -h` lists them).
 BENCH_FLAGS ?=
+# How many random schedules `make explore` draws per scenario.
+EXPLORE_RANDOM ?= 20000
 # Where `make provider` delivers its webhooks: an API started with `make run`.
 WEBHOOK_URL ?= http://127.0.0.1:8080/v1/webhooks/provider
 
@@ -29,7 +31,7 @@ GOLANGCI_LINT := $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lin
 SWAG := $(GO) run github.com/swaggo/swag/v2/cmd/swag@v2.0.0-rc6
 SWAG_INIT_FLAGS := --v3.1 -g cmd/api/main.go -o api --parseInternal --outputTypes json --requiredByDefault
 
-.PHONY: help run run-pg db provider demo merchant migrate test test-short fuzz bench chaos lint fmt \
+.PHONY: help run run-pg db provider demo merchant migrate test test-short explore fuzz bench chaos lint fmt \
 	swagger swagger-check spec-lint build clean compose-up compose-down ci
 
 help: ## Show this list
@@ -73,6 +75,14 @@ test: ## Run both tiers of tests with -race (every fuzz target's corpus included
 
 test-short: ## Run the quick tier (go test -short: unit and database tests) with -race, without fuzzing
 	scripts/test.sh short
+
+# make explore: every scenario of the schedule explorer exhaustively to two
+# preemptions, then EXPLORE_RANDOM random schedules each from a seed drawn
+# now and printed (a failure prints the seed or schedule that replays it).
+explore: ## Explore the core's schedules at length (~5 min): two preemptions, 20,000 random each; prints its seed
+	@seed=$${EXPLORE_SEED:-$$(date +%s)}; echo "make explore: first seed $$seed"; \
+		$(GO) test -count=1 -timeout 60m -v -run 'TestSchedules$$' ./internal/idempotency/explore \
+			-preemptions 2 -random $(EXPLORE_RANDOM) -first-seed $$seed | grep -vE '^=== (RUN|PAUSE|CONT)'
 
 fuzz: ## Run each fuzz target for FUZZTIME (make fuzz FUZZTIME=5m)
 	FUZZTIME='$(FUZZTIME)' scripts/test.sh fuzz
