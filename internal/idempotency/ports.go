@@ -70,10 +70,14 @@ type Store interface {
 	// before recordCreatedAt, or unknown. It is the generation of the next
 	// derived id (see derive.go), the same for every owner of one record.
 	CountCalls(ctx context.Context, scope, clientKey, kind string, recordCreatedAt time.Time) (int, error)
-	// DueCalls returns up to limit calls whose DueAt has come by now, the
-	// longest due first and at most perScope of any one scope, so that one
-	// scope's backlog cannot hold another's back.
-	DueCalls(ctx context.Context, now time.Time, limit, perScope int) ([]Call, error)
+	// ClaimDue takes up to limit calls whose DueAt has come by now, the
+	// longest due first and at most perScope of any one scope (one scope's
+	// backlog cannot hold another's back), and moves their DueAt to until
+	// in the same statement, so that no other reconciler takes them
+	// meanwhile; it returns them as moved. A call another transaction holds
+	// (an owner at work on it, or frozen with its lock) is skipped, not
+	// waited for: it stays due for a later round.
+	ClaimDue(ctx context.Context, now, until time.Time, limit, perScope int) ([]Call, error)
 }
 
 // Transactor opens the transactions of Atomic requests and of the phases

@@ -45,9 +45,15 @@ const (
 	reconcileError      = "error"      // asking, sending or applying failed
 )
 
-// Reconcile runs one round and returns how many calls it settled.
+// Reconcile runs one round and returns how many calls it settled. It
+// claims the due calls nobody holds (ClaimDue: a call whose row an owner
+// has locked, or a frozen instance holds, is skipped and comes back next
+// round), each for the lock timeout, and gives each at most half of that:
+// one stuck call delays the round by that much at most, and is given back
+// well before its claim runs out.
 func (k *Keeper) Reconcile(ctx context.Context) (int, error) {
-	calls, err := k.store.DueCalls(ctx, k.clock.Now(), k.cfg.ReconcileBatch, reconcilePerScope)
+	now := k.clock.Now()
+	calls, err := k.store.ClaimDue(ctx, now, now.Add(k.cfg.LockTimeout), k.cfg.ReconcileBatch, reconcilePerScope)
 	if err != nil {
 		k.reconciled("", reconcileError)
 		return 0, err
@@ -60,7 +66,9 @@ func (k *Keeper) Reconcile(ctx context.Context) (int, error) {
 		if !ok {
 			continue // another version's kind: its own instances settle it
 		}
-		result, err := s.(settler).reconcile(ctx, c)
+		callCtx, cancel := context.WithTimeout(ctx, k.cfg.LockTimeout/2)
+		result, err := s.(settler).reconcile(callCtx, c)
+		cancel()
 		k.reconciled(c.Kind, result)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s %s: %w", c.Kind, c.ID, err))

@@ -131,7 +131,7 @@ func (s failingStore) SaveCall(context.Context, *idempotency.Call) error { retur
 func (s failingStore) CountCalls(context.Context, string, string, string, time.Time) (int, error) {
 	return 0, s.err
 }
-func (s failingStore) DueCalls(context.Context, time.Time, int, int) ([]idempotency.Call, error) {
+func (s failingStore) ClaimDue(context.Context, time.Time, time.Time, int, int) ([]idempotency.Call, error) {
 	return nil, s.err
 }
 

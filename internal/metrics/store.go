@@ -47,9 +47,9 @@ func (s *instrumentedStore) CountCalls(ctx context.Context, scope, clientKey, ki
 	return n, s.count("count_calls", err)
 }
 
-func (s *instrumentedStore) DueCalls(ctx context.Context, now time.Time, limit, perScope int) ([]idempotency.Call, error) {
-	calls, err := s.next.DueCalls(ctx, now, limit, perScope)
-	return calls, s.count("due_calls", err)
+func (s *instrumentedStore) ClaimDue(ctx context.Context, now, until time.Time, limit, perScope int) ([]idempotency.Call, error) {
+	calls, err := s.next.ClaimDue(ctx, now, until, limit, perScope)
+	return calls, s.count("claim_due", err)
 }
 
 func (s *instrumentedStore) Insert(ctx context.Context, rec *idempotency.Record) error {

@@ -93,8 +93,8 @@ func (s expiredIntentStore) LockCall(ctx context.Context, scope, id string) (*id
 	return c, err
 }
 
-func (s expiredIntentStore) DueCalls(ctx context.Context, now time.Time, limit, perScope int) ([]idempotency.Call, error) {
-	calls, err := s.Store.DueCalls(ctx, now, limit, perScope)
+func (s expiredIntentStore) ClaimDue(ctx context.Context, now, until time.Time, limit, perScope int) ([]idempotency.Call, error) {
+	calls, err := s.Store.ClaimDue(ctx, now, until, limit, perScope)
 	for i := range calls {
 		s.lie(&calls[i])
 	}

@@ -388,10 +388,11 @@ func (s *Store) CountCalls(ctx context.Context, scope, clientKey, kind string, r
 	return n, err
 }
 
-// DueCalls implements idempotency.Store.
-func (s *Store) DueCalls(ctx context.Context, now time.Time, limit, perScope int) ([]idempotency.Call, error) {
+// ClaimDue implements idempotency.Store; a transaction holds the write lock
+// already, so nothing is held by another when this runs.
+func (s *Store) ClaimDue(ctx context.Context, now, until time.Time, limit, perScope int) ([]idempotency.Call, error) {
 	var out []idempotency.Call
-	err := s.read(ctx, "due calls", func(t *tables) error {
+	err := s.write(ctx, "claim due calls", func(t *tables) error {
 		var due []idempotency.Call
 		for _, c := range t.calls {
 			if !c.DueAt.IsZero() && !c.DueAt.After(now) {
@@ -408,6 +409,8 @@ func (s *Store) DueCalls(ctx context.Context, now time.Time, limit, perScope int
 			}
 			if taken[c.Scope] < perScope {
 				taken[c.Scope]++
+				c.DueAt = until.UTC()
+				t.calls[ckey{c.Scope, c.ID}] = c
 				out = append(out, c)
 			}
 		}

@@ -1,8 +1,11 @@
 package gormstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -76,15 +79,33 @@ WHERE merchant_id = ? AND client_key = ? AND kind = ? AND (record_created_at IS 
 	return n, s.classifyErr(err)
 }
 
-// DueCalls implements idempotency.Store: a window numbers each scope's due
-// calls, oldest due first, and the round takes the first perScope of each.
-// The limits are written into the statement, as PurgeExpired explains.
-func (s *Store) DueCalls(ctx context.Context, now time.Time, limit, perScope int) ([]idempotency.Call, error) {
-	return s.scanCalls(ctx, `SELECT `+callColumns+` FROM (
-    SELECT *, row_number() OVER (PARTITION BY merchant_id ORDER BY due_at, id) AS scope_rank
-    FROM outside_calls WHERE due_at IS NOT NULL AND due_at <= ?) due
-WHERE scope_rank <= `+strconv.Itoa(perScope)+`
-ORDER BY due_at, id LIMIT `+strconv.Itoa(limit), now)
+// ClaimDue implements idempotency.Store in one statement: a window numbers
+// each scope's due calls, oldest due first; the first perScope of each, up
+// to limit, are then locked by address with SKIP LOCKED (a row another
+// transaction holds drops out, the rest are re-checked against "due" if
+// they changed meanwhile, as Oldest explains) and moved to until. The
+// limits are written into the statement, as PurgeExpired explains.
+func (s *Store) ClaimDue(ctx context.Context, now, until time.Time, limit, perScope int) ([]idempotency.Call, error) {
+	due := `
+    SELECT %[1]s FROM (
+        SELECT %[1]s, due_at, id, row_number() OVER (PARTITION BY merchant_id ORDER BY due_at, id) AS scope_rank
+        FROM outside_calls WHERE due_at IS NOT NULL AND due_at <= ?) due
+    WHERE scope_rank <= ` + strconv.Itoa(perScope) + ` ORDER BY due_at, id LIMIT ` + strconv.Itoa(limit)
+	var q string
+	if s.db.Name() == "postgres" {
+		q = `UPDATE outside_calls SET due_at = ? WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM outside_calls WHERE ctid = ANY(ARRAY(` + fmt.Sprintf(due, "ctid") + `))
+    AND due_at IS NOT NULL AND due_at <= ? FOR UPDATE SKIP LOCKED))
+RETURNING ` + callColumns
+	} else {
+		q = `UPDATE outside_calls SET due_at = ? WHERE rowid IN (` + fmt.Sprintf(due, "rowid") + `) AND due_at <= ?
+RETURNING ` + callColumns
+	}
+	calls, err := s.scanCalls(ctx, q, until, now, now)
+	slices.SortFunc(calls, func(a, b idempotency.Call) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return calls, err
 }
 
 // FlaggedCalls returns up to limit flagged calls, the longest flagged

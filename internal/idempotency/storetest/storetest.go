@@ -501,16 +501,28 @@ func calls(t *testing.T, subject Subject, t0 time.Time) {
 	} {
 		require.NoError(t, s.InsertCall(ctx, call(d.scope, d.id, fmt.Sprint("due-", i), d.due)))
 	}
-	due, err := s.DueCalls(ctx, t0, 10, 2)
-	require.NoError(t, err)
-	var ids []string
-	for _, c := range due {
-		if c.Scope == "d1" || c.Scope == "d2" {
-			ids = append(ids, c.ID)
+	lease := t0.Add(time.Minute)
+	claim := func(now time.Time, limit int) []string {
+		due, err := s.ClaimDue(ctx, now, now.Add(time.Minute), limit, 2)
+		require.NoError(t, err)
+		var ids []string
+		for _, c := range due {
+			if c.Scope == "d1" || c.Scope == "d2" {
+				require.Equal(t, now.Add(time.Minute), c.DueAt, "returned as moved")
+				ids = append(ids, c.ID)
+			}
 		}
+		return ids
 	}
-	require.Equal(t, []string{"th_a", "th_b", "th_d"}, ids, "th_c is the third of d1: left for the next round")
-	due, err = s.DueCalls(ctx, t0, 1, 2)
+	require.Equal(t, []string{"th_a", "th_b", "th_d"}, claim(t0, 10), "th_c is the third of d1: left for the next round")
+	// Claimed calls are out of the list until their lease runs out.
+	require.Equal(t, []string{"th_c"}, claim(t0, 10))
+	require.Empty(t, claim(t0.Add(30*time.Second), 10))
+	got, err = s.LockCall(ctx, "d1", "th_a")
+	require.NoError(t, err)
+	require.Equal(t, lease, got.DueAt)
+	require.Equal(t, []string{"th_a", "th_b", "th_d"}, claim(lease, 10), "due again once the lease ran out")
+	due, err := s.ClaimDue(ctx, t0.Add(time.Hour), t0.Add(2*time.Hour), 1, 2)
 	require.NoError(t, err)
 	require.Len(t, due, 1)
 }
