@@ -8,6 +8,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -259,6 +260,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		},
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		ReadTimeout:  cfg.HTTPReadTimeout,
+		// A write waits for its turn on a hot order or payment no longer
+		// than it would have waited on the row itself (5 s when no bound
+		// is set on the database side).
+		MaxWritesPerResource: cfg.MaxWritesPerResource,
+		ResourceWait:         cmp.Or(cfg.DBLockTimeout, 5*time.Second),
 		// Production's demo page asks for a key; it never offers one.
 		DemoAPIKey: demoPageKey(cfg),
 		Database:   db,

@@ -25,9 +25,17 @@ func openDatabase(ctx context.Context, cfg config.Config, log *slog.Logger, tr *
 	defer cancel()
 	db, err := connectDatabase(ctx, cfg.DatabaseURL, database.Options{
 		SQLitePath: cfg.SQLitePath, MaxOpenConns: cfg.DBMaxConns, Tracing: databaseTracing(tr),
+		LockTimeout: cfg.DBLockTimeout, IdleInTransactionTimeout: cfg.DBIdleInTransactionTimeout,
 	}, cfg.DBConnectTimeout, log)
 	if err != nil {
 		return nil, err
+	}
+	if lock, idle, err := db.Settings(ctx); err == nil && db.Dialect == database.Postgres && (lock == 0 || idle == 0) {
+		// Behind PgBouncer the start-up settings are ignored: the role's
+		// (or database's) must be set instead (docs/guide/operations.md).
+		log.Warn("database: row-lock waits are not bounded; one frozen instance can stall others",
+			"lock_timeout", lock.String(), "idle_in_transaction_session_timeout", idle.String(),
+			"fix", "set DB_LOCK_TIMEOUT and DB_IDLE_IN_TRANSACTION_TIMEOUT, or behind PgBouncer the role's lock_timeout and idle_in_transaction_session_timeout")
 	}
 	applied, err := migrate(ctx, cfg, db, log)
 	if err != nil {

@@ -65,6 +65,19 @@ type Config struct {
 	TrustedProxies   []string      `env:"TRUSTED_PROXIES" envSeparator:","`
 	ShutdownTimeout  time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
 	DBMaxConns       int           `env:"DB_MAX_CONNS" envDefault:"20"`
+	// DBLockTimeout bounds a statement's wait for a row lock (PostgreSQL's
+	// lock_timeout), and DBIdleInTransactionTimeout how long PostgreSQL
+	// keeps the transaction of a client gone quiet (a frozen instance)
+	// before it ends the session and frees its locks. Zero leaves the
+	// server's or the role's value (behind PgBouncer, which refuses them
+	// as start-up settings).
+	DBLockTimeout              time.Duration `env:"DB_LOCK_TIMEOUT" envDefault:"5s"`
+	DBIdleInTransactionTimeout time.Duration `env:"DB_IDLE_IN_TRANSACTION_TIMEOUT" envDefault:"10s"`
+	// MaxWritesPerResource bounds the writes to one order or payment at
+	// work at once on an instance: the next waits for a turn (up to
+	// DB_LOCK_TIMEOUT) holding no database connection, so requests queued
+	// on one hot row cannot drain the pool.
+	MaxWritesPerResource int `env:"MAX_WRITES_PER_RESOURCE" envDefault:"4"`
 	DBConnectTimeout time.Duration `env:"DB_CONNECT_TIMEOUT" envDefault:"30s"`
 	JanitorInterval  time.Duration `env:"JANITOR_INTERVAL" envDefault:"1m"`
 	EventRetention   time.Duration `env:"EVENT_RETENTION" envDefault:"168h"`
@@ -216,6 +229,19 @@ func (c Config) validate() error {
 	}
 	if c.DBMaxConns <= 0 {
 		errs = append(errs, fmt.Errorf("DB_MAX_CONNS must be positive, got %d", c.DBMaxConns))
+	}
+	// A duplicate waits for its original up to IDEMPOTENCY_WAIT, and the
+	// original may be waiting on a row meanwhile: the row's wait must
+	// outlast the duplicate's, so that the duplicate gets its 409 (or the
+	// answer) rather than the original a 503.
+	if c.DBLockTimeout < 0 || (c.DBLockTimeout > 0 && c.DBLockTimeout <= c.IdempotencyWait) {
+		errs = append(errs, fmt.Errorf("DB_LOCK_TIMEOUT must be 0 (the server's or role's) or exceed IDEMPOTENCY_WAIT (%s), got %s", c.IdempotencyWait, c.DBLockTimeout))
+	}
+	if c.DBIdleInTransactionTimeout < 0 || (c.DBIdleInTransactionTimeout > 0 && c.DBIdleInTransactionTimeout < time.Second) {
+		errs = append(errs, fmt.Errorf("DB_IDLE_IN_TRANSACTION_TIMEOUT must be 0 (the server's or role's) or at least 1s, got %s", c.DBIdleInTransactionTimeout))
+	}
+	if c.MaxWritesPerResource < 0 {
+		errs = append(errs, fmt.Errorf("MAX_WRITES_PER_RESOURCE must be 0 (no bound) or positive, got %d", c.MaxWritesPerResource))
 	}
 	if c.ProviderWebhookSecret == "" {
 		errs = append(errs, errors.New("PROVIDER_WEBHOOK_SECRET must not be empty"))

@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -56,6 +57,14 @@ type Options struct {
 	// its tracers are given (see tracing.go); nil traces nothing and
 	// installs nothing.
 	Tracing trace.TracerProvider
+	// LockTimeout bounds every wait of a statement for a row lock, and
+	// IdleInTransactionTimeout how long the server keeps a transaction
+	// whose client went quiet (a frozen instance) before it ends the
+	// session and frees its locks (PostgreSQL: lock_timeout and
+	// idle_in_transaction_session_timeout, sent as settings of every
+	// connection unless the URL sets them itself). Zero leaves the
+	// server's (or the role's) value.
+	LockTimeout, IdleInTransactionTimeout time.Duration
 }
 
 // Open connects to url: empty means the embedded SQLite file at
@@ -106,13 +115,15 @@ func Open(url string, opts Options) (*DB, error) {
 		return &DB{DB: g, Dialect: SQLite}, nil
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
 		pc := postgres.Config{DSN: url}
-		if opts.Tracing != nil {
-			// Every connection the pool opens carries the tracer.
-			pc.OptionOpenDB = append(pc.OptionOpenDB, stdlib.OptionBeforeConnect(func(_ context.Context, c *pgx.ConnConfig) error {
+		pc.OptionOpenDB = append(pc.OptionOpenDB, stdlib.OptionBeforeConnect(func(_ context.Context, c *pgx.ConnConfig) error {
+			if opts.Tracing != nil {
+				// Every connection the pool opens carries the tracer.
 				c.Tracer = pgxTracing(opts.Tracing, c.Host, c.Port)
-				return nil
-			}))
-		}
+			}
+			setting(c, "lock_timeout", opts.LockTimeout)
+			setting(c, "idle_in_transaction_session_timeout", opts.IdleInTransactionTimeout)
+			return nil
+		}))
 		g, err := gorm.Open(postgres.New(pc), cfg)
 		if err != nil {
 			return nil, fmt.Errorf("open postgres: %w", Classify(err))
@@ -132,6 +143,51 @@ func Open(url string, opts Options) (*DB, error) {
 	default:
 		return nil, errors.New("DATABASE_URL must be empty (embedded SQLite), sqlite:<path> or postgres://<host>/<db>")
 	}
+}
+
+// setting makes a positive d the value of the server setting name on the
+// connection (in milliseconds, sent at its start), unless the URL set it.
+func setting(c *pgx.ConnConfig, name string, d time.Duration) {
+	if d <= 0 || c.RuntimeParams[name] != "" {
+		return
+	}
+	if c.RuntimeParams == nil {
+		c.RuntimeParams = map[string]string{}
+	}
+	c.RuntimeParams[name] = strconv.FormatInt(max(d.Milliseconds(), 1), 10)
+}
+
+// Settings reads the lock and idle-in-transaction bounds the server
+// applies to the pool's connections (zero: none), for the start's check
+// that they are in force; SQLite has neither and answers zero.
+func (db *DB) Settings(ctx context.Context) (lockTimeout, idleInTransaction time.Duration, err error) {
+	if db.Dialect != Postgres {
+		return 0, 0, nil
+	}
+	var lock, idle string
+	err = db.WithContext(ctx).Raw(`SELECT current_setting('lock_timeout'), current_setting('idle_in_transaction_session_timeout')`).
+		Row().Scan(&lock, &idle)
+	if err != nil {
+		return 0, 0, Classify(err)
+	}
+	return pgDuration(lock), pgDuration(idle), nil
+}
+
+// pgDuration reads a duration setting as PostgreSQL shows it ("0",
+// "5s", "1500ms", "2min", "1h", "1d").
+func pgDuration(s string) time.Duration {
+	for _, u := range []struct {
+		suffix string
+		unit   time.Duration
+	}{{"ms", time.Millisecond}, {"s", time.Second}, {"min", time.Minute}, {"h", time.Hour}, {"d", 24 * time.Hour}} {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			if v, err := strconv.ParseInt(n, 10, 64); err == nil {
+				return time.Duration(v) * u.unit
+			}
+		}
+	}
+	v, _ := strconv.ParseInt(s, 10, 64) // a bare number is milliseconds
+	return time.Duration(v) * time.Millisecond
 }
 
 // Ping checks that the database answers within ctx.
@@ -197,11 +253,21 @@ func Transaction(ctx context.Context, db *gorm.DB, fn func(ctx context.Context) 
 // dropped the connection": nothing was done, and the request may be retried.
 var ErrUnavailable = errors.New("database unavailable")
 
-// Classify wraps connection-level failures with ErrUnavailable and leaves
-// every other error as it is.
+// ErrBusy marks an error as "a row this statement needs is held by another
+// transaction, longer than the lock timeout" (Options.LockTimeout): the
+// statement, and its transaction, did nothing; the request may be retried
+// once the holder is done (or its session is ended for it).
+var ErrBusy = errors.New("database row held by another transaction")
+
+// Classify wraps connection-level failures with ErrUnavailable and a lock
+// wait that ran out with ErrBusy, and leaves every other error as it is.
 func Classify(err error) error {
-	if err == nil || errors.Is(err, ErrUnavailable) {
+	if err == nil || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrBusy) {
 		return err
+	}
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "55P03" {
+		// lock_not_available: lock_timeout ran out, or a NOWAIT lock.
+		return fmt.Errorf("%w: %w", ErrBusy, err)
 	}
 	if isConnectionError(err) {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -223,8 +289,10 @@ func isConnectionError(err error) bool {
 	if errors.As(err, &pgErr) {
 		// Class 08 is "connection exception", 57P "operator intervention"
 		// (a session terminated, shutdown, crash recovery), 53300 "too many
-		// connections": the server did not do the work.
-		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") || pgErr.Code == "53300"
+		// connections", 25P03 a session the server ended because its
+		// transaction sat idle past idle_in_transaction_session_timeout (a
+		// frozen instance, thawed): the server did not do the work.
+		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") || pgErr.Code == "53300" || pgErr.Code == "25P03"
 	}
 	var netErr net.Error
 	switch {

@@ -85,6 +85,13 @@ var errorTable = []errorRow{
 	{match: is(database.ErrUnavailable), status: http.StatusServiceUnavailable, code: problem.CodeServiceUnavailable, title: "Service unavailable",
 		retryAfter: time.Second,
 		detail:     "The database cannot be reached. Retry later with the same Idempotency-Key: an operation already under way resumes where it stopped, and nothing happens twice."},
+	// A lock wait that ran past DB_LOCK_TIMEOUT (or a resource with too
+	// many writes waiting already): the statement's transaction rolled
+	// back, so nothing was done, and the holder will be done soon or ended
+	// by the server (DB_IDLE_IN_TRANSACTION_TIMEOUT).
+	{match: is(database.ErrBusy), status: http.StatusServiceUnavailable, code: problem.CodeServiceUnavailable, title: "Service unavailable",
+		retryAfter: time.Second,
+		detail:     "Another request holds what this one needs, for longer than the server waits; nothing was done. Retry after the time in Retry-After with the same Idempotency-Key."},
 	{match: is(idempotency.ErrKeyMissing), status: http.StatusBadRequest, code: problem.CodeIdempotencyKeyMissing, title: "Idempotency key missing",
 		detail: "This request needs an Idempotency-Key header: a unique value per operation, reused on every retry of it."},
 	// The error says why (empty, too long, which character); it never

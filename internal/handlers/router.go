@@ -81,6 +81,11 @@ type Deps struct {
 	// DemoAPIKey is the API key the /demo page fills in; empty (production)
 	// leaves the field for the user.
 	DemoAPIKey string
+	// MaxWritesPerResource bounds the writes to one order or payment at
+	// work at once (resourceGate); the next waits up to ResourceWait for a
+	// turn, holding no database connection, then gets 503. Zero: no bound.
+	MaxWritesPerResource int
+	ResourceWait         time.Duration
 	// Tracing, if set, runs first on every request: it starts the request's
 	// server span (app.traceRequests), so that the access log line, the
 	// recovery's 500 and everything after them happen inside it. The request's id, merchant
@@ -156,14 +161,17 @@ func NewRouter(d Deps) *gin.Engine {
 	// declared as JSON is 415 before the idempotency middleware reserves a key.
 	v1 := r.Group("/v1", auth, limitBody(maxBody), knownIDs(), requireJSONBodies())
 
+	// Every write to an existing order or payment locks its row: gate
+	// bounds how many wait on one such row at once.
+	gate := newResourceGate(d.MaxWritesPerResource, d.ResourceWait)
 	orders := &orderHandlers{orders: d.Orders}
 	v1.POST("/orders", d.Atomic(orders.createOrder))
 	v1.GET("/orders", Serve(orders.listOrders))
 	v1.GET("/orders/:id", Serve(orders.getOrder))
 	// Desired state needs no key: repeating the PUT is harmless by itself.
 	// Adding an item is cumulative, so it is keyed like creating an order.
-	v1.PUT("/orders/:id/shipping-address", Serve(orders.putShippingAddress))
-	v1.POST("/orders/:id/items", d.Atomic(orders.addOrderItem))
+	v1.PUT("/orders/:id/shipping-address", Serve(gate.hold(orders.putShippingAddress)))
+	v1.POST("/orders/:id/items", d.Atomic(gate.hold(orders.addOrderItem)))
 
 	if d.Customers != nil {
 		// Atomic like an order: the customer and its record commit
@@ -184,9 +192,9 @@ func NewRouter(d Deps) *gin.Engine {
 		// transaction, so the key is reserved first and the operation
 		// records recovery points as it goes.
 		pay := &paymentHandlers{payments: d.Payments}
-		v1.POST("/orders/:id/payments", d.Guarded(pay.payOrder))
+		v1.POST("/orders/:id/payments", d.Guarded(gate.hold(pay.payOrder)))
 		v1.GET("/payments/:id", Serve(pay.getPayment))
-		v1.POST("/payments/:id/refunds", d.Guarded(pay.refundPayment))
+		v1.POST("/payments/:id/refunds", d.Guarded(gate.hold(pay.refundPayment)))
 		v1.GET("/refunds/:id", Serve(pay.getRefund))
 
 		// Deduplicated by event id in the service, not by Idempotency-Key.

@@ -117,10 +117,11 @@ func Register[R, O any](k *Keeper, e Effect[R, O]) *Effect[R, O] {
 //     closes this owner's intent; an unknown outcome is recorded.
 //
 // It returns the resource as it stands, settled or not (the answer is
-// e.Answer's), or: an error wrapping ErrNotExecuted when nothing can have
-// happened (the call is ready again, and the same key resumes it);
-// ErrFenced when another owner took the record over; create's and the
-// store's errors.
+// e.Answer's; once the call went out, a phase 3 that fails leaves it as
+// phase 2 did, its outcome unknown), or: an error wrapping ErrNotExecuted
+// when nothing can have happened (the call is ready again, and the same key
+// resumes it); ErrFenced when another owner took the record over; before
+// the call, create's and the store's errors.
 func (e *Effect[R, O]) Run(ctx context.Context, create func(ctx context.Context, c Call) (R, error)) (R, error) {
 	var zero R
 	o := ownerFrom(ctx)
@@ -140,14 +141,29 @@ func (e *Effect[R, O]) Run(ctx context.Context, create func(ctx context.Context,
 		return r, err
 	}
 	answer, err := e.Send(ctx, r, c.Key)
+	var settled R
 	switch {
 	case err == nil:
-		return e.answered(ctx, o, c.ID, answer)
+		settled, err = e.answered(ctx, o, c.ID, answer)
 	case errors.Is(err, ErrNotExecuted):
-		return e.notExecuted(ctx, o, c.ID, err)
+		if settled, err = e.notExecuted(ctx, o, c.ID, err); errors.Is(err, ErrNotExecuted) {
+			return settled, err
+		}
 	default:
-		return e.unknown(ctx, o, c.ID)
+		settled, err = e.unknown(ctx, o, c.ID)
 	}
+	if err != nil && !errors.Is(err, ErrFenced) {
+		// The call went out, and phase 3 could not write what came of it
+		// (the database away, a row held past the lock timeout): nothing
+		// of phase 3 committed, the intent stays open, and the reconciler
+		// settles the call once this owner's lock has run out. The client
+		// is told what is true, that the outcome is not known yet (the
+		// resource as phase 2 left it), never that nothing was done.
+		e.k.cfg.Log.WarnContext(ctx, "idempotency: the outside call's outcome could not be recorded; the reconciler settles it",
+			"kind", e.Kind, "resource_id", c.ID, "error", err)
+		return r, nil
+	}
+	return settled, err
 }
 
 // Apply applies news of the outside call of the resource (scope, id) that

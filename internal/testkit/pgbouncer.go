@@ -38,12 +38,18 @@ import (
 //   - server_login_retry: how long PgBouncer waits after a failed server
 //     login before trying again (default 15 s): the time a restarted or
 //     promoted server stays unreachable through it.
+//   - ignore_startup_parameters: the API asks for lock_timeout and
+//     idle_in_transaction_session_timeout at the start of each connection
+//     (DB_LOCK_TIMEOUT, DB_IDLE_IN_TRANSACTION_TIMEOUT), which PgBouncer
+//     refuses unless told to ignore them; behind it they are settings of
+//     the role (or database) instead, which every server connection has.
 var PgBouncerSettings = map[string]string{
-	"pool_mode":          "transaction",
-	"default_pool_size":  "20",
-	"max_client_conn":    "1000",
-	"query_wait_timeout": "5",
-	"server_login_retry": "1",
+	"pool_mode":                 "transaction",
+	"default_pool_size":         "20",
+	"max_client_conn":           "1000",
+	"query_wait_timeout":        "5",
+	"server_login_retry":        "1",
+	"ignore_startup_parameters": "lock_timeout,idle_in_transaction_session_timeout",
 }
 
 // PgBouncerExecMode is the query mode pgx must use behind PgBouncer 1.18 in
