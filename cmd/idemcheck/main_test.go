@@ -94,6 +94,8 @@ func TestExitStatusAndFormats(t *testing.T) {
 	code, _, stderr = runArgs(append(base[:len(base)-2], "-checks", "no-such")...)
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, stderr, `no check "no-such"`)
+	// The command names itself once; the package's errors do not repeat it.
+	require.Equal(t, "idemcheck: bad configuration: no check \"no-such\"\n", stderr)
 }
 
 // TestList prints every check with its rule, level and source.

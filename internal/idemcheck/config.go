@@ -92,7 +92,7 @@ type Progress struct {
 }
 
 // ErrConfig wraps every error of a Config that cannot be run.
-var ErrConfig = errors.New("idemcheck: bad configuration")
+var ErrConfig = errors.New("bad configuration")
 
 // placeholder matches {{name}}.
 var placeholder = regexp.MustCompile(`\{\{([A-Za-z0-9_]+)\}\}`)

@@ -68,7 +68,7 @@ func (p Plan) String() string {
 
 // ErrNotAllowed is returned by Run when the Config does not allow effects,
 // or its plan exceeds MaxRequests; nothing was sent.
-var ErrNotAllowed = errors.New("idemcheck: the run is not allowed")
+var ErrNotAllowed = errors.New("the run is not allowed")
 
 // PlanFor returns the plan of running the checks named by ids (all of them
 // when ids is empty) against cfg, without sending anything.
