@@ -164,7 +164,7 @@ run, 2 usage error or refused plan.
 		fmt.Fprintf(stderr, "idemcheck: %v\n", err)
 		return exitUsage
 	}
-	fmt.Fprintf(stderr, "idemcheck %s %s\n%s", cfg.Method, cfg.URL, p)
+	fmt.Fprintf(stderr, "idemcheck %s %s\n%s", cfg.Method, idemcheck.RedactURL(cfg.URL), p)
 	if planOnly {
 		return exitOK
 	}

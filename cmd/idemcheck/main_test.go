@@ -106,3 +106,21 @@ func TestList(t *testing.T) {
 		require.Contains(t, stdout, c.ID+" ("+string(c.Level)+")\n  "+c.Rule+"\n  source: "+c.Source)
 	}
 }
+
+// TestNoCredentialOnTheTerminal: the command's own lines (the plan's
+// header, a transport error in the report) show the URL without its user
+// info and query values, and never the credentials of -H.
+func TestNoCredentialOnTheTerminal(t *testing.T) {
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	host := strings.TrimPrefix(down.URL, "http://")
+	code, stdout, stderr := runArgs("-url", "http://admin_user_name:hunter2@"+host+"/v1/orders?api_key=SECRET_TOKEN_1",
+		"-H", "Authorization: Bearer sk_live_secret_a", "-body", `{"a":1}`, "-checks", "first-request", "-allow-effects", "-v")
+	require.Equal(t, exitFailed, code, stderr)
+	for _, secret := range []string{"admin_user_name", "hunter2", "SECRET_TOKEN_1", "sk_live_secret_a"} {
+		require.NotContains(t, stdout, secret)
+		require.NotContains(t, stderr, secret)
+	}
+	require.Contains(t, stderr, "idemcheck POST http://REDACTED@"+host+"/v1/orders?api_key=REDACTED\n")
+	require.Contains(t, stdout, "connection refused")
+}

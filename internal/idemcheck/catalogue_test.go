@@ -298,3 +298,86 @@ func TestReportFormats(t *testing.T) {
 	require.Contains(t, text.String(), "1 pass, 1 fail, 2 advice, 0 n/a, 0 error")
 	require.True(t, strings.Contains(text.String(), "source: draft-07 §2.7"), text.String())
 }
+
+// echoing answers every request with what it received, as a debugging
+// endpoint might: the request's URL and Authorization header in its body,
+// and a Location that repeats the query.
+func echoing() http.Handler {
+	var n atomic.Int64
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Location", "http://"+r.Host+r.URL.RequestURI())
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": n.Add(1), "url": r.URL.String(), "authorization": r.Header.Get("Authorization")})
+	})
+}
+
+// TestNoCredentialIsShown: a URL's user info and query values, and the
+// credentials of -H and -H2, appear in no report, in no format, whether
+// the endpoint echoes them or a transport error quotes them. The URL is
+// still shown, redacted, so that a reader knows what was checked.
+func TestNoCredentialIsShown(t *testing.T) {
+	secrets := []string{"admin_user_name", "hunter2", "SECRET_TOKEN_1", "sk_live_secret_a", "sk_live_secret_b", "EFFECTS_TOKEN_2"}
+	withSecrets := func(base string) idemcheck.Config {
+		host := strings.TrimPrefix(base, "http://")
+		cfg := idemcheck.Config{
+			URL:          "http://admin_user_name:hunter2@" + host + "/v1/orders?api_key=SECRET_TOKEN_1&customer=c_{{unique}}",
+			Header:       http.Header{"Authorization": {"Bearer sk_live_secret_a"}},
+			Header2:      http.Header{"Authorization": {"Bearer sk_live_secret_b"}},
+			Body:         []byte(`{"customer_id":"c_{{unique}}","amount":1250}`),
+			EffectsURL:   "http://" + host + "/v1/orders?access_token=EFFECTS_TOKEN_2",
+			Pause:        time.Millisecond,
+			AllowEffects: true,
+		}
+		return cfg
+	}
+	requireNone := func(t *testing.T, rep *idemcheck.Report) string {
+		t.Helper()
+		var text, js, ju bytes.Buffer
+		require.NoError(t, rep.WriteText(&text, true))
+		require.NoError(t, rep.WriteJSON(&js))
+		require.NoError(t, rep.WriteJUnit(&ju))
+		for _, out := range []string{text.String(), js.String(), ju.String()} {
+			for _, s := range secrets {
+				require.NotContains(t, out, s)
+			}
+		}
+		return text.String()
+	}
+
+	srv := httptest.NewServer(echoing())
+	t.Cleanup(srv.Close)
+	cfg := withSecrets(srv.URL)
+	cfg.EffectsURL = "" // the echo counts nothing
+	rep, err := idemcheck.Run(context.Background(), cfg)
+	require.NoError(t, err)
+	text := requireNone(t, rep)
+	require.Contains(t, text, "http://REDACTED@127.0.0.1")
+	require.Contains(t, text, "?api_key=REDACTED&customer=REDACTED")
+
+	// A server that is down: net/http's error quotes the URL.
+	down := httptest.NewServer(echoing())
+	down.Close()
+	rep, err = idemcheck.Run(context.Background(), withSecrets(down.URL), idemcheck.FirstRequest, idemcheck.Credentials)
+	require.NoError(t, err)
+	requireNone(t, rep)
+
+	_, err = idemcheck.PlanFor(idemcheck.Config{URL: "ftp://admin_user_name:hunter2@host/?api_key=SECRET_TOKEN_1"})
+	require.ErrorIs(t, err, idemcheck.ErrConfig)
+	for _, s := range secrets {
+		require.NotContains(t, err.Error(), s)
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://api.example.com/v1/orders":                    "https://api.example.com/v1/orders",
+		"https://user:pw@api.example.com:8443/v1?a=1&b=&c#tok": "https://REDACTED@api.example.com:8443/v1?a=REDACTED&b=REDACTED&REDACTED#REDACTED",
+		"http://tok@host?x=1":                                  "http://REDACTED@host?x=REDACTED",
+		"http://host/p/{{order}}?customer=c_{{unique}}":        "http://host/p/{{order}}?customer=REDACTED",
+		"http://host/a@b":                                      "http://host/a@b",
+		"not a url?key=v":                                      "not a url?key=REDACTED",
+	} {
+		require.Equal(t, want, idemcheck.RedactURL(raw), raw)
+	}
+}

@@ -130,7 +130,7 @@ func (c Config) withDefaults() (Config, error) {
 		// Placeholders are filled per operation; parse a filled-in copy.
 		p, err := url.Parse(placeholder.ReplaceAllString(u, "x"))
 		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			errs = append(errs, fmt.Errorf("%s %q is not an absolute http(s) URL", name, u))
+			errs = append(errs, fmt.Errorf("%s %q is not an absolute http(s) URL", name, RedactURL(u)))
 		}
 	}
 	if c.URL == "" {

@@ -37,7 +37,9 @@
 // Config.MaxRequests, counts every request it sends against that limit,
 // sends only to the URLs in the Config, never follows a redirect, and never
 // retries: the requests are built so that net/http cannot resend them either
-// (see newRequest).
+// (see newRequest). A report never shows a credential: URLs lose their user
+// info and query values (RedactURL), and the credentials the Config sends
+// are replaced wherever an answer or an error repeats them.
 //
 // # Operations and placeholders
 //

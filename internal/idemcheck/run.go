@@ -193,7 +193,8 @@ func Run(ctx context.Context, cfg Config, ids ...string) (*Report, error) {
 		client = &c
 	}
 	r := &runner{cfg: &cfg, client: client, limit: cfg.MaxRequests, planned: p.Requests}
-	rep := &Report{Target: cfg.Method + " " + cfg.URL, Started: time.Now().UTC(), Plan: p}
+	red := newRedactor(&cfg)
+	rep := &Report{Target: cfg.Method + " " + red.text(RedactURL(cfg.URL)), Started: time.Now().UTC(), Plan: p}
 
 	var steps []scenario
 	for _, s := range scenarios {
@@ -220,7 +221,9 @@ func Run(ctx context.Context, cfg Config, ids ...string) (*Report, error) {
 			_, why := applicable(&cfg, c.ID)
 			res = Result{Check: c, Verdict: NotApplicable, Reason: sentences([]string{why})}
 		}
-		rep.Results = append(rep.Results, res)
+		// One place removes the credentials from everything a report
+		// shows, so that no check's wording can let one through.
+		rep.Results = append(rep.Results, red.result(res))
 	}
 	rep.Elapsed = time.Since(rep.Started)
 	rep.Requests = r.sentCount()
