@@ -13,7 +13,9 @@
 // plan (how many requests, how many effects at worst) and sends nothing
 // without -allow-effects, never more than -max-requests, only to the URLs
 // given, and never retries. The exit status is 0 when no check failed, 1
-// when one failed or could not be run, 2 for a usage error or a refused plan.
+// when one failed or could not be run, 2 for a usage error or a refused plan,
+// and 3 when none failed but one was not judged (its input did not bring
+// about what it checks).
 package main
 
 import (
@@ -44,6 +46,9 @@ const (
 	exitOK     = 0
 	exitFailed = 1
 	exitUsage  = 2
+	// exitNotJudged: nothing failed, but a check asked for gave no
+	// verdict, so a pipeline does not pass on a check that never happened.
+	exitNotJudged = 3
 )
 
 // headerFlags collects repeated -H 'Name: value' flags.
@@ -108,7 +113,7 @@ Checks an endpoint's Idempotency-Key handling against the IETF draft
 (draft-ietf-httpapi-idempotency-key-header-07), Stripe's documented behaviour
 and the rules of github.com/idemkeys/payments. Without -allow-effects it only
 prints its plan. Exit status: 0 no check failed, 1 a check failed or could not
-run, 2 usage error or refused plan.
+run, 2 usage error or refused plan, 3 none failed but one was not judged.
 
 `)
 		fs.PrintDefaults()
@@ -211,8 +216,11 @@ run, 2 usage error or refused plan.
 		fmt.Fprintf(stderr, "idemcheck: writing the report: %v\n", err)
 		return exitFailed
 	}
-	if rep.Failed() {
+	switch {
+	case rep.Failed():
 		return exitFailed
+	case rep.Incomplete():
+		return exitNotJudged
 	}
 	return exitOK
 }

@@ -88,6 +88,11 @@ func TestExitStatusAndFormats(t *testing.T) {
 	code, _, stderr = runArgs(append(base[:len(base)-2], "-checks", "first-request", "-format", "json")...)
 	require.Equal(t, exitOK, code, stderr)
 
+	// A check not judged is no pass: its own exit status.
+	code, stdout, stderr = runArgs(append(base[:len(base)-2], "-checks", "no-burn", "-body-invalid", `{"a":0}`)...)
+	require.Equal(t, exitNotJudged, code, stderr)
+	require.Contains(t, tableRows(stdout), "no-burn SHOULD not")
+
 	code, _, stderr = runArgs(append(base, "-format", "yaml")...)
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, stderr, "-format must be text, json or junit")

@@ -295,7 +295,7 @@ func TestReportFormats(t *testing.T) {
 	var text bytes.Buffer
 	require.NoError(t, rep.WriteText(&text, false))
 	require.Regexp(t, `(?m)^key-missing +MUST +fail +The request without a key was executed`, text.String())
-	require.Contains(t, text.String(), "1 pass, 1 fail, 2 advice, 0 n/a, 0 error")
+	require.Contains(t, text.String(), "1 pass, 1 fail, 2 advice, 0 not judged, 0 n/a, 0 error")
 	require.True(t, strings.Contains(text.String(), "source: draft-07 §2.7"), text.String())
 }
 
@@ -380,4 +380,45 @@ func TestRedactURL(t *testing.T) {
 	} {
 		require.Equal(t, want, idemcheck.RedactURL(raw), raw)
 	}
+}
+
+// TestNotJudgedIsNeverAPass: when the input a check is given does not bring
+// about what the check is about (an "invalid" body the endpoint accepts, a
+// "5xx" body it answers 201), the check says so, in every format, and the
+// run is incomplete rather than passed.
+func TestNotJudgedIsNeverAPass(t *testing.T) {
+	srv := httptest.NewServer(carefulServer())
+	t.Cleanup(srv.Close)
+	cfg := config(srv)
+	cfg.InvalidBody, cfg.FaultBody = cfg.Body, cfg.Body
+	rep, err := idemcheck.Run(context.Background(), cfg, idemcheck.NoBurn, idemcheck.No5xxReplay)
+	require.NoError(t, err)
+	for _, res := range rep.Results {
+		require.Equal(t, idemcheck.NotJudged, res.Verdict, "%s: %s", res.ID, res.Reason)
+	}
+	requireReason(t, rep.Results[0], "the invalid body was answered 201")
+	requireReason(t, rep.Results[0], "give -body-invalid a body the endpoint refuses")
+	requireReason(t, rep.Results[1], "give -body-5xx a body the endpoint fails on")
+	require.False(t, rep.Failed())
+	require.True(t, rep.Incomplete())
+
+	var text, js, ju bytes.Buffer
+	require.NoError(t, rep.WriteText(&text, false))
+	require.Regexp(t, `(?m)^no-burn +SHOULD +not judged +The invalid body was answered 201`, text.String())
+	require.Contains(t, text.String(), "0 pass, 0 fail, 0 advice, 2 not judged, 0 n/a, 0 error")
+	require.Contains(t, text.String(), "\nno-burn (SHOULD, not judged): ", "its evidence is shown")
+	require.NoError(t, rep.WriteJSON(&js))
+	require.Contains(t, js.String(), `"verdict": "not judged"`)
+	require.NoError(t, rep.WriteJUnit(&ju))
+	var suite struct {
+		Skipped int `xml:"skipped,attr"`
+		Cases   []struct {
+			Skipped *struct {
+				Message string `xml:"message,attr"`
+			} `xml:"skipped"`
+		} `xml:"testcase"`
+	}
+	require.NoError(t, xml.Unmarshal(ju.Bytes(), &suite))
+	require.Equal(t, 2, suite.Skipped)
+	require.True(t, strings.HasPrefix(suite.Cases[0].Skipped.Message, "not judged: "), suite.Cases[0].Skipped.Message)
 }

@@ -14,6 +14,7 @@ type judge struct {
 	advice   []string
 	errs     []string
 	na       string
+	nj       string
 	notes    []string
 	evidence []*answer
 }
@@ -38,6 +39,9 @@ func (j *judge) note(format string, args ...any) {
 func (j *judge) notApplicable(format string, args ...any) {
 	j.na = fmt.Sprintf(format, args...)
 }
+func (j *judge) notJudged(format string, args ...any) {
+	j.nj = fmt.Sprintf(format, args...)
+}
 func (j *judge) show(answers ...*answer) {
 	for _, a := range answers {
 		if a != nil {
@@ -47,7 +51,8 @@ func (j *judge) show(answers ...*answer) {
 }
 
 // result picks the verdict: an error over everything, then not applicable,
-// a failure, advice, and a pass.
+// a failure (evidence of one stands even where the rest could not be
+// judged), not judged, advice, and a pass.
 func (j *judge) result() Result {
 	res := Result{Check: j.check}
 	var reasons []string
@@ -58,6 +63,8 @@ func (j *judge) result() Result {
 		res.Verdict, reasons = NotApplicable, []string{j.na}
 	case len(j.fails) > 0:
 		res.Verdict, reasons = Fail, append(j.fails, j.advice...)
+	case j.nj != "":
+		res.Verdict, reasons = NotJudged, append([]string{j.nj}, j.advice...)
 	case len(j.advice) > 0:
 		res.Verdict, reasons = Advice, j.advice
 	default:

@@ -657,7 +657,7 @@ func runNoBurn(ctx context.Context, r *runner, sel map[string]bool) []Result {
 		j.error("the invalid body got no answer: %v", bad.err)
 		return results(js)
 	case !bad.refused():
-		j.notApplicable("the invalid body was answered %s, not refused with 4xx: give a body the endpoint refuses", bad.describe())
+		j.notJudged("the invalid body was answered %s, not refused with 4xx: give -body-invalid a body the endpoint refuses", bad.describe())
 		return results(js)
 	}
 	good := r.do(ctx, call{note: "the corrected request, same key", url: op.url, body: op.body, key: op.key})
@@ -691,7 +691,7 @@ func run5xx(ctx context.Context, r *runner, sel map[string]bool) []Result {
 		j.error("the request that should fail got no answer: %v", f.err)
 		return results(js)
 	case !f.is5xx():
-		j.notApplicable("the -body-5xx request was answered %s, not 5xx: no 5xx could be provoked", f.describe())
+		j.notJudged("the -body-5xx request was answered %s, not 5xx: give -body-5xx a body the endpoint fails on", f.describe())
 		return results(js)
 	}
 	g := r.do(ctx, call{note: "the same request again", url: op.url, body: op.fault, key: op.key})
