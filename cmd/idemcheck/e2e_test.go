@@ -135,7 +135,7 @@ func TestThisAPIPassesEveryCheck(t *testing.T) {
 					"-pause", "2s",
 					"-allow-effects")
 				require.Equal(t, 0, code, stderr)
-				require.Contains(t, stderr, "plan: at most 71 requests")
+				require.Contains(t, stderr, "plan: at most 74 requests")
 				for _, res := range rep.Results {
 					want := idemcheck.Pass
 					if res.ID == ordersNotApplicable {

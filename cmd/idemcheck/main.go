@@ -19,6 +19,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -27,6 +28,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -87,6 +89,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.Var(&h2, "H2", "a header of other credentials (another client), replacing -H's of the same name; enables the credentials check")
 	fs.StringVar(&cfg.KeyHeader, "key-header", "Idempotency-Key", "the name of the key's header")
 	fs.BoolVar(&cfg.KeyOptional, "key-optional", false, "the endpoint accepts requests without a key (key-missing does not apply)")
+	fs.Var(&statuses{&cfg.FinalStatus}, "final-status", "402 or 409, comma-separated: a status the endpoint answers -body with as its own stored outcome (a decline, a conflict), taken as an answer rather than a failure")
 	fs.StringVar(&body, "body", "", "the request body: JSON text, or @file (@- for standard input)")
 	fs.StringVar(&variant, "body-variant", "", "another valid body for the same endpoint, text or @file (reuse-body)")
 	fs.StringVar(&cfg.URLVariant, "url-variant", "", "another path of the same API the key must not reach (reuse-path)")
@@ -142,14 +145,19 @@ run, 2 usage error or refused plan, 3 none failed but one was not judged.
 		return exitUsage
 	}
 	cfg.Header, cfg.Header2 = h1.h, h2.h
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	for _, b := range []struct {
 		flag string
 		in   string
 		out  *[]byte
-	}{{"-body", body, &cfg.Body}, {"-body-variant", variant, &cfg.BodyVariant}, {"-body-invalid", invalid, &cfg.InvalidBody}, {"-body-5xx", fault, &cfg.FaultBody}} {
+	}{{"body", body, &cfg.Body}, {"body-variant", variant, &cfg.BodyVariant}, {"body-invalid", invalid, &cfg.InvalidBody}, {"body-5xx", fault, &cfg.FaultBody}} {
+		if !given[b.flag] {
+			continue
+		}
 		data, err := readBody(b.in, stdin)
 		if err != nil {
-			fmt.Fprintf(stderr, "idemcheck: %s: %v\n", b.flag, err)
+			fmt.Fprintf(stderr, "idemcheck: -%s: %v\n", b.flag, err)
 			return exitUsage
 		}
 		*b.out = data
@@ -225,17 +233,54 @@ run, 2 usage error or refused plan, 3 none failed but one was not judged.
 	return exitOK
 }
 
-// readBody reads a body flag: @file, @- for standard input, or the text.
+// readBody reads a body flag that was given: @file, @- for standard
+// input, or the text. An empty body is refused, and so is text that names
+// a file: both are mistakes that would send a body nobody meant, which
+// the endpoint refuses, or worse, accepts.
 func readBody(v string, stdin io.Reader) ([]byte, error) {
+	var data []byte
+	var err error
 	switch {
 	case v == "":
-		return nil, nil
+		return nil, errors.New("the body is empty; give JSON text, @file or @- (leave the flag out for an endpoint that takes no body)")
 	case v == "@-":
-		return io.ReadAll(stdin)
+		data, err = io.ReadAll(stdin)
 	case strings.HasPrefix(v, "@"):
-		return os.ReadFile(v[1:])
+		data, err = os.ReadFile(v[1:])
+	default:
+		if st, err := os.Stat(v); err == nil && st.Mode().IsRegular() {
+			return nil, fmt.Errorf("%q names a file, and would be sent as text; write @%s to send its content", v, v)
+		}
+		return []byte(v), nil
 	}
-	return []byte(v), nil
+	if err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, fmt.Errorf("%s is empty", v)
+	}
+	return data, nil
+}
+
+// statuses collects a comma-separated list of HTTP statuses.
+type statuses struct{ list *[]int }
+
+func (f *statuses) String() string {
+	if f.list == nil {
+		return ""
+	}
+	return strings.Trim(strings.Join(strings.Fields(fmt.Sprint(*f.list)), ","), "[]")
+}
+
+func (f *statuses) Set(s string) error {
+	for _, part := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil {
+			return fmt.Errorf("want statuses such as 402,409, got %q", s)
+		}
+		*f.list = append(*f.list, n)
+	}
+	return nil
 }
 
 // progressLine returns a Progress function that keeps one line up to date

@@ -140,7 +140,7 @@ func TestRunSendsNothingUnlessAllowed(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rep.Results, 1)
 	require.Equal(t, idemcheck.Pass, rep.Results[0].Verdict, rep.Results[0].Reason)
-	require.EqualValues(t, 3, served.Load(), "effects before, the request, effects after")
+	require.EqualValues(t, 6, served.Load(), "the first request with the effects before and after it, then key-missing's three")
 }
 
 // TestPlanCountsTheWorstCase: the plan counts the concurrent copies, the
@@ -149,13 +149,13 @@ func TestPlanCountsTheWorstCase(t *testing.T) {
 	cfg := idemcheck.Config{URL: "http://127.0.0.1:1/v1/orders", Body: []byte(`{"a":1,"b":2}`), Concurrency: 10}
 	p, err := idemcheck.PlanFor(cfg)
 	require.NoError(t, err)
-	// key-missing 1, key-invalid 4, replay 2, canonical 2, concurrent 10,
-	// pause 2, timing 6; the reuse scenario has no variant, so it sends
-	// nothing.
-	require.Equal(t, 27, p.Writes)
+	// the first request 1, key-missing 1, key-invalid 4, replay 2,
+	// canonical 2, concurrent 10, pause 2, timing 6; the reuse scenario has
+	// no variant, so it sends nothing.
+	require.Equal(t, 28, p.Writes)
 	require.Zero(t, p.Reads)
-	require.Equal(t, 27, p.WorstEffects)
-	require.Equal(t, 5, p.Effects)
+	require.Equal(t, 28, p.WorstEffects)
+	require.Equal(t, 6, p.Effects)
 	na := map[string]string{}
 	for _, c := range p.Checks {
 		if !c.Applicable {
@@ -171,9 +171,10 @@ func TestPlanCountsTheWorstCase(t *testing.T) {
 	p, err = idemcheck.PlanFor(cfg)
 	require.NoError(t, err)
 	// Reuse: first + variant + original again; effects reads: 2 each for
-	// key-missing, key-invalid, replay and concurrent, 2 for reuse.
-	require.Equal(t, 30, p.Writes)
-	require.Equal(t, 10, p.Reads)
+	// the first request, key-missing, key-invalid, replay and concurrent, 2
+	// for reuse.
+	require.Equal(t, 31, p.Writes)
+	require.Equal(t, 12, p.Reads)
 
 	_, err = idemcheck.PlanFor(idemcheck.Config{URL: "http://x/{{order}}/payments"})
 	require.ErrorIs(t, err, idemcheck.ErrConfig, "a placeholder other than {{unique}} needs Prepare")
@@ -195,10 +196,9 @@ func TestNeverFollowsRedirects(t *testing.T) {
 	t.Cleanup(srv.Close)
 	cfg := config(srv)
 	cfg.EffectsURL = ""
-	rep, err := idemcheck.Run(context.Background(), cfg, idemcheck.FirstRequest)
-	require.NoError(t, err)
-	require.Equal(t, idemcheck.Error, rep.Results[0].Verdict)
-	requireReason(t, rep.Results[0], "answered 307 "+other.URL+"/v1/orders, not 2xx")
+	_, err := idemcheck.Run(context.Background(), cfg, idemcheck.FirstRequest)
+	require.ErrorIs(t, err, idemcheck.ErrPreflight)
+	require.Contains(t, err.Error(), "was answered 307 "+other.URL+"/v1/orders: the checker follows no redirect")
 	require.Zero(t, elsewhere.Load())
 }
 
@@ -210,7 +210,7 @@ func TestNeverFollowsRedirects(t *testing.T) {
 func TestNeverResendsOnABrokenConnection(t *testing.T) {
 	var served atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if served.Add(1) == 1 {
+		if served.Add(1) <= 2 { // the run's first request, and the check's
 			w.Header().Set("Location", "/v1/orders/ord_1")
 			w.WriteHeader(http.StatusCreated)
 			return
@@ -229,8 +229,8 @@ func TestNeverResendsOnABrokenConnection(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, idemcheck.Error, rep.Results[0].Verdict, rep.Results[0].Reason)
 	requireReason(t, rep.Results[0], "the repeat got no answer")
-	require.EqualValues(t, 2, served.Load(), "the first request and the repeat, each once")
-	require.Equal(t, 2, rep.Requests)
+	require.EqualValues(t, 3, served.Load(), "the run's first request, the check's and its repeat, each once")
+	require.Equal(t, 3, rep.Requests)
 }
 
 // TestPrepareFillsPlaceholders: each operation gets its own values, so an
@@ -254,10 +254,9 @@ func TestPrepareFillsPlaceholders(t *testing.T) {
 	require.EqualValues(t, plan.Operations, prepared.Load(), "one Prepare per operation")
 
 	cfg.Prepare = func(context.Context) (map[string]string, error) { return map[string]string{}, nil }
-	rep, err = idemcheck.Run(context.Background(), cfg, idemcheck.FirstRequest)
-	require.NoError(t, err)
-	require.Equal(t, idemcheck.Error, rep.Results[0].Verdict)
-	requireReason(t, rep.Results[0], "no value from Prepare for {{collection}}")
+	_, err = idemcheck.Run(context.Background(), cfg, idemcheck.FirstRequest)
+	require.ErrorIs(t, err, idemcheck.ErrPreflight)
+	require.Contains(t, err.Error(), "no value from Prepare for {{collection}}")
 }
 
 // TestReportFormats: the JSON report round-trips, and the JUnit report is
@@ -355,12 +354,24 @@ func TestNoCredentialIsShown(t *testing.T) {
 	require.Contains(t, text, "http://REDACTED@127.0.0.1")
 	require.Contains(t, text, "?api_key=REDACTED&customer=REDACTED")
 
-	// A server that is down: net/http's error quotes the URL.
+	// A server that is down: net/http's error quotes the URL, and the run
+	// stops with it.
 	down := httptest.NewServer(echoing())
 	down.Close()
-	rep, err = idemcheck.Run(context.Background(), withSecrets(down.URL), idemcheck.FirstRequest, idemcheck.Credentials)
-	require.NoError(t, err)
-	requireNone(t, rep)
+	cfg = withSecrets(down.URL)
+	cfg.EffectsURL = ""
+	_, err = idemcheck.Run(context.Background(), cfg)
+	require.ErrorIs(t, err, idemcheck.ErrPreflight)
+	require.Contains(t, err.Error(), "connection refused")
+	for _, s := range secrets {
+		require.NotContains(t, err.Error(), s)
+	}
+	_, err = idemcheck.Run(context.Background(), withSecrets(down.URL))
+	require.ErrorIs(t, err, idemcheck.ErrPreflight)
+	require.Contains(t, err.Error(), "access_token=REDACTED")
+	for _, s := range secrets {
+		require.NotContains(t, err.Error(), s)
+	}
 
 	_, err = idemcheck.PlanFor(idemcheck.Config{URL: "ftp://admin_user_name:hunter2@host/?api_key=SECRET_TOKEN_1"})
 	require.ErrorIs(t, err, idemcheck.ErrConfig)

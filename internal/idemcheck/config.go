@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -33,6 +34,12 @@ type Config struct {
 	// KeyOptional says the endpoint accepts requests without a key, as
 	// Stripe's do: KeyMissing is then not applicable.
 	KeyOptional bool
+	// FinalStatus lists the statuses besides 2xx, 402 or 409, that the
+	// endpoint answers the Body with as the operation's own final outcome
+	// and stores (a declined payment, a conflict of the business): the
+	// first request so answered is an answer the checks build on, not a
+	// failure.
+	FinalStatus []int
 
 	// Body is the request's body.
 	Body []byte
@@ -142,6 +149,14 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Pause < 0 || c.MaxRequests < 0 {
 		errs = append(errs, errors.New("pause and max requests must not be negative"))
 	}
+	for _, st := range c.FinalStatus {
+		if st != http.StatusPaymentRequired && st != http.StatusConflict {
+			errs = append(errs, fmt.Errorf("final status %d: only 402 and 409 are outcomes an endpoint stores besides 2xx", st))
+		}
+	}
+	if len(c.Header2) > 0 && sameHeaders(c.Header, c.withHeader2(c.Header)) {
+		errs = append(errs, errors.New("the other credentials (-H2) are the same as -H's: the credentials check needs another client's"))
+	}
 	if c.MethodVariant != "" && c.MethodVariant == c.Method {
 		errs = append(errs, fmt.Errorf("the method variant must differ from the method %s", c.Method))
 	}
@@ -158,6 +173,28 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
 	}
 	return c, nil
+}
+
+// withHeader2 returns h with Header2's fields in place of its own.
+func (c *Config) withHeader2(h http.Header) http.Header {
+	h = h.Clone()
+	for name, values := range c.Header2 {
+		h[http.CanonicalHeaderKey(name)] = append([]string(nil), values...)
+	}
+	return h
+}
+
+// sameHeaders reports whether two headers hold the same fields and values.
+func sameHeaders(a, b http.Header) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, va := range a {
+		if !slices.Equal(va, b[name]) {
+			return false
+		}
+	}
+	return true
 }
 
 // DefaultClient is the client the checker uses when Config.Client is nil:

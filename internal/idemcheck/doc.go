@@ -24,10 +24,15 @@
 //     409, the replay marker) give advice, never a failure.
 //   - INFO only reports figures (timings).
 //
-// A check whose input is absent (no -url-variant, no -body-invalid, no -H2)
-// is not applicable; a check that could not run (the network failed, the
-// first request did not succeed, the effects URL did not answer) is an
-// error, which fails a run like a failure does.
+// No verdict without evidence. Run first sends the request every check is
+// built on, under a new key; unless it is answered 2xx (or a status the
+// Config declares as the endpoint's own outcome), nothing else is sent and
+// Run says what to fix (ErrPreflight). A check whose input is absent (no
+// -url-variant, no -body-invalid, no -H2) is not applicable; one whose input
+// did not bring about what it checks (no 5xx provoked, a variant route that
+// does not exist) is not judged, never passed; a check that could not run
+// (the network failed, the effects URL did not answer) is an error, which
+// fails a run like a failure does.
 //
 // # Safe by default
 //

@@ -142,9 +142,9 @@ func sameResource(a, b *answer) (same, known bool) {
 // why nothing more can be checked when it did not succeed.
 func (r *runner) first(ctx context.Context, op *operation, js map[string]*judge) (*answer, bool) {
 	a := r.do(ctx, call{note: "first request", url: op.url, body: op.body, key: op.key})
-	if !a.ok() {
+	if !r.final(a) {
 		all(js, func(j *judge) {
-			j.error("the first request under a new key was answered %s, not 2xx; the check needs a request that succeeds (check the URL, body and headers)", a.describe())
+			j.error("the first request under a new key was answered %s, not 2xx as the first request of the run was; the check needs a request that succeeds", a.describe())
 			j.show(a)
 		})
 		return a, false

@@ -93,11 +93,13 @@ func plan(cfg *Config, selected map[string]bool) Plan {
 		ok, why := applicable(cfg, c.ID)
 		p.Checks = append(p.Checks, PlannedCheck{ID: c.ID, Applicable: ok, Reason: why})
 	}
+	costs := []cost{preflightCost(cfg)}
 	for _, s := range scenarios {
-		if !s.wanted(cfg, selected) {
-			continue
+		if s.wanted(cfg, selected) {
+			costs = append(costs, s.cost(cfg, selected))
 		}
-		c := s.cost(cfg, selected)
+	}
+	for _, c := range costs {
 		p.Writes += c.writes
 		p.Reads += c.reads
 		p.Operations += c.ops
@@ -168,8 +170,11 @@ func applicable(cfg *Config, id string) (bool, string) {
 // the endpoint cfg describes and returns the report. It sends nothing and
 // returns an error wrapping ErrNotAllowed when cfg.AllowEffects is unset or
 // the plan exceeds cfg.MaxRequests, and one wrapping ErrConfig when cfg
-// cannot run. A check that could not run is reported with the Error verdict,
-// not returned as an error.
+// cannot run. It first sends the request every check is built on, and
+// returns an error wrapping ErrPreflight, saying what to fix, when that
+// request is not answered 2xx (or a declared FinalStatus). A check that
+// could not run later is reported with the Error verdict, not returned as
+// an error.
 func Run(ctx context.Context, cfg Config, ids ...string) (*Report, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -201,6 +206,12 @@ func Run(ctx context.Context, cfg Config, ids ...string) (*Report, error) {
 		if s.wanted(&cfg, selected) {
 			steps = append(steps, s)
 		}
+	}
+	r.mu.Lock()
+	r.steps, r.current = len(steps), "the first request"
+	r.mu.Unlock()
+	if err := r.preflight(ctx); err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrPreflight, red.text(err.Error()))
 	}
 	results := map[string]Result{}
 	for i, s := range steps {
@@ -479,9 +490,7 @@ func (r *runner) newRequest(ctx context.Context, method string, c call) (*http.R
 		req.Header.Del("Content-Type")
 	}
 	if c.second {
-		for name, values := range r.cfg.Header2 {
-			req.Header[name] = append([]string(nil), values...)
-		}
+		req.Header = r.cfg.withHeader2(req.Header)
 	}
 	if !c.noKey {
 		// Set through the map, so that an empty or odd key is sent as it is.
@@ -527,12 +536,14 @@ func randomHex(n int) string {
 
 // trim cuts a body for a report.
 func trim(b []byte) string {
-	s := strings.ToValidUTF8(string(b), "?")
-	s = strings.TrimSpace(s)
-	if len(s) <= trimAt {
+	return trimTo(strings.TrimSpace(strings.ToValidUTF8(string(b), "?")), trimAt)
+}
+
+// trimTo cuts s to at most n bytes, on a character's boundary.
+func trimTo(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	n := trimAt
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
