@@ -116,7 +116,7 @@ var catalogue = []Check{
 	},
 	{
 		ID:     FingerprintCanonical,
-		Rule:   "Reordering the body's members and adding whitespace does not change the request: the repeat is a replay, not a 422.",
+		Rule:   "Adding whitespace to the body, or reordering its members, does not change the request: each such repeat, one change at a time, is a replay, not a 422.",
 		Source: "this project's contract, Idempotency 2 (the fingerprint is over canonical JSON, RFC 8785)",
 		Level:  Project,
 		Needs:  "a JSON object body with two members or more",

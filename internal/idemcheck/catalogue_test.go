@@ -96,7 +96,7 @@ func TestNaiveServerVerdicts(t *testing.T) {
 		idemcheck.ReuseBody:            {idemcheck.Fail, "given the original's answer, so the endpoint compares no fingerprint"},
 		idemcheck.ReusePath:            {idemcheck.Advice, "another path under a used key was answered 201"},
 		idemcheck.ReuseMethod:          {idemcheck.Advice, "another method under a used key was answered 201"},
-		idemcheck.FingerprintCanonical: {idemcheck.Pass, "the reordered request was replayed"},
+		idemcheck.FingerprintCanonical: {idemcheck.Pass, "replayed with whitespace added (201"},
 		idemcheck.Concurrent:           {idemcheck.Fail, "different resources"},
 		idemcheck.Credentials:          {idemcheck.Fail, "the other credentials got the first client's answer"},
 		idemcheck.NoBurn:               {idemcheck.Advice, "the refusal was stored and replayed"},
@@ -150,11 +150,11 @@ func TestPlanCountsTheWorstCase(t *testing.T) {
 	p, err := idemcheck.PlanFor(cfg)
 	require.NoError(t, err)
 	// the first request 1, key-missing 1, key-invalid 4, replay 2,
-	// canonical 2, concurrent 10, pause 2, timing 6; the reuse scenario has
+	// canonical 3, concurrent 10, pause 2, timing 6; the reuse scenario has
 	// no variant, so it sends nothing.
-	require.Equal(t, 28, p.Writes)
+	require.Equal(t, 29, p.Writes)
 	require.Zero(t, p.Reads)
-	require.Equal(t, 28, p.WorstEffects)
+	require.Equal(t, 29, p.WorstEffects)
 	require.Equal(t, 6, p.Effects)
 	na := map[string]string{}
 	for _, c := range p.Checks {
@@ -173,7 +173,7 @@ func TestPlanCountsTheWorstCase(t *testing.T) {
 	// Reuse: first + variant + original again; effects reads: 2 each for
 	// the first request, key-missing, key-invalid, replay and concurrent, 2
 	// for reuse.
-	require.Equal(t, 31, p.Writes)
+	require.Equal(t, 32, p.Writes)
 	require.Equal(t, 12, p.Reads)
 
 	_, err = idemcheck.PlanFor(idemcheck.Config{URL: "http://x/{{order}}/payments"})

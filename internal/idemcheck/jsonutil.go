@@ -16,54 +16,89 @@ import (
 // library because the checker imports nothing but the standard library, so
 // that `go install` of it builds nothing else.
 
-// reorder returns body, a JSON object, with its top-level members in reverse
-// order and whitespace added, every value kept byte for byte: the same
-// request in canonical JSON (RFC 8785), other bytes. ok is false when body
-// is not an object of two members or more, or repeats a member's name
-// (whose meaning would then hang on the order).
-func reorder(body []byte) (out []byte, ok bool) {
+// member is one top-level member of a JSON object, its name and value
+// byte for byte as the body wrote them.
+type member struct {
+	name, value []byte
+}
+
+// members returns the top-level members of body, a JSON object. ok is
+// false when body is not an object of two members or more, or repeats a
+// member's name (whose meaning would then hang on the order).
+func members(body []byte) (ms []member, ok bool) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return nil, false
 	}
-	type member struct {
-		name  string
-		value json.RawMessage
-	}
-	var members []member
 	seen := map[string]bool{}
 	for dec.More() {
+		start := dec.InputOffset()
 		t, err := dec.Token()
 		name, isString := t.(string)
 		if err != nil || !isString || seen[name] {
 			return nil, false
 		}
 		seen[name] = true
+		// The name's bytes as written: what the token read, less the
+		// separator and whitespace before it.
+		raw := bytes.TrimLeft(body[start:dec.InputOffset()], " \t\r\n,")
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
 			return nil, false
 		}
-		members = append(members, member{name, v})
+		ms = append(ms, member{name: raw, value: v})
 	}
 	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
 		return nil, false
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) || len(members) < 2 {
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) || len(ms) < 2 {
+		return nil, false
+	}
+	return ms, true
+}
+
+// reorder returns body, a JSON object, with its top-level members in
+// reverse order and no whitespace between them, names and values kept byte
+// for byte: the same request in canonical JSON (RFC 8785), other bytes,
+// and no change but the order. ok is false when members refuses body.
+func reorder(body []byte) (out []byte, ok bool) {
+	ms, ok := members(body)
+	if !ok {
+		return nil, false
+	}
+	var b bytes.Buffer
+	b.WriteString("{")
+	for i := len(ms) - 1; i >= 0; i-- {
+		fmt.Fprintf(&b, "%s:%s", ms[i].name, ms[i].value)
+		if i > 0 {
+			b.WriteString(",")
+		}
+	}
+	b.WriteString("}")
+	return b.Bytes(), !bytes.Equal(b.Bytes(), body)
+}
+
+// spaced returns body, a JSON object, with whitespace added around its
+// top-level members, kept in their order with names and values byte for
+// byte: the same request, other bytes, and no change but whitespace. ok is
+// false when members refuses body, or body is already so spaced.
+func spaced(body []byte) (out []byte, ok bool) {
+	ms, ok := members(body)
+	if !ok {
 		return nil, false
 	}
 	var b bytes.Buffer
 	b.WriteString("{\n")
-	for i := len(members) - 1; i >= 0; i-- {
-		name, _ := json.Marshal(members[i].name)
-		fmt.Fprintf(&b, "    %s :  %s", name, members[i].value)
-		if i > 0 {
+	for i, m := range ms {
+		fmt.Fprintf(&b, "    %s :  %s", m.name, m.value)
+		if i < len(ms)-1 {
 			b.WriteString(",")
 		}
 		b.WriteString("\n")
 	}
 	b.WriteString("}\n")
-	return b.Bytes(), true
+	return b.Bytes(), !bytes.Equal(b.Bytes(), body)
 }
 
 // countAt reads the effects count from doc at an RFC 6901 pointer: a

@@ -20,32 +20,43 @@ func decode(t testing.TB, b []byte) any {
 }
 
 func TestReorder(t *testing.T) {
-	out, ok := reorder([]byte(`{"a":1,"b":{"c":[1,2.0]},"é":"\u00e9"}`))
+	body := []byte(`{"a":1, "b":{"c":[1,2.0]},"\u00e9":"\u00e9"}`)
+	out, ok := reorder(body)
 	require.True(t, ok)
-	require.Equal(t, "{\n    \"é\" :  \"\\u00e9\",\n    \"b\" :  {\"c\":[1,2.0]},\n    \"a\" :  1\n}\n", string(out),
-		"members reversed, values byte for byte")
+	require.Equal(t, `{"\u00e9":"\u00e9","b":{"c":[1,2.0]},"a":1}`, string(out),
+		"members reversed, names and values byte for byte")
+	out, ok = spaced(body)
+	require.True(t, ok)
+	require.Equal(t, "{\n    \"a\" :  1,\n    \"b\" :  {\"c\":[1,2.0]},\n    \"\\u00e9\" :  \"\\u00e9\"\n}\n", string(out),
+		"members in order, whitespace added, names and values byte for byte")
+	_, ok = spaced(out)
+	require.False(t, ok, "a body spaced already cannot be spaced into other bytes")
 
-	for _, body := range []string{`{"a":1}`, `[1,2]`, `{"a":1,"b":2} {}`, `{"a":1,"b":`, ``, `"x"`} {
+	for _, body := range []string{`{"a":1}`, `[1,2]`, `{"a":1,"b":2} {}`, `{"a":1,"b":`, ``, `"x"`, `{"a":1,"a":2}`} {
 		_, ok := reorder([]byte(body))
+		require.False(t, ok, body)
+		_, ok = spaced([]byte(body))
 		require.False(t, ok, body)
 	}
 }
 
-// FuzzReorder: whatever reorder accepts, it turns into the same JSON value
-// with other bytes, so the checker never sends a request that differs in
-// value from the original.
+// FuzzReorder: whatever reorder and spaced accept, they turn into the same
+// JSON value with other bytes, so the checker never sends a request that
+// differs in value from the original.
 func FuzzReorder(f *testing.F) {
 	for _, s := range []string{`{"a":1,"b":2}`, `{"customer_id":"cus_1","items":[{"q":2}],"metadata":{}}`, `{"x":"\u00e9","y":1e3,"z":null}`, `{"a":1}`, `[]`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		out, ok := reorder(body)
-		if !ok {
-			return
+		for _, change := range []func([]byte) ([]byte, bool){reorder, spaced} {
+			out, ok := change(body)
+			if !ok {
+				continue
+			}
+			require.True(t, json.Valid(out), string(out))
+			require.True(t, reflect.DeepEqual(decode(t, body), decode(t, out)), "%s\n%s", body, out)
+			require.NotEqual(t, string(body), string(out))
 		}
-		require.True(t, json.Valid(out), string(out))
-		require.True(t, reflect.DeepEqual(decode(t, body), decode(t, out)), "%s\n%s", body, out)
-		require.NotEqual(t, string(body), string(out))
 	})
 }
 

@@ -33,7 +33,7 @@ var scenarios = []scenario{
 	{ids: []string{KeyInvalid}, cost: fixedCost(len(invalidKeys()), 1, 0, true), run: runKeyInvalid},
 	{ids: []string{FirstRequest, ReplayEffect, ReplaySame, ReplayMarked}, cost: replayCost, run: runReplay},
 	{ids: []string{ReuseBody, ReusePath, ReuseMethod}, cost: reuseCost, run: runReuse},
-	{ids: []string{FingerprintCanonical}, cost: fixedCost(2, 1, 1, false), run: runCanonical},
+	{ids: []string{FingerprintCanonical}, cost: fixedCost(3, 1, 1, false), run: runCanonical},
 	{ids: []string{Concurrent}, cost: concurrentCost, run: runConcurrent},
 	{ids: []string{Credentials}, cost: fixedCost(3, 1, 2, false), run: runCredentials},
 	{ids: []string{NoBurn}, cost: fixedCost(2, 1, 1, false), run: runNoBurn},
@@ -434,7 +434,8 @@ func runCanonical(ctx context.Context, r *runner, sel map[string]bool) []Result 
 		return results(js)
 	}
 	reordered, ok := reorder(op.body)
-	if !ok {
+	spacedOut, ok2 := spaced(op.body)
+	if !ok || !ok2 {
 		j.notApplicable("the body is not a JSON object with two members or more")
 		return results(js)
 	}
@@ -442,25 +443,49 @@ func runCanonical(ctx context.Context, r *runner, sel map[string]bool) []Result 
 	if !ok {
 		return results(js)
 	}
-	again := r.do(ctx, call{note: "members reversed, whitespace added", url: op.url, body: reordered, key: op.key})
-	j.show(first, again)
-	switch {
-	case again.err != nil:
-		j.error("the reordered request got no answer: %v", again.err)
-	case r.final(again) && again.status == first.status:
-		same, known := sameResource(first, again)
+	// One change a request, so that a reason names the one that mattered:
+	// an endpoint may ignore whitespace and still care for member order.
+	type variant struct {
+		with, change string
+		a            *answer
+	}
+	variants := []variant{
+		{"whitespace added", "added whitespace", r.do(ctx, call{note: "whitespace added, members in their order", url: op.url, body: spacedOut, key: op.key})},
+		{"members reversed", "member order", r.do(ctx, call{note: "members reversed, no whitespace added", url: op.url, body: reordered, key: op.key})},
+	}
+	j.show(first, variants[0].a, variants[1].a)
+	var replayed, refused []variant
+	for _, v := range variants {
+		a := v.a
 		switch {
-		case known && !same:
-			j.fail("the reordered request executed again under the same key: it names %s, the first %s (the rule of %s)", again.resource(), first.resource(), ReplayEffect)
-		case !known:
-			j.advise("the reordered request was answered %s; whether it executed again cannot be told (no id, no Location)", again.describe())
+		case a.err != nil:
+			j.error("the request with %s got no answer: %v", v.with, a.err)
+		case r.final(a) && a.status == first.status:
+			same, known := sameResource(first, a)
+			switch {
+			case known && !same:
+				j.fail("the request with %s executed again under the same key: it names %s, the first %s (the rule of %s)", v.with, a.resource(), first.resource(), ReplayEffect)
+			case !known:
+				j.advise("the request with %s was answered %s; whether it executed again cannot be told (no id, no Location)", v.with, a.describe())
+			default:
+				replayed = append(replayed, v)
+			}
+		case a.status == http.StatusUnprocessableEntity:
+			refused = append(refused, v)
 		default:
-			j.note("the reordered request was replayed (%s)", again.describe())
+			j.advise("the request with %s was answered %s, not the replay", v.with, a.describe())
 		}
-	case again.status == http.StatusUnprocessableEntity:
-		j.advise("the reordered request was refused with %s: the fingerprint is over the bytes, so member order and whitespace change it", again.describe())
-	default:
-		j.advise("the reordered request was answered %s, not the replay", again.describe())
+	}
+	switch {
+	case len(refused) == 2:
+		j.advise("added whitespace and member order each change the request for the endpoint (both refused with %s): its fingerprint is over the bytes", refused[0].a.describe())
+	case len(refused) == 1 && len(replayed) == 1:
+		j.advise("%s changes the request for the endpoint (refused with %s); %s does not (replayed)", refused[0].change, refused[0].a.describe(), replayed[0].change)
+	case len(refused) == 1:
+		j.advise("%s changes the request for the endpoint (refused with %s)", refused[0].change, refused[0].a.describe())
+	}
+	if len(replayed) == 2 {
+		j.note("replayed with whitespace added (%s) and with members reversed (%s)", replayed[0].a.describe(), replayed[1].a.describe())
 	}
 	return results(js)
 }

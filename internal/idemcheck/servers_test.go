@@ -221,7 +221,12 @@ type flaws struct {
 	lockFor     time.Duration
 	// looseEqual: bodies are compared value by value with JavaScript's
 	// loose equality (2 == "2", 0 == "", 1 == true), not by fingerprint.
-	looseEqual bool
+	// orderedFingerprint: the fingerprint is over the body with its
+	// whitespace removed but its members in their order; rawFingerprint:
+	// over the body's bytes.
+	looseEqual         bool
+	orderedFingerprint bool
+	rawFingerprint     bool
 	// ttl: a finished record replays for this long; zero is forever.
 	// racyExpiry: an expired record is deleted and the request run without
 	// holding the key, so copies that meet the expired record all run.
@@ -284,7 +289,16 @@ func flawedServer(f flaws) http.Handler {
 		raw, _ := io.ReadAll(r.Body)
 		var body any
 		_ = json.Unmarshal(raw, &body)
-		mine := &record{method: r.Method, path: r.URL.Path, body: body, fingerprint: r.Method + " " + r.URL.Path + " " + canonical(raw)}
+		fp := canonical(raw)
+		switch {
+		case f.orderedFingerprint:
+			var b bytes.Buffer
+			_ = json.Compact(&b, raw)
+			fp = b.String()
+		case f.rawFingerprint:
+			fp = string(raw)
+		}
+		mine := &record{method: r.Method, path: r.URL.Path, body: body, fingerprint: r.Method + " " + r.URL.Path + " " + fp}
 		id := m + "\x00" + key
 		if f.sharedKeys {
 			id = key
@@ -348,7 +362,7 @@ func flawedServer(f flaws) http.Handler {
 				if panicked {
 					return
 				}
-				records[id] = &record{method: r.Method, path: r.URL.Path, body: body, fingerprint: r.Method + " " + r.URL.Path + " " + canonical(raw),
+				records[id] = &record{method: r.Method, path: r.URL.Path, body: body, fingerprint: r.Method + " " + r.URL.Path + " " + fp,
 					done: closed(), answer: &stored{status: status, header: h.Clone(), body: b}, expires: time.Now().Add(f.ttl)}
 				return
 			}

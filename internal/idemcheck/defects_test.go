@@ -1,0 +1,36 @@
+package idemcheck_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkeys/payments/internal/idemcheck"
+)
+
+// TestCanonicalNamesWhatMattered: fingerprint-canonical says which change
+// made the endpoint see another request: member order alone, whitespace
+// alone never blamed for it, or both.
+func TestCanonicalNamesWhatMattered(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		f      flaws
+		reason string
+	}{
+		{"member order only", flaws{orderedFingerprint: true}, "member order changes the request for the endpoint (refused with 422 idempotency_key_reused); added whitespace does not (replayed)"},
+		{"the bytes", flaws{rawFingerprint: true}, "added whitespace and member order each change the request for the endpoint"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(flawedServer(tc.f))
+			t.Cleanup(srv.Close)
+			rep, err := idemcheck.Run(context.Background(), config(srv), idemcheck.FingerprintCanonical)
+			require.NoError(t, err)
+			res := rep.Results[0]
+			require.Equal(t, idemcheck.Advice, res.Verdict, res.Reason)
+			requireReason(t, res, tc.reason)
+			require.Len(t, res.Evidence, 3, "the first request and one request per change")
+		})
+	}
+}
