@@ -114,6 +114,7 @@ func TestNaiveServerVerdicts(t *testing.T) {
 	require.True(t, rep.Failed())
 	conc, _ := rep.Result(idemcheck.Concurrent)
 	requireReason(t, conc, "new effects were counted for one key") // the effects URL saw the duplicates too
+	requireReason(t, conc, "30 copies at once: 201 ×")             // and the tally stays with the failure
 }
 
 // TestRunSendsNothingUnlessAllowed: without AllowEffects, or with a plan

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -33,4 +34,28 @@ func TestCanonicalNamesWhatMattered(t *testing.T) {
 			require.Len(t, res.Evidence, 3, "the first request and one request per change")
 		})
 	}
+}
+
+// TestConcurrentSaysWhatItSaw: the concurrent check's tally and effect
+// count are in its reason whatever the verdict, and a failure counts the
+// resources the copies made by their ids, not by a Location they share.
+func TestConcurrentSaysWhatItSaw(t *testing.T) {
+	srv := httptest.NewServer(flawedServer(flaws{wait: time.Millisecond, noRetryAfter: true}))
+	t.Cleanup(srv.Close)
+	rep, err := idemcheck.Run(context.Background(), config(srv), idemcheck.Concurrent)
+	require.NoError(t, err)
+	res := rep.Results[0]
+	require.Equal(t, idemcheck.Advice, res.Verdict, res.Reason)
+	requireReason(t, res, "of the 409 answers carry no retry-after")
+	require.Regexp(t, `30 copies at once: 201 × 1, (201 replayed × \d+, )?409 × \d+; 1 new effect counted\.$`, res.Reason)
+
+	echo := httptest.NewServer(echoing())
+	t.Cleanup(echo.Close)
+	cfg := config(echo)
+	cfg.EffectsURL = ""
+	rep, err = idemcheck.Run(context.Background(), cfg, idemcheck.Concurrent)
+	require.NoError(t, err)
+	res = rep.Results[0]
+	require.Equal(t, idemcheck.Fail, res.Verdict, res.Reason)
+	require.Regexp(t, `^30 copies made 30 different resources: \d+, \d+, \d+, \d+, \d+ and 25 more\. 30 copies at once: 201 × 30\.$`, res.Reason)
 }

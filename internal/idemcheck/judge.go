@@ -16,6 +16,7 @@ type judge struct {
 	na       string
 	nj       string
 	notes    []string
+	facts    []string
 	evidence []*answer
 }
 
@@ -35,6 +36,11 @@ func (j *judge) error(format string, args ...any) {
 }
 func (j *judge) note(format string, args ...any) {
 	j.notes = append(j.notes, fmt.Sprintf(format, args...))
+}
+// fact records what was seen, shown with any verdict: after the reasons
+// of a failure or advice, before the notes of a pass.
+func (j *judge) fact(format string, args ...any) {
+	j.facts = append(j.facts, fmt.Sprintf(format, args...))
 }
 func (j *judge) notApplicable(format string, args ...any) {
 	j.na = fmt.Sprintf(format, args...)
@@ -58,17 +64,17 @@ func (j *judge) result() Result {
 	var reasons []string
 	switch {
 	case len(j.errs) > 0:
-		res.Verdict, reasons = Error, j.errs
+		res.Verdict, reasons = Error, append(j.errs, j.facts...)
 	case j.na != "":
 		res.Verdict, reasons = NotApplicable, []string{j.na}
 	case len(j.fails) > 0:
-		res.Verdict, reasons = Fail, append(j.fails, j.advice...)
+		res.Verdict, reasons = Fail, append(append(j.fails, j.advice...), j.facts...)
 	case j.nj != "":
-		res.Verdict, reasons = NotJudged, append([]string{j.nj}, j.advice...)
+		res.Verdict, reasons = NotJudged, append(append([]string{j.nj}, j.advice...), j.facts...)
 	case len(j.advice) > 0:
-		res.Verdict, reasons = Advice, j.advice
+		res.Verdict, reasons = Advice, append(j.advice, j.facts...)
 	default:
-		res.Verdict, reasons = Pass, j.notes
+		res.Verdict, reasons = Pass, append(j.facts, j.notes...)
 	}
 	res.Reason = sentences(reasons)
 	for _, a := range j.evidence {

@@ -365,6 +365,16 @@ func (a *answer) resource() string {
 	return jsonID(a.body)
 }
 
+// identity names the resource an answer is about for comparing: its JSON
+// "id", or else its Location; empty when it names none. (resource prefers
+// the Location, which reads better in a reason.)
+func (a *answer) identity() string {
+	if id := jsonID(a.body); id != "" {
+		return id
+	}
+	return a.header.Get("Location")
+}
+
 // replayMarkers are the headers APIs use to mark a replayed answer:
 // Stripe's and this project's first, then the variants seen elsewhere.
 var replayMarkers = []string{"Idempotent-Replayed", "Idempotency-Replayed", "X-Idempotent-Replayed", "X-Idempotency-Replayed"}

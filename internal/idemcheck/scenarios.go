@@ -510,28 +510,23 @@ func runConcurrent(ctx context.Context, r *runner, sel map[string]bool) []Result
 		return results(js)
 	}
 	n := r.cfg.Concurrency
-	answers := make([]*answer, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			answers[i] = r.do(ctx, call{note: fmt.Sprintf("copy %d of %d", i+1, n), url: op.url, body: op.body, key: op.key})
-		}()
-	}
-	close(start) // every copy at once
-	wg.Wait()
+	answers := r.copies(ctx, op, n, "copy")
 	after, ok := r.count(ctx, op, "effects after", js)
 	if !ok {
 		return results(js)
 	}
+	// The tally is what was seen, whatever the verdict: a reader of a
+	// failure or of advice needs it most.
+	fact := fmt.Sprintf("%d copies at once: %s", n, tallyAnswers(answers))
+	if op.effectsURL != "" {
+		fact += fmt.Sprintf("; %s counted", plural(after-before, "new effect"))
+	}
+	j.fact("%s", fact)
+	showKinds(j, answers)
 
 	var oks, noRetryAfter []*answer
 	var others []string
 	errs := 0
-	shown := map[string]bool{}
 	for _, a := range answers {
 		switch {
 		case a.err != nil:
@@ -545,38 +540,24 @@ func runConcurrent(ctx context.Context, r *runner, sel map[string]bool) []Result
 		default:
 			others = append(others, a.describe())
 		}
-		// One of each kind of answer is enough evidence.
-		kind := fmt.Sprint(a.status, a.replayed(), a.resource())
-		if !shown[kind] && len(j.evidence) < 6 {
-			shown[kind] = true
-			j.show(a)
-		}
 	}
-	tally := tallyAnswers(answers)
 	if errs == n {
 		j.error("no copy got an answer: %v", answers[0].err)
 		return results(js)
 	}
-	distinct := map[string]bool{}
-	for _, a := range oks {
-		if same, known := sameResource(oks[0], a); known && !same {
-			distinct[a.resource()] = true
-		}
-	}
-	if len(distinct) > 0 {
-		distinct[oks[0].resource()] = true
-		j.fail("%d copies made %d different resources: %s (%s)", n, len(distinct), strings.Join(sortedSet(distinct), ", "), tally)
+	if made := resources(oks); len(made) > 1 {
+		j.fail("%d copies made %d different resources: %s", n, len(made), listed(made))
 	}
 	if op.effectsURL != "" {
 		switch delta := after - before; {
 		case delta > 1:
-			j.fail("%d new effects were counted for one key (%s)", delta, tally)
+			j.fail("%d new effects were counted for one key", delta)
 		case delta == 0 && len(oks) > 0 && oks[0].ok():
 			j.error("the effects URL counted no new effect though %d copies were answered 2xx; check the effects URL and pointer", len(oks))
 		}
 	}
 	if len(oks) == 0 {
-		j.advise("no copy got a 2xx answer: %s", tally)
+		j.advise("no copy got a 2xx answer")
 	}
 	if len(noRetryAfter) > 0 {
 		j.advise("%d of the 409 answers carry no Retry-After, so clients must guess when to try again", len(noRetryAfter))
@@ -587,14 +568,73 @@ func runConcurrent(ctx context.Context, r *runner, sel map[string]bool) []Result
 	if errs > 0 {
 		j.advise("%d copies got no answer (timeout or connection error)", errs)
 	}
-	j.note("%d copies at once: %s", n, tally)
 	if len(oks) > 0 && oks[0].resource() != "" {
 		j.note("every 2xx names %s", oks[0].resource())
 	}
-	if op.effectsURL != "" {
-		j.note("one new effect counted")
-	}
 	return results(js)
+}
+
+// copies sends n copies of op's request at once, under its key.
+func (r *runner) copies(ctx context.Context, op *operation, n int, note string) []*answer {
+	answers := make([]*answer, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			answers[i] = r.do(ctx, call{note: fmt.Sprintf("%s %d of %d", note, i+1, n), url: op.url, body: op.body, key: op.key})
+		}()
+	}
+	close(start) // every copy at once
+	wg.Wait()
+	return answers
+}
+
+// showKinds shows one answer of each kind as evidence: enough to see
+// what the copies got without thirty times the same.
+func showKinds(j *judge, answers []*answer) {
+	shown := map[string]bool{}
+	for _, a := range answers {
+		kind := fmt.Sprint(a.status, a.replayed(), a.identity())
+		if !shown[kind] && len(shown) < 6 {
+			shown[kind] = true
+			j.show(a)
+		}
+	}
+}
+
+// resources returns the distinct resources that answers name, by the
+// identity sameResource compares (the JSON id before the Location), in
+// the order first seen.
+func resources(answers []*answer) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, a := range answers {
+		if id := a.identity(); id != "" && !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// plural is "1 new effect", "2 new effects".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// listed joins names for a reason, the first few of them.
+func listed(names []string) string {
+	const most = 5
+	if len(names) <= most {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
 }
 
 // tallyAnswers counts answers by status: "201 × 1, 201 replayed × 29".
@@ -620,15 +660,6 @@ func tallyAnswers(answers []*answer) string {
 		parts[i] = fmt.Sprintf("%s × %d", k, counts[k])
 	}
 	return strings.Join(parts, ", ")
-}
-
-func sortedSet(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func uniq(xs []string) []string {

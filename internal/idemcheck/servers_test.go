@@ -238,8 +238,9 @@ type flaws struct {
 	storeErrors   bool
 	dropErrorType bool
 	// wait is how long a request waits for a running original before 409;
-	// zero is 2 s.
-	wait time.Duration
+	// zero is 2 s. noRetryAfter: that 409 does not say when to come back.
+	wait         time.Duration
+	noRetryAfter bool
 }
 
 // record is the careful server's state of one (merchant, key).
@@ -333,7 +334,9 @@ func flawedServer(f flaws) http.Handler {
 			select {
 			case <-rec.done:
 			case <-time.After(wait):
-				w.Header().Set("Retry-After", "1")
+				if !f.noRetryAfter {
+					w.Header().Set("Retry-After", "1")
+				}
 				problem(w, http.StatusConflict, "idempotency_request_in_progress")
 				return
 			}
