@@ -102,14 +102,14 @@ var catalogue = []Check{
 	},
 	{
 		ID:     ReusePath,
-		Rule:   "The same key and body on another path of the API is refused with 422, and the original request still gets its own answer.",
+		Rule:   "The same key and body on another path of the API is refused with 422, and the original request still gets its own answer; a 4xx counts only where a route serves that path, as the same request without a key shows.",
 		Source: "this project's contract, Idempotency 2 (the fingerprint covers method, route and path); the draft leaves the key's scope to the resource (§2.2)",
 		Level:  Project,
 		Needs:  "-url-variant",
 	},
 	{
 		ID:     ReuseMethod,
-		Rule:   "The same key and body with another method is refused (4xx), and the original request still gets its own answer.",
+		Rule:   "The same key and body with another method is refused (4xx), and the original request still gets its own answer; a 4xx counts only where a route serves that method, as the same request without a key shows.",
 		Source: "this project's contract, Idempotency 2 (the fingerprint covers method, route and path)",
 		Level:  Project,
 		Needs:  "-method-variant",

@@ -3,6 +3,7 @@ package idemcheck_test
 import (
 	"context"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,4 +59,33 @@ func TestConcurrentSaysWhatItSaw(t *testing.T) {
 	res = rep.Results[0]
 	require.Equal(t, idemcheck.Fail, res.Verdict, res.Reason)
 	require.Regexp(t, `^30 copies made 30 different resources: \d+, \d+, \d+, \d+, \d+ and 25 more\. 30 copies at once: 201 × 30\.$`, res.Reason)
+}
+
+// TestReuseCountsARefusalOnlyWhereTheRouteExists: a 404 or 405 from a path
+// or method no route serves says nothing of the key, so reuse-path and
+// reuse-method are not judged there; where the route exists, its refusal
+// counts.
+func TestReuseCountsARefusalOnlyWhereTheRouteExists(t *testing.T) {
+	var served atomic.Int64
+	srv := httptest.NewServer(counting(flawedServer(flaws{routeFirst: true}), &served))
+	t.Cleanup(srv.Close)
+	cfg := config(srv)
+	cfg.URLVariant = srv.URL + "/v1/nothing"
+	rep, err := idemcheck.Run(context.Background(), cfg, idemcheck.ReusePath, idemcheck.ReuseMethod)
+	require.NoError(t, err)
+	for _, res := range rep.Results {
+		require.Equal(t, idemcheck.NotJudged, res.Verdict, "%s: %s", res.ID, res.Reason)
+		requireReason(t, res, "without a key too it was answered")
+	}
+	requireReason(t, rep.Results[0], "answered 404 not_found, so the 404 under the used key says nothing of the key; give -url-variant a route")
+	requireReason(t, rep.Results[1], "answered 405 method_not_allowed, so the 405 under the used key says nothing of the key; give -method-variant a method this URL serves")
+	require.Equal(t, int(served.Load()), rep.Requests)
+	require.LessOrEqual(t, rep.Requests, rep.Plan.Requests)
+
+	cfg.URLVariant = srv.URL + "/v1/customers"
+	rep, err = idemcheck.Run(context.Background(), cfg, idemcheck.ReusePath)
+	require.NoError(t, err)
+	require.Equal(t, idemcheck.Pass, rep.Results[0].Verdict, rep.Results[0].Reason)
+	requireReason(t, rep.Results[0], "another path was refused with 422 idempotency_key_reused")
+	requireReason(t, rep.Results[0], "the route exists (without a key: 400 idempotency_key_missing)")
 }

@@ -304,15 +304,19 @@ func judgeRepeat(j *judge, first, repeat *answer, what string) {
 }
 
 // reuseCost: the first request, then for each variant the variant and the
-// original again, with an effects read after each variant (and one before).
+// original again, with an effects read after each variant (and one before);
+// another path or method may also need a probe without the key.
 func reuseCost(cfg *Config, sel map[string]bool) cost {
-	variants := 0
+	variants, probes := 0, 0
 	for _, id := range []string{ReuseBody, ReusePath, ReuseMethod} {
 		if ok, _ := applicable(cfg, id); ok && sel[id] {
 			variants++
+			if id != ReuseBody {
+				probes++
+			}
 		}
 	}
-	c := cost{writes: 1 + 2*variants, ops: 1, effects: 1}
+	c := cost{writes: 1 + 2*variants + probes, ops: 1, effects: 1}
 	if cfg.EffectsURL != "" {
 		c.reads = 1 + variants
 	}
@@ -341,11 +345,12 @@ func runReuse(ctx context.Context, r *runner, sel map[string]bool) []Result {
 	variants := []struct {
 		id   string
 		what string
+		fix  string
 		c    call
 	}{
-		{ReuseBody, "another body", call{note: "same key, another body", url: op.url, body: op.variant, key: op.key}},
-		{ReusePath, "another path", call{note: "same key, another path", url: op.urlVariant, body: op.body, key: op.key}},
-		{ReuseMethod, "another method", call{note: "same key, another method", method: r.cfg.MethodVariant, url: op.url, body: op.body, key: op.key}},
+		{ReuseBody, "another body", "", call{note: "same key, another body", url: op.url, body: op.variant, key: op.key}},
+		{ReusePath, "another path", "give -url-variant a route of the API that takes this body", call{note: "same key, another path", url: op.urlVariant, body: op.body, key: op.key}},
+		{ReuseMethod, "another method", "give -method-variant a method this URL serves, or leave it out", call{note: "same key, another method", method: r.cfg.MethodVariant, url: op.url, body: op.body, key: op.key}},
 	}
 	for _, v := range variants {
 		j := js[v.id]
@@ -369,6 +374,24 @@ func runReuse(ctx context.Context, r *runner, sel map[string]bool) []Result {
 			judgeReuseBody(j, first, va, delta)
 		} else {
 			judgeReuseScope(j, first, va, v.what, delta)
+		}
+		if v.id != ReuseBody && va.refused() {
+			// A 404 or 405 from a route that does not exist is no refusal
+			// of the key: the same request without a key tells whether the
+			// route is there.
+			probe := v.c
+			probe.note, probe.noKey = "the same without a key: is the route there?", true
+			pa := r.do(ctx, probe)
+			j.show(pa)
+			switch {
+			case pa.err != nil:
+				j.error("the request with %s and no key got no answer: %v", v.what, pa.err)
+			case pa.status == http.StatusNotFound || pa.status == http.StatusMethodNotAllowed || pa.status == http.StatusNotImplemented:
+				j.notJudged("no route serves the request with %s: without a key too it was answered %s, so the %d under the used key says nothing of the key; %s",
+					v.what, pa.describe(), va.status, v.fix)
+			default:
+				j.note("the route exists (without a key: %s)", pa.describe())
+			}
 		}
 		// Whatever the variant got, it must not have replaced the
 		// original's record: that would answer the original twice.

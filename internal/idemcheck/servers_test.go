@@ -208,6 +208,10 @@ func recovering(h http.Handler) http.Handler {
 // flaws are the mistakes the careful server can be given, one at a time.
 // The zero value is the careful server itself.
 type flaws struct {
+	// routeFirst: routes are matched before the idempotency layer, as Gin
+	// does: a path or method no route serves is 404 or 405 whatever the
+	// key (not a flaw).
+	routeFirst bool
 	// acceptAnyKey: keys are not validated (an empty key is a key).
 	// sharedKeys: keys are not scoped to the client (the credentials are
 	// checked, but two clients' same key is one record).
@@ -270,6 +274,10 @@ func flawedServer(f flaws) http.Handler {
 	layer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet {
 			s.serve(w, r)
+			return
+		}
+		if f.routeFirst && (r.Method != http.MethodPost || r.URL.Path != "/v1/orders" && r.URL.Path != "/v1/customers") {
+			s.serve(w, r) // no route: 404 or 405, before the layer sees the key
 			return
 		}
 		m := merchant(r)
