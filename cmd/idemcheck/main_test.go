@@ -55,8 +55,8 @@ func TestSafeByDefault(t *testing.T) {
 
 	code, _, stderr := runArgs(base...)
 	require.Equal(t, exitUsage, code)
-	require.Contains(t, stderr, "plan: at most 49 requests (49 to the endpoint, 0 reads of the effects URL) under 8 new keys.")
-	require.Contains(t, stderr, "a broken one could make up to 49")
+	require.Contains(t, stderr, "plan: at most 54 requests (54 to the endpoint, 0 reads of the effects URL) under 9 new keys.")
+	require.Contains(t, stderr, "a broken one could make up to 54")
 	require.Contains(t, stderr, "nothing sent: add -allow-effects")
 
 	code, _, stderr = runArgs(append(base, "-plan")...)

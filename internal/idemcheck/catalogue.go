@@ -27,6 +27,7 @@ const (
 	ReplaySame           = "replay-same"
 	ReplayMarked         = "replay-marked"
 	ReuseBody            = "reuse-body"
+	ReuseLoose           = "reuse-loose"
 	ReusePath            = "reuse-path"
 	ReuseMethod          = "reuse-method"
 	FingerprintCanonical = "fingerprint-canonical"
@@ -99,6 +100,13 @@ var catalogue = []Check{
 		Source: "draft-07 §2.7: the resource MUST fail the request; 422 SHOULD; Stripe: the parameters are compared with the original's, and an error answers a difference",
 		Level:  Must,
 		Needs:  "-body-variant",
+	},
+	{
+		ID:     ReuseLoose,
+		Rule:   `A body that differs from the original only in loosely equal values (a number sent as a string, 0 as "", 1 as true) is another request: under the same key it is refused (422, or 400 for its own invalidity), never answered with the original's result.`,
+		Source: "draft-07 §2.7 (a key reused for a different payload MUST fail); this project's contract, Idempotency 2 (any value changes the fingerprint)",
+		Level:  Must,
+		Needs:  "a body with a number, true or false (the checker makes the variants)",
 	},
 	{
 		ID:     ReusePath,

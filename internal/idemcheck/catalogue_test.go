@@ -23,7 +23,7 @@ func config(srv *httptest.Server) idemcheck.Config {
 		URL:            srv.URL + "/v1/orders",
 		Header:         http.Header{"Authorization": {"Bearer sk_a"}},
 		Header2:        http.Header{"Authorization": {"Bearer sk_b"}},
-		Body:           []byte(`{"customer_id":"c_{{unique}}","amount":1250}`),
+		Body:           []byte(`{"customer_id":"c_{{unique}}","amount":1250,"tip":0,"gift_wrap":1}`),
 		BodyVariant:    []byte(`{"customer_id":"c_{{unique}}","amount":999}`),
 		URLVariant:     srv.URL + "/v1/customers",
 		MethodVariant:  http.MethodPut,
@@ -94,6 +94,7 @@ func TestNaiveServerVerdicts(t *testing.T) {
 		idemcheck.ReplaySame:           {idemcheck.Advice, `Location ""`},
 		idemcheck.ReplayMarked:         {idemcheck.Advice, "the repeat is not marked as a replay"},
 		idemcheck.ReuseBody:            {idemcheck.Fail, "given the original's answer, so the endpoint compares no fingerprint"},
+		idemcheck.ReuseLoose:           {idemcheck.Fail, `the body with amount 1250 sent as "1250" got the original's answer (201 ord_`},
 		idemcheck.ReusePath:            {idemcheck.Advice, "another path under a used key was answered 201"},
 		idemcheck.ReuseMethod:          {idemcheck.Advice, "another method under a used key was answered 201"},
 		idemcheck.FingerprintCanonical: {idemcheck.Pass, "replayed with whitespace added (201"},
@@ -150,13 +151,13 @@ func TestPlanCountsTheWorstCase(t *testing.T) {
 	cfg := idemcheck.Config{URL: "http://127.0.0.1:1/v1/orders", Body: []byte(`{"a":1,"b":2}`), Concurrency: 10}
 	p, err := idemcheck.PlanFor(cfg)
 	require.NoError(t, err)
-	// the first request 1, key-missing 1, key-invalid 4, replay 2,
-	// canonical 3, concurrent 10, pause 2, timing 6; the reuse scenario has
-	// no variant, so it sends nothing.
-	require.Equal(t, 29, p.Writes)
+	// the first request 1, key-missing 1, key-invalid 4, replay 2, reuse 5
+	// (the first, then 2 as "2" and 1 as true, each followed by the
+	// original again), canonical 3, concurrent 10, pause 2, timing 6.
+	require.Equal(t, 34, p.Writes)
 	require.Zero(t, p.Reads)
-	require.Equal(t, 29, p.WorstEffects)
-	require.Equal(t, 6, p.Effects)
+	require.Equal(t, 34, p.WorstEffects)
+	require.Equal(t, 7, p.Effects)
 	na := map[string]string{}
 	for _, c := range p.Checks {
 		if !c.Applicable {
@@ -171,11 +172,11 @@ func TestPlanCountsTheWorstCase(t *testing.T) {
 	cfg.EffectsURL, cfg.BodyVariant = "http://127.0.0.1:1/count", []byte(`{"a":2}`)
 	p, err = idemcheck.PlanFor(cfg)
 	require.NoError(t, err)
-	// Reuse: first + variant + original again; effects reads: 2 each for
-	// the first request, key-missing, key-invalid, replay and concurrent, 2
-	// for reuse.
-	require.Equal(t, 32, p.Writes)
-	require.Equal(t, 12, p.Reads)
+	// Reuse: another variant and the original again; effects reads: 2 each
+	// for the first request, key-missing, key-invalid, replay and
+	// concurrent, 4 for reuse (one before, one after each variant).
+	require.Equal(t, 36, p.Writes)
+	require.Equal(t, 14, p.Reads)
 
 	_, err = idemcheck.PlanFor(idemcheck.Config{URL: "http://x/{{order}}/payments"})
 	require.ErrorIs(t, err, idemcheck.ErrConfig, "a placeholder other than {{unique}} needs Prepare")

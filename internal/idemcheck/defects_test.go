@@ -89,3 +89,49 @@ func TestReuseCountsARefusalOnlyWhereTheRouteExists(t *testing.T) {
 	requireReason(t, rep.Results[0], "another path was refused with 422 idempotency_key_reused")
 	requireReason(t, rep.Results[0], "the route exists (without a key: 400 idempotency_key_missing)")
 }
+
+// defects are the flaws seen in published idempotency middlewares, each
+// with the check that must catch it: against the careful server with that
+// flaw, the check gives its verdict for the stated reason; against the
+// careful server without it (and with whatever the flaw's test needs,
+// such as a TTL), the same check passes.
+var defects = []struct {
+	name    string
+	flawed  flaws
+	correct flaws
+	check   string
+	change  func(*idemcheck.Config)
+	verdict idemcheck.Verdict
+	reason  string
+}{
+	{
+		name: "bodies compared with loose equality", flawed: flaws{looseEqual: true},
+		check: idemcheck.ReuseLoose, verdict: idemcheck.Fail,
+		reason: `the body with amount 1250 sent as "1250" got the original's answer (201 /v1/orders/ord_`,
+	},
+}
+
+func TestEachDefectFailsItsCheck(t *testing.T) {
+	for _, d := range defects {
+		t.Run(d.name, func(t *testing.T) {
+			run := func(f flaws) idemcheck.Result {
+				srv := httptest.NewServer(flawedServer(f))
+				t.Cleanup(srv.Close)
+				cfg := config(srv)
+				if d.change != nil {
+					d.change(&cfg)
+				}
+				rep, err := idemcheck.Run(context.Background(), cfg, d.check)
+				require.NoError(t, err)
+				return rep.Results[0]
+			}
+			res := run(d.flawed)
+			require.Equal(t, d.verdict, res.Verdict, res.Reason)
+			requireReason(t, res, d.reason)
+			require.NotEmpty(t, res.Evidence)
+
+			res = run(d.correct)
+			require.Equal(t, idemcheck.Pass, res.Verdict, "without the flaw: %s", res.Reason)
+		})
+	}
+}

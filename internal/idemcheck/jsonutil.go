@@ -101,6 +101,120 @@ func spaced(body []byte) (out []byte, ok bool) {
 	return b.Bytes(), !bytes.Equal(b.Bytes(), body)
 }
 
+// looseVariant is the body with one value replaced by one that is loosely
+// equal to it (JavaScript's ==, and what an endpoint that compares bodies
+// after coercion takes for the same).
+type looseVariant struct {
+	what string // "quantity 2 sent as \"2\""
+	body []byte
+}
+
+// looseForms are the replacements looseVariants makes, in the order it
+// tries them: each applies to the first value of its kind in the body.
+var looseForms = []struct {
+	applies func(literal string) bool
+	to      func(literal string) string
+}{
+	{func(l string) bool { return isNumber(l) && l != "0" && l != "1" }, strconv.Quote}, // 2 as "2"
+	{func(l string) bool { return l == "0" }, func(string) string { return `""` }},      // 0 as ""
+	{func(l string) bool { return l == "1" }, func(string) string { return "true" }},    // 1 as true
+	{func(l string) bool { return l == "true" }, func(string) string { return "1" }},    // true as 1
+	{func(l string) bool { return l == "false" }, func(string) string { return "0" }},   // false as 0
+}
+
+// maxLooseVariants bounds the requests reuse-loose sends.
+const maxLooseVariants = 3
+
+func isNumber(literal string) bool {
+	return literal != "" && (literal[0] == '-' || literal[0] >= '0' && literal[0] <= '9')
+}
+
+// looseVariants returns up to maxLooseVariants copies of body, a JSON
+// document, each with one scalar replaced by a loosely equal value of
+// another type, every other byte kept: a request that differs from the
+// original in value, which an endpoint comparing values loosely answers
+// as the original. None when body is not JSON or holds no such scalar.
+func looseVariants(body []byte) []looseVariant {
+	type scalar struct {
+		name       string // the member it is the value of, or inside
+		start, end int64
+	}
+	var scalars []scalar
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	// Which strings are member names: an object expects a name after '{'
+	// and after each of its values. A value is named after the member it
+	// is, or is inside (an array's elements after the array's member).
+	type frame struct {
+		object, expectName bool
+		name               string
+	}
+	var stack []frame
+	here := func() string {
+		if n := len(stack); n > 0 {
+			return stack[n-1].name
+		}
+		return ""
+	}
+	afterValue := func() {
+		if n := len(stack); n > 0 && stack[n-1].object {
+			stack[n-1].expectName = true
+		}
+	}
+	for {
+		t, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil
+		}
+		end := dec.InputOffset()
+		switch v := t.(type) {
+		case json.Delim:
+			switch v {
+			case '{', '[':
+				stack = append(stack, frame{object: v == '{', expectName: v == '{', name: here()})
+			default:
+				stack = stack[:len(stack)-1]
+				afterValue()
+			}
+			continue
+		case string:
+			if n := len(stack); n > 0 && stack[n-1].expectName {
+				stack[n-1].name, stack[n-1].expectName = v, false
+				continue
+			}
+		case json.Number:
+			scalars = append(scalars, scalar{here(), end - int64(len(v)), end})
+		case bool:
+			scalars = append(scalars, scalar{here(), end - int64(len(fmt.Sprint(v))), end})
+		}
+		afterValue()
+	}
+	var out []looseVariant
+	for _, form := range looseForms {
+		for _, sc := range scalars {
+			literal := string(body[sc.start:sc.end])
+			if !form.applies(literal) {
+				continue
+			}
+			replaced := form.to(literal)
+			b := append(append(append([]byte(nil), body[:sc.start]...), replaced...), body[sc.end:]...)
+			what := literal + " sent as " + replaced
+			if sc.name != "" {
+				what = sc.name + " " + what
+			}
+			out = append(out, looseVariant{what: what, body: b})
+			break
+		}
+		if len(out) == maxLooseVariants {
+			break
+		}
+	}
+	return out
+}
+
 // countAt reads the effects count from doc at an RFC 6901 pointer: a
 // non-negative integer, or an array whose length is the count.
 func countAt(doc []byte, pointer string) (int, error) {

@@ -91,3 +91,48 @@ func FuzzCountAt(f *testing.F) {
 		}
 	})
 }
+
+func TestLooseVariants(t *testing.T) {
+	body := `{"order":{"quantity":2,"tip":0},"items":[{"gift":1}],"express":true,"note":"1"}`
+	var got []string
+	for _, v := range looseVariants([]byte(body)) {
+		got = append(got, v.what+" => "+string(v.body))
+	}
+	require.Equal(t, []string{
+		`quantity 2 sent as "2" => {"order":{"quantity":"2","tip":0},"items":[{"gift":1}],"express":true,"note":"1"}`,
+		`tip 0 sent as "" => {"order":{"quantity":2,"tip":""},"items":[{"gift":1}],"express":true,"note":"1"}`,
+		`gift 1 sent as true => {"order":{"quantity":2,"tip":0},"items":[{"gift":true}],"express":true,"note":"1"}`,
+	}, got, "one value changed each, every other byte kept, three at most")
+
+	got = nil
+	for _, v := range looseVariants([]byte(`[{"on": true}, false, {"list": ["a", 5]}]`)) {
+		got = append(got, v.what+" => "+string(v.body))
+	}
+	require.Equal(t, []string{
+		`list 5 sent as "5" => [{"on": true}, false, {"list": ["a", "5"]}]`,
+		`on true sent as 1 => [{"on": 1}, false, {"list": ["a", 5]}]`,
+		`false sent as 0 => [{"on": true}, 0, {"list": ["a", 5]}]`,
+	}, got, "each named after the member it is or is inside")
+
+	for _, body := range []string{`{"a":"2"}`, `{"a":null}`, `{"a":`, ``, `"x"`} {
+		require.Empty(t, looseVariants([]byte(body)), body)
+	}
+}
+
+// FuzzLooseVariants: every variant is JSON that differs in value from the
+// body, so the checker never sends the original under the name of a
+// variant, nor a body that is not JSON.
+func FuzzLooseVariants(f *testing.F) {
+	for _, s := range []string{`{"a":1,"b":[0,2.5e3,true]}`, `[false]`, `{"a":{"b":-0}}`, `1`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if !json.Valid(body) {
+			return
+		}
+		for _, v := range looseVariants(body) {
+			require.True(t, json.Valid(v.body), "%s: %s", v.what, v.body)
+			require.False(t, reflect.DeepEqual(decode(t, body), decode(t, v.body)), "%s: %s", v.what, v.body)
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -37,6 +38,7 @@ func (j *judge) error(format string, args ...any) {
 func (j *judge) note(format string, args ...any) {
 	j.notes = append(j.notes, fmt.Sprintf(format, args...))
 }
+
 // fact records what was seen, shown with any verdict: after the reasons
 // of a failure or advice, before the notes of a pass.
 func (j *judge) fact(format string, args ...any) {
@@ -50,7 +52,7 @@ func (j *judge) notJudged(format string, args ...any) {
 }
 func (j *judge) show(answers ...*answer) {
 	for _, a := range answers {
-		if a != nil {
+		if a != nil && !slices.Contains(j.evidence, a) {
 			j.evidence = append(j.evidence, a)
 		}
 	}
@@ -76,7 +78,7 @@ func (j *judge) result() Result {
 	default:
 		res.Verdict, reasons = Pass, append(j.facts, j.notes...)
 	}
-	res.Reason = sentences(reasons)
+	res.Reason = sentences(uniq(reasons))
 	for _, a := range j.evidence {
 		res.Evidence = append(res.Evidence, a.ex)
 	}

@@ -138,6 +138,10 @@ func applicable(cfg *Config, id string) (bool, string) {
 		if len(cfg.BodyVariant) == 0 {
 			return false, "no -body-variant"
 		}
+	case ReuseLoose:
+		if len(looseVariants([]byte(placeholder.ReplaceAllString(string(cfg.Body), "x")))) == 0 {
+			return false, "the body holds no number, true or false to send loosely equal"
+		}
 	case ReusePath:
 		if cfg.URLVariant == "" {
 			return false, "no -url-variant"

@@ -32,7 +32,7 @@ var scenarios = []scenario{
 	{ids: []string{KeyMissing}, cost: fixedCost(1, 1, 0, true), run: runKeyMissing},
 	{ids: []string{KeyInvalid}, cost: fixedCost(len(invalidKeys()), 1, 0, true), run: runKeyInvalid},
 	{ids: []string{FirstRequest, ReplayEffect, ReplaySame, ReplayMarked}, cost: replayCost, run: runReplay},
-	{ids: []string{ReuseBody, ReusePath, ReuseMethod}, cost: reuseCost, run: runReuse},
+	{ids: []string{ReuseBody, ReuseLoose, ReusePath, ReuseMethod}, cost: reuseCost, run: runReuse},
 	{ids: []string{FingerprintCanonical}, cost: fixedCost(3, 1, 1, false), run: runCanonical},
 	{ids: []string{Concurrent}, cost: concurrentCost, run: runConcurrent},
 	{ids: []string{Credentials}, cost: fixedCost(3, 1, 2, false), run: runCredentials},
@@ -308,11 +308,16 @@ func judgeRepeat(j *judge, first, repeat *answer, what string) {
 // another path or method may also need a probe without the key.
 func reuseCost(cfg *Config, sel map[string]bool) cost {
 	variants, probes := 0, 0
-	for _, id := range []string{ReuseBody, ReusePath, ReuseMethod} {
+	for _, id := range []string{ReuseBody, ReuseLoose, ReusePath, ReuseMethod} {
 		if ok, _ := applicable(cfg, id); ok && sel[id] {
-			variants++
-			if id != ReuseBody {
+			switch id {
+			case ReuseLoose:
+				variants += len(looseVariants([]byte(placeholder.ReplaceAllString(string(cfg.Body), "x"))))
+			case ReusePath, ReuseMethod:
+				variants++
 				probes++
+			default:
+				variants++
 			}
 		}
 	}
@@ -325,7 +330,7 @@ func reuseCost(cfg *Config, sel map[string]bool) cost {
 
 func runReuse(ctx context.Context, r *runner, sel map[string]bool) []Result {
 	js := map[string]*judge{}
-	for _, id := range []string{ReuseBody, ReusePath, ReuseMethod} {
+	for _, id := range []string{ReuseBody, ReuseLoose, ReusePath, ReuseMethod} {
 		if ok, _ := applicable(r.cfg, id); ok && sel[id] {
 			js[id] = newJudge(id)
 		}
@@ -342,16 +347,20 @@ func runReuse(ctx context.Context, r *runner, sel map[string]bool) []Result {
 	if !ok {
 		return results(js)
 	}
-	variants := []struct {
+	type variant struct {
 		id   string
 		what string
 		fix  string
 		c    call
-	}{
-		{ReuseBody, "another body", "", call{note: "same key, another body", url: op.url, body: op.variant, key: op.key}},
+	}
+	variants := []variant{{ReuseBody, "another body", "", call{note: "same key, another body", url: op.url, body: op.variant, key: op.key}}}
+	for _, lv := range looseVariants(op.body) {
+		variants = append(variants, variant{ReuseLoose, "the body with " + lv.what, "", call{note: "same key, " + lv.what, url: op.url, body: lv.body, key: op.key}})
+	}
+	variants = append(variants, []variant{
 		{ReusePath, "another path", "give -url-variant a route of the API that takes this body", call{note: "same key, another path", url: op.urlVariant, body: op.body, key: op.key}},
 		{ReuseMethod, "another method", "give -method-variant a method this URL serves, or leave it out", call{note: "same key, another method", method: r.cfg.MethodVariant, url: op.url, body: op.body, key: op.key}},
-	}
+	}...)
 	for _, v := range variants {
 		j := js[v.id]
 		if j == nil {
@@ -370,12 +379,15 @@ func runReuse(ctx context.Context, r *runner, sel map[string]bool) []Result {
 			j.error("the request with %s got no answer: %v", v.what, va.err)
 			continue
 		}
-		if v.id == ReuseBody {
+		switch v.id {
+		case ReuseBody:
 			judgeReuseBody(j, first, va, delta)
-		} else {
+		case ReuseLoose:
+			judgeReuseLoose(j, first, va, v.what, delta)
+		default:
 			judgeReuseScope(j, first, va, v.what, delta)
 		}
-		if v.id != ReuseBody && va.refused() {
+		if (v.id == ReusePath || v.id == ReuseMethod) && va.refused() {
 			// A 404 or 405 from a route that does not exist is no refusal
 			// of the key: the same request without a key tells whether the
 			// route is there.
@@ -426,6 +438,27 @@ func judgeReuseBody(j *judge, first, va *answer, delta int) {
 	}
 	if delta > 0 {
 		j.fail("the refused request changed something: %d new effects counted", delta)
+	}
+}
+
+// judgeReuseLoose holds a body loosely equal to the original's, under the
+// original's key, to the rule that it is another request.
+func judgeReuseLoose(j *judge, first, va *answer, what string, delta int) {
+	same, known := sameResource(first, va)
+	switch {
+	case va.err == nil && va.status == first.status && (known && same || va.replayed()):
+		j.fail("%s got the original's answer (%s): the endpoint compares bodies loosely, so it takes another request for the original", what, va.describe())
+	case va.status < 400:
+		j.fail("%s, under a used key, was answered %s: executed as a new operation", what, va.describe())
+	case va.status == http.StatusUnprocessableEntity:
+		j.note("%s was refused with %s", what, va.describe())
+	case va.status == http.StatusBadRequest:
+		j.note("%s was refused as invalid (%s), for its own mistake", what, va.describe())
+	default:
+		j.advise("%s was answered %s; §2.7 says 422", what, va.describe())
+	}
+	if delta > 0 {
+		j.fail("%s changed something: %s counted", what, plural(delta, "new effect"))
 	}
 }
 
