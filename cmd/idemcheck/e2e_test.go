@@ -100,10 +100,11 @@ type verdict struct {
 // method takes a key on either URL (PUT is no route there, so its 404 or
 // 405 would say nothing of the key); an order cannot be made to fail with
 // 5xx; a payment's body has one member, a string, which cannot be reordered
-// or sent loosely equal.
+// or sent loosely equal; and the API stores no error it can be made to give
+// (400, 502), so none is replayed to keep its Content-Type.
 var (
-	ordersNotApplicable   = []string{idemcheck.ReuseMethod, idemcheck.No5xxReplay}
-	paymentsNotApplicable = []string{idemcheck.ReuseLoose, idemcheck.ReuseMethod, idemcheck.FingerprintCanonical}
+	ordersNotApplicable   = []string{idemcheck.ReuseMethod, idemcheck.No5xxReplay, idemcheck.NoCrashLock, idemcheck.ReplayErrorType}
+	paymentsNotApplicable = []string{idemcheck.ReuseLoose, idemcheck.ReuseMethod, idemcheck.FingerprintCanonical, idemcheck.ReplayErrorType}
 )
 
 // orderBody is this API's order with a customer of its own per operation.
@@ -281,7 +282,9 @@ var fiberVerdicts = map[string]verdict{
 	idemcheck.Concurrent:           {idemcheck.Pass, "30 copies at once: 201 × 30"},
 	idemcheck.Credentials:          {idemcheck.Fail, "the other credentials got the first client's answer"},
 	idemcheck.NoBurn:               {idemcheck.Advice, "the refusal was stored and replayed"},
-	idemcheck.No5xxReplay:          {idemcheck.Advice, "the same 503 came back byte for byte"},
+	idemcheck.No5xxReplay:          {idemcheck.Advice, "the 503 is stored: the valid body under the key got it back byte for byte"},
+	idemcheck.NoCrashLock:          {idemcheck.Pass, "the key was not locked after the 503"},
+	idemcheck.ReplayErrorType:      {idemcheck.Pass, "the replayed 400 kept its content-type (application/problem+json). the replayed 503 kept its content-type"},
 	idemcheck.PauseReplay:          {idemcheck.Pass, "names the same resource"},
 	idemcheck.Timing:               {idemcheck.Pass, "median"},
 }

@@ -35,6 +35,8 @@ const (
 	Credentials          = "credentials"
 	NoBurn               = "no-burn"
 	No5xxReplay          = "no-5xx-replay"
+	NoCrashLock          = "no-crash-lock"
+	ReplayErrorType      = "replay-error-type"
 	PauseReplay          = "pause-replay"
 	Timing               = "timing"
 )
@@ -151,10 +153,24 @@ var catalogue = []Check{
 	},
 	{
 		ID:     No5xxReplay,
-		Rule:   "A 5xx answer is not stored: the same request again under the key executes or resumes instead of getting the 5xx back.",
+		Rule:   "A 5xx answer is not stored: the same request again under the key executes or resumes instead of getting the 5xx back; when it fails the same way again, the valid body under the key tells a stored 5xx from a new one.",
 		Source: "this project's contract, Idempotency 3 (Stripe differs: it documents that it replays 500s)",
 		Level:  Project,
 		Needs:  "-body-5xx",
+	},
+	{
+		ID:     NoCrashLock,
+		Rule:   "A request whose handler fails before answering (the -body-5xx body) does not lock its key: the same key then executes, refuses, or answers 409 with a Retry-After that ends within the lock timeout the endpoint states (-lock-timeout).",
+		Source: "this project's contract, Idempotency 3 (after a 5xx the key may be sent again) and 6 (a record left running is recovered after IDEMPOTENCY_LOCK_TIMEOUT); the draft only advises 409 while a request is in progress (§2.7)",
+		Level:  Must,
+		Needs:  "-body-5xx",
+	},
+	{
+		ID:     ReplayErrorType,
+		Rule:   "An error answer the endpoint stores is replayed with its Content-Type (a problem stays application/problem+json), as a stored answer keeps the headers that describe it.",
+		Source: "draft-07 §2.6 (respond with the result of the previously completed operation); this project's contract, Idempotency 3 and 4 (the stored headers that describe the result)",
+		Level:  Should,
+		Needs:  "-body-invalid or -body-5xx",
 	},
 	{
 		ID:     PauseReplay,

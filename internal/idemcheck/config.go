@@ -68,6 +68,11 @@ type Config struct {
 	Concurrency int
 	// Pause is how long PauseReplay waits before its replay; default 3s.
 	Pause time.Duration
+	// LockTimeout is how long the endpoint says a key stays locked by a
+	// request that never answered (this project's IDEMPOTENCY_LOCK_TIMEOUT):
+	// NoCrashLock fails a key still locked this long (and a grace) after
+	// a failure. Default 30s; at most MaxWait.
+	LockTimeout time.Duration
 	// MaxRequests bounds the run: a plan over it is refused, and no request
 	// past it is sent. Zero: no bound.
 	MaxRequests int
@@ -120,6 +125,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Pause == 0 {
 		c.Pause = 3 * time.Second
 	}
+	if c.LockTimeout == 0 {
+		c.LockTimeout = 30 * time.Second
+	}
 	c.Header = c.Header.Clone()
 	if c.Header == nil {
 		c.Header = http.Header{}
@@ -146,8 +154,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Concurrency < 2 {
 		errs = append(errs, fmt.Errorf("concurrency must be 2 or more, got %d", c.Concurrency))
 	}
-	if c.Pause < 0 || c.MaxRequests < 0 {
-		errs = append(errs, errors.New("pause and max requests must not be negative"))
+	if c.Pause < 0 || c.MaxRequests < 0 || c.LockTimeout < 0 {
+		errs = append(errs, errors.New("pause, lock timeout and max requests must not be negative"))
+	}
+	if c.LockTimeout > MaxWait {
+		errs = append(errs, fmt.Errorf("the lock timeout %s is over the %s the checker waits at most: shorten the endpoint's lock timeout in the test environment", c.LockTimeout, MaxWait))
 	}
 	for _, st := range c.FinalStatus {
 		if st != http.StatusPaymentRequired && st != http.StatusConflict {

@@ -109,6 +109,62 @@ var defects = []struct {
 		check: idemcheck.ReuseLoose, verdict: idemcheck.Fail,
 		reason: `the body with amount 1250 sent as "1250" got the original's answer (201 /v1/orders/ord_`,
 	},
+	{
+		// The handler throws; the layer releases the key only when the
+		// handler returns, so it stays locked for good.
+		name: "a crash before the answer locks the key", flawed: flaws{lockOnPanic: true, wait: 10 * time.Millisecond}, correct: flaws{wait: 10 * time.Millisecond},
+		check: idemcheck.NoCrashLock, change: crashing, verdict: idemcheck.Fail,
+		reason: "past -lock-timeout 200ms: a failure before the answer locks it",
+	},
+	{
+		name: "a replayed error loses its Content-Type", flawed: flaws{storeErrors: true, dropErrorType: true}, correct: flaws{storeErrors: true},
+		check: idemcheck.ReplayErrorType, verdict: idemcheck.Advice,
+		reason: `the replayed 503 lost its content-type: "text/plain; charset=utf-8", first "application/problem+json"`,
+	},
+}
+
+// crashing makes the -body-5xx body one the handler throws on, every time.
+func crashing(cfg *idemcheck.Config) {
+	cfg.FaultBody = []byte(`{"customer_id":"crash","amount":1250}`)
+	cfg.LockTimeout = 200 * time.Millisecond
+}
+
+// TestFailureToldApart: after a 5xx the checker tells a stored 5xx from a
+// handler that simply failed the same way again (the valid body under the
+// key then executes), and a lock that ends within the stated timeout from
+// one that does not.
+func TestFailureToldApart(t *testing.T) {
+	run := func(f flaws, change func(*idemcheck.Config), ids ...string) *idemcheck.Report {
+		srv := httptest.NewServer(flawedServer(f))
+		t.Cleanup(srv.Close)
+		cfg := config(srv)
+		change(&cfg)
+		rep, err := idemcheck.Run(context.Background(), cfg, ids...)
+		require.NoError(t, err)
+		return rep
+	}
+
+	// The careful server: the handler throws each time, nothing is kept.
+	rep := run(flaws{}, crashing, idemcheck.No5xxReplay, idemcheck.NoCrashLock)
+	for _, res := range rep.Results {
+		require.Equal(t, idemcheck.Pass, res.Verdict, "%s: %s", res.ID, res.Reason)
+	}
+	requireReason(t, rep.Results[0], "after the 500, the valid body under the key executed (201 /v1/orders/ord_")
+	requireReason(t, rep.Results[0], "the 500 was not stored")
+
+	// Stored and marked so: told at the first repeat.
+	rep = run(flaws{storeErrors: true}, func(*idemcheck.Config) {}, idemcheck.No5xxReplay)
+	require.Equal(t, idemcheck.Advice, rep.Results[0].Verdict, rep.Results[0].Reason)
+	requireReason(t, rep.Results[0], "was stored and replayed (503 unavailable_")
+
+	// A crashed request's lock that a later request takes over after
+	// 100 ms, as this project's recovery does: it ends, with Retry-After.
+	rep = run(flaws{lockOnPanic: true, lockFor: 100 * time.Millisecond, wait: 10 * time.Millisecond}, func(cfg *idemcheck.Config) {
+		crashing(cfg)
+		cfg.LockTimeout = time.Second
+	}, idemcheck.NoCrashLock)
+	require.Equal(t, idemcheck.Pass, rep.Results[0].Verdict, rep.Results[0].Reason)
+	requireReason(t, rep.Results[0], "the key answered 409 after the 500, and was free again within -lock-timeout 1s: 500 internal_error")
 }
 
 func TestEachDefectFailsItsCheck(t *testing.T) {

@@ -14,11 +14,12 @@
 //
 //   - MUST fails the endpoint. These are the draft's MUSTs (a request that
 //     reuses a key for another payload, or lacks a required key, is failed:
-//     §2.7), and three rules the draft words more softly but without which
-//     the header means nothing, so the checker holds them as requirements:
-//     a retry under a key does not execute again (§2, §2.6), N concurrent
-//     copies make one effect (§2.6), and one client never gets another
-//     client's stored answer (§5).
+//     §2.7), and four rules the draft words more softly, or leaves out, but
+//     without which the header means nothing, so the checker holds them as
+//     requirements: a retry under a key does not execute again (§2, §2.6),
+//     N concurrent copies make one effect (§2.6), one client never gets
+//     another client's stored answer (§5), and a failure does not lock a
+//     key for longer than the endpoint states (this project's contract).
 //   - SHOULD (the draft's SHOULDs, Stripe's documented behaviour) and
 //     PROJECT (this project's stricter rules: canonical JSON, Retry-After on
 //     409, the replay marker) give advice, never a failure.

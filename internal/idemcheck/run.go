@@ -162,9 +162,13 @@ func applicable(cfg *Config, id string) (bool, string) {
 		if len(cfg.InvalidBody) == 0 {
 			return false, "no -body-invalid"
 		}
-	case No5xxReplay:
+	case No5xxReplay, NoCrashLock:
 		if len(cfg.FaultBody) == 0 {
 			return false, "no -body-5xx"
+		}
+	case ReplayErrorType:
+		if len(cfg.InvalidBody) == 0 && len(cfg.FaultBody) == 0 {
+			return false, "no -body-invalid or -body-5xx"
 		}
 	}
 	return true, ""

@@ -36,8 +36,7 @@ var scenarios = []scenario{
 	{ids: []string{FingerprintCanonical}, cost: fixedCost(3, 1, 1, false), run: runCanonical},
 	{ids: []string{Concurrent}, cost: concurrentCost, run: runConcurrent},
 	{ids: []string{Credentials}, cost: fixedCost(3, 1, 2, false), run: runCredentials},
-	{ids: []string{NoBurn}, cost: fixedCost(2, 1, 1, false), run: runNoBurn},
-	{ids: []string{No5xxReplay}, cost: fixedCost(2, 1, 1, false), run: run5xx},
+	{ids: []string{NoBurn, No5xxReplay, NoCrashLock, ReplayErrorType}, cost: failuresCost, run: runFailures},
 	{ids: []string{PauseReplay}, cost: fixedCost(2, 1, 1, false), run: runPause},
 	{ids: []string{Timing}, cost: fixedCost(1+timingReplays, 1, 1, false), run: runTiming},
 }
@@ -107,7 +106,7 @@ func runKeyMissing(ctx context.Context, r *runner, sel map[string]bool) []Result
 		j.note("refused with %s, application/problem+json", a.describe())
 	}
 	if after > before {
-		j.fail("the request without a key changed something: %d new effects counted", after-before)
+		j.fail("the request without a key changed something: %s counted", plural(after-before, "new effect"))
 	}
 	return results(js)
 }
@@ -176,7 +175,7 @@ func runKeyInvalid(ctx context.Context, r *runner, sel map[string]bool) []Result
 		j.advise("invalid keys were answered 5xx, not as the client's error: %s", strings.Join(failed, ", "))
 	}
 	if after > before {
-		j.advise("requests under invalid keys changed something: %d new effects counted", after-before)
+		j.advise("requests under invalid keys changed something: %s counted", plural(after-before, "new effect"))
 	}
 	j.note("every invalid key was refused: %s", strings.Join(refused, ", "))
 	return results(js)
@@ -437,7 +436,7 @@ func judgeReuseBody(j *judge, first, va *answer, delta int) {
 		j.advise("another body was refused with %s; §2.7 says 422", va.describe())
 	}
 	if delta > 0 {
-		j.fail("the refused request changed something: %d new effects counted", delta)
+		j.fail("the refused request changed something: %s counted", plural(delta, "new effect"))
 	}
 }
 
@@ -478,7 +477,7 @@ func judgeReuseScope(j *judge, first, va *answer, what string, delta int) {
 		j.advise("%s under a used key was answered %s", what, va.describe())
 	}
 	if delta > 0 && !va.ok() {
-		j.advise("the refused request changed something: %d new effects counted", delta)
+		j.advise("the refused request changed something: %s counted", plural(delta, "new effect"))
 	}
 }
 
@@ -770,72 +769,6 @@ func runCredentials(ctx context.Context, r *runner, sel map[string]bool) []Resul
 		j.fail("the first client's repeat now names %s instead of %s: the other client's request replaced its record", again.resource(), first.resource())
 	default:
 		j.note("the first client's repeat still gets its own answer")
-	}
-	return results(js)
-}
-
-func runNoBurn(ctx context.Context, r *runner, sel map[string]bool) []Result {
-	js := judges(sel, NoBurn)
-	j := js[NoBurn]
-	op, ok := r.operation(ctx, js)
-	if !ok {
-		return results(js)
-	}
-	bad := r.do(ctx, call{note: "the invalid body", url: op.url, body: op.invalid, key: op.key})
-	j.show(bad)
-	switch {
-	case bad.err != nil:
-		j.error("the invalid body got no answer: %v", bad.err)
-		return results(js)
-	case !bad.refused():
-		j.notJudged("the invalid body was answered %s, not refused with 4xx: give -body-invalid a body the endpoint refuses", bad.describe())
-		return results(js)
-	}
-	good := r.do(ctx, call{note: "the corrected request, same key", url: op.url, body: op.body, key: op.key})
-	j.show(good)
-	switch {
-	case good.err != nil:
-		j.error("the corrected request got no answer: %v", good.err)
-	case r.final(good):
-		j.note("%d, then %s under the same key", bad.status, good.describe())
-	case good.replayed() || good.status == bad.status && bytes.Equal(good.body, bad.body):
-		j.advise("the refusal was stored and replayed (%s again): the corrected request cannot use the key", good.describe())
-	case good.status == http.StatusUnprocessableEntity:
-		j.advise("the corrected request was refused as a reuse (%s): the refusal used up the key", good.describe())
-	default:
-		j.advise("the corrected request was answered %s, not 2xx", good.describe())
-	}
-	return results(js)
-}
-
-func run5xx(ctx context.Context, r *runner, sel map[string]bool) []Result {
-	js := judges(sel, No5xxReplay)
-	j := js[No5xxReplay]
-	op, ok := r.operation(ctx, js)
-	if !ok {
-		return results(js)
-	}
-	f := r.do(ctx, call{note: "the request that fails", url: op.url, body: op.fault, key: op.key})
-	j.show(f)
-	switch {
-	case f.err != nil:
-		j.error("the request that should fail got no answer: %v", f.err)
-		return results(js)
-	case !f.is5xx():
-		j.notJudged("the -body-5xx request was answered %s, not 5xx: give -body-5xx a body the endpoint fails on", f.describe())
-		return results(js)
-	}
-	g := r.do(ctx, call{note: "the same request again", url: op.url, body: op.fault, key: op.key})
-	j.show(g)
-	switch {
-	case g.err != nil:
-		j.error("the repeat got no answer: %v", g.err)
-	case g.replayed():
-		j.advise("the %d was stored and replayed (%s): the key cannot be retried", f.status, g.describe())
-	case g.status == f.status && bytes.Equal(g.body, f.body):
-		j.advise("the same %d came back byte for byte: it looks stored and replayed, so a retry cannot succeed", f.status)
-	default:
-		j.note("%s, then %s: the 5xx was not replayed", f.describe(), g.describe())
 	}
 	return results(js)
 }
