@@ -100,6 +100,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.StringVar(&cfg.EffectsPointer, "effects-pointer", "", "JSON pointer to the count in the effects answer: a number, or an array counted by its length")
 	fs.IntVar(&cfg.Concurrency, "n", 30, "copies sent at once by the concurrent check")
 	fs.DurationVar(&cfg.Pause, "pause", 3*time.Second, "how long pause-replay waits before its replay")
+	fs.DurationVar(&cfg.TTL, "ttl", 0, "how long the endpoint replays a key's answer; expiry-race waits that long, then sends -n copies at once (at most 5m; default: expiry-race does not apply)")
 	fs.DurationVar(&cfg.LockTimeout, "lock-timeout", 30*time.Second, "how long the endpoint keeps a key locked by a request that never answered; no-crash-lock fails a key locked longer after a failure (at most 5m)")
 	fs.IntVar(&cfg.MaxRequests, "max-requests", 200, "refuse a plan of more requests than this, and never send more")
 	fs.BoolVar(&cfg.AllowEffects, "allow-effects", false, "send the requests: without it, only the plan is printed")

@@ -155,6 +155,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-body", `{"a":1}`, "-H2", "Authorization: Bearer sk_a"}, "the other credentials (-H2) are the same as -H's"},
 		{[]string{"-body", `{"a":1}`, "-final-status", "402,500"}, "final status 500: only 402 and 409"},
 		{[]string{"-body", `{"a":1}`, "-final-status", "declined"}, "want statuses such as 402,409"},
+		{[]string{"-body", `{"a":1}`, "-lock-timeout", "24h"}, "the lock timeout 24h0m0s is over the 5m0s the checker waits at most"},
+		{[]string{"-body", `{"a":1}`, "-ttl", "24h"}, "the TTL 24h0m0s is over the 5m0s the checker waits at most: shorten the endpoint's TTL in the test environment"},
+		{[]string{"-body", `{"a":1}`, "-ttl", "2s"}, "the pause 3s must be shorter than the TTL 2s"},
 	} {
 		code, _, stderr := runArgs(append(base, tc.args...)...)
 		require.Equal(t, exitUsage, code, "%v: %s", tc.args, stderr)

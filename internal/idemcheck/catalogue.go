@@ -38,6 +38,7 @@ const (
 	NoCrashLock          = "no-crash-lock"
 	ReplayErrorType      = "replay-error-type"
 	PauseReplay          = "pause-replay"
+	ExpiryRace           = "expiry-race"
 	Timing               = "timing"
 )
 
@@ -177,6 +178,13 @@ var catalogue = []Check{
 		Rule:   "A replay still names the same resource after a pause of a few seconds: the record outlives the request and any in-memory cache.",
 		Source: "draft-07 §2.3 (keys expire by a published policy) and §2.6",
 		Level:  Must,
+	},
+	{
+		ID:     ExpiryRace,
+		Rule:   "Once the key has expired (-ttl after its first answer), N copies of its request sent at once make one effect at most: one executes as a new operation, or none does (a tombstone refuses them), never two.",
+		Source: "draft-07 §2.3 (a key is valid for a time the resource publishes) and §2.6; this project's contract, Idempotency 7 (an expired record is treated as absent, or refused with tombstones)",
+		Level:  Must,
+		Needs:  "-ttl",
 	},
 	{
 		ID:     Timing,

@@ -57,9 +57,10 @@ func requireReason(t *testing.T, res idemcheck.Result, want string) {
 // exactly the requests its plan announced.
 func TestCarefulServerPassesEveryCheck(t *testing.T) {
 	var served atomic.Int64
-	srv := httptest.NewServer(counting(carefulServer(), &served))
+	srv := httptest.NewServer(counting(flawedServer(flaws{ttl: time.Second}), &served))
 	t.Cleanup(srv.Close)
 	cfg := config(srv)
+	cfg.TTL = time.Second // its keys expire, and expiry-race is judged
 
 	plan, err := idemcheck.PlanFor(cfg)
 	require.NoError(t, err)
@@ -86,7 +87,9 @@ func TestCarefulServerPassesEveryCheck(t *testing.T) {
 func TestNaiveServerVerdicts(t *testing.T) {
 	srv := httptest.NewServer(naiveServer())
 	t.Cleanup(srv.Close)
-	rep, err := idemcheck.Run(context.Background(), config(srv))
+	cfg := config(srv)
+	cfg.TTL = 300 * time.Millisecond
+	rep, err := idemcheck.Run(context.Background(), cfg)
 	require.NoError(t, err)
 
 	want := map[string]struct {
@@ -111,6 +114,7 @@ func TestNaiveServerVerdicts(t *testing.T) {
 		idemcheck.NoCrashLock:          {idemcheck.Pass, "the key was not locked after the 503"},
 		idemcheck.ReplayErrorType:      {idemcheck.Advice, `the replayed 400 lost its content-type: "text/plain; charset=utf-8", first "application/problem+json"`},
 		idemcheck.PauseReplay:          {idemcheck.Pass, "names the same resource"},
+		idemcheck.ExpiryRace:           {idemcheck.NotJudged, "the key had not expired 830ms after its first answer"},
 		idemcheck.Timing:               {idemcheck.Pass, "median"},
 	}
 	require.Len(t, rep.Results, len(want))
@@ -176,6 +180,7 @@ func TestPlanCountsTheWorstCase(t *testing.T) {
 		idemcheck.ReuseBody: "no -body-variant", idemcheck.ReusePath: "no -url-variant", idemcheck.ReuseMethod: "no -method-variant",
 		idemcheck.Credentials: "no -H2", idemcheck.NoBurn: "no -body-invalid", idemcheck.No5xxReplay: "no -body-5xx",
 		idemcheck.NoCrashLock: "no -body-5xx", idemcheck.ReplayErrorType: "no -body-invalid or -body-5xx",
+		idemcheck.ExpiryRace: "no -ttl",
 	}, na)
 
 	cfg.EffectsURL, cfg.BodyVariant = "http://127.0.0.1:1/count", []byte(`{"a":2}`)

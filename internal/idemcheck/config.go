@@ -73,6 +73,11 @@ type Config struct {
 	// NoCrashLock fails a key still locked this long (and a grace) after
 	// a failure. Default 30s; at most MaxWait.
 	LockTimeout time.Duration
+	// TTL is how long the endpoint replays a key's answer (this project's
+	// IDEMPOTENCY_TTL): ExpiryRace waits this long (and a grace) after a
+	// first answer, then sends its copies. Zero: ExpiryRace is not
+	// applicable. At most MaxWait, and longer than Pause.
+	TTL time.Duration
 	// MaxRequests bounds the run: a plan over it is refused, and no request
 	// past it is sent. Zero: no bound.
 	MaxRequests int
@@ -154,11 +159,17 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Concurrency < 2 {
 		errs = append(errs, fmt.Errorf("concurrency must be 2 or more, got %d", c.Concurrency))
 	}
-	if c.Pause < 0 || c.MaxRequests < 0 || c.LockTimeout < 0 {
-		errs = append(errs, errors.New("pause, lock timeout and max requests must not be negative"))
+	if c.Pause < 0 || c.MaxRequests < 0 || c.LockTimeout < 0 || c.TTL < 0 {
+		errs = append(errs, errors.New("pause, lock timeout, TTL and max requests must not be negative"))
 	}
 	if c.LockTimeout > MaxWait {
 		errs = append(errs, fmt.Errorf("the lock timeout %s is over the %s the checker waits at most: shorten the endpoint's lock timeout in the test environment", c.LockTimeout, MaxWait))
+	}
+	if c.TTL > MaxWait {
+		errs = append(errs, fmt.Errorf("the TTL %s is over the %s the checker waits at most: shorten the endpoint's TTL in the test environment", c.TTL, MaxWait))
+	}
+	if c.TTL > 0 && c.Pause >= c.TTL {
+		errs = append(errs, fmt.Errorf("the pause %s must be shorter than the TTL %s, or pause-replay would replay an expired key", c.Pause, c.TTL))
 	}
 	for _, st := range c.FinalStatus {
 		if st != http.StatusPaymentRequired && st != http.StatusConflict {

@@ -121,6 +121,13 @@ var defects = []struct {
 		check: idemcheck.ReplayErrorType, verdict: idemcheck.Advice,
 		reason: `the replayed 503 lost its content-type: "text/plain; charset=utf-8", first "application/problem+json"`,
 	},
+	{
+		// The expired record is dropped, and the copy that dropped it and
+		// the one that came next both run: two orders.
+		name: "an expired key's copies both execute", flawed: flaws{ttl: 100 * time.Millisecond, racyExpiry: true}, correct: flaws{ttl: 100 * time.Millisecond},
+		check: idemcheck.ExpiryRace, change: func(cfg *idemcheck.Config) { cfg.TTL = 100 * time.Millisecond }, verdict: idemcheck.Fail,
+		reason: "new resources after the key expired: ord_",
+	},
 }
 
 // crashing makes the -body-5xx body one the handler throws on, every time.

@@ -33,6 +33,16 @@ type Plan struct {
 	Effects int `json:"effects"`
 	// WorstEffects is how many a broken endpoint could make: one per write.
 	WorstEffects int `json:"worst_effects"`
+	// Waits names the checks that wait, and how long at most.
+	Waits []Wait `json:"waits,omitempty"`
+}
+
+// Wait is how long one check waits at most, on purpose.
+type Wait struct {
+	ID       string        `json:"id"`
+	Duration time.Duration `json:"duration_ns"`
+	// When says when it waits, if not always.
+	When string `json:"when,omitempty"`
 }
 
 // PlannedCheck is one check of a plan.
@@ -50,6 +60,17 @@ func (p Plan) String() string {
 		p.Requests, p.Writes, p.Reads, p.Operations)
 	fmt.Fprintf(&b, "effects: a correct endpoint makes %d; a broken one could make up to %d (one per request to the endpoint).\n",
 		p.Effects, p.WorstEffects)
+	if len(p.Waits) > 0 {
+		var waits []string
+		for _, w := range p.Waits {
+			s := fmt.Sprintf("%s %s", w.ID, w.Duration.Round(100*time.Millisecond))
+			if w.When != "" {
+				s += " " + w.When
+			}
+			waits = append(waits, s)
+		}
+		fmt.Fprintf(&b, "waits: %s.\n", strings.Join(waits, ", "))
+	}
 	var skipped []string
 	for _, c := range p.Checks {
 		if !c.Applicable {
@@ -107,6 +128,15 @@ func plan(cfg *Config, selected map[string]bool) Plan {
 	}
 	p.Requests = p.Writes + p.Reads
 	p.WorstEffects = p.Writes
+	for _, w := range []Wait{
+		{ID: PauseReplay, Duration: cfg.Pause},
+		{ID: NoCrashLock, Duration: cfg.LockTimeout + grace(cfg.LockTimeout), When: "if a failure locks the key"},
+		{ID: ExpiryRace, Duration: cfg.TTL + grace(cfg.TTL)},
+	} {
+		if ok, _ := applicable(cfg, w.ID); ok && selected[w.ID] {
+			p.Waits = append(p.Waits, w)
+		}
+	}
 	return p
 }
 
@@ -165,6 +195,10 @@ func applicable(cfg *Config, id string) (bool, string) {
 	case No5xxReplay, NoCrashLock:
 		if len(cfg.FaultBody) == 0 {
 			return false, "no -body-5xx"
+		}
+	case ExpiryRace:
+		if cfg.TTL == 0 {
+			return false, "no -ttl"
 		}
 	case ReplayErrorType:
 		if len(cfg.InvalidBody) == 0 && len(cfg.FaultBody) == 0 {

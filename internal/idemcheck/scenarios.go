@@ -38,6 +38,7 @@ var scenarios = []scenario{
 	{ids: []string{Credentials}, cost: fixedCost(3, 1, 2, false), run: runCredentials},
 	{ids: []string{NoBurn, No5xxReplay, NoCrashLock, ReplayErrorType}, cost: failuresCost, run: runFailures},
 	{ids: []string{PauseReplay}, cost: fixedCost(2, 1, 1, false), run: runPause},
+	{ids: []string{ExpiryRace}, cost: expiryCost, run: runExpiry},
 	{ids: []string{Timing}, cost: fixedCost(1+timingReplays, 1, 1, false), run: runTiming},
 }
 
@@ -795,6 +796,94 @@ func runPause(ctx context.Context, r *runner, sel map[string]bool) []Result {
 	judgeRepeat(j, first, replay, fmt.Sprintf("the repeat after %s", r.cfg.Pause))
 	if replay.err == nil && (!r.final(replay) || replay.status != first.status) {
 		j.advise("after %s the repeat was answered %s, not the stored answer", r.cfg.Pause, replay.describe())
+	}
+	return results(js)
+}
+
+func expiryCost(cfg *Config, _ map[string]bool) cost {
+	c := cost{writes: 1 + cfg.Concurrency, ops: 1, effects: 2}
+	if cfg.EffectsURL != "" {
+		c.reads = 2
+	}
+	return c
+}
+
+// runExpiry lets a key expire, then sends copies of its request at once:
+// an endpoint that drops the expired record and runs the request without
+// taking the key first runs it once per copy that saw the record.
+func runExpiry(ctx context.Context, r *runner, sel map[string]bool) []Result {
+	js := judges(sel, ExpiryRace)
+	j := js[ExpiryRace]
+	op, ok := r.operation(ctx, js)
+	if !ok {
+		return results(js)
+	}
+	first, ok := r.first(ctx, op, js)
+	if !ok {
+		return results(js)
+	}
+	j.show(first)
+	wait := r.cfg.TTL + grace(r.cfg.TTL)
+	select {
+	case <-ctx.Done():
+		j.error("canceled while the key expired: %v", ctx.Err())
+		return results(js)
+	case <-time.After(wait):
+	}
+	before, ok := r.count(ctx, op, "effects before the copies", js)
+	if !ok {
+		return results(js)
+	}
+	n := r.cfg.Concurrency
+	answers := r.copies(ctx, op, n, "copy after expiry")
+	after, ok := r.count(ctx, op, "effects after the copies", js)
+	if !ok {
+		return results(js)
+	}
+	fact := fmt.Sprintf("%d copies at once, %s after the first answer: %s", n, wait.Round(10*time.Millisecond), tallyAnswers(answers))
+	if op.effectsURL != "" {
+		fact += fmt.Sprintf("; %s counted", plural(after-before, "new effect"))
+	}
+	j.fact("%s", fact)
+	showKinds(j, answers)
+
+	var fresh, old []*answer // final answers naming another resource than the first, and the first
+	unknown, errs := 0, 0
+	for _, a := range answers {
+		switch same, known := sameResource(first, a); {
+		case a.err != nil:
+			errs++
+		case !r.final(a):
+		case !known:
+			unknown++
+		case same:
+			old = append(old, a)
+		default:
+			fresh = append(fresh, a)
+		}
+	}
+	if errs == n {
+		j.error("no copy got an answer: %v", answers[0].err)
+		return results(js)
+	}
+	delta := after - before
+	made := resources(fresh)
+	switch {
+	case len(made) > 1:
+		j.fail("the copies made %d new resources after the key expired: %s", len(made), listed(made))
+	case op.effectsURL != "" && delta > 1:
+		j.fail("%s were counted after the key expired", plural(delta, "new effect"))
+	case unknown > 0 && op.effectsURL == "":
+		j.notJudged("the answers name no resource (no id, no Location) and no -effects-url counts them, so how many copies executed cannot be told")
+	case len(fresh) == 0 && len(old) > 0 && (op.effectsURL == "" || delta == 0):
+		j.notJudged("the key had not expired %s after its first answer: copies got the original's answer; give -ttl the time the endpoint keeps a key", wait.Round(10*time.Millisecond))
+	case len(fresh) == 0 && delta == 0:
+		j.note("no copy executed a new operation")
+	default:
+		j.note("one copy executed as a new operation")
+	}
+	if errs > 0 {
+		j.advise("%d copies got no answer (timeout or connection error)", errs)
 	}
 	return results(js)
 }
