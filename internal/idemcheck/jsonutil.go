@@ -278,6 +278,36 @@ func jsonID(body []byte) string {
 	return string(raw)
 }
 
+// bodyDiff says where body b differs from a, for a reason: the top-level
+// members whose values differ when both are JSON objects ("in
+// \"created_at\""), else the first byte that differs.
+func bodyDiff(a, b []byte) string {
+	var ma, mb map[string]json.RawMessage
+	if json.Unmarshal(a, &ma) == nil && json.Unmarshal(b, &mb) == nil {
+		var names []string
+		for k, v := range ma {
+			if w, ok := mb[k]; !ok || !bytes.Equal(v, w) {
+				names = append(names, strconv.Quote(k))
+			}
+		}
+		for k := range mb {
+			if _, ok := ma[k]; !ok {
+				names = append(names, strconv.Quote(k))
+			}
+		}
+		sort.Strings(names)
+		if len(names) > 0 {
+			return "in " + strings.Join(names, ", ")
+		}
+		return "in its bytes only (the same members and values)"
+	}
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	return fmt.Sprintf("from byte %d (%d bytes, first %d)", i, len(b), len(a))
+}
+
 // problemCode returns the "code" (or else "title") member of a problem body,
 // to name an answer in a reason.
 func problemCode(body []byte) string {

@@ -136,3 +136,9 @@ func FuzzLooseVariants(f *testing.F) {
 		}
 	})
 }
+
+func TestBodyDiff(t *testing.T) {
+	require.Equal(t, `in "created_at", "extra"`, bodyDiff([]byte(`{"id":"o1","created_at":"a"}`), []byte(`{"id":"o1","created_at":"b","extra":1}`)))
+	require.Equal(t, "in its bytes only (the same members and values)", bodyDiff([]byte(`{"id":"o1"}`), []byte(`{ "id":"o1"}`)))
+	require.Equal(t, "from byte 3 (5 bytes, first 4)", bodyDiff([]byte(`okay`), []byte(`oka y`)))
+}

@@ -249,7 +249,7 @@ func runReplay(ctx context.Context, r *runner, sel map[string]bool) []Result {
 			diffs = append(diffs, fmt.Sprintf("status %d, first %d", replay.status, first.status))
 		}
 		if !bytes.Equal(replay.body, first.body) {
-			diffs = append(diffs, "the body differs")
+			diffs = append(diffs, "the body differs "+bodyDiff(first.body, replay.body))
 		}
 		for _, h := range []string{"Content-Type", "Location", "Content-Location"} {
 			if v := first.header.Get(h); v != "" && replay.header.Get(h) != v {
