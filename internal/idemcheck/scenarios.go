@@ -34,11 +34,11 @@ var scenarios = []scenario{
 	{ids: []string{FirstRequest, ReplayEffect, ReplaySame, ReplayMarked}, cost: replayCost, run: runReplay},
 	{ids: []string{ReuseBody, ReuseLoose, ReusePath, ReuseMethod}, cost: reuseCost, run: runReuse},
 	{ids: []string{FingerprintCanonical}, cost: fixedCost(3, 1, 1, false), run: runCanonical},
-	{ids: []string{Concurrent}, cost: concurrentCost, run: runConcurrent},
+	{ids: []string{Concurrent}, cost: copiesCost(0, 1), run: runConcurrent},
 	{ids: []string{Credentials}, cost: fixedCost(3, 1, 2, false), run: runCredentials},
 	{ids: []string{NoBurn, No5xxReplay, NoCrashLock, ReplayErrorType}, cost: failuresCost, run: runFailures},
 	{ids: []string{PauseReplay}, cost: fixedCost(2, 1, 1, false), run: runPause},
-	{ids: []string{ExpiryRace}, cost: expiryCost, run: runExpiry},
+	{ids: []string{ExpiryRace}, cost: copiesCost(1, 2), run: runExpiry},
 	{ids: []string{Timing}, cost: fixedCost(1+timingReplays, 1, 1, false), run: runTiming},
 }
 
@@ -546,12 +546,17 @@ func runCanonical(ctx context.Context, r *runner, sel map[string]bool) []Result 
 	return results(js)
 }
 
-func concurrentCost(cfg *Config, _ map[string]bool) cost {
-	c := cost{writes: cfg.Concurrency, ops: 1, effects: 1}
-	if cfg.EffectsURL != "" {
-		c.reads = 2
+// copiesCost is a scenario that sends the Config's Concurrency copies at
+// once after writes other requests, with an effects read before and after
+// the copies, and in which a correct endpoint makes effects.
+func copiesCost(writes, effects int) func(*Config, map[string]bool) cost {
+	return func(cfg *Config, _ map[string]bool) cost {
+		c := cost{writes: writes + cfg.Concurrency, ops: 1, effects: effects}
+		if cfg.EffectsURL != "" {
+			c.reads = 2
+		}
+		return c
 	}
-	return c
 }
 
 func runConcurrent(ctx context.Context, r *runner, sel map[string]bool) []Result {
@@ -798,14 +803,6 @@ func runPause(ctx context.Context, r *runner, sel map[string]bool) []Result {
 		j.advise("after %s the repeat was answered %s, not the stored answer", r.cfg.Pause, replay.describe())
 	}
 	return results(js)
-}
-
-func expiryCost(cfg *Config, _ map[string]bool) cost {
-	c := cost{writes: 1 + cfg.Concurrency, ops: 1, effects: 2}
-	if cfg.EffectsURL != "" {
-		c.reads = 2
-	}
-	return c
 }
 
 // runExpiry lets a key expire, then sends copies of its request at once:
