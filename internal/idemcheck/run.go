@@ -39,7 +39,10 @@ type Plan struct {
 
 // Wait is how long one check waits at most, on purpose.
 type Wait struct {
-	ID       string        `json:"id"`
+	// ID is the check that waits.
+	ID string `json:"id"`
+	// Duration is the longest it waits: -pause, or a timeout the endpoint
+	// states and its grace.
 	Duration time.Duration `json:"duration_ns"`
 	// When says when it waits, if not always.
 	When string `json:"when,omitempty"`
