@@ -13,10 +13,13 @@
 // plan (how many requests, how many effects at worst) and sends nothing
 // without -allow-effects, never more than -max-requests, only to the URLs
 // given, and never retries. The exit status is 0 when no check failed, 1
-// when one failed or could not be run, 2 for a usage error or a refused plan.
+// when one failed or could not be run, 2 for a usage error or a refused plan,
+// and 3 when none failed but one was not judged (its input did not bring
+// about what it checks).
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -25,6 +28,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -44,6 +48,9 @@ const (
 	exitOK     = 0
 	exitFailed = 1
 	exitUsage  = 2
+	// exitNotJudged: nothing failed, but a check asked for gave no
+	// verdict, so a pipeline does not pass on a check that never happened.
+	exitNotJudged = 3
 )
 
 // headerFlags collects repeated -H 'Name: value' flags.
@@ -82,6 +89,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.Var(&h2, "H2", "a header of other credentials (another client), replacing -H's of the same name; enables the credentials check")
 	fs.StringVar(&cfg.KeyHeader, "key-header", "Idempotency-Key", "the name of the key's header")
 	fs.BoolVar(&cfg.KeyOptional, "key-optional", false, "the endpoint accepts requests without a key (key-missing does not apply)")
+	fs.Var(&statuses{&cfg.FinalStatus}, "final-status", "402 or 409, comma-separated: a status the endpoint answers -body with as its own stored outcome (a decline, a conflict), taken as an answer rather than a failure")
 	fs.StringVar(&body, "body", "", "the request body: JSON text, or @file (@- for standard input)")
 	fs.StringVar(&variant, "body-variant", "", "another valid body for the same endpoint, text or @file (reuse-body)")
 	fs.StringVar(&cfg.URLVariant, "url-variant", "", "another path of the same API the key must not reach (reuse-path)")
@@ -92,6 +100,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.StringVar(&cfg.EffectsPointer, "effects-pointer", "", "JSON pointer to the count in the effects answer: a number, or an array counted by its length")
 	fs.IntVar(&cfg.Concurrency, "n", 30, "copies sent at once by the concurrent check")
 	fs.DurationVar(&cfg.Pause, "pause", 3*time.Second, "how long pause-replay waits before its replay")
+	fs.DurationVar(&cfg.TTL, "ttl", 0, "how long the endpoint replays a key's answer; expiry-race waits that long, then sends -n copies at once (at most 5m; default: expiry-race does not apply)")
+	fs.DurationVar(&cfg.LockTimeout, "lock-timeout", 30*time.Second, "how long the endpoint keeps a key locked by a request that never answered; no-crash-lock fails a key locked longer after a failure (at most 5m)")
 	fs.IntVar(&cfg.MaxRequests, "max-requests", 200, "refuse a plan of more requests than this, and never send more")
 	fs.BoolVar(&cfg.AllowEffects, "allow-effects", false, "send the requests: without it, only the plan is printed")
 	fs.BoolVar(&planOnly, "plan", false, "print the plan and exit 0")
@@ -108,7 +118,7 @@ Checks an endpoint's Idempotency-Key handling against the IETF draft
 (draft-ietf-httpapi-idempotency-key-header-07), Stripe's documented behaviour
 and the rules of github.com/idemkeys/payments. Without -allow-effects it only
 prints its plan. Exit status: 0 no check failed, 1 a check failed or could not
-run, 2 usage error or refused plan.
+run, 2 usage error or refused plan, 3 none failed but one was not judged.
 
 `)
 		fs.PrintDefaults()
@@ -137,14 +147,19 @@ run, 2 usage error or refused plan.
 		return exitUsage
 	}
 	cfg.Header, cfg.Header2 = h1.h, h2.h
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	for _, b := range []struct {
 		flag string
 		in   string
 		out  *[]byte
-	}{{"-body", body, &cfg.Body}, {"-body-variant", variant, &cfg.BodyVariant}, {"-body-invalid", invalid, &cfg.InvalidBody}, {"-body-5xx", fault, &cfg.FaultBody}} {
+	}{{"body", body, &cfg.Body}, {"body-variant", variant, &cfg.BodyVariant}, {"body-invalid", invalid, &cfg.InvalidBody}, {"body-5xx", fault, &cfg.FaultBody}} {
+		if !given[b.flag] {
+			continue
+		}
 		data, err := readBody(b.in, stdin)
 		if err != nil {
-			fmt.Fprintf(stderr, "idemcheck: %s: %v\n", b.flag, err)
+			fmt.Fprintf(stderr, "idemcheck: -%s: %v\n", b.flag, err)
 			return exitUsage
 		}
 		*b.out = data
@@ -164,7 +179,7 @@ run, 2 usage error or refused plan.
 		fmt.Fprintf(stderr, "idemcheck: %v\n", err)
 		return exitUsage
 	}
-	fmt.Fprintf(stderr, "idemcheck %s %s\n%s", cfg.Method, cfg.URL, p)
+	fmt.Fprintf(stderr, "idemcheck %s %s\n%s", cfg.Method, idemcheck.RedactURL(cfg.URL), p)
 	if planOnly {
 		return exitOK
 	}
@@ -211,23 +226,63 @@ run, 2 usage error or refused plan.
 		fmt.Fprintf(stderr, "idemcheck: writing the report: %v\n", err)
 		return exitFailed
 	}
-	if rep.Failed() {
+	switch {
+	case rep.Failed():
 		return exitFailed
+	case rep.Incomplete():
+		return exitNotJudged
 	}
 	return exitOK
 }
 
-// readBody reads a body flag: @file, @- for standard input, or the text.
+// readBody reads a body flag that was given: @file, @- for standard
+// input, or the text. An empty body is refused, and so is text that names
+// a file: both are mistakes that would send a body nobody meant, which
+// the endpoint refuses, or worse, accepts.
 func readBody(v string, stdin io.Reader) ([]byte, error) {
+	var data []byte
+	var err error
 	switch {
 	case v == "":
-		return nil, nil
+		return nil, errors.New("the body is empty; give JSON text, @file or @- (leave the flag out for an endpoint that takes no body)")
 	case v == "@-":
-		return io.ReadAll(stdin)
+		data, err = io.ReadAll(stdin)
 	case strings.HasPrefix(v, "@"):
-		return os.ReadFile(v[1:])
+		data, err = os.ReadFile(v[1:])
+	default:
+		if st, err := os.Stat(v); err == nil && st.Mode().IsRegular() {
+			return nil, fmt.Errorf("%q names a file, and would be sent as text; write @%s to send its content", v, v)
+		}
+		return []byte(v), nil
 	}
-	return []byte(v), nil
+	if err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, fmt.Errorf("%s is empty", v)
+	}
+	return data, nil
+}
+
+// statuses collects a comma-separated list of HTTP statuses.
+type statuses struct{ list *[]int }
+
+func (f *statuses) String() string {
+	if f.list == nil {
+		return ""
+	}
+	return strings.Trim(strings.Join(strings.Fields(fmt.Sprint(*f.list)), ","), "[]")
+}
+
+func (f *statuses) Set(s string) error {
+	for _, part := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil {
+			return fmt.Errorf("want statuses such as 402,409, got %q", s)
+		}
+		*f.list = append(*f.list, n)
+	}
+	return nil
 }
 
 // progressLine returns a Progress function that keeps one line up to date

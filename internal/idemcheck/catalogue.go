@@ -27,6 +27,7 @@ const (
 	ReplaySame           = "replay-same"
 	ReplayMarked         = "replay-marked"
 	ReuseBody            = "reuse-body"
+	ReuseLoose           = "reuse-loose"
 	ReusePath            = "reuse-path"
 	ReuseMethod          = "reuse-method"
 	FingerprintCanonical = "fingerprint-canonical"
@@ -34,7 +35,10 @@ const (
 	Credentials          = "credentials"
 	NoBurn               = "no-burn"
 	No5xxReplay          = "no-5xx-replay"
+	NoCrashLock          = "no-crash-lock"
+	ReplayErrorType      = "replay-error-type"
 	PauseReplay          = "pause-replay"
+	ExpiryRace           = "expiry-race"
 	Timing               = "timing"
 )
 
@@ -101,22 +105,29 @@ var catalogue = []Check{
 		Needs:  "-body-variant",
 	},
 	{
+		ID:     ReuseLoose,
+		Rule:   `A body that differs from the original only in loosely equal values (a number sent as a string, 0 as "", 1 as true) is another request: under the same key it is refused (422, or 400 for its own invalidity), never answered with the original's result.`,
+		Source: "draft-07 §2.7 (a key reused for a different payload MUST fail); this project's contract, Idempotency 2 (any value changes the fingerprint)",
+		Level:  Must,
+		Needs:  "a body with a number, true or false (the checker makes the variants)",
+	},
+	{
 		ID:     ReusePath,
-		Rule:   "The same key and body on another path of the API is refused with 422, and the original request still gets its own answer.",
+		Rule:   "The same key and body on another path of the API is refused with 422, and the original request still gets its own answer; a 4xx counts only where a route serves that path, as the same request without a key shows.",
 		Source: "this project's contract, Idempotency 2 (the fingerprint covers method, route and path); the draft leaves the key's scope to the resource (§2.2)",
 		Level:  Project,
 		Needs:  "-url-variant",
 	},
 	{
 		ID:     ReuseMethod,
-		Rule:   "The same key and body with another method is refused (4xx), and the original request still gets its own answer.",
+		Rule:   "The same key and body with another method is refused (4xx), and the original request still gets its own answer; a 4xx counts only where a route serves that method, as the same request without a key shows.",
 		Source: "this project's contract, Idempotency 2 (the fingerprint covers method, route and path)",
 		Level:  Project,
 		Needs:  "-method-variant",
 	},
 	{
 		ID:     FingerprintCanonical,
-		Rule:   "Reordering the body's members and adding whitespace does not change the request: the repeat is a replay, not a 422.",
+		Rule:   "Adding whitespace to the body, or reordering its members, does not change the request: each such repeat, one change at a time, is a replay, not a 422.",
 		Source: "this project's contract, Idempotency 2 (the fingerprint is over canonical JSON, RFC 8785)",
 		Level:  Project,
 		Needs:  "a JSON object body with two members or more",
@@ -143,16 +154,37 @@ var catalogue = []Check{
 	},
 	{
 		ID:     No5xxReplay,
-		Rule:   "A 5xx answer is not stored: the same request again under the key executes or resumes instead of getting the 5xx back.",
+		Rule:   "A 5xx answer is not stored: the same request again under the key executes or resumes instead of getting the 5xx back; when it fails the same way again, the valid body under the key tells a stored 5xx from a new one.",
 		Source: "this project's contract, Idempotency 3 (Stripe differs: it documents that it replays 500s)",
 		Level:  Project,
 		Needs:  "-body-5xx",
+	},
+	{
+		ID:     NoCrashLock,
+		Rule:   "A request whose handler fails before answering (the -body-5xx body) does not lock its key: the same key then executes, refuses, or answers 409 with a Retry-After that ends within the lock timeout the endpoint states (-lock-timeout).",
+		Source: "this project's contract, Idempotency 3 (after a 5xx the key may be sent again) and 6 (a record left running is recovered after IDEMPOTENCY_LOCK_TIMEOUT); the draft only advises 409 while a request is in progress (§2.7)",
+		Level:  Must,
+		Needs:  "-body-5xx",
+	},
+	{
+		ID:     ReplayErrorType,
+		Rule:   "An error answer the endpoint stores is replayed with its Content-Type (a problem stays application/problem+json), as a stored answer keeps the headers that describe it.",
+		Source: "draft-07 §2.6 (respond with the result of the previously completed operation); this project's contract, Idempotency 3 and 4 (the stored headers that describe the result)",
+		Level:  Should,
+		Needs:  "-body-invalid or -body-5xx",
 	},
 	{
 		ID:     PauseReplay,
 		Rule:   "A replay still names the same resource after a pause of a few seconds: the record outlives the request and any in-memory cache.",
 		Source: "draft-07 §2.3 (keys expire by a published policy) and §2.6",
 		Level:  Must,
+	},
+	{
+		ID:     ExpiryRace,
+		Rule:   "Once the key has expired (-ttl after its first answer), N copies of its request sent at once make one effect at most: one executes as a new operation, or none does (a tombstone refuses them), never two.",
+		Source: "draft-07 §2.3 (a key is valid for a time the resource publishes) and §2.6; this project's contract, Idempotency 7 (an expired record is treated as absent, or refused with tombstones)",
+		Level:  Must,
+		Needs:  "-ttl",
 	},
 	{
 		ID:     Timing,

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -33,6 +34,12 @@ type Config struct {
 	// KeyOptional says the endpoint accepts requests without a key, as
 	// Stripe's do: KeyMissing is then not applicable.
 	KeyOptional bool
+	// FinalStatus lists the statuses besides 2xx, 402 or 409, that the
+	// endpoint answers the Body with as the operation's own final outcome
+	// and stores (a declined payment, a conflict of the business): the
+	// first request so answered is an answer the checks build on, not a
+	// failure.
+	FinalStatus []int
 
 	// Body is the request's body.
 	Body []byte
@@ -61,6 +68,16 @@ type Config struct {
 	Concurrency int
 	// Pause is how long PauseReplay waits before its replay; default 3s.
 	Pause time.Duration
+	// LockTimeout is how long the endpoint says a key stays locked by a
+	// request that never answered (this project's IDEMPOTENCY_LOCK_TIMEOUT):
+	// NoCrashLock fails a key still locked this long (and a grace) after
+	// a failure. Default 30s; at most MaxWait.
+	LockTimeout time.Duration
+	// TTL is how long the endpoint replays a key's answer (this project's
+	// IDEMPOTENCY_TTL): ExpiryRace waits this long (and a grace) after a
+	// first answer, then sends its copies. Zero: ExpiryRace is not
+	// applicable. At most MaxWait, and longer than Pause.
+	TTL time.Duration
 	// MaxRequests bounds the run: a plan over it is refused, and no request
 	// past it is sent. Zero: no bound.
 	MaxRequests int
@@ -92,7 +109,7 @@ type Progress struct {
 }
 
 // ErrConfig wraps every error of a Config that cannot be run.
-var ErrConfig = errors.New("idemcheck: bad configuration")
+var ErrConfig = errors.New("bad configuration")
 
 // placeholder matches {{name}}.
 var placeholder = regexp.MustCompile(`\{\{([A-Za-z0-9_]+)\}\}`)
@@ -113,6 +130,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Pause == 0 {
 		c.Pause = 3 * time.Second
 	}
+	if c.LockTimeout == 0 {
+		c.LockTimeout = 30 * time.Second
+	}
 	c.Header = c.Header.Clone()
 	if c.Header == nil {
 		c.Header = http.Header{}
@@ -130,7 +150,7 @@ func (c Config) withDefaults() (Config, error) {
 		// Placeholders are filled per operation; parse a filled-in copy.
 		p, err := url.Parse(placeholder.ReplaceAllString(u, "x"))
 		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			errs = append(errs, fmt.Errorf("%s %q is not an absolute http(s) URL", name, u))
+			errs = append(errs, fmt.Errorf("%s %q is not an absolute http(s) URL", name, RedactURL(u)))
 		}
 	}
 	if c.URL == "" {
@@ -139,8 +159,25 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Concurrency < 2 {
 		errs = append(errs, fmt.Errorf("concurrency must be 2 or more, got %d", c.Concurrency))
 	}
-	if c.Pause < 0 || c.MaxRequests < 0 {
-		errs = append(errs, errors.New("pause and max requests must not be negative"))
+	if c.Pause < 0 || c.MaxRequests < 0 || c.LockTimeout < 0 || c.TTL < 0 {
+		errs = append(errs, errors.New("pause, lock timeout, TTL and max requests must not be negative"))
+	}
+	if c.LockTimeout > MaxWait {
+		errs = append(errs, fmt.Errorf("the lock timeout %s is over the %s the checker waits at most: shorten the endpoint's lock timeout in the test environment", c.LockTimeout, MaxWait))
+	}
+	if c.TTL > MaxWait {
+		errs = append(errs, fmt.Errorf("the TTL %s is over the %s the checker waits at most: shorten the endpoint's TTL in the test environment", c.TTL, MaxWait))
+	}
+	if c.TTL > 0 && c.Pause >= c.TTL {
+		errs = append(errs, fmt.Errorf("the pause %s must be shorter than the TTL %s, or pause-replay would replay an expired key", c.Pause, c.TTL))
+	}
+	for _, st := range c.FinalStatus {
+		if st != http.StatusPaymentRequired && st != http.StatusConflict {
+			errs = append(errs, fmt.Errorf("final status %d: only 402 and 409 are outcomes an endpoint stores besides 2xx", st))
+		}
+	}
+	if len(c.Header2) > 0 && sameHeaders(c.Header, c.withHeader2(c.Header)) {
+		errs = append(errs, errors.New("the other credentials (-H2) are the same as -H's: the credentials check needs another client's"))
 	}
 	if c.MethodVariant != "" && c.MethodVariant == c.Method {
 		errs = append(errs, fmt.Errorf("the method variant must differ from the method %s", c.Method))
@@ -158,6 +195,28 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
 	}
 	return c, nil
+}
+
+// withHeader2 returns h with Header2's fields in place of its own.
+func (c *Config) withHeader2(h http.Header) http.Header {
+	h = h.Clone()
+	for name, values := range c.Header2 {
+		h[http.CanonicalHeaderKey(name)] = append([]string(nil), values...)
+	}
+	return h
+}
+
+// sameHeaders reports whether two headers hold the same fields and values.
+func sameHeaders(a, b http.Header) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, va := range a {
+		if !slices.Equal(va, b[name]) {
+			return false
+		}
+	}
+	return true
 }
 
 // DefaultClient is the client the checker uses when Config.Client is nil:

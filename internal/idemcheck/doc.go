@@ -14,20 +14,26 @@
 //
 //   - MUST fails the endpoint. These are the draft's MUSTs (a request that
 //     reuses a key for another payload, or lacks a required key, is failed:
-//     §2.7), and three rules the draft words more softly but without which
-//     the header means nothing, so the checker holds them as requirements:
-//     a retry under a key does not execute again (§2, §2.6), N concurrent
-//     copies make one effect (§2.6), and one client never gets another
-//     client's stored answer (§5).
+//     §2.7), and four rules the draft words more softly, or leaves out, but
+//     without which the header means nothing, so the checker holds them as
+//     requirements: a retry under a key does not execute again (§2, §2.6),
+//     N concurrent copies make one effect (§2.6), one client never gets
+//     another client's stored answer (§5), and a failure does not lock a
+//     key for longer than the endpoint states (this project's contract).
 //   - SHOULD (the draft's SHOULDs, Stripe's documented behaviour) and
 //     PROJECT (this project's stricter rules: canonical JSON, Retry-After on
 //     409, the replay marker) give advice, never a failure.
 //   - INFO only reports figures (timings).
 //
-// A check whose input is absent (no -url-variant, no -body-invalid, no -H2)
-// is not applicable; a check that could not run (the network failed, the
-// first request did not succeed, the effects URL did not answer) is an
-// error, which fails a run like a failure does.
+// No verdict without evidence. Run first sends the request every check is
+// built on, under a new key; unless it is answered 2xx (or a status the
+// Config declares as the endpoint's own outcome), nothing else is sent and
+// Run says what to fix (ErrPreflight). A check whose input is absent (no
+// -url-variant, no -body-invalid, no -H2) is not applicable; one whose input
+// did not bring about what it checks (no 5xx provoked, a variant route that
+// does not exist) is not judged, never passed; a check that could not run
+// (the network failed, the effects URL did not answer) is an error, which
+// fails a run like a failure does.
 //
 // # Safe by default
 //
@@ -37,7 +43,9 @@
 // Config.MaxRequests, counts every request it sends against that limit,
 // sends only to the URLs in the Config, never follows a redirect, and never
 // retries: the requests are built so that net/http cannot resend them either
-// (see newRequest).
+// (see newRequest). A report never shows a credential: URLs lose their user
+// info and query values (RedactURL), and the credentials the Config sends
+// are replaced wherever an answer or an error repeats them.
 //
 // # Operations and placeholders
 //

@@ -13,16 +13,22 @@ import (
 // Verdict is a check's outcome.
 type Verdict string
 
-// The verdicts. Fail and Error fail a run; the others do not.
+// The verdicts. Fail and Error fail a run; NotJudged leaves it unfinished
+// (see Report.Incomplete); the others do not.
 const (
 	// Pass: the endpoint keeps the rule.
 	Pass Verdict = "pass"
 	// Fail: the endpoint breaks a MUST.
 	Fail Verdict = "fail"
-	// NotApplicable: the check's input was not given, or the endpoint
-	// could not be brought into the state the check needs (no 5xx
-	// provoked).
+	// NotApplicable: the check's input was not given, or the rule has
+	// nothing to hold the endpoint to (a one-member body cannot be
+	// reordered).
 	NotApplicable Verdict = "n/a"
+	// NotJudged: the check ran, but what it was given did not bring the
+	// endpoint into the state the rule is about (the -body-5xx body was
+	// not answered 5xx, the -url-variant names no route), so there is no
+	// evidence either way. It is never a pass: the input needs fixing.
+	NotJudged Verdict = "not judged"
 	// Advice: the endpoint breaks a SHOULD or a rule of this project.
 	Advice Verdict = "advice"
 	// Error: the check could not be run (the network failed, the first
@@ -82,6 +88,17 @@ func (r *Report) Failed() bool {
 	return false
 }
 
+// Incomplete reports whether a check was not judged: no check failed on
+// that account, but the run did not check what it was asked to.
+func (r *Report) Incomplete() bool {
+	for _, res := range r.Results {
+		if res.Verdict == NotJudged {
+			return true
+		}
+	}
+	return false
+}
+
 // Result returns the result of the check with this id.
 func (r *Report) Result(id string) (Result, bool) {
 	for _, res := range r.Results {
@@ -101,10 +118,11 @@ func (r *Report) Counts() map[Verdict]int {
 	return n
 }
 
-// Summary is one line: "12 pass, 1 fail, 2 advice, 1 n/a, 0 error".
+// Summary is one line: "12 pass, 1 fail, 2 advice, 0 not judged, 1 n/a, 0 error".
 func (r *Report) Summary() string {
 	n := r.Counts()
-	return fmt.Sprintf("%d pass, %d fail, %d advice, %d n/a, %d error", n[Pass], n[Fail], n[Advice], n[NotApplicable], n[Error])
+	return fmt.Sprintf("%d pass, %d fail, %d advice, %d not judged, %d n/a, %d error",
+		n[Pass], n[Fail], n[Advice], n[NotJudged], n[NotApplicable], n[Error])
 }
 
 // WriteText writes the summary table, then the reason and evidence of every
@@ -176,8 +194,8 @@ func (r *Report) WriteJSON(w io.Writer) error {
 
 // WriteJUnit writes the report as a JUnit XML test suite, the format CI
 // systems show: a fail is a <failure>, an error an <error>, a check that
-// does not apply is <skipped>, and advice passes with its text in
-// <system-out>.
+// does not apply or was not judged is <skipped> (its message says which),
+// and advice passes with its text in <system-out>.
 func (r *Report) WriteJUnit(w io.Writer) error {
 	type problem struct {
 		Message string `xml:"message,attr"`
@@ -208,7 +226,7 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 	}
 	n := r.Counts()
 	suite := testsuite{Name: "idemcheck " + r.Target, Tests: len(r.Results), Failures: n[Fail], Errors: n[Error],
-		Skipped: n[NotApplicable], Time: fmt.Sprintf("%.3f", r.Elapsed.Seconds())}
+		Skipped: n[NotApplicable] + n[NotJudged], Time: fmt.Sprintf("%.3f", r.Elapsed.Seconds())}
 	for _, res := range r.Results {
 		tc := testcase{Name: res.ID, Classname: "idemcheck." + string(res.Level), Time: "0"}
 		detail := fmt.Sprintf("rule: %s\nsource: %s\nwhy: %s\n", res.Rule, res.Source, res.Reason)
@@ -222,6 +240,9 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 			tc.Error = &problem{Message: res.Reason, Type: "could not check", Text: detail}
 		case NotApplicable:
 			tc.Skipped = &skipped{Message: res.Reason}
+		case NotJudged:
+			tc.Skipped = &skipped{Message: "not judged: " + res.Reason}
+			tc.SystemOut = detail
 		case Advice:
 			tc.SystemOut = "advice: " + detail
 		case Pass:

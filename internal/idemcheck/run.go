@@ -33,6 +33,19 @@ type Plan struct {
 	Effects int `json:"effects"`
 	// WorstEffects is how many a broken endpoint could make: one per write.
 	WorstEffects int `json:"worst_effects"`
+	// Waits names the checks that wait, and how long at most.
+	Waits []Wait `json:"waits,omitempty"`
+}
+
+// Wait is how long one check waits at most, on purpose.
+type Wait struct {
+	// ID is the check that waits.
+	ID string `json:"id"`
+	// Duration is the longest it waits: -pause, or a timeout the endpoint
+	// states and its grace.
+	Duration time.Duration `json:"duration_ns"`
+	// When says when it waits, if not always.
+	When string `json:"when,omitempty"`
 }
 
 // PlannedCheck is one check of a plan.
@@ -50,6 +63,17 @@ func (p Plan) String() string {
 		p.Requests, p.Writes, p.Reads, p.Operations)
 	fmt.Fprintf(&b, "effects: a correct endpoint makes %d; a broken one could make up to %d (one per request to the endpoint).\n",
 		p.Effects, p.WorstEffects)
+	if len(p.Waits) > 0 {
+		var waits []string
+		for _, w := range p.Waits {
+			s := fmt.Sprintf("%s %s", w.ID, w.Duration.Round(100*time.Millisecond))
+			if w.When != "" {
+				s += " " + w.When
+			}
+			waits = append(waits, s)
+		}
+		fmt.Fprintf(&b, "waits: %s.\n", strings.Join(waits, ", "))
+	}
 	var skipped []string
 	for _, c := range p.Checks {
 		if !c.Applicable {
@@ -68,7 +92,7 @@ func (p Plan) String() string {
 
 // ErrNotAllowed is returned by Run when the Config does not allow effects,
 // or its plan exceeds MaxRequests; nothing was sent.
-var ErrNotAllowed = errors.New("idemcheck: the run is not allowed")
+var ErrNotAllowed = errors.New("the run is not allowed")
 
 // PlanFor returns the plan of running the checks named by ids (all of them
 // when ids is empty) against cfg, without sending anything.
@@ -93,11 +117,13 @@ func plan(cfg *Config, selected map[string]bool) Plan {
 		ok, why := applicable(cfg, c.ID)
 		p.Checks = append(p.Checks, PlannedCheck{ID: c.ID, Applicable: ok, Reason: why})
 	}
+	costs := []cost{preflightCost(cfg)}
 	for _, s := range scenarios {
-		if !s.wanted(cfg, selected) {
-			continue
+		if s.wanted(cfg, selected) {
+			costs = append(costs, s.cost(cfg, selected))
 		}
-		c := s.cost(cfg, selected)
+	}
+	for _, c := range costs {
 		p.Writes += c.writes
 		p.Reads += c.reads
 		p.Operations += c.ops
@@ -105,6 +131,15 @@ func plan(cfg *Config, selected map[string]bool) Plan {
 	}
 	p.Requests = p.Writes + p.Reads
 	p.WorstEffects = p.Writes
+	for _, w := range []Wait{
+		{ID: PauseReplay, Duration: cfg.Pause},
+		{ID: NoCrashLock, Duration: cfg.LockTimeout + grace(cfg.LockTimeout), When: "if a failure locks the key"},
+		{ID: ExpiryRace, Duration: cfg.TTL + grace(cfg.TTL)},
+	} {
+		if ok, _ := applicable(cfg, w.ID); ok && selected[w.ID] {
+			p.Waits = append(p.Waits, w)
+		}
+	}
 	return p
 }
 
@@ -136,6 +171,10 @@ func applicable(cfg *Config, id string) (bool, string) {
 		if len(cfg.BodyVariant) == 0 {
 			return false, "no -body-variant"
 		}
+	case ReuseLoose:
+		if len(looseVariants([]byte(placeholder.ReplaceAllString(string(cfg.Body), "x")))) == 0 {
+			return false, "the body holds no number, true or false to send loosely equal"
+		}
 	case ReusePath:
 		if cfg.URLVariant == "" {
 			return false, "no -url-variant"
@@ -156,9 +195,17 @@ func applicable(cfg *Config, id string) (bool, string) {
 		if len(cfg.InvalidBody) == 0 {
 			return false, "no -body-invalid"
 		}
-	case No5xxReplay:
+	case No5xxReplay, NoCrashLock:
 		if len(cfg.FaultBody) == 0 {
 			return false, "no -body-5xx"
+		}
+	case ExpiryRace:
+		if cfg.TTL == 0 {
+			return false, "no -ttl"
+		}
+	case ReplayErrorType:
+		if len(cfg.InvalidBody) == 0 && len(cfg.FaultBody) == 0 {
+			return false, "no -body-invalid or -body-5xx"
 		}
 	}
 	return true, ""
@@ -168,8 +215,11 @@ func applicable(cfg *Config, id string) (bool, string) {
 // the endpoint cfg describes and returns the report. It sends nothing and
 // returns an error wrapping ErrNotAllowed when cfg.AllowEffects is unset or
 // the plan exceeds cfg.MaxRequests, and one wrapping ErrConfig when cfg
-// cannot run. A check that could not run is reported with the Error verdict,
-// not returned as an error.
+// cannot run. It first sends the request every check is built on, and
+// returns an error wrapping ErrPreflight, saying what to fix, when that
+// request is not answered 2xx (or a declared FinalStatus). A check that
+// could not run later is reported with the Error verdict, not returned as
+// an error.
 func Run(ctx context.Context, cfg Config, ids ...string) (*Report, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -193,13 +243,20 @@ func Run(ctx context.Context, cfg Config, ids ...string) (*Report, error) {
 		client = &c
 	}
 	r := &runner{cfg: &cfg, client: client, limit: cfg.MaxRequests, planned: p.Requests}
-	rep := &Report{Target: cfg.Method + " " + cfg.URL, Started: time.Now().UTC(), Plan: p}
+	red := newRedactor(&cfg)
+	rep := &Report{Target: cfg.Method + " " + red.text(RedactURL(cfg.URL)), Started: time.Now().UTC(), Plan: p}
 
 	var steps []scenario
 	for _, s := range scenarios {
 		if s.wanted(&cfg, selected) {
 			steps = append(steps, s)
 		}
+	}
+	r.mu.Lock()
+	r.steps, r.current = len(steps), "the first request"
+	r.mu.Unlock()
+	if err := r.preflight(ctx); err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrPreflight, red.text(err.Error()))
 	}
 	results := map[string]Result{}
 	for i, s := range steps {
@@ -220,7 +277,9 @@ func Run(ctx context.Context, cfg Config, ids ...string) (*Report, error) {
 			_, why := applicable(&cfg, c.ID)
 			res = Result{Check: c, Verdict: NotApplicable, Reason: sentences([]string{why})}
 		}
-		rep.Results = append(rep.Results, res)
+		// One place removes the credentials from everything a report
+		// shows, so that no check's wording can let one through.
+		rep.Results = append(rep.Results, red.result(res))
 	}
 	rep.Elapsed = time.Since(rep.Started)
 	rep.Requests = r.sentCount()
@@ -351,6 +410,16 @@ func (a *answer) resource() string {
 	return jsonID(a.body)
 }
 
+// identity names the resource an answer is about for comparing: its JSON
+// "id", or else its Location; empty when it names none. (resource prefers
+// the Location, which reads better in a reason.)
+func (a *answer) identity() string {
+	if id := jsonID(a.body); id != "" {
+		return id
+	}
+	return a.header.Get("Location")
+}
+
 // replayMarkers are the headers APIs use to mark a replayed answer:
 // Stripe's and this project's first, then the variants seen elsewhere.
 var replayMarkers = []string{"Idempotent-Replayed", "Idempotency-Replayed", "X-Idempotent-Replayed", "X-Idempotency-Replayed"}
@@ -476,9 +545,7 @@ func (r *runner) newRequest(ctx context.Context, method string, c call) (*http.R
 		req.Header.Del("Content-Type")
 	}
 	if c.second {
-		for name, values := range r.cfg.Header2 {
-			req.Header[name] = append([]string(nil), values...)
-		}
+		req.Header = r.cfg.withHeader2(req.Header)
 	}
 	if !c.noKey {
 		// Set through the map, so that an empty or odd key is sent as it is.
@@ -524,12 +591,14 @@ func randomHex(n int) string {
 
 // trim cuts a body for a report.
 func trim(b []byte) string {
-	s := strings.ToValidUTF8(string(b), "?")
-	s = strings.TrimSpace(s)
-	if len(s) <= trimAt {
+	return trimTo(strings.TrimSpace(strings.ToValidUTF8(string(b), "?")), trimAt)
+}
+
+// trimTo cuts s to at most n bytes, on a character's boundary.
+func trimTo(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	n := trimAt
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}

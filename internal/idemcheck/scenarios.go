@@ -30,15 +30,15 @@ type cost struct {
 // scenarios run in this order.
 var scenarios = []scenario{
 	{ids: []string{KeyMissing}, cost: fixedCost(1, 1, 0, true), run: runKeyMissing},
-	{ids: []string{KeyInvalid}, cost: fixedCost(len(invalidKeys), 1, 0, true), run: runKeyInvalid},
+	{ids: []string{KeyInvalid}, cost: fixedCost(len(invalidKeys()), 1, 0, true), run: runKeyInvalid},
 	{ids: []string{FirstRequest, ReplayEffect, ReplaySame, ReplayMarked}, cost: replayCost, run: runReplay},
-	{ids: []string{ReuseBody, ReusePath, ReuseMethod}, cost: reuseCost, run: runReuse},
-	{ids: []string{FingerprintCanonical}, cost: fixedCost(2, 1, 1, false), run: runCanonical},
-	{ids: []string{Concurrent}, cost: concurrentCost, run: runConcurrent},
+	{ids: []string{ReuseBody, ReuseLoose, ReusePath, ReuseMethod}, cost: reuseCost, run: runReuse},
+	{ids: []string{FingerprintCanonical}, cost: fixedCost(3, 1, 1, false), run: runCanonical},
+	{ids: []string{Concurrent}, cost: copiesCost(0, 1), run: runConcurrent},
 	{ids: []string{Credentials}, cost: fixedCost(3, 1, 2, false), run: runCredentials},
-	{ids: []string{NoBurn}, cost: fixedCost(2, 1, 1, false), run: runNoBurn},
-	{ids: []string{No5xxReplay}, cost: fixedCost(2, 1, 1, false), run: run5xx},
+	{ids: []string{NoBurn, No5xxReplay, NoCrashLock, ReplayErrorType}, cost: failuresCost, run: runFailures},
 	{ids: []string{PauseReplay}, cost: fixedCost(2, 1, 1, false), run: runPause},
+	{ids: []string{ExpiryRace}, cost: copiesCost(1, 2), run: runExpiry},
 	{ids: []string{Timing}, cost: fixedCost(1+timingReplays, 1, 1, false), run: runTiming},
 }
 
@@ -75,168 +75,6 @@ func fixedCost(writes, ops, effects int, readsEffects bool) func(*Config, map[st
 	}
 }
 
-// judge collects what a check found and turns it into a Result.
-type judge struct {
-	check    Check
-	fails    []string
-	advice   []string
-	errs     []string
-	na       string
-	notes    []string
-	evidence []*answer
-}
-
-func newJudge(id string) *judge {
-	c, _ := Lookup(id)
-	return &judge{check: c}
-}
-
-func (j *judge) fail(format string, args ...any) {
-	j.fails = append(j.fails, fmt.Sprintf(format, args...))
-}
-func (j *judge) advise(format string, args ...any) {
-	j.advice = append(j.advice, fmt.Sprintf(format, args...))
-}
-func (j *judge) error(format string, args ...any) {
-	j.errs = append(j.errs, fmt.Sprintf(format, args...))
-}
-func (j *judge) note(format string, args ...any) {
-	j.notes = append(j.notes, fmt.Sprintf(format, args...))
-}
-func (j *judge) notApplicable(format string, args ...any) {
-	j.na = fmt.Sprintf(format, args...)
-}
-func (j *judge) show(answers ...*answer) {
-	for _, a := range answers {
-		if a != nil {
-			j.evidence = append(j.evidence, a)
-		}
-	}
-}
-
-// result picks the verdict: an error over everything, then not applicable,
-// a failure, advice, and a pass.
-func (j *judge) result() Result {
-	res := Result{Check: j.check}
-	var reasons []string
-	switch {
-	case len(j.errs) > 0:
-		res.Verdict, reasons = Error, j.errs
-	case j.na != "":
-		res.Verdict, reasons = NotApplicable, []string{j.na}
-	case len(j.fails) > 0:
-		res.Verdict, reasons = Fail, append(j.fails, j.advice...)
-	case len(j.advice) > 0:
-		res.Verdict, reasons = Advice, j.advice
-	default:
-		res.Verdict, reasons = Pass, j.notes
-	}
-	res.Reason = sentences(reasons)
-	for _, a := range j.evidence {
-		res.Evidence = append(res.Evidence, a.ex)
-	}
-	return res
-}
-
-// sentences joins reasons into sentences.
-func sentences(reasons []string) string {
-	out := make([]string, 0, len(reasons))
-	for _, r := range reasons {
-		r = strings.TrimSpace(r)
-		if r == "" {
-			continue
-		}
-		if !strings.HasSuffix(r, ".") {
-			r += "."
-		}
-		out = append(out, strings.ToUpper(r[:1])+r[1:])
-	}
-	return strings.Join(out, " ")
-}
-
-// judges returns a judge for each selected check of ids.
-func judges(sel map[string]bool, ids ...string) map[string]*judge {
-	js := map[string]*judge{}
-	for _, id := range ids {
-		if sel[id] {
-			js[id] = newJudge(id)
-		}
-	}
-	return js
-}
-
-// results returns the judges' results in catalogue order.
-func results(js map[string]*judge) []Result {
-	var out []Result
-	for _, c := range catalogue {
-		if j, ok := js[c.ID]; ok {
-			out = append(out, j.result())
-		}
-	}
-	return out
-}
-
-// all applies f to every judge.
-func all(js map[string]*judge, f func(*judge)) {
-	for _, j := range js {
-		f(j)
-	}
-}
-
-// sameResource reports whether two answers name the same resource: by
-// their JSON ids, else their Locations, else identical bodies. known is
-// false when the answers give no way to tell.
-func sameResource(a, b *answer) (same, known bool) {
-	if ia, ib := jsonID(a.body), jsonID(b.body); ia != "" && ib != "" {
-		return ia == ib, true
-	}
-	if la, lb := a.header.Get("Location"), b.header.Get("Location"); la != "" && lb != "" {
-		return la == lb, true
-	}
-	if len(a.body) > 0 && bytes.Equal(a.body, b.body) {
-		return true, true
-	}
-	return false, false
-}
-
-// first sends an operation's first request and says, on every judge,
-// why nothing more can be checked when it did not succeed.
-func (r *runner) first(ctx context.Context, op *operation, js map[string]*judge) (*answer, bool) {
-	a := r.do(ctx, call{note: "first request", url: op.url, body: op.body, key: op.key})
-	if !a.ok() {
-		all(js, func(j *judge) {
-			j.error("the first request under a new key was answered %s, not 2xx; the check needs a request that succeeds (check the URL, body and headers)", a.describe())
-			j.show(a)
-		})
-		return a, false
-	}
-	return a, true
-}
-
-// operation makes a new operation, or says on every judge why it could not.
-func (r *runner) operation(ctx context.Context, js map[string]*judge) (*operation, bool) {
-	op, err := r.newOperation(ctx)
-	if err != nil {
-		all(js, func(j *judge) { j.error("%v", err) })
-		return nil, false
-	}
-	return op, true
-}
-
-// count reads the effects count when an effects URL is given; ok is false
-// (and every judge says why) when it could not be read.
-func (r *runner) count(ctx context.Context, op *operation, note string, js map[string]*judge) (n int, ok bool) {
-	if op.effectsURL == "" {
-		return 0, true
-	}
-	n, a, err := r.effects(ctx, op, note)
-	if err != nil {
-		all(js, func(j *judge) { j.error("%v", err); j.show(a) })
-		return 0, false
-	}
-	return n, true
-}
-
 func runKeyMissing(ctx context.Context, r *runner, sel map[string]bool) []Result {
 	js := judges(sel, KeyMissing)
 	j := js[KeyMissing]
@@ -269,19 +107,34 @@ func runKeyMissing(ctx context.Context, r *runner, sel map[string]bool) []Result
 		j.note("refused with %s, application/problem+json", a.describe())
 	}
 	if after > before {
-		j.fail("the request without a key changed something: %d new effects counted", after-before)
+		j.fail("the request without a key changed something: %s counted", plural(after-before, "new effect"))
 	}
 	return results(js)
 }
 
-// invalidKeys are the malformed keys KeyInvalid sends. The last two are as
-// long as a valid key, so that an endpoint that checks only the length
-// (Fiber's default) shows whether it checks the characters.
-var invalidKeys = []struct{ name, key string }{
-	{"empty", ""},
-	{"256 characters", strings.Repeat("k", 256)},
-	{"a tab inside", "0123abcd\t0123-4567-89ab-0123456789ab"},
-	{"non-ASCII", "0123abcd-0123-4567-89ab-0123456789é"},
+// invalidKeys returns the malformed keys KeyInvalid sends, new for each
+// run: a fixed key would be refused on a second run as "already used" by an
+// endpoint that stored it on the first, which is no sign that it validates
+// keys. The last two are as long as a valid key, so that an endpoint that
+// checks only the length (Fiber's default) shows whether it checks the
+// characters. The empty key cannot be new; reusedStatus says how its
+// answer is read.
+func invalidKeys() []struct{ name, key string } {
+	tab, accent := newKey(), newKey()
+	return []struct{ name, key string }{
+		{"empty", ""},
+		{"256 characters", randomHex(128)},
+		{"a tab inside", tab[:8] + "\t" + tab[9:]},
+		{"non-ASCII", accent[:35] + "é"},
+	}
+}
+
+// reusedStatus reports whether status is how endpoints answer a key used
+// before with another request (422 by the draft, 409 or 417 elsewhere):
+// for the empty key, which every run sends, such an answer may mean the
+// endpoint stored it on an earlier run, not that it refuses it.
+func reusedStatus(status int) bool {
+	return status == http.StatusUnprocessableEntity || status == http.StatusConflict || status == http.StatusExpectationFailed
 }
 
 func runKeyInvalid(ctx context.Context, r *runner, sel map[string]bool) []Result {
@@ -296,7 +149,7 @@ func runKeyInvalid(ctx context.Context, r *runner, sel map[string]bool) []Result
 		return results(js)
 	}
 	var accepted, failed, refused []string
-	for _, k := range invalidKeys {
+	for _, k := range invalidKeys() {
 		a := r.do(ctx, call{note: "key: " + k.name, url: op.url, body: op.body, key: k.key})
 		j.show(a)
 		switch {
@@ -306,6 +159,8 @@ func runKeyInvalid(ctx context.Context, r *runner, sel map[string]bool) []Result
 			accepted = append(accepted, fmt.Sprintf("%s (%s)", k.name, a.describe()))
 		case a.is5xx():
 			failed = append(failed, fmt.Sprintf("%s (%s)", k.name, a.describe()))
+		case k.key == "" && reusedStatus(a.status):
+			j.advise("the empty key was answered %s, as a key used before with another request is: an earlier run may have stored it, so this is no sign that empty keys are refused; refuse them as malformed (400)", a.describe())
 		default:
 			refused = append(refused, fmt.Sprintf("%s %d", k.name, a.status))
 		}
@@ -321,7 +176,7 @@ func runKeyInvalid(ctx context.Context, r *runner, sel map[string]bool) []Result
 		j.advise("invalid keys were answered 5xx, not as the client's error: %s", strings.Join(failed, ", "))
 	}
 	if after > before {
-		j.advise("requests under invalid keys changed something: %d new effects counted", after-before)
+		j.advise("requests under invalid keys changed something: %s counted", plural(after-before, "new effect"))
 	}
 	j.note("every invalid key was refused: %s", strings.Join(refused, ", "))
 	return results(js)
@@ -378,12 +233,12 @@ func runReplay(ctx context.Context, r *runner, sel map[string]bool) []Result {
 		judgeRepeat(j, first, replay, "the repeat")
 		if op.effectsURL != "" {
 			switch delta := after - before; {
-			case delta == 0:
+			case delta == 0 && first.ok():
 				j.error("the effects URL counted no effect of the first request; check the effects URL and pointer")
 			case delta > 1:
 				j.fail("%d effects were counted for one key", delta)
 			default:
-				j.note("one effect counted")
+				j.note("%d effect counted", delta)
 			}
 		}
 	}
@@ -394,7 +249,7 @@ func runReplay(ctx context.Context, r *runner, sel map[string]bool) []Result {
 			diffs = append(diffs, fmt.Sprintf("status %d, first %d", replay.status, first.status))
 		}
 		if !bytes.Equal(replay.body, first.body) {
-			diffs = append(diffs, "the body differs")
+			diffs = append(diffs, "the body differs "+bodyDiff(first.body, replay.body))
 		}
 		for _, h := range []string{"Content-Type", "Location", "Content-Location"} {
 			if v := first.header.Get(h); v != "" && replay.header.Get(h) != v {
@@ -449,15 +304,24 @@ func judgeRepeat(j *judge, first, repeat *answer, what string) {
 }
 
 // reuseCost: the first request, then for each variant the variant and the
-// original again, with an effects read after each variant (and one before).
+// original again, with an effects read after each variant (and one before);
+// another path or method may also need a probe without the key.
 func reuseCost(cfg *Config, sel map[string]bool) cost {
-	variants := 0
-	for _, id := range []string{ReuseBody, ReusePath, ReuseMethod} {
+	variants, probes := 0, 0
+	for _, id := range []string{ReuseBody, ReuseLoose, ReusePath, ReuseMethod} {
 		if ok, _ := applicable(cfg, id); ok && sel[id] {
-			variants++
+			switch id {
+			case ReuseLoose:
+				variants += len(looseVariants([]byte(placeholder.ReplaceAllString(string(cfg.Body), "x"))))
+			case ReusePath, ReuseMethod:
+				variants++
+				probes++
+			default:
+				variants++
+			}
 		}
 	}
-	c := cost{writes: 1 + 2*variants, ops: 1, effects: 1}
+	c := cost{writes: 1 + 2*variants + probes, ops: 1, effects: 1}
 	if cfg.EffectsURL != "" {
 		c.reads = 1 + variants
 	}
@@ -466,7 +330,7 @@ func reuseCost(cfg *Config, sel map[string]bool) cost {
 
 func runReuse(ctx context.Context, r *runner, sel map[string]bool) []Result {
 	js := map[string]*judge{}
-	for _, id := range []string{ReuseBody, ReusePath, ReuseMethod} {
+	for _, id := range []string{ReuseBody, ReuseLoose, ReusePath, ReuseMethod} {
 		if ok, _ := applicable(r.cfg, id); ok && sel[id] {
 			js[id] = newJudge(id)
 		}
@@ -483,15 +347,20 @@ func runReuse(ctx context.Context, r *runner, sel map[string]bool) []Result {
 	if !ok {
 		return results(js)
 	}
-	variants := []struct {
+	type variant struct {
 		id   string
 		what string
+		fix  string
 		c    call
-	}{
-		{ReuseBody, "another body", call{note: "same key, another body", url: op.url, body: op.variant, key: op.key}},
-		{ReusePath, "another path", call{note: "same key, another path", url: op.urlVariant, body: op.body, key: op.key}},
-		{ReuseMethod, "another method", call{note: "same key, another method", method: r.cfg.MethodVariant, url: op.url, body: op.body, key: op.key}},
 	}
+	variants := []variant{{ReuseBody, "another body", "", call{note: "same key, another body", url: op.url, body: op.variant, key: op.key}}}
+	for _, lv := range looseVariants(op.body) {
+		variants = append(variants, variant{ReuseLoose, "the body with " + lv.what, "", call{note: "same key, " + lv.what, url: op.url, body: lv.body, key: op.key}})
+	}
+	variants = append(variants, []variant{
+		{ReusePath, "another path", "give -url-variant a route of the API that takes this body", call{note: "same key, another path", url: op.urlVariant, body: op.body, key: op.key}},
+		{ReuseMethod, "another method", "give -method-variant a method this URL serves, or leave it out", call{note: "same key, another method", method: r.cfg.MethodVariant, url: op.url, body: op.body, key: op.key}},
+	}...)
 	for _, v := range variants {
 		j := js[v.id]
 		if j == nil {
@@ -510,17 +379,38 @@ func runReuse(ctx context.Context, r *runner, sel map[string]bool) []Result {
 			j.error("the request with %s got no answer: %v", v.what, va.err)
 			continue
 		}
-		if v.id == ReuseBody {
+		switch v.id {
+		case ReuseBody:
 			judgeReuseBody(j, first, va, delta)
-		} else {
+		case ReuseLoose:
+			judgeReuseLoose(j, first, va, v.what, delta)
+		default:
 			judgeReuseScope(j, first, va, v.what, delta)
+		}
+		if (v.id == ReusePath || v.id == ReuseMethod) && va.refused() {
+			// A 404 or 405 from a route that does not exist is no refusal
+			// of the key: the same request without a key tells whether the
+			// route is there.
+			probe := v.c
+			probe.note, probe.noKey = "the same without a key: is the route there?", true
+			pa := r.do(ctx, probe)
+			j.show(pa)
+			switch {
+			case pa.err != nil:
+				j.error("the request with %s and no key got no answer: %v", v.what, pa.err)
+			case pa.status == http.StatusNotFound || pa.status == http.StatusMethodNotAllowed || pa.status == http.StatusNotImplemented:
+				j.notJudged("no route serves the request with %s: without a key too it was answered %s, so the %d under the used key says nothing of the key; %s",
+					v.what, pa.describe(), va.status, v.fix)
+			default:
+				j.note("the route exists (without a key: %s)", pa.describe())
+			}
 		}
 		// Whatever the variant got, it must not have replaced the
 		// original's record: that would answer the original twice.
 		switch same, known := sameResource(first, again); {
 		case again.err != nil:
 			j.error("the original request, sent again, got no answer: %v", again.err)
-		case !again.ok():
+		case !r.final(again) || again.status != first.status:
 			j.fail("the original request, sent again, is now answered %s: the request with %s replaced the key's record", again.describe(), v.what)
 		case known && !same:
 			j.fail("the original request, sent again, now names %s instead of %s: the request with %s replaced the key's record", again.resource(), first.resource(), v.what)
@@ -547,7 +437,28 @@ func judgeReuseBody(j *judge, first, va *answer, delta int) {
 		j.advise("another body was refused with %s; §2.7 says 422", va.describe())
 	}
 	if delta > 0 {
-		j.fail("the refused request changed something: %d new effects counted", delta)
+		j.fail("the refused request changed something: %s counted", plural(delta, "new effect"))
+	}
+}
+
+// judgeReuseLoose holds a body loosely equal to the original's, under the
+// original's key, to the rule that it is another request.
+func judgeReuseLoose(j *judge, first, va *answer, what string, delta int) {
+	same, known := sameResource(first, va)
+	switch {
+	case va.err == nil && va.status == first.status && (known && same || va.replayed()):
+		j.fail("%s got the original's answer (%s): the endpoint compares bodies loosely, so it takes another request for the original", what, va.describe())
+	case va.status < 400:
+		j.fail("%s, under a used key, was answered %s: executed as a new operation", what, va.describe())
+	case va.status == http.StatusUnprocessableEntity:
+		j.note("%s was refused with %s", what, va.describe())
+	case va.status == http.StatusBadRequest:
+		j.note("%s was refused as invalid (%s), for its own mistake", what, va.describe())
+	default:
+		j.advise("%s was answered %s; §2.7 says 422", what, va.describe())
+	}
+	if delta > 0 {
+		j.fail("%s changed something: %s counted", what, plural(delta, "new effect"))
 	}
 }
 
@@ -567,7 +478,7 @@ func judgeReuseScope(j *judge, first, va *answer, what string, delta int) {
 		j.advise("%s under a used key was answered %s", what, va.describe())
 	}
 	if delta > 0 && !va.ok() {
-		j.advise("the refused request changed something: %d new effects counted", delta)
+		j.advise("the refused request changed something: %s counted", plural(delta, "new effect"))
 	}
 }
 
@@ -579,7 +490,8 @@ func runCanonical(ctx context.Context, r *runner, sel map[string]bool) []Result 
 		return results(js)
 	}
 	reordered, ok := reorder(op.body)
-	if !ok {
+	spacedOut, ok2 := spaced(op.body)
+	if !ok || !ok2 {
 		j.notApplicable("the body is not a JSON object with two members or more")
 		return results(js)
 	}
@@ -587,35 +499,64 @@ func runCanonical(ctx context.Context, r *runner, sel map[string]bool) []Result 
 	if !ok {
 		return results(js)
 	}
-	again := r.do(ctx, call{note: "members reversed, whitespace added", url: op.url, body: reordered, key: op.key})
-	j.show(first, again)
-	switch {
-	case again.err != nil:
-		j.error("the reordered request got no answer: %v", again.err)
-	case again.ok():
-		same, known := sameResource(first, again)
+	// One change a request, so that a reason names the one that mattered:
+	// an endpoint may ignore whitespace and still care for member order.
+	type variant struct {
+		with, change string
+		a            *answer
+	}
+	variants := []variant{
+		{"whitespace added", "added whitespace", r.do(ctx, call{note: "whitespace added, members in their order", url: op.url, body: spacedOut, key: op.key})},
+		{"members reversed", "member order", r.do(ctx, call{note: "members reversed, no whitespace added", url: op.url, body: reordered, key: op.key})},
+	}
+	j.show(first, variants[0].a, variants[1].a)
+	var replayed, refused []variant
+	for _, v := range variants {
+		a := v.a
 		switch {
-		case known && !same:
-			j.fail("the reordered request executed again under the same key: it names %s, the first %s (the rule of %s)", again.resource(), first.resource(), ReplayEffect)
-		case !known:
-			j.advise("the reordered request was answered %s; whether it executed again cannot be told (no id, no Location)", again.describe())
+		case a.err != nil:
+			j.error("the request with %s got no answer: %v", v.with, a.err)
+		case r.final(a) && a.status == first.status:
+			same, known := sameResource(first, a)
+			switch {
+			case known && !same:
+				j.fail("the request with %s executed again under the same key: it names %s, the first %s (the rule of %s)", v.with, a.resource(), first.resource(), ReplayEffect)
+			case !known:
+				j.advise("the request with %s was answered %s; whether it executed again cannot be told (no id, no Location)", v.with, a.describe())
+			default:
+				replayed = append(replayed, v)
+			}
+		case a.status == http.StatusUnprocessableEntity:
+			refused = append(refused, v)
 		default:
-			j.note("the reordered request was replayed (%s)", again.describe())
+			j.advise("the request with %s was answered %s, not the replay", v.with, a.describe())
 		}
-	case again.status == http.StatusUnprocessableEntity:
-		j.advise("the reordered request was refused with %s: the fingerprint is over the bytes, so member order and whitespace change it", again.describe())
-	default:
-		j.advise("the reordered request was answered %s, not the replay", again.describe())
+	}
+	switch {
+	case len(refused) == 2:
+		j.advise("added whitespace and member order each change the request for the endpoint (both refused with %s): its fingerprint is over the bytes", refused[0].a.describe())
+	case len(refused) == 1 && len(replayed) == 1:
+		j.advise("%s changes the request for the endpoint (refused with %s); %s does not (replayed)", refused[0].change, refused[0].a.describe(), replayed[0].change)
+	case len(refused) == 1:
+		j.advise("%s changes the request for the endpoint (refused with %s)", refused[0].change, refused[0].a.describe())
+	}
+	if len(replayed) == 2 {
+		j.note("replayed with whitespace added (%s) and with members reversed (%s)", replayed[0].a.describe(), replayed[1].a.describe())
 	}
 	return results(js)
 }
 
-func concurrentCost(cfg *Config, _ map[string]bool) cost {
-	c := cost{writes: cfg.Concurrency, ops: 1, effects: 1}
-	if cfg.EffectsURL != "" {
-		c.reads = 2
+// copiesCost is a scenario that sends the Config's Concurrency copies at
+// once after writes other requests, with an effects read before and after
+// the copies, and in which a correct endpoint makes effects.
+func copiesCost(writes, effects int) func(*Config, map[string]bool) cost {
+	return func(cfg *Config, _ map[string]bool) cost {
+		c := cost{writes: writes + cfg.Concurrency, ops: 1, effects: effects}
+		if cfg.EffectsURL != "" {
+			c.reads = 2
+		}
+		return c
 	}
-	return c
 }
 
 func runConcurrent(ctx context.Context, r *runner, sel map[string]bool) []Result {
@@ -630,33 +571,28 @@ func runConcurrent(ctx context.Context, r *runner, sel map[string]bool) []Result
 		return results(js)
 	}
 	n := r.cfg.Concurrency
-	answers := make([]*answer, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			answers[i] = r.do(ctx, call{note: fmt.Sprintf("copy %d of %d", i+1, n), url: op.url, body: op.body, key: op.key})
-		}()
-	}
-	close(start) // every copy at once
-	wg.Wait()
+	answers := r.copies(ctx, op, n, "copy")
 	after, ok := r.count(ctx, op, "effects after", js)
 	if !ok {
 		return results(js)
 	}
+	// The tally is what was seen, whatever the verdict: a reader of a
+	// failure or of advice needs it most.
+	fact := fmt.Sprintf("%d copies at once: %s", n, tallyAnswers(answers))
+	if op.effectsURL != "" {
+		fact += fmt.Sprintf("; %s counted", plural(after-before, "new effect"))
+	}
+	j.fact("%s", fact)
+	showKinds(j, answers)
 
 	var oks, noRetryAfter []*answer
 	var others []string
 	errs := 0
-	shown := map[string]bool{}
 	for _, a := range answers {
 		switch {
 		case a.err != nil:
 			errs++
-		case a.ok():
+		case r.final(a):
 			oks = append(oks, a)
 		case a.status == http.StatusConflict:
 			if a.header.Get("Retry-After") == "" {
@@ -665,38 +601,24 @@ func runConcurrent(ctx context.Context, r *runner, sel map[string]bool) []Result
 		default:
 			others = append(others, a.describe())
 		}
-		// One of each kind of answer is enough evidence.
-		kind := fmt.Sprint(a.status, a.replayed(), a.resource())
-		if !shown[kind] && len(j.evidence) < 6 {
-			shown[kind] = true
-			j.show(a)
-		}
 	}
-	tally := tallyAnswers(answers)
 	if errs == n {
 		j.error("no copy got an answer: %v", answers[0].err)
 		return results(js)
 	}
-	distinct := map[string]bool{}
-	for _, a := range oks {
-		if same, known := sameResource(oks[0], a); known && !same {
-			distinct[a.resource()] = true
-		}
-	}
-	if len(distinct) > 0 {
-		distinct[oks[0].resource()] = true
-		j.fail("%d copies made %d different resources: %s (%s)", n, len(distinct), strings.Join(sortedSet(distinct), ", "), tally)
+	if made := resources(oks); len(made) > 1 {
+		j.fail("%d copies made %d different resources: %s", n, len(made), listed(made))
 	}
 	if op.effectsURL != "" {
 		switch delta := after - before; {
 		case delta > 1:
-			j.fail("%d new effects were counted for one key (%s)", delta, tally)
-		case delta == 0 && len(oks) > 0:
+			j.fail("%d new effects were counted for one key", delta)
+		case delta == 0 && len(oks) > 0 && oks[0].ok():
 			j.error("the effects URL counted no new effect though %d copies were answered 2xx; check the effects URL and pointer", len(oks))
 		}
 	}
 	if len(oks) == 0 {
-		j.advise("no copy got a 2xx answer: %s", tally)
+		j.advise("no copy got a 2xx answer")
 	}
 	if len(noRetryAfter) > 0 {
 		j.advise("%d of the 409 answers carry no Retry-After, so clients must guess when to try again", len(noRetryAfter))
@@ -707,14 +629,73 @@ func runConcurrent(ctx context.Context, r *runner, sel map[string]bool) []Result
 	if errs > 0 {
 		j.advise("%d copies got no answer (timeout or connection error)", errs)
 	}
-	j.note("%d copies at once: %s", n, tally)
 	if len(oks) > 0 && oks[0].resource() != "" {
 		j.note("every 2xx names %s", oks[0].resource())
 	}
-	if op.effectsURL != "" {
-		j.note("one new effect counted")
-	}
 	return results(js)
+}
+
+// copies sends n copies of op's request at once, under its key.
+func (r *runner) copies(ctx context.Context, op *operation, n int, note string) []*answer {
+	answers := make([]*answer, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			answers[i] = r.do(ctx, call{note: fmt.Sprintf("%s %d of %d", note, i+1, n), url: op.url, body: op.body, key: op.key})
+		}()
+	}
+	close(start) // every copy at once
+	wg.Wait()
+	return answers
+}
+
+// showKinds shows one answer of each kind as evidence: enough to see
+// what the copies got without thirty times the same.
+func showKinds(j *judge, answers []*answer) {
+	shown := map[string]bool{}
+	for _, a := range answers {
+		kind := fmt.Sprint(a.status, a.replayed(), a.identity())
+		if !shown[kind] && len(shown) < 6 {
+			shown[kind] = true
+			j.show(a)
+		}
+	}
+}
+
+// resources returns the distinct resources that answers name, by the
+// identity sameResource compares (the JSON id before the Location), in
+// the order first seen.
+func resources(answers []*answer) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, a := range answers {
+		if id := a.identity(); id != "" && !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// plural is "1 new effect", "2 new effects".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// listed joins names for a reason, the first few of them.
+func listed(names []string) string {
+	const most = 5
+	if len(names) <= most {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
 }
 
 // tallyAnswers counts answers by status: "201 × 1, 201 replayed × 29".
@@ -740,15 +721,6 @@ func tallyAnswers(answers []*answer) string {
 		parts[i] = fmt.Sprintf("%s × %d", k, counts[k])
 	}
 	return strings.Join(parts, ", ")
-}
-
-func sortedSet(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func uniq(xs []string) []string {
@@ -783,7 +755,9 @@ func runCredentials(ctx context.Context, r *runner, sel map[string]bool) []Resul
 	}
 	same, known := sameResource(first, other)
 	switch {
-	case other.ok() && (known && same || other.replayed()):
+	case other.status == http.StatusUnauthorized || other.status == http.StatusForbidden:
+		j.error("the other credentials (-H2) were refused with %s, so the endpoint was never asked as another client: give -H2 credentials of another client that it accepts", other.describe())
+	case r.final(other) && (known && same || other.replayed()):
 		j.fail("the other credentials got the first client's answer (%s): keys are not scoped to the client", other.describe())
 	case other.ok():
 		j.note("the other credentials made a separate operation (%s)", other.describe())
@@ -795,78 +769,12 @@ func runCredentials(ctx context.Context, r *runner, sel map[string]bool) []Resul
 	switch same, known := sameResource(first, again); {
 	case again.err != nil:
 		j.error("the first client's repeat got no answer: %v", again.err)
-	case !again.ok():
+	case !r.final(again) || again.status != first.status:
 		j.fail("the first client's repeat is now answered %s: the other client's request replaced its record", again.describe())
 	case known && !same:
 		j.fail("the first client's repeat now names %s instead of %s: the other client's request replaced its record", again.resource(), first.resource())
 	default:
 		j.note("the first client's repeat still gets its own answer")
-	}
-	return results(js)
-}
-
-func runNoBurn(ctx context.Context, r *runner, sel map[string]bool) []Result {
-	js := judges(sel, NoBurn)
-	j := js[NoBurn]
-	op, ok := r.operation(ctx, js)
-	if !ok {
-		return results(js)
-	}
-	bad := r.do(ctx, call{note: "the invalid body", url: op.url, body: op.invalid, key: op.key})
-	j.show(bad)
-	switch {
-	case bad.err != nil:
-		j.error("the invalid body got no answer: %v", bad.err)
-		return results(js)
-	case !bad.refused():
-		j.notApplicable("the invalid body was answered %s, not refused with 4xx: give a body the endpoint refuses", bad.describe())
-		return results(js)
-	}
-	good := r.do(ctx, call{note: "the corrected request, same key", url: op.url, body: op.body, key: op.key})
-	j.show(good)
-	switch {
-	case good.err != nil:
-		j.error("the corrected request got no answer: %v", good.err)
-	case good.ok():
-		j.note("%d, then %s under the same key", bad.status, good.describe())
-	case good.replayed() || good.status == bad.status && bytes.Equal(good.body, bad.body):
-		j.advise("the refusal was stored and replayed (%s again): the corrected request cannot use the key", good.describe())
-	case good.status == http.StatusUnprocessableEntity:
-		j.advise("the corrected request was refused as a reuse (%s): the refusal used up the key", good.describe())
-	default:
-		j.advise("the corrected request was answered %s, not 2xx", good.describe())
-	}
-	return results(js)
-}
-
-func run5xx(ctx context.Context, r *runner, sel map[string]bool) []Result {
-	js := judges(sel, No5xxReplay)
-	j := js[No5xxReplay]
-	op, ok := r.operation(ctx, js)
-	if !ok {
-		return results(js)
-	}
-	f := r.do(ctx, call{note: "the request that fails", url: op.url, body: op.fault, key: op.key})
-	j.show(f)
-	switch {
-	case f.err != nil:
-		j.error("the request that should fail got no answer: %v", f.err)
-		return results(js)
-	case !f.is5xx():
-		j.notApplicable("the -body-5xx request was answered %s, not 5xx: no 5xx could be provoked", f.describe())
-		return results(js)
-	}
-	g := r.do(ctx, call{note: "the same request again", url: op.url, body: op.fault, key: op.key})
-	j.show(g)
-	switch {
-	case g.err != nil:
-		j.error("the repeat got no answer: %v", g.err)
-	case g.replayed():
-		j.advise("the %d was stored and replayed (%s): the key cannot be retried", f.status, g.describe())
-	case g.status == f.status && bytes.Equal(g.body, f.body):
-		j.advise("the same %d came back byte for byte: it looks stored and replayed, so a retry cannot succeed", f.status)
-	default:
-		j.note("%s, then %s: the 5xx was not replayed", f.describe(), g.describe())
 	}
 	return results(js)
 }
@@ -891,8 +799,88 @@ func runPause(ctx context.Context, r *runner, sel map[string]bool) []Result {
 	replay := r.do(ctx, call{note: fmt.Sprintf("the same request after %s", r.cfg.Pause), url: op.url, body: op.body, key: op.key})
 	j.show(first, replay)
 	judgeRepeat(j, first, replay, fmt.Sprintf("the repeat after %s", r.cfg.Pause))
-	if replay.err == nil && !replay.ok() {
+	if replay.err == nil && (!r.final(replay) || replay.status != first.status) {
 		j.advise("after %s the repeat was answered %s, not the stored answer", r.cfg.Pause, replay.describe())
+	}
+	return results(js)
+}
+
+// runExpiry lets a key expire, then sends copies of its request at once:
+// an endpoint that drops the expired record and runs the request without
+// taking the key first runs it once per copy that saw the record.
+func runExpiry(ctx context.Context, r *runner, sel map[string]bool) []Result {
+	js := judges(sel, ExpiryRace)
+	j := js[ExpiryRace]
+	op, ok := r.operation(ctx, js)
+	if !ok {
+		return results(js)
+	}
+	first, ok := r.first(ctx, op, js)
+	if !ok {
+		return results(js)
+	}
+	j.show(first)
+	wait := r.cfg.TTL + grace(r.cfg.TTL)
+	select {
+	case <-ctx.Done():
+		j.error("canceled while the key expired: %v", ctx.Err())
+		return results(js)
+	case <-time.After(wait):
+	}
+	before, ok := r.count(ctx, op, "effects before the copies", js)
+	if !ok {
+		return results(js)
+	}
+	n := r.cfg.Concurrency
+	answers := r.copies(ctx, op, n, "copy after expiry")
+	after, ok := r.count(ctx, op, "effects after the copies", js)
+	if !ok {
+		return results(js)
+	}
+	fact := fmt.Sprintf("%d copies at once, %s after the first answer: %s", n, wait.Round(10*time.Millisecond), tallyAnswers(answers))
+	if op.effectsURL != "" {
+		fact += fmt.Sprintf("; %s counted", plural(after-before, "new effect"))
+	}
+	j.fact("%s", fact)
+	showKinds(j, answers)
+
+	var fresh, old []*answer // final answers naming another resource than the first, and the first
+	unknown, errs := 0, 0
+	for _, a := range answers {
+		switch same, known := sameResource(first, a); {
+		case a.err != nil:
+			errs++
+		case !r.final(a):
+		case !known:
+			unknown++
+		case same:
+			old = append(old, a)
+		default:
+			fresh = append(fresh, a)
+		}
+	}
+	if errs == n {
+		j.error("no copy got an answer: %v", answers[0].err)
+		return results(js)
+	}
+	delta := after - before
+	made := resources(fresh)
+	switch {
+	case len(made) > 1:
+		j.fail("the copies made %d new resources after the key expired: %s", len(made), listed(made))
+	case op.effectsURL != "" && delta > 1:
+		j.fail("%s were counted after the key expired", plural(delta, "new effect"))
+	case unknown > 0 && op.effectsURL == "":
+		j.notJudged("the answers name no resource (no id, no Location) and no -effects-url counts them, so how many copies executed cannot be told")
+	case len(fresh) == 0 && len(old) > 0 && (op.effectsURL == "" || delta == 0):
+		j.notJudged("the key had not expired %s after its first answer: copies got the original's answer; give -ttl the time the endpoint keeps a key", wait.Round(10*time.Millisecond))
+	case len(fresh) == 0 && delta == 0:
+		j.note("no copy executed a new operation")
+	default:
+		j.note("one copy executed as a new operation")
+	}
+	if errs > 0 {
+		j.advise("%d copies got no answer (timeout or connection error)", errs)
 	}
 	return results(js)
 }
