@@ -71,7 +71,9 @@ type Config struct {
 	// before it ends the session and frees its locks. Zero leaves the
 	// server's or the role's value (behind PgBouncer, which refuses them
 	// as start-up settings).
-	DBLockTimeout              time.Duration `env:"DB_LOCK_TIMEOUT" envDefault:"5s"`
+	// Unset, DBLockTimeout is 5s, or IDEMPOTENCY_WAIT + 3s when that is
+	// longer (Load), so that it always outlasts the wait.
+	DBLockTimeout              time.Duration `env:"DB_LOCK_TIMEOUT"`
 	DBIdleInTransactionTimeout time.Duration `env:"DB_IDLE_IN_TRANSACTION_TIMEOUT" envDefault:"10s"`
 	// MaxWritesPerResource bounds the writes to one order or payment at
 	// work at once on an instance: the next waits for a turn (up to
@@ -109,6 +111,9 @@ func Load(environ []string) (Config, error) {
 	var cfg Config
 	if err := env.ParseWithOptions(&cfg, env.Options{Environment: vars}); err != nil {
 		return Config{}, fmt.Errorf("configuration: %w", nameSettings(err))
+	}
+	if vars["DB_LOCK_TIMEOUT"] == "" {
+		cfg.DBLockTimeout = max(5*time.Second, cfg.IdempotencyWait+3*time.Second)
 	}
 	if vars["DEMO_SEED"] == "" && cfg.AppEnv == AppEnvProduction {
 		// The demo merchants' keys are public: a production deployment
