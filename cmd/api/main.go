@@ -6,10 +6,12 @@
 //	api                          serve (the default)
 //	api migrate                  apply the migrations and exit
 //	api create-merchant -name N  create a merchant and print its API key once
-//	api flagged [retry|accept|resolve -merchant M -id ID]
+//	api flagged [retry|accept|fail|resolve -merchant M -id ID]
 //	                             list, or act on, what waits for an operator
 //	api revoke-demo-keys         delete the demo merchants' public API keys
 //	                             (production refuses a database holding them)
+//	api repair-events            write the outbox events that payments and
+//	                             refunds settled by an operator never wrote
 //
 // Configuration comes from the environment; see internal/config. The
 // wiring lives in internal/app.
@@ -96,10 +98,12 @@ func run(ctx context.Context, args, environ []string, stdout io.Writer) error {
 		return app.Flagged(ctx, cfg, log, args, stdout)
 	case "revoke-demo-keys":
 		return app.RevokeDemoKeys(ctx, cfg, log, stdout)
+	case "repair-events":
+		return app.RepairEvents(ctx, cfg, log, stdout)
 	case "help", "-h", "--help":
-		fmt.Fprintln(stdout, "usage: api [serve | migrate | create-merchant -name NAME | flagged [retry|accept|resolve -merchant M -id ID] | revoke-demo-keys]")
+		fmt.Fprintln(stdout, "usage: api [serve | migrate | create-merchant -name NAME | flagged [retry|accept|fail|resolve -merchant M -id ID] | revoke-demo-keys | repair-events]")
 		return nil
 	default:
-		return fmt.Errorf("unknown command %q (try: serve, migrate, create-merchant, flagged, revoke-demo-keys)", cmd)
+		return fmt.Errorf("unknown command %q (try: serve, migrate, create-merchant, flagged, revoke-demo-keys, repair-events)", cmd)
 	}
 }

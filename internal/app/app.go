@@ -231,15 +231,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	idem := ginidem.New(keeper, ginidem.Options{Scope: handlers.MerchantID, Answer: handlers.ErrorAnswer})
 
 	store := payments.NewGormStore(db.DB)
-	serviceOpts := append([]payments.Option{
-		payments.WithPayments(store, m.InstrumentProvider(paymentsport.New(providerClient))),
-		payments.WithOutsideCalls(keeper, handlers.PaymentAnswer, handlers.RefundAnswer),
+	service := paymentsService(store, m.InstrumentProvider(paymentsport.New(providerClient)), keeper, append([]payments.Option{
 		payments.WithProviderEvents(cfg.ProviderTimeout, m.WebhookEvent, log),
-		payments.WithEvents(store),
-		payments.WithCustomers(store),
 		payments.WithTracer(tr),
-	}, o.service...)
-	service := payments.NewService(store, time.Now, serviceOpts...)
+	}, o.service...)...)
 	m.WatchDatabase(idemStore, store, 2*time.Second)
 	if sqlDB, err := db.DB.DB(); err == nil {
 		m.WatchPool(sqlDB)

@@ -163,6 +163,9 @@ func TestEndpointsPassIdemcheck(t *testing.T) {
 			}
 			require.EqualValues(t, succeeded("charges"), a.Count(t, "SELECT count(*) FROM payments WHERE status = 'succeeded'"), "one charge per succeeded payment")
 			require.EqualValues(t, succeeded("refunds"), a.Count(t, "SELECT count(*) FROM refunds WHERE status = 'succeeded'"), "one refund at the provider per refund of ours")
+			// And the outbox holds exactly the events of the states every
+			// payment and refund ended in.
+			requireEvents(t, a.DatabaseURL)
 		})
 	}
 }

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -65,11 +64,48 @@ func RevokeDemoKeys(ctx context.Context, cfg config.Config, log *slog.Logger, st
 	return nil
 }
 
+// paymentsService builds the payments Service over store: the one the API
+// serves and its reconciler runs, and the one the operator's commands use,
+// so that every path that moves a payment or a refund writes its outbox
+// event (an operator's accepted payment wrote none when a command built a
+// Service of its own without them). provider and keeper may be nil for a
+// command that calls neither; extra adds the server's own options.
+func paymentsService(store *payments.GormStore, provider payments.Provider, keeper *idempotency.Keeper, extra ...payments.Option) *payments.Service {
+	opts := []payments.Option{payments.WithPayments(store, provider), payments.WithEvents(store), payments.WithCustomers(store)}
+	if keeper != nil {
+		opts = append(opts, payments.WithOutsideCalls(keeper, handlers.PaymentAnswer, handlers.RefundAnswer))
+	}
+	return payments.NewService(store, time.Now, append(opts, extra...)...)
+}
+
+// RepairEvents is api repair-events: it writes the outbox event of every
+// payment and refund that ended within EVENT_RETENTION without one (those
+// an operator accepted before the commands wrote events), once: run again,
+// it writes nothing. Older ones would have been purged from the outbox
+// anyway, so nothing tells a missing event from a purged one.
+func RepairEvents(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.Writer) error {
+	db, err := openDatabase(ctx, cfg, log, nil)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	store := payments.NewGormStore(db.DB)
+	n, err := paymentsService(store, nil, nil).RepairEvents(ctx, store, time.Now().Add(-cfg.EventRetention))
+	if err != nil {
+		return fmt.Errorf("repair-events: %w (%d written before)", err, n)
+	}
+	fmt.Fprintf(stdout, "wrote %d missing outbox events\n", n)
+	return nil
+}
+
 // flaggedUsage is api flagged's help.
 const flaggedUsage = `usage:
   api flagged                                   list what waits for an operator
   api flagged retry   -merchant M -id pay_…     ask the provider again and check its answer anew
   api flagged accept  -merchant M -id pay_…     apply the provider's answer as it is, unchecked
+  api flagged fail    -merchant M -id pay_…     fail it: the provider's wrong charge is refunded
+                                                automatically, the key answers 402, the order
+                                                can be paid again with a new key
   api flagged resolve -merchant M -id orf_…     mark an orphan handled by hand
 
 A flagged call is a payment or refund whose provider answer failed the money
@@ -93,12 +129,12 @@ func Flagged(ctx context.Context, cfg config.Config, log *slog.Logger, args []st
 		action, args = args[0], args[1:]
 	}
 	switch action {
-	case "list", "retry", "accept", "resolve":
+	case "list", "retry", "accept", "fail", "resolve":
 	case "help", "-h", "--help":
 		fmt.Fprintln(stdout, flaggedUsage)
 		return nil
 	default:
-		return fmt.Errorf("flagged: unknown action %q (try: list, retry, accept, resolve)", action)
+		return fmt.Errorf("flagged: unknown action %q (try: list, retry, accept, fail, resolve)", action)
 	}
 	fs := flag.NewFlagSet("flagged "+action, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -110,8 +146,8 @@ func Flagged(ctx context.Context, cfg config.Config, log *slog.Logger, args []st
 	if action != "list" && (*merchant == "" || *id == "") {
 		return fmt.Errorf("flagged %s: -merchant and -id are required\n%s", action, flaggedUsage)
 	}
-	if action == "accept" && cfg.ProviderURL == "" {
-		return errors.New("flagged accept asks the provider for its answer: set PROVIDER_URL (development's in-process provider is reachable from the serving process only)")
+	if (action == "accept" || action == "fail") && cfg.ProviderURL == "" {
+		return fmt.Errorf("flagged %s asks the provider what it holds: set PROVIDER_URL (development's in-process provider is reachable from the serving process only)", action)
 	}
 
 	db, err := openDatabase(ctx, cfg, log, nil)
@@ -128,27 +164,33 @@ func Flagged(ctx context.Context, cfg config.Config, log *slog.Logger, args []st
 	case "list":
 		return listFlagged(ctx, idemStore.FlaggedCalls, store, stdout)
 	case "resolve":
-		service := payments.NewService(store, time.Now, payments.WithPayments(store, nil))
-		if err := service.ResolveOrphan(ctx, *merchant, *id); err != nil {
+		if err := paymentsService(store, nil, nil).ResolveOrphan(ctx, *merchant, *id); err != nil {
 			return fmt.Errorf("flagged resolve: %w", err)
 		}
 		fmt.Fprintf(stdout, "orphan %s resolved\n", *id)
 		return nil
 	}
-	// retry and accept move a call through its Effect, which the payments
-	// service registers on a keeper of its own.
+	// retry, accept and fail move a call through its Effect, which the
+	// payments service registers on a keeper of its own.
 	keeper := idempotency.New(idemStore, keeperConfig(cfg, log, idemStore))
 	defer func() { _ = keeper.Close(context.WithoutCancel(ctx)) }()
 	client := provider.NewClient(cfg.ProviderURL, provider.ClientOptions{Timeout: cfg.ProviderTimeout})
-	payments.NewService(store, time.Now,
-		payments.WithPayments(store, paymentsport.New(client)),
-		payments.WithOutsideCalls(keeper, handlers.PaymentAnswer, handlers.RefundAnswer))
-	if err := keeper.Unflag(ctx, *merchant, *id, action == "accept"); err != nil {
-		return fmt.Errorf("flagged %s: %w", action, err)
-	}
-	if action == "accept" {
+	service := paymentsService(store, paymentsport.New(client), keeper)
+	switch action {
+	case "fail":
+		if err := service.FailFlagged(ctx, *merchant, *id); err != nil {
+			return fmt.Errorf("flagged fail: %w", err)
+		}
+		fmt.Fprintf(stdout, "%s: failed; its key's answer stored, the provider's charge or refund handed to the orphans (a charge is refunded at the reconciler's next round)\n", *id)
+	case "accept":
+		if err := keeper.Unflag(ctx, *merchant, *id, true); err != nil {
+			return fmt.Errorf("flagged accept: %w", err)
+		}
 		fmt.Fprintf(stdout, "%s: the provider's answer applied as it is; the client's answer stored\n", *id)
-	} else {
+	default:
+		if err := keeper.Unflag(ctx, *merchant, *id, false); err != nil {
+			return fmt.Errorf("flagged retry: %w", err)
+		}
 		fmt.Fprintf(stdout, "%s: back to the reconciler, which asks the provider at its next round\n", *id)
 	}
 	return nil

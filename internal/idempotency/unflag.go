@@ -31,15 +31,17 @@ func (k *Keeper) Unflag(ctx context.Context, scope, id string, accept bool) erro
 }
 
 func (e *Effect[R, O]) unflag(ctx context.Context, seen *Call, accept bool) error {
-	var answer O
 	if accept {
 		r, err := e.Load(ctx, seen.Scope, seen.ID)
 		if err != nil {
 			return err
 		}
-		if answer, err = e.Find(ctx, r, seen.Key); err != nil {
+		held, err := e.Find(ctx, r, seen.Key)
+		if err != nil {
 			return fmt.Errorf("ask the outside service about %s %s: %w", e.Kind, seen.ID, err)
 		}
+		_, err = e.Overrule(ctx, seen.Scope, seen.ID, held, held)
+		return err
 	}
 	return e.k.inTx(ctx, func(ctx context.Context) error {
 		c, err := e.k.store.LockCall(ctx, seen.Scope, seen.ID)
@@ -53,23 +55,49 @@ func (e *Effect[R, O]) unflag(ctx context.Context, seen *Call, accept bool) erro
 		if err != nil {
 			return err
 		}
-		now := e.k.clock.Now()
-		if !accept {
-			if err := c.move(eventRetry, 0, now); err != nil {
-				return err
-			}
-			if e.Unknown != nil {
-				if _, err := e.Unknown(ctx, r); err != nil {
-					return err
-				}
-			}
-			e.k.schedule(c)
-			return e.k.store.SaveCall(ctx, c)
-		}
-		if r, err = e.Settle(ctx, r, answer); err != nil {
+		if err := c.move(eventRetry, 0, e.k.clock.Now()); err != nil {
 			return err
 		}
-		if err := c.move(eventAccept, 0, now); err != nil {
+		if e.Unknown != nil {
+			if _, err := e.Unknown(ctx, r); err != nil {
+				return err
+			}
+		}
+		e.k.schedule(c)
+		return e.k.store.SaveCall(ctx, c)
+	})
+}
+
+// Overrule ends the flagged call (scope, id) with ruling, a definitive
+// answer an operator vouches for: applied without the money check (Settle),
+// the call done, and the client's answer stored, in one transaction. held
+// is what the outside service holds for the call; once the ruling is
+// applied it goes to Orphan, in a transaction of its own: an effect the
+// ruling says never happened (a wrong charge under our key, for a payment
+// the operator failed) is undone the way an orphan is, through a call of
+// its own. An operator accepting the outside service's answer rules held
+// itself. It returns the resource as ruled, or ErrNotFound, an error when
+// the call is not flagged, or Settle's, Orphan's and the store's errors.
+func (e *Effect[R, O]) Overrule(ctx context.Context, scope, id string, ruling, held O) (R, error) {
+	var (
+		r R
+		c *Call
+	)
+	err := e.k.inTx(ctx, func(ctx context.Context) error {
+		var err error
+		if c, err = e.k.store.LockCall(ctx, scope, id); err != nil {
+			return err
+		}
+		if c.State != CallFlagged {
+			return fmt.Errorf("%s %s is %s: %w", e.Kind, c.ID, c.State, errNotFlagged)
+		}
+		if r, err = e.Load(ctx, scope, id); err != nil {
+			return err
+		}
+		if r, err = e.Settle(ctx, r, ruling); err != nil {
+			return err
+		}
+		if err := c.move(eventAccept, 0, e.k.clock.Now()); err != nil {
 			return err
 		}
 		if err := e.k.store.SaveCall(ctx, c); err != nil {
@@ -81,4 +109,19 @@ func (e *Effect[R, O]) unflag(ctx context.Context, seen *Call, accept bool) erro
 		}
 		return e.finish(ctx, c, r, fin)
 	})
+	if err != nil {
+		return r, err
+	}
+	err = e.k.inTx(ctx, func(ctx context.Context) error {
+		c, err := e.k.store.LockCall(ctx, scope, id)
+		if err != nil {
+			return err
+		}
+		if r, err = e.Load(ctx, scope, id); err != nil {
+			return err
+		}
+		_, err = e.orphaned(ctx, c, r, held)
+		return err
+	})
+	return r, err
 }

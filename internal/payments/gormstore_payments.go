@@ -3,6 +3,7 @@ package payments
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"gorm.io/gorm"
@@ -302,4 +303,37 @@ func (s *GormStore) execOne(ctx context.Context, query string, args ...any) (boo
 		return false, database.Classify(res.Error)
 	}
 	return res.RowsAffected == 1, nil
+}
+
+// WithoutEvents implements EventGaps: up to limit payments and up to limit
+// refunds that reached a final state at or after since and whose outbox has
+// no event of that state naming them, the oldest first.
+func (s *GormStore) WithoutEvents(ctx context.Context, since time.Time, limit int) ([]Payment, []Refund, error) {
+	id := `json_extract(e.payload, '$.id')`
+	if s.db.Name() == "postgres" {
+		id = `e.payload->>'id'`
+	}
+	missing := func(table, kind, statuses string) string {
+		return `SELECT * FROM ` + table + ` t WHERE t.status IN (` + statuses + `) AND t.updated_at >= ?
+AND NOT EXISTS (SELECT 1 FROM outbox_events e WHERE e.merchant_id = t.merchant_id
+    AND e.type = '` + kind + `.' || t.status AND ` + id + ` = t.id)
+ORDER BY t.updated_at, t.id LIMIT ` + strconv.Itoa(limit)
+	}
+	var prows []paymentRow
+	if err := database.Conn(ctx, s.db).Raw(missing("payments", "payment", "'succeeded', 'failed', 'canceled'"), since).Scan(&prows).Error; err != nil {
+		return nil, nil, database.Classify(err)
+	}
+	var rrows []refundRow
+	if err := database.Conn(ctx, s.db).Raw(missing("refunds", "refund", "'succeeded', 'canceled'"), since).Scan(&rrows).Error; err != nil {
+		return nil, nil, database.Classify(err)
+	}
+	ps := make([]Payment, len(prows))
+	for i, r := range prows {
+		ps[i] = toDomainPayment(r)
+	}
+	rs := make([]Refund, len(rrows))
+	for i, r := range rrows {
+		rs[i] = toDomainRefund(r)
+	}
+	return ps, rs, nil
 }

@@ -109,11 +109,7 @@ func (s *Service) chargeEffect(answer func(Payment) idempotency.Answer) idempote
 			return s.movePayment(ctx, p, StatusProcessing, nil)
 		},
 		Cancel: func(ctx context.Context, p Payment) (Payment, error) {
-			return s.movePayment(ctx, p, StatusCanceled, func(next Payment) error {
-				return s.emit(ctx, p.MerchantID, EventPaymentCanceled, paymentEvent{
-					ID: next.ID, OrderID: next.OrderID, Amount: next.Amount, Currency: next.Currency, Status: string(next.Status),
-				}, next.UpdatedAt)
-			})
+			return s.movePayment(ctx, p, StatusCanceled, func(next Payment) error { return s.emitPayment(ctx, next) })
 		},
 		Answer: answer,
 		Orphan: s.chargeOrphan,
@@ -193,15 +189,7 @@ func (s *Service) applyCharge(ctx context.Context, p Payment, r ChargeResult) (P
 			return p, false, err
 		}
 	}
-	eventType := EventPaymentSucceeded
-	if next.Status == StatusFailed {
-		eventType = EventPaymentFailed
-	}
-	err = s.emit(ctx, p.MerchantID, eventType, paymentEvent{
-		ID: next.ID, OrderID: next.OrderID, Amount: next.Amount, Currency: next.Currency, Status: string(next.Status),
-		ProviderChargeID: next.ProviderChargeID, DeclineCode: next.DeclineCode,
-	}, next.UpdatedAt)
-	if err != nil {
+	if err := s.emitPayment(ctx, next); err != nil {
 		return p, false, err
 	}
 	return next, true, nil

@@ -110,11 +110,7 @@ func (s *Service) refundEffect(answer func(Refund) idempotency.Answer) idempoten
 		Cancel: func(ctx context.Context, r Refund) (Refund, error) {
 			// A canceled refund is not counted: what it reserved of the
 			// payment is free again.
-			return s.moveRefund(ctx, r, StatusCanceled, func(next Refund) error {
-				return s.emit(ctx, r.MerchantID, EventRefundCanceled, refundEvent{
-					ID: next.ID, PaymentID: next.PaymentID, Amount: next.Amount, Currency: next.Currency, Status: string(next.Status),
-				}, next.UpdatedAt)
-			})
+			return s.moveRefund(ctx, r, StatusCanceled, func(next Refund) error { return s.emitRefund(ctx, next) })
 		},
 		Answer: answer,
 		Orphan: s.refundOrphan,
@@ -186,10 +182,7 @@ func (s *Service) applyRefund(ctx context.Context, r Refund, res RefundResult) (
 		if err := s.pay.AddRefunded(ctx, r.MerchantID, r.PaymentID, r.Amount, next.UpdatedAt); err != nil {
 			return r, false, err
 		}
-		err = s.emit(ctx, r.MerchantID, EventRefundSucceeded, refundEvent{
-			ID: next.ID, PaymentID: next.PaymentID, Amount: next.Amount, Currency: next.Currency, Status: string(next.Status),
-		}, next.UpdatedAt)
-		if err != nil {
+		if err := s.emitRefund(ctx, next); err != nil {
 			return r, false, err
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 
 	"github.com/idemkeys/payments/internal/provider"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 // auditOptions tunes the audit to its scenario.
@@ -96,6 +97,15 @@ func audit(ctx context.Context, c *cluster, rec *recorder, o auditOptions) (audi
 	records, err := readRecords(ctx, db)
 	if err != nil {
 		return res, err
+	}
+	// Every payment and refund holds exactly the events of the state it
+	// ended in, whoever moved it there.
+	eventProblems, err := testkit.AuditEvents(ctx, db, true)
+	if err != nil {
+		return res, err
+	}
+	for _, p := range eventProblems {
+		res.violation("events: %s", p)
 	}
 	var unresolvedRefunds int
 	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM refunds WHERE status IN ('pending', 'processing')`).Scan(&unresolvedRefunds); err != nil {

@@ -1,0 +1,57 @@
+package payments
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// DeclineChargeMismatch is the decline code of a payment an operator failed
+// because the provider's charge under its key was not the one we asked for
+// (FailFlagged).
+const DeclineChargeMismatch = "charge_mismatch"
+
+// FailFlagged is api flagged fail: the way out of a flagged payment or
+// refund whose provider answer is wrong (a charge of 1 under our key for a
+// payment of 2,500). The operator rules that it failed: the payment (or
+// refund) ends failed, with its event, and its key's answer is stored
+// (402 payment_declined with decline code charge_mismatch; a failed refund
+// is 201 failed). What the provider holds under the key is then an effect
+// nobody asked for: a charge is refunded automatically under a key derived
+// from it, through the same fenced skeleton as an orphan's, and a refund
+// flagged as an orphan. The order can be paid again with a new key.
+//
+// It returns ErrNotFound, an error when the call is not flagged, the
+// provider's errors (it is asked what it holds first), and the store's.
+func (s *Service) FailFlagged(ctx context.Context, merchantID, id string) error {
+	if s.charges == nil {
+		return errNoPayments
+	}
+	switch {
+	case strings.HasPrefix(id, paymentIDPrefix):
+		p, err := s.pay.GetPayment(ctx, merchantID, id)
+		if err != nil {
+			return err
+		}
+		held, err := s.provider.FindCharge(ctx, p.ProviderKey)
+		if err != nil {
+			return fmt.Errorf("ask the provider about payment %s: %w", id, err)
+		}
+		ruling := ChargeResult{ChargeID: held.ChargeID, DeclineCode: DeclineChargeMismatch, Reference: p.ID, Key: p.ProviderKey}
+		_, err = s.charges.Overrule(ctx, merchantID, id, ruling, held)
+		return err
+	case strings.HasPrefix(id, refundIDPrefix):
+		r, err := s.pay.GetRefund(ctx, merchantID, id)
+		if err != nil {
+			return err
+		}
+		held, err := s.provider.FindRefund(ctx, r.ProviderKey)
+		if err != nil {
+			return fmt.Errorf("ask the provider about refund %s: %w", id, err)
+		}
+		ruling := RefundResult{RefundID: held.RefundID, Reference: r.ID, Key: r.ProviderKey}
+		_, err = s.refunds.Overrule(ctx, merchantID, id, ruling, held)
+		return err
+	}
+	return fmt.Errorf("%s is neither a payment (pay_…) nor a refund (re_…): %w", id, ErrNotFound)
+}
