@@ -171,6 +171,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	m.WatchBreakers(providerClient.OpenBreakers)
 
 	idemStore, cipher, err := idempotencyStore(cfg, db, log)
+	if err == nil {
+		err = checkKeySecret(ctx, cfg, idemStore)
+	}
 	if err != nil {
 		_ = a.close(ctx)
 		return nil, err
@@ -529,8 +532,9 @@ func keeperConfig(cfg config.Config, log *slog.Logger, store *gormstore.Store) i
 		NewKeyWindow:  cfg.RateLimitWindow,
 		PurgeInterval: cfg.JanitorInterval,
 
-		KeySecret:         []byte(cfg.ProviderKeySecret),
-		ReconcileInterval: cfg.ReconcileInterval,
-		CancelAfter:       cfg.PendingCancelAfter,
+		KeySecret:          []byte(cfg.ProviderKeySecret),
+		PreviousKeySecrets: previousKeySecrets(cfg),
+		ReconcileInterval:  cfg.ReconcileInterval,
+		CancelAfter:        cfg.PendingCancelAfter,
 	}
 }

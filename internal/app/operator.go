@@ -13,6 +13,7 @@ import (
 	"github.com/idemkeys/payments/internal/config"
 	"github.com/idemkeys/payments/internal/handlers"
 	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/merchants"
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/provider"
@@ -62,6 +63,35 @@ func RevokeDemoKeys(ctx context.Context, cfg config.Config, log *slog.Logger, st
 	}
 	fmt.Fprintf(stdout, "revoked the demo API keys of %s; their merchants and data stay\n", strings.Join(revoked, ", "))
 	return nil
+}
+
+// checkKeySecret is the start's check of PROVIDER_KEY_SECRET against the
+// secret that derived the calls a retry may still reach (those made within
+// IDEMPOTENCY_TTL): a different secret would derive other provider keys
+// for the same operations, and a retry whose rows were lost (a failover)
+// would then be charged twice. It refuses to start, naming the settings,
+// unless PROVIDER_KEY_SECRET_PREVIOUS is that secret (a rotation: new
+// operations then look for a call under the old secret's key first).
+func checkKeySecret(ctx context.Context, cfg config.Config, store *gormstore.Store) error {
+	current := idempotency.KeyFingerprint([]byte(cfg.ProviderKeySecret))
+	var known []string
+	for _, s := range previousKeySecrets(cfg) {
+		known = append(known, idempotency.KeyFingerprint(s))
+	}
+	other, err := store.KeyFingerprints(ctx, current, known, time.Now().Add(-cfg.IdempotencyTTL))
+	if err != nil || other == "" {
+		return err
+	}
+	return fmt.Errorf("PROVIDER_KEY_SECRET is not the secret that derived the provider keys of the last IDEMPOTENCY_TTL (theirs has fingerprint %s, this one %s): a retry of one of those operations would get another provider key and could be charged twice. Restore the old PROVIDER_KEY_SECRET, or rotate: keep the new one and set PROVIDER_KEY_SECRET_PREVIOUS to the old one (docs/guide/operations.md, \"Rotating PROVIDER_KEY_SECRET\")",
+		other, current)
+}
+
+// previousKeySecrets is PROVIDER_KEY_SECRET_PREVIOUS, as the keeper takes it.
+func previousKeySecrets(cfg config.Config) [][]byte {
+	if cfg.ProviderKeySecretPrevious == "" {
+		return nil
+	}
+	return [][]byte{[]byte(cfg.ProviderKeySecretPrevious)}
 }
 
 // paymentsService builds the payments Service over store: the one the API

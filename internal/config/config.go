@@ -62,9 +62,9 @@ type Config struct {
 	// TrustedProxies are the addresses (IPs or CIDRs) whose
 	// X-Forwarded-For names the client: the address the unknown-key
 	// budget counts by. Empty: none; the client is the TCP peer.
-	TrustedProxies   []string      `env:"TRUSTED_PROXIES" envSeparator:","`
-	ShutdownTimeout  time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
-	DBMaxConns       int           `env:"DB_MAX_CONNS" envDefault:"20"`
+	TrustedProxies  []string      `env:"TRUSTED_PROXIES" envSeparator:","`
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
+	DBMaxConns      int           `env:"DB_MAX_CONNS" envDefault:"20"`
 	// DBLockTimeout bounds a statement's wait for a row lock (PostgreSQL's
 	// lock_timeout), and DBIdleInTransactionTimeout how long PostgreSQL
 	// keeps the transaction of a client gone quiet (a frozen instance)
@@ -79,20 +79,24 @@ type Config struct {
 	// work at once on an instance: the next waits for a turn (up to
 	// DB_LOCK_TIMEOUT) holding no database connection, so requests queued
 	// on one hot row cannot drain the pool.
-	MaxWritesPerResource int `env:"MAX_WRITES_PER_RESOURCE" envDefault:"4"`
-	DBConnectTimeout time.Duration `env:"DB_CONNECT_TIMEOUT" envDefault:"30s"`
-	JanitorInterval  time.Duration `env:"JANITOR_INTERVAL" envDefault:"1m"`
-	EventRetention   time.Duration `env:"EVENT_RETENTION" envDefault:"168h"`
-	LogLevel         string        `env:"LOG_LEVEL" envDefault:"info"`
+	MaxWritesPerResource int           `env:"MAX_WRITES_PER_RESOURCE" envDefault:"4"`
+	DBConnectTimeout     time.Duration `env:"DB_CONNECT_TIMEOUT" envDefault:"30s"`
+	JanitorInterval      time.Duration `env:"JANITOR_INTERVAL" envDefault:"1m"`
+	EventRetention       time.Duration `env:"EVENT_RETENTION" envDefault:"168h"`
+	LogLevel             string        `env:"LOG_LEVEL" envDefault:"info"`
 	// LogFormat is json (lines for machines) or text (lines for people);
 	// empty: text in development, json in production (LogText).
 	LogFormat string `env:"LOG_FORMAT"`
 
 	// Secrets (secrets.go); no error message or log line ever shows them.
-	LogKeySecret            string `env:"LOG_KEY_SECRET"`
-	ProviderKeySecret       string `env:"PROVIDER_KEY_SECRET"`
-	ResponseEncryptionKeys  string `env:"RESPONSE_ENCRYPTION_KEYS"`
-	ResponseEncryptionKeyID string `env:"RESPONSE_ENCRYPTION_KEY_ID"`
+	LogKeySecret      string `env:"LOG_KEY_SECRET"`
+	ProviderKeySecret string `env:"PROVIDER_KEY_SECRET"`
+	// ProviderKeySecretPrevious is the PROVIDER_KEY_SECRET a rotation
+	// replaced, while operations it derived may still be retried (at
+	// least IDEMPOTENCY_TTL); empty when no rotation is under way.
+	ProviderKeySecretPrevious string `env:"PROVIDER_KEY_SECRET_PREVIOUS"`
+	ResponseEncryptionKeys    string `env:"RESPONSE_ENCRYPTION_KEYS"`
+	ResponseEncryptionKeyID   string `env:"RESPONSE_ENCRYPTION_KEY_ID"`
 
 	// Tracing is what the standard OTEL_* variables say (tracing.FromEnv,
 	// shared with cmd/provider): on with an OTLP endpoint, off otherwise.

@@ -23,9 +23,11 @@ type Call struct {
 	// started itself.
 	RecordCreatedAt time.Time
 	// Key is sent to the outside service on every attempt, derived from the
-	// client's operation (see derive.go); KeyVersion names the scheme.
-	Key        string
-	KeyVersion int
+	// client's operation (see derive.go); KeyVersion names the scheme, and
+	// KeyFingerprint the secret that derived it (KeyFingerprint).
+	Key            string
+	KeyVersion     int
+	KeyFingerprint string
 	State      CallState
 	// IntentFence is the fence of the owner whose intent is open (state
 	// calling); IntentAt when it opened it.

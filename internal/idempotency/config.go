@@ -103,10 +103,13 @@ type Config struct {
 	// The outside calls of registered Effects (effect.go):
 
 	// KeySecret derives the ids and keys of outside calls from the
-	// client's operation (derive.go): the same on every instance, and never
-	// changed under a running scheme. Empty means a fixed development
-	// secret, fit for development and tests only.
-	KeySecret []byte
+	// client's operation (derive.go): the same on every instance. Empty
+	// means a fixed development secret, fit for development and tests only.
+	// PreviousKeySecrets are the secrets it replaced, while operations
+	// they derived may still be retried: a new operation's key is looked
+	// for under them first (derive.go).
+	KeySecret          []byte
+	PreviousKeySecrets [][]byte
 	// ReconcileInterval is the pause between two rounds of the reconciler
 	// (Run); default 5s.
 	ReconcileInterval time.Duration

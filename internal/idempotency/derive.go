@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base32"
+	"encoding/hex"
 	"strconv"
 )
 
@@ -22,9 +23,13 @@ import (
 // key: never the earlier call's outcome. A derived key deduplicates only
 // for as long as the outside service keeps keys (24 hours at Stripe).
 //
-// The secret is the same on every instance and never changes under a
-// running scheme: rows store keyVersion, so a new scheme (a new secret, a
-// new formula) derives only new keys and never re-derives an old one.
+// The secret is the same on every instance. Each call records which secret
+// derived it (KeyFingerprint, never the secret), so that a changed secret is
+// noticed before it derives anything: an instance whose secret differs from
+// the recent calls' must be told the old one too (Config.PreviousKeySecrets),
+// and a new operation then asks the outside service whether the old
+// secret's key of the same operation holds a call already (its rows lost
+// in a failover, its client retrying) before it derives with the new one.
 
 // startedN stands for n in the id of a call the system starts itself
 // (Effect.Start), whose seed takes the client key's place: no client's
@@ -43,6 +48,18 @@ var developmentKeySecret = []byte("idempotency-development-key-secret")
 // crockford is the base32 alphabet of ULIDs, so derived ids look like the
 // random ones before them (pay_01J…).
 var crockford = base32.NewEncoding("0123456789ABCDEFGHJKMNPQRSTVWXYZ").WithPadding(base32.NoPadding)
+
+// KeyFingerprint names secret without revealing it: the first 16 hex
+// characters of an HMAC of a fixed text under it. Calls store it, and an
+// instance compares it with its own before it derives any key.
+func KeyFingerprint(secret []byte) string {
+	if len(secret) == 0 {
+		secret = developmentKeySecret
+	}
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte("idempotency key secret fingerprint"))
+	return hex.EncodeToString(mac.Sum(nil))[:16]
+}
 
 // deriveID is the id of the n-th call of kind under the client's key.
 func deriveID(secret []byte, prefix, scope, clientKey, kind string, n int) string {

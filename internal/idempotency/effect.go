@@ -132,7 +132,12 @@ func (e *Effect[R, O]) Run(ctx context.Context, create func(ctx context.Context,
 	// call is exactly the unknown outcome this design avoids.
 	ctx = context.WithoutCancel(ctx)
 
-	c, r, err := e.begin(ctx, o, create)
+	secret, err := e.secret(ctx, o)
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	c, r, err := e.begin(ctx, o, secret, create)
 	if err != nil || c.State.settled() {
 		return r, err
 	}
@@ -249,7 +254,7 @@ func (e *Effect[R, O]) Start(ctx context.Context, scope, seed string, create fun
 		}
 		started = true
 		now := e.k.clock.Now()
-		c := &Call{Scope: scope, ID: id, Kind: e.Kind, Key: id, KeyVersion: keyVersion,
+		c := &Call{Scope: scope, ID: id, Kind: e.Kind, Key: id, KeyVersion: keyVersion, KeyFingerprint: KeyFingerprint(e.k.cfg.KeySecret),
 			State: CallUnknown, AttemptedAt: now, CreatedAt: now, UpdatedAt: now}
 		if e.k.cfg.TraceParent != nil {
 			c.TraceParent = e.k.cfg.TraceParent(ctx)
@@ -281,7 +286,7 @@ func (e *Effect[R, O]) orphaned(ctx context.Context, c *Call, r R, answer O) (bo
 // record's key and lifetime, so a record that made its call already (the
 // point this owner resumed from was older than the call) finds it by the
 // clash and resumes it, and never makes a second.
-func (e *Effect[R, O]) begin(ctx context.Context, o *owner, create func(ctx context.Context, c Call) (R, error)) (*Call, R, error) {
+func (e *Effect[R, O]) begin(ctx context.Context, o *owner, secret []byte, create func(ctx context.Context, c Call) (R, error)) (*Call, R, error) {
 	var (
 		c *Call
 		r R
@@ -290,7 +295,7 @@ func (e *Effect[R, O]) begin(ctx context.Context, o *owner, create func(ctx cont
 		var err error
 		id := resourceOf(o.point)
 		if id == "" {
-			if c, err = e.k.newCall(ctx, o, e.Kind, e.Prefix); err != nil {
+			if c, err = e.k.newCall(ctx, o, e.Kind, e.Prefix, secret); err != nil {
 				return err
 			}
 			switch err := e.k.store.InsertCall(ctx, c); {
@@ -317,6 +322,36 @@ func (e *Effect[R, O]) begin(ctx context.Context, o *owner, create func(ctx cont
 		return e.finishIfSettled(ctx, o, c, r)
 	})
 	return c, r, err
+}
+
+// secret is the secret the owner's new call derives its id and key with:
+// Config.KeySecret, unless a former secret (PreviousKeySecrets) derived a
+// call of the same operation that the outside service holds (its rows were
+// lost; the client retries after the secret changed). Asked before phase
+// 1, outside any transaction, and only for an operation that has no call
+// yet; Find is then given the zero resource and must ask by key alone. A
+// lookup that fails is ErrNotExecuted: a new key while an old one may hold
+// the operation's effect could make it twice.
+func (e *Effect[R, O]) secret(ctx context.Context, o *owner) ([]byte, error) {
+	former := e.k.cfg.PreviousKeySecrets
+	if len(former) == 0 || resourceOf(o.point) != "" {
+		return e.k.cfg.KeySecret, nil
+	}
+	n, err := e.k.store.CountCalls(ctx, o.scope, o.key, e.Kind, o.created)
+	if err != nil {
+		return nil, err
+	}
+	var zero R
+	for _, secret := range former {
+		id := deriveID(secret, e.Prefix, o.scope, o.key, e.Kind, n)
+		switch _, err := e.Find(ctx, zero, id); {
+		case err == nil:
+			return secret, nil
+		case !errors.Is(err, ErrNoSuchCall):
+			return nil, fmt.Errorf("%w: ask the outside service under a former secret's key: %w", ErrNotExecuted, err)
+		}
+	}
+	return e.k.cfg.KeySecret, nil
 }
 
 // intend is phase 2: the intent to call, under the owner's fence. A call

@@ -31,17 +31,18 @@ func (k *Keeper) inTx(ctx context.Context, fn func(ctx context.Context) error) e
 }
 
 // newCall is the call of a resource the owner is about to create: its id
-// and key derived from the owner's key, ready, due for a first look once
-// the owner's lock has surely run out.
-func (k *Keeper) newCall(ctx context.Context, o *owner, kind, prefix string) (*Call, error) {
+// and key derived from the owner's key with secret, ready, due for a first
+// look once the owner's lock has surely run out.
+func (k *Keeper) newCall(ctx context.Context, o *owner, kind, prefix string, secret []byte) (*Call, error) {
 	n, err := k.store.CountCalls(ctx, o.scope, o.key, kind, o.created)
 	if err != nil {
 		return nil, err
 	}
-	id := deriveID(k.cfg.KeySecret, prefix, o.scope, o.key, kind, n)
+	id := deriveID(secret, prefix, o.scope, o.key, kind, n)
 	now := k.clock.Now()
 	c := &Call{
 		Scope: o.scope, ID: id, Kind: kind, ClientKey: o.key, RecordCreatedAt: o.created, Key: id, KeyVersion: keyVersion,
+		KeyFingerprint: KeyFingerprint(secret),
 		State: CallReady, AttemptedAt: now, CreatedAt: now, UpdatedAt: now,
 	}
 	if k.cfg.TraceParent != nil {

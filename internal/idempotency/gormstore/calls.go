@@ -13,8 +13,8 @@ import (
 )
 
 // callColumns are outside_calls' columns in the order callRow scans them.
-const callColumns = `merchant_id, id, kind, client_key, record_created_at, call_key, key_version, state, intent_fence,
-    intent_at, attempted_at, due_at, checks, trace_parent, created_at, updated_at`
+const callColumns = `merchant_id, id, kind, client_key, record_created_at, call_key, key_version, key_fingerprint, state,
+    intent_fence, intent_at, attempted_at, due_at, checks, trace_parent, created_at, updated_at`
 
 // InsertCall implements idempotency.Store. It runs at once, never deferred
 // to the commit: a clash is an answer (ErrKeyExists), not a failure, so
@@ -22,8 +22,9 @@ const callColumns = `merchant_id, id, kind, client_key, record_created_at, call_
 // would abort the transaction (and log an error naming the row's key).
 func (s *Store) InsertCall(ctx context.Context, c *idempotency.Call) error {
 	res := Conn(ctx, s.db).Exec(`INSERT INTO outside_calls (`+callColumns+`)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		c.Scope, c.ID, c.Kind, c.ClientKey, nullTime(c.RecordCreatedAt), c.Key, c.KeyVersion, string(c.State), c.IntentFence,
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		c.Scope, c.ID, c.Kind, c.ClientKey, nullTime(c.RecordCreatedAt), c.Key, c.KeyVersion, nullString(c.KeyFingerprint),
+		string(c.State), c.IntentFence,
 		nullTime(c.IntentAt), c.AttemptedAt, nullTime(c.DueAt), c.Checks, c.TraceParent, c.CreatedAt, c.UpdatedAt)
 	switch {
 	case res.Error != nil:
@@ -126,13 +127,15 @@ func (s *Store) scanCalls(ctx context.Context, q string, args ...any) ([]idempot
 		var (
 			c                              idempotency.Call
 			state                          string
+			fingerprint                    sql.NullString
 			recordCreated, intentAt, dueAt sql.NullTime
 			attempted, created, updated    time.Time
 		)
-		if err := rows.Scan(&c.Scope, &c.ID, &c.Kind, &c.ClientKey, &recordCreated, &c.Key, &c.KeyVersion, &state, &c.IntentFence,
-			&intentAt, &attempted, &dueAt, &c.Checks, &c.TraceParent, &created, &updated); err != nil {
+		if err := rows.Scan(&c.Scope, &c.ID, &c.Kind, &c.ClientKey, &recordCreated, &c.Key, &c.KeyVersion, &fingerprint, &state,
+			&c.IntentFence, &intentAt, &attempted, &dueAt, &c.Checks, &c.TraceParent, &created, &updated); err != nil {
 			return nil, s.classify(err)
 		}
+		c.KeyFingerprint = fingerprint.String
 		c.State = idempotency.CallState(state)
 		c.RecordCreatedAt, c.IntentAt, c.DueAt = utcOrZero(recordCreated), utcOrZero(intentAt), utcOrZero(dueAt)
 		c.AttemptedAt, c.CreatedAt, c.UpdatedAt = attempted.UTC(), created.UTC(), updated.UTC()
@@ -146,6 +149,33 @@ func (s *Store) classifyErr(err error) error {
 		return nil
 	}
 	return s.classify(err)
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// KeyFingerprints checks the secret an instance derives keys with against
+// the calls made since since (those a retry may still resume, or re-derive
+// after its rows were lost): calls from before fingerprints were kept are
+// first given current's (the secret in force when they were added), then it
+// returns a fingerprint none of known is (another secret derived those
+// calls), or "" when all agree.
+func (s *Store) KeyFingerprints(ctx context.Context, current string, known []string, since time.Time) (string, error) {
+	err := Conn(ctx, s.db).Exec(`UPDATE outside_calls SET key_fingerprint = ? WHERE key_fingerprint IS NULL AND key_version = 1`, current).Error
+	if err != nil {
+		return "", s.classify(err)
+	}
+	var other []string
+	err = Conn(ctx, s.db).Raw(`SELECT key_fingerprint FROM outside_calls
+WHERE created_at >= ? AND key_fingerprint IS NOT NULL AND key_fingerprint NOT IN ? LIMIT 1`, since, append(known, current)).Scan(&other).Error
+	if err != nil || len(other) == 0 {
+		return "", s.classifyErr(err)
+	}
+	return other[0], nil
 }
 
 func nullTime(t time.Time) any {

@@ -430,7 +430,7 @@ func calls(t *testing.T, subject Subject, t0 time.Time) {
 	s, ctx := subject.Store, context.Background()
 	call := func(scope, id, clientKey string, due time.Time) *idempotency.Call {
 		return &idempotency.Call{
-			Scope: scope, ID: id, Kind: "thing", ClientKey: clientKey, Key: "key-" + id, KeyVersion: 1,
+			Scope: scope, ID: id, Kind: "thing", ClientKey: clientKey, Key: "key-" + id, KeyVersion: 1, KeyFingerprint: "0123456789abcdef",
 			State: idempotency.CallReady, AttemptedAt: t0, DueAt: due, TraceParent: "00-trace",
 			CreatedAt: t0, UpdatedAt: t0,
 		}

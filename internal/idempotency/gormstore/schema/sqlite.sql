@@ -70,6 +70,8 @@ CREATE TABLE IF NOT EXISTS outside_calls (
     -- CreatedAt of its record (NULL for a call the system started, or made
     -- before calls knew it).
     record_created_at TIMESTAMP,
+    -- Which secret derived the call's id and key (idempotency.KeyFingerprint).
+    key_fingerprint TEXT,
     PRIMARY KEY (merchant_id, id)
 );
 -- A key is sent for one call only.
@@ -78,3 +80,5 @@ CREATE UNIQUE INDEX IF NOT EXISTS outside_calls_key ON outside_calls (merchant_i
 CREATE INDEX IF NOT EXISTS outside_calls_client_key ON outside_calls (merchant_id, client_key, kind);
 -- The reconciler's work list: only the calls not settled yet.
 CREATE INDEX IF NOT EXISTS outside_calls_due ON outside_calls (due_at) WHERE due_at IS NOT NULL;
+-- The start's check of the recent calls' secret (KeyFingerprints).
+CREATE INDEX IF NOT EXISTS outside_calls_created ON outside_calls (created_at);
