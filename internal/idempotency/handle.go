@@ -130,9 +130,14 @@ func (r *run) handle() result {
 	defer r.stopWaiting()
 
 	var rec *Record
-	if waited {
-		// Another request with this key just ran here, so a record most
-		// likely exists: read it before doing any work.
+	if waited || r.mode == Atomic {
+		// Read the key's record before any work. An Atomic handler runs
+		// before its record's insert, which is what learns that the key is
+		// taken: a retry on an instance that has not seen the key would run
+		// the handler, roll it back, and only then replay. (A Guarded
+		// request reserves first, with an insert-if-absent that answers a
+		// taken key by itself.) And when another request with this key
+		// just ran here, a record most likely exists.
 		got, err := k.store.Get(r.ctx, r.req.Scope, r.req.Key, k.clock.Now())
 		switch {
 		case err == nil:

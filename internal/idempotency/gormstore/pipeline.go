@@ -30,12 +30,14 @@ import (
 // same statements.
 //
 // That transaction may commit on its own only because the record goes in
-// by a plain insert there (FastInsertSQL), which fails, and so rolls the
-// whole back, whenever the key is not plainly free: a row under it, live
-// or expired, or a live tombstone. A refusal then costs two more round
-// trips: BEGIN and the writes again with the store's insert-if-absent,
-// which decides (a live record: ErrKeyExists; an expired one: replaced),
-// then ROLLBACK or COMMIT.
+// by an insert there (FastInsertSQL) that fails, and so rolls the whole
+// back, whenever the key is not plainly free: a row under it, live or
+// expired, or a live tombstone. The request read the key's record before
+// its handler ran (idempotency.Keeper), so that happens only when another
+// request took the key in between, or its record had expired. A refusal
+// then costs two more round trips: BEGIN and the writes again with the
+// store's insert-if-absent, which decides (a live record: ErrKeyExists; an
+// expired one: replaced), then ROLLBACK or COMMIT.
 //
 // Only writes whose failure can be nothing but the request's failure may be
 // deferred: a write whose failure is an answer (a unique clash told to the
@@ -196,18 +198,12 @@ func finish(ctx context.Context, pc *pgx.Conn, end string, err error) error {
 	return err
 }
 
-// keyNotPlainlyFree reports whether err is the plain insert's failure: a
-// unique violation on the records' table (a row under the key), or the
-// tombstone's refusal (fastInsertTombstoned).
+// keyNotPlainlyFree reports whether err is the fast insert's failure: a row
+// under the key (FastInsertSQL's keyTaken), or the tombstone's refusal
+// (fastInsertTombstoned).
 func keyNotPlainlyFree(err error) bool {
 	pgErr, ok := errors.AsType[*pgconn.PgError](err)
-	switch {
-	case !ok:
-		return false
-	case pgErr.Code == "23505":
-		return pgErr.TableName == "idempotency_records"
-	}
-	return pgErr.Code == "22P02" && strings.Contains(pgErr.Message, tombstoneTaken)
+	return ok && pgErr.Code == "22P02" && (strings.Contains(pgErr.Message, keyTaken) || strings.Contains(pgErr.Message, tombstoneTaken))
 }
 
 // dollars rewrites the ? placeholders of a statement as PostgreSQL's $n,

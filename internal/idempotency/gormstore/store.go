@@ -127,20 +127,32 @@ ON CONFLICT (merchant_id, idempotency_key) DO UPDATE SET
 WHERE r.expires_at <= excluded.created_at
 RETURNING fence`
 
-// FastInsertSQL is InsertSQL as a plain insert, for the commit's pipeline
-// on PostgreSQL (pipeline.go), whose transaction commits in the same round
-// trip: the same arguments, numbered. Where InsertSQL would insert into a
-// free key it inserts the same row; where InsertSQL would return nothing or
-// replace an expired record it fails on the primary key, which rolls the
-// transaction back and sends the pipeline back to InsertSQL. Exported for
-// the benchmark, as InsertSQL is.
+// FastInsertSQL is InsertSQL for the commit's pipeline on PostgreSQL
+// (pipeline.go), whose transaction commits in the same round trip: the
+// same arguments, numbered. Where InsertSQL would insert into a free key it
+// inserts the same row; where InsertSQL would return nothing or replace an
+// expired record (a key taken by a request that raced this one past its
+// read), it fails, which rolls the transaction back and sends the pipeline
+// back to InsertSQL. It fails by casting keyTaken to a number, not on the
+// primary key: PostgreSQL would log a unique violation with the whole key
+// in its detail, and no statement of ours may put a key in the server's
+// log. The cast hangs on random() so that the planner cannot compute it
+// ahead (a constant would fail always), and COALESCE evaluates it only
+// when the insert returned no row. Exported for the benchmark, as
+// InsertSQL is.
 const FastInsertSQL = `
+WITH inserted AS (
 INSERT INTO idempotency_records (
     merchant_id, idempotency_key, method, path, fingerprint, state, recovery_point,
     fence, locked_until, response_status, response_headers, response_body, response_key_id,
     created_at, updated_at, expires_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
-RETURNING fence`
+ON CONFLICT DO NOTHING
+RETURNING fence)
+SELECT coalesce((SELECT fence FROM inserted), ('` + keyTaken + `' || left(random()::text, 0))::bigint)`
+
+// keyTaken is the text FastInsertSQL fails with: no key in it.
+const keyTaken = "the idempotency key is taken"
 
 // Insert implements idempotency.Store.
 func (s *Store) Insert(ctx context.Context, rec *idempotency.Record) error {
