@@ -191,19 +191,31 @@ func (s *Store) Insert(ctx context.Context, rec *idempotency.Record) error {
 }
 
 // Get implements idempotency.Store.
+//
+// The read every request makes before it works (a retry on an instance
+// that has not seen its key replays with it alone) is written out and
+// scanned column by column, where GORM's Find would build the statement and
+// fill the row by reflection on every call.
 func (s *Store) Get(ctx context.Context, scope, key string, now time.Time) (*idempotency.Record, error) {
-	var rows []recordRow
-	err := Conn(ctx, s.db).
-		Where("merchant_id = ? AND idempotency_key = ? AND expires_at > ?", scope, key, now).
-		Limit(1).Find(&rows).Error
-	if err != nil {
+	var row recordRow
+	err := ScanRow(Conn(ctx, s.db).Raw(getSQL, scope, key, now),
+		&row.MerchantID, &row.IdempotencyKey, &row.Method, &row.Path, &row.Fingerprint, &row.State, &row.RecoveryPoint,
+		&row.Fence, &row.LockedUntil, &row.ResponseStatus, &row.ResponseHeaders, &row.ResponseBody, &row.ResponseKeyID,
+		&row.CreatedAt, &row.UpdatedAt, &row.ExpiresAt)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, idempotency.ErrNotFound
+	case err != nil:
 		return nil, s.classify(err)
 	}
-	if len(rows) == 0 {
-		return nil, idempotency.ErrNotFound
-	}
-	return s.toRecord(rows[0])
+	return s.toRecord(row)
 }
+
+// getSQL is Get's statement, its columns in recordRow's order.
+const getSQL = `SELECT merchant_id, idempotency_key, method, path, fingerprint, state, recovery_point,
+    fence, locked_until, response_status, response_headers, response_body, response_key_id,
+    created_at, updated_at, expires_at
+FROM idempotency_records WHERE merchant_id = ? AND idempotency_key = ? AND expires_at > ?`
 
 // TakeOver implements idempotency.Store: one statement moves the record
 // and returns it as moved, recovery point included, so that no checkpoint
