@@ -28,7 +28,7 @@ type Call struct {
 	Key            string
 	KeyVersion     int
 	KeyFingerprint string
-	State      CallState
+	State          CallState
 	// IntentFence is the fence of the owner whose intent is open (state
 	// calling); IntentAt when it opened it.
 	IntentFence int64

@@ -43,7 +43,7 @@ func (k *Keeper) newCall(ctx context.Context, o *owner, kind, prefix string, sec
 	c := &Call{
 		Scope: o.scope, ID: id, Kind: kind, ClientKey: o.key, RecordCreatedAt: o.created, Key: id, KeyVersion: keyVersion,
 		KeyFingerprint: KeyFingerprint(secret),
-		State: CallReady, AttemptedAt: now, CreatedAt: now, UpdatedAt: now,
+		State:          CallReady, AttemptedAt: now, CreatedAt: now, UpdatedAt: now,
 	}
 	if k.cfg.TraceParent != nil {
 		c.TraceParent = k.cfg.TraceParent(ctx)
