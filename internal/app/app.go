@@ -108,6 +108,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 			_ = a.close(ctx)
 			return nil, err
 		}
+		merchantStore.RefuseDemoKeys(warnDemoKeys(log))
 	}
 	if cfg.DemoSeed {
 		if err := merchantStore.SeedDemo(ctx); err != nil {

@@ -35,6 +35,17 @@ func refuseDemoKeys(ctx context.Context, store *merchants.Store) error {
 		strings.Join(held, ", "))
 }
 
+// warnDemoKeys is production's word when a demo key reaches its database
+// after the check at start (a replica started without APP_ENV=production
+// seeds them): the keys are answered 401 all the same, and the operator
+// learns which to revoke. It names merchants, never a key.
+func warnDemoKeys(log *slog.Logger) func(names []string) {
+	return func(names []string) {
+		log.Warn("production (APP_ENV=production) refuses the public API keys of demo merchants that the database now holds (an instance without APP_ENV=production seeded them?); they are answered 401; revoke them with `api revoke-demo-keys`",
+			"demo_merchants", strings.Join(names, ", "))
+	}
+}
+
 // demoPageKey is the API key /demo fills in: the public demo key in
 // development, none in production (the page then asks for one).
 func demoPageKey(cfg config.Config) string {

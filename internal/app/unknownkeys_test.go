@@ -19,7 +19,14 @@ import (
 // each known or unknown is one database read of the api_keys table.
 func keyLookups(t *testing.T, api *apptest.API, result string) int {
 	t.Helper()
-	m := apptest.Call(t, "GET", api.URL+"/metrics", "", "", "")
+	return keyLookupsAt(t, api.URL, result)
+}
+
+// keyLookupsAt is keyLookups from the /metrics under base: production's
+// admin listener (METRICS_ADDR).
+func keyLookupsAt(t *testing.T, base, result string) int {
+	t.Helper()
+	m := apptest.Call(t, "GET", base+"/metrics", "", "", "")
 	require.Equal(t, 200, m.Status)
 	found := regexp.MustCompile(`(?m)^api_key_lookups_total\{result="` + result + `"\} (\d+)$`).FindSubmatch(m.Body)
 	require.NotNil(t, found, "no api_key_lookups_total{result=%q}", result)

@@ -114,3 +114,26 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+// FuzzWeakSecret holds the rule of production secrets to what its callers
+// rely on: it answers every input (the secret comes from the environment,
+// any bytes), it never quotes a secret it judged in its reason, since the
+// reason is printed at start, and what it accepts is long enough and holds
+// no whitespace.
+func FuzzWeakSecret(f *testing.F) {
+	for _, seed := range []string{
+		"", "whsec_test", "0123456789abcdef0123456789abcdeg", "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
+		"3f1c9a0be57d24e8c6b1f09a7d3e5c2b", "q3Yx8Kp2Lm9Tz4Wv7Nb1Rc6Hs0Jd5Fg+Ue/AoXiEk8=", "\xff\xfe" + strings.Repeat("\x80", 40),
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		why := WeakSecret(v)
+		if len(v) >= MinSecretLength && strings.Contains(why, v) {
+			t.Fatalf("the reason quotes the secret: %s", why)
+		}
+		if why == "" && (len(v) < MinSecretLength || strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f })) {
+			t.Fatalf("accepted %q", v)
+		}
+	})
+}

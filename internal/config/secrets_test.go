@@ -2,13 +2,16 @@ package config_test
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/config"
+	"github.com/idemkeys/payments/internal/idempotency"
 )
 
 var (
@@ -93,25 +96,40 @@ func TestRedisKeySecret(t *testing.T) {
 }
 
 // TestProductionSecretRule is the rule of production secrets, as the
-// configuration reference states it, over what operators make and what
-// issue 26 found accepted.
+// configuration reference states it, over what operators make, what issue
+// 26 found accepted and what issue 46 found accepted or refused wrongly.
 func TestProductionSecretRule(t *testing.T) {
 	cases := map[string]struct {
 		secret string
 		weak   string // part of the reason; "" means accepted
 	}{
+		"openssl rand -hex 16":       {"3f1c9a0be57d24e8c6b1f09a7d3e5c2b", ""},
 		"openssl rand -hex 32":       {"3f1c9a0be57d24e8c6b1f09a7d3e5c2b8a4f6d1e0c9b7a5d3e2f1c0b9a8d7e6f", ""},
 		"openssl rand -base64 32":    {"q3Yx8Kp2Lm9Tz4Wv7Nb1Rc6Hs0Jd5Fg+Ue/AoXiEk8=", ""},
 		"whsec_ and 24 bytes base64": {"whsec_N2xq8Kz4Wm1Tp7Rv3Yc9Hb6Ld0Js5Fg", ""},
+		"a short run inside":         {"3f1c9a0b1234d24e8c6b1f09a7d3e5c2", ""},
+
+		"short":                      {"whsec_short_secret", "shorter than 32"},
+		"one letter":                 {"aaaaaaaaaaaaaaaa", "shorter than 32"},
 		"the test secret padded":     {"whsec_test" + strings.Repeat(" ", 22), "whitespace"},
 		"padded at the front":        {"  3f1c9a0be57d24e8c6b1f09a7d3e5c2b8a4f6d1e", "whitespace"},
-		"one letter":                 {"aaaaaaaaaaaaaaaa", "shorter than 32"},
-		"one letter, long":           {strings.Repeat("a", 64), "repeats a 1-character string"},
-		"a word repeated":            {strings.Repeat("secret", 8), "repeats a 6-character string"},
-		"hex alphabet twice":         {"0123456789abcdef0123456789abcdef", "repeats a 16-character string"},
-		"openssl rand -hex 16":       {"3f1c9a0be57d24e8c6b1f09a7d3e5c2b", "bits of entropy"},
-		"a sentence":                 {"correct-horse-battery-staple-correct", "bits of entropy"},
-		"short":                      {"whsec_short_secret", "shorter than 32"},
+		"the development key secret": {idempotency.DevelopmentKeySecret, "development default"},
+
+		"one letter, long":                          {strings.Repeat("a", 64), "moved along by 1 characters it matches in 63 of 63"},
+		"a word repeated":                           {strings.Repeat("secret", 8), "moved along by 6 characters"},
+		"hex alphabet twice":                        {"0123456789abcdef0123456789abcdef", "moved along by 16 characters it matches in 16 of 16"},
+		"issue 46: hex alphabet twice, one changed": {"0123456789abcdef0123456789abcdeg", "moved along by 16 characters it matches in 15 of 16"},
+		"random half, three changed":                {"8f3ca19e04b7d25c8f3ca19e04b7d25c"[:16] + "8f3Xa19e0Yb7d2Zc", "it repeats itself"},
+		"random half, again in upper case":          {"8f3ca19e04b7d25c8F3CA19E04B7D25C", "moved along by 16 characters it matches in 16 of 16"},
+
+		"issue 46: upper-case alphabet and digits": {"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", "36 of its 36 characters are runs"},
+		"issue 46: alphabet and digits":            {"abcdefghijklmnopqrstuvwxyz012345", "32 of its 32 characters are runs"},
+		"alphabet backwards, mixed case":           {"ZyXwVuTsRqPoNmLkJiHgFeDcBa9876543210", "36 of its 36 characters are runs"},
+		"digits up and down":                       {"0123456789876543210123456789876543", "are runs"},
+		"keyboard letter rows":                     {"qwertyuiopasdfghjklzxcvbnm", "shorter than 32"},
+		"keyboard rows and the digit row":          {"qwertyuiopasdfghjklzxcvbnm1234567890", "36 of its 36 characters are runs"},
+		"keyboard rows backwards, shifted":         {"POIUYTREWQ)(*&^%$#@!LKJHGFDSAMNBVCXZ", "36 of its 36 characters are runs"},
+		"a run and random hex":                     {"abcdefghijklmnop" + "3f1c9a0be57d24e8", "16 of its 32 characters are runs"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -122,6 +140,39 @@ func TestProductionSecretRule(t *testing.T) {
 			}
 			require.Contains(t, why, tc.weak)
 			require.NotContains(t, why, strings.TrimSpace(tc.secret))
+		})
+	}
+}
+
+// TestRandomSecretsPass is issue 46's figure: the rule's verdict on 10,000
+// secrets each as openssl rand -hex 16, -hex 32 and -base64 32 make them
+// (crypto/rand in the same alphabets and lengths). None is refused; 32
+// random hex characters are 128 bits, what the rule is for.
+func TestRandomSecretsPass(t *testing.T) {
+	const samples = 10_000
+	random := func(n int) []byte {
+		b := make([]byte, n)
+		_, _ = rand.Read(b) // never fails: it crashes the program instead
+		return b
+	}
+	for _, kind := range []struct {
+		name string
+		make func() string
+	}{
+		{"openssl rand -hex 16", func() string { return hex.EncodeToString(random(16)) }},
+		{"openssl rand -hex 32", func() string { return hex.EncodeToString(random(32)) }},
+		{"openssl rand -base64 32", func() string { return base64.StdEncoding.EncodeToString(random(32)) }},
+	} {
+		t.Run(kind.name, func(t *testing.T) {
+			refused := 0
+			for range samples {
+				if why := config.WeakSecret(kind.make()); why != "" {
+					refused++
+					t.Logf("refused: %s", why)
+				}
+			}
+			t.Logf("%s: %d of %d refused", kind.name, refused, samples)
+			require.Zero(t, refused)
 		})
 	}
 }

@@ -40,10 +40,13 @@ const startedN = -1
 // random before it.
 const keyVersion = 1
 
-// developmentKeySecret derives keys when Config.KeySecret is empty: fine
-// for development and tests, where nobody else derives them; production
-// sets its own (the application refuses to start without one).
-var developmentKeySecret = []byte("idempotency-development-key-secret")
+// DevelopmentKeySecret derives keys when Config.KeySecret is empty: fine
+// for development and tests, where nobody else derives them; it is public,
+// so production sets its own (the application refuses to start without
+// one, or with this one).
+const DevelopmentKeySecret = "idempotency-development-key-secret"
+
+var developmentKeySecret = []byte(DevelopmentKeySecret)
 
 // crockford is the base32 alphabet of ULIDs, so derived ids look like the
 // random ones before them (pay_01J…).

@@ -19,6 +19,12 @@
 // nobody sends it before it exists; the one key a negative entry could
 // delay is a key made on another instance after this one was asked for it,
 // and only for UnknownKeyTTL (a key made here clears its entry at once).
+//
+// The demo merchants' keys are public (SeedDemo). Production refuses to
+// start on a database that holds them, but a database can gain them later
+// (a replica started without APP_ENV=production seeds them), so a Store
+// told to (RefuseDemoKeys) answers them as unknown keys wherever they come
+// from, and says so once.
 package merchants
 
 import (
@@ -29,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -94,16 +101,40 @@ type Store struct {
 	// not know (LimitUnknownKeys); nil means no bound.
 	budget *keyBudget
 	// onLookup hears each database read of a key, by result: known,
-	// unknown, or limited (refused unread, over the client's budget).
+	// unknown, demo (found, but refused: RefuseDemoKeys), or limited
+	// (refused unread, over the client's budget).
 	onLookup func(result string)
+	// demoHashes maps the hashes of the demo keys to their merchants'
+	// names when RefuseDemoKeys is on; nil otherwise.
+	demoHashes map[string]string
+	// onDemoKey hears, once (demoWarned), which demo merchants' keys the
+	// database holds.
+	onDemoKey  func(names []string)
+	demoWarned sync.Once
+}
+
+// RefuseDemoKeys makes Authenticate answer the demo merchants' public API
+// keys ErrUnauthorized even when the database holds them, as production
+// must whatever put them there, and charge them to the client's budget of
+// unknown keys like any key it does not know. The first time it finds one
+// in the database, warn (if not nil) hears the names of the demo merchants
+// whose keys the database then holds (acme, globex), never a key; only
+// once, so that a client retrying a public key cannot flood the log. It
+// must be called before the Store is used.
+func (s *Store) RefuseDemoKeys(warn func(names []string)) {
+	s.demoHashes = make(map[string]string, len(demoMerchants))
+	for _, d := range demoMerchants {
+		s.demoHashes[hashKey(d.apiKey)] = d.name
+	}
+	s.onDemoKey = warn
 }
 
 // LimitUnknownKeys bounds the database reads that keys unknown to the
 // caches cost each client address (WithClient) to limit per window. A key
 // the caches know is never limited; a key over the budget is refused with
 // a *KeyBudgetError without being read. onLookup, if not nil, hears each
-// read's result (known, unknown) and each refusal (limited). It must be
-// called before the Store is used.
+// read's result (known, unknown, or demo: see RefuseDemoKeys) and each
+// refusal (limited). It must be called before the Store is used.
 func (s *Store) LimitUnknownKeys(limit int, window time.Duration, onLookup func(result string)) {
 	if limit > 0 {
 		s.budget = newKeyBudget(limit, window)
@@ -242,6 +273,15 @@ func (s *Store) read(ctx context.Context, hash string) func() (any, error) {
 			s.heard("unknown")
 			return "", err
 		}
+		if name, demo := s.demoHashes[hash]; demo && err == nil {
+			// Found, so the database holds a public key: answered and
+			// remembered as unknown (one read per UnknownKeyTTL), never
+			// cached as known.
+			s.unknown.put(hash, "", s.clock())
+			s.heard("demo")
+			s.warnDemoKeys(ctx, name)
+			return "", gorm.ErrRecordNotFound
+		}
 		if s.budget != nil && client != "" {
 			s.budget.giveBack(client) // known keys, and reads that failed, cost nothing
 		}
@@ -252,6 +292,22 @@ func (s *Store) read(ctx context.Context, hash string) func() (any, error) {
 		s.cache.put(hash, row.MerchantID, s.clock())
 		return row.MerchantID, nil
 	}
+}
+
+// warnDemoKeys tells onDemoKey, once, which demo merchants' keys the
+// database holds: all of them, so that one warning names every key to
+// revoke, or at least the one just found if the database cannot say.
+func (s *Store) warnDemoKeys(ctx context.Context, found string) {
+	s.demoWarned.Do(func() {
+		if s.onDemoKey == nil {
+			return
+		}
+		held, err := s.DemoKeysHeld(ctx)
+		if err != nil || len(held) == 0 {
+			held = []string{found}
+		}
+		s.onDemoKey(held)
+	})
 }
 
 // lookupTimeout bounds the one database read behind a cache miss.

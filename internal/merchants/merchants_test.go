@@ -119,6 +119,57 @@ func TestSeedDemo(t *testing.T) {
 	}
 }
 
+// TestRefuseDemoKeys: a store told to refuse the demo keys answers them
+// as unknown even once another store (a replica in development) has seeded
+// them into the shared database, before and after its caches expire, and
+// tells once which demo merchants the database holds; other keys, and the
+// seeding store, are untouched.
+func TestRefuseDemoKeys(t *testing.T) {
+	for _, d := range testkit.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			db := testkit.OpenDB(t, d)
+			ctx := context.Background()
+			c := testkit.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+			prod := merchants.NewStore(db.DB, c.Now)
+			// One request at a time: the store calls back on the caller's
+			// goroutine, so plain variables do.
+			looked := map[string]int{}
+			prod.LimitUnknownKeys(0, time.Minute, func(result string) { looked[result]++ })
+			var warnings [][]string
+			prod.RefuseDemoKeys(func(names []string) { warnings = append(warnings, names) })
+
+			_, err := prod.Authenticate(ctx, "sk_test_acme")
+			require.ErrorIs(t, err, merchants.ErrUnauthorized, "an empty database")
+			require.NoError(t, merchants.NewStore(db.DB, nil).SeedDemo(ctx), "a replica seeds behind its back")
+
+			for range 3 {
+				for _, key := range []string{"sk_test_globex", "sk_test_acme"} {
+					_, err := prod.Authenticate(ctx, key)
+					require.ErrorIs(t, err, merchants.ErrUnauthorized, key)
+				}
+				c.Advance(merchants.CacheTTL) // past both caches' lifetimes
+			}
+			// acme's first answer came from the unknown-key cache of the
+			// read before the seed; every later one from a read that found
+			// the key and refused it.
+			require.Equal(t, map[string]int{"unknown": 1, "demo": 5}, looked)
+			require.Equal(t, [][]string{{"acme", "globex"}}, warnings, "one warning, naming every demo merchant the database holds")
+
+			m, key, err := prod.Create(ctx, "initech")
+			require.NoError(t, err)
+			got, err := prod.Authenticate(ctx, key)
+			require.NoError(t, err)
+			require.Equal(t, m.ID, got, "a merchant's own key still works")
+
+			dev := merchants.NewStore(db.DB, nil)
+			got, err = dev.Authenticate(ctx, "sk_test_acme")
+			require.NoError(t, err, "development keeps its demo keys")
+			require.Equal(t, "mch_acme", got)
+		})
+	}
+}
+
 func TestAuthenticateCache(t *testing.T) {
 	for _, d := range testkit.Dialects {
 		t.Run(string(d), func(t *testing.T) {

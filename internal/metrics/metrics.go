@@ -118,10 +118,10 @@ func New() *Metrics {
 		}, []string{"to"}),
 		apiKeyLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "api_key_lookups_total",
-			Help: "API keys the caches did not know, by result: known and unknown (each a database read), limited (refused unread: the client address was over UNKNOWN_KEY_BUDGET).",
+			Help: "API keys the caches did not know, by result: known and unknown (each a database read), demo (a demo merchant's public key found in production's database, refused), limited (refused unread: the client address was over UNKNOWN_KEY_BUDGET).",
 		}, []string{"result"}),
 	}
-	for _, r := range []string{"known", "unknown", "limited"} {
+	for _, r := range []string{"known", "unknown", "demo", "limited"} {
 		m.apiKeyLookups.WithLabelValues(r)
 	}
 	m.reg.MustRegister(
