@@ -397,10 +397,13 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	// Headers are bounded (net/http reads up to 4 KiB past
 	// MAX_HEADER_BYTES), connections too, per client address and in all;
 	// the server's own error answers become problem+json
-	// (handlers.GuardListener).
-	ln = handlers.GuardListener(ln, handlers.ConnLimits{PerClient: cfg.MaxConnsPerClient, Total: cfg.MaxConns})
+	// (handlers.GuardListener). At MAX_CONNS the connection idle the
+	// longest yields its place, so idle connections cannot lock new
+	// clients out; the guard learns which are idle from ConnState.
+	guard := handlers.GuardListener(ln, handlers.ConnLimits{PerClient: cfg.MaxConnsPerClient, Total: cfg.MaxConns})
 	srv := &http.Server{
 		Handler:           a.handler,
+		ConnState:         guard.ConnState,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ReadHeaderTimeout: cfg.HTTPReadHeaderTimeout,
 		ReadTimeout:       cfg.HTTPReadTimeout,
@@ -450,8 +453,8 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		defer func() { _ = admin.Close() }()
 		log.Info("admin listening: /metrics, /healthz, /readyz", "addr", adminLn.Addr().String())
 	}
-	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String(), "dialect", string(a.db.Dialect))
+	go func() { serveErr <- srv.Serve(guard) }()
+	log.Info("listening", "addr", guard.Addr().String(), "dialect", string(a.db.Dialect))
 
 	select {
 	case err := <-serveErr:
