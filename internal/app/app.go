@@ -400,7 +400,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	// (handlers.GuardListener). At MAX_CONNS the connection idle the
 	// longest yields its place, so idle connections cannot lock new
 	// clients out; the guard learns which are idle from ConnState.
-	guard := handlers.GuardListener(ln, handlers.ConnLimits{PerClient: cfg.MaxConnsPerClient, Total: cfg.MaxConns})
+	guard := handlers.GuardListener(ln, handlers.ConnLimits{PerClient: cfg.MaxConnsPerClient, Total: cfg.MaxConns, IPv6Prefix: cfg.MaxConnsIPv6Prefix})
 	srv := &http.Server{
 		Handler:           a.handler,
 		ConnState:         guard.ConnState,

@@ -59,6 +59,10 @@ type Config struct {
 	MaxHeaderBytes    int           `env:"MAX_HEADER_BYTES" envDefault:"32768"`
 	MaxConns          int           `env:"MAX_CONNS" envDefault:"4096"`
 	MaxConnsPerClient int           `env:"MAX_CONNS_PER_CLIENT" envDefault:"256"`
+	// MaxConnsIPv6Prefix is how many leading bits of an IPv6 address
+	// MAX_CONNS_PER_CLIENT counts as one client: a host commonly has a
+	// whole /64 to itself.
+	MaxConnsIPv6Prefix int `env:"MAX_CONNS_IPV6_PREFIX" envDefault:"64"`
 	// TrustedProxies are the addresses (IPs or CIDRs) whose
 	// X-Forwarded-For names the client: the address the unknown-key
 	// budget counts by. Empty: none; the client is the TCP peer.
@@ -213,6 +217,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxConnsPerClient <= 0 || c.MaxConnsPerClient > c.MaxConns {
 		errs = append(errs, fmt.Errorf("MAX_CONNS_PER_CLIENT must be positive and at most MAX_CONNS (%d), got %d", c.MaxConns, c.MaxConnsPerClient))
+	}
+	if c.MaxConnsIPv6Prefix < 32 || c.MaxConnsIPv6Prefix > 128 {
+		errs = append(errs, fmt.Errorf("MAX_CONNS_IPV6_PREFIX must be between 32 and 128 (bits of an IPv6 address that name one client), got %d", c.MaxConnsIPv6Prefix))
 	}
 	if c.DBMaxConns <= 0 {
 		errs = append(errs, fmt.Errorf("DB_MAX_CONNS must be positive, got %d", c.DBMaxConns))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -25,10 +26,16 @@ var (
 // ConnLimits bound the connections a ConnGuard lets through.
 type ConnLimits struct {
 	// PerClient is the most connections open at once from one client
-	// address (the peer's IP; a proxy in front counts as one client).
+	// (the peer's IP, or its IPv6 prefix; a proxy in front counts as one
+	// client).
 	PerClient int
 	// Total is the most connections open at once in all.
 	Total int
+	// IPv6Prefix is how many leading bits of an IPv6 peer address name
+	// one client. A host is commonly given a whole /64, so counting its
+	// addresses apart would let it open PerClient connections from each of
+	// them. Zero (or 128) counts every IPv6 address apart.
+	IPv6Prefix int
 }
 
 // GuardListener wraps the API's listener so that the server's every
@@ -145,7 +152,7 @@ func (g *ConnGuard) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		client := clientAddress(c.RemoteAddr())
+		client := clientAddress(c.RemoteAddr(), g.limits.IPv6Prefix)
 		g.mu.Lock()
 		over := g.limits.PerClient > 0 && g.open[client] >= g.limits.PerClient
 		var yielded *guardedConn
@@ -250,17 +257,25 @@ func (g *ConnGuard) releaseLocked(gc *guardedConn) {
 	}
 }
 
-// clientAddress is the IP of a peer (the whole address when it has no
-// port).
-func clientAddress(a net.Addr) string {
+// clientAddress names the client of a peer: its IP, or for IPv6 the
+// prefix of its first ipv6Prefix bits (when 0 < ipv6Prefix < 128); the
+// host, or the whole address, when it is not an IP.
+func clientAddress(a net.Addr, ipv6Prefix int) string {
+	host := a.String()
 	if tcp, ok := a.(*net.TCPAddr); ok {
-		return tcp.IP.String()
+		host = tcp.IP.String() // an IPv4-mapped address prints as IPv4
+	} else if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
 	}
-	host, _, err := net.SplitHostPort(a.String())
+	ip, err := netip.ParseAddr(host)
+	if err != nil || !ip.Unmap().Is6() || ipv6Prefix <= 0 || ipv6Prefix >= 128 {
+		return host
+	}
+	p, err := ip.Prefix(ipv6Prefix)
 	if err != nil {
-		return a.String()
+		return host
 	}
-	return host
+	return p.String()
 }
 
 // guardedConn is a connection a GuardListener let through: it rewrites

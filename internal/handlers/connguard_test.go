@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -145,4 +146,86 @@ func TestConnGuardIdleYields(t *testing.T) {
 		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 		require.Equal(t, 204, idle.get(t, "/"), "the client's idle connection stays open")
 	})
+}
+
+// pipeListener hands the guard the server ends of in-memory connections,
+// each from the peer address the test names.
+type pipeListener struct{ conns chan net.Conn }
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	c, ok := <-l.conns
+	if !ok {
+		return nil, net.ErrClosed
+	}
+	return c, nil
+}
+func (l *pipeListener) Close() error   { return nil }
+func (l *pipeListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv6loopback, Port: 443} }
+
+type peerConn struct {
+	net.Conn
+	peer net.Addr
+}
+
+func (c peerConn) RemoteAddr() net.Addr { return c.peer }
+
+// TestConnGuardCountsIPv6ByPrefix: with IPv6Prefix 64, two addresses of
+// one /64 are one client, and an address of another /64 is another; with
+// 128 each address counts apart.
+func TestConnGuardCountsIPv6ByPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		prefix   int
+		accepted map[string]bool // the second connection, by peer
+	}{
+		{prefix: 64, accepted: map[string]bool{"2001:db8::2": false, "2001:db8:0:1::1": true, "127.0.0.2": true}},
+		{prefix: 56, accepted: map[string]bool{"2001:db8::2": false, "2001:db8:0:1::1": false, "2001:db8:0:100::1": true}},
+		{prefix: 128, accepted: map[string]bool{"2001:db8::2": true, "2001:db8:0:1::1": true}},
+	} {
+		t.Run(fmt.Sprintf("/%d", tc.prefix), func(t *testing.T) {
+			for peer, want := range tc.accepted {
+				t.Run(peer, func(t *testing.T) {
+					ln := &pipeListener{conns: make(chan net.Conn)}
+					guard := handlers.GuardListener(ln, handlers.ConnLimits{PerClient: 1, Total: 10, IPv6Prefix: tc.prefix})
+					accepted := make(chan net.Conn, 2)
+					go func() {
+						for {
+							c, err := guard.Accept()
+							if err != nil {
+								return
+							}
+							accepted <- c
+						}
+					}()
+					t.Cleanup(func() { close(ln.conns) })
+					connect := func(ip string) net.Conn {
+						server, client := net.Pipe()
+						t.Cleanup(func() { _ = client.Close(); _ = server.Close() })
+						ln.conns <- peerConn{Conn: server, peer: &net.TCPAddr{IP: net.ParseIP(ip), Port: 40000}}
+						return client
+					}
+					first := "2001:db8::1"
+					if net.ParseIP(peer).To4() != nil {
+						first = "127.0.0.1"
+					}
+					connect(first)
+					<-accepted
+					client := connect(peer)
+					if want {
+						select {
+						case <-accepted:
+						case <-time.After(5 * time.Second):
+							t.Fatalf("%s was refused after %s", peer, first)
+						}
+						return
+					}
+					require.NoError(t, client.SetDeadline(time.Now().Add(5*time.Second)))
+					_, err := io.WriteString(client, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+					require.NoError(t, err)
+					resp, err := http.ReadResponse(bufio.NewReader(client), nil)
+					require.NoError(t, err)
+					require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "%s counts as %s's client", peer, first)
+				})
+			}
+		})
+	}
 }
