@@ -424,9 +424,14 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		if err != nil {
 			return fmt.Errorf("listen on METRICS_ADDR %s: %w", cfg.MetricsAddr, err)
 		}
+		// The admin listener has a cap of its own, so that a flood of
+		// connections there takes neither the scrapes nor the process's
+		// descriptors; its idle connections yield as the API's do.
+		adminGuard := handlers.GuardListener(adminLn, handlers.ConnLimits{Total: cfg.MetricsMaxConns, IPv6Prefix: cfg.MaxConnsIPv6Prefix})
 		admin := a.httpServer(a.admin)
+		admin.ConnState = adminGuard.ConnState
 		go func() {
-			if err := admin.Serve(adminLn); !errors.Is(err, http.ErrServerClosed) {
+			if err := admin.Serve(adminGuard); !errors.Is(err, http.ErrServerClosed) {
 				serveErr <- fmt.Errorf("admin listener: %w", err)
 			}
 		}()
