@@ -462,16 +462,19 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 // slowly, reads slowly or idles holds a connection for bounded time
 // (config checks the write timeout against the longest payment); headers
 // are bounded (net/http reads up to 4 KiB past MAX_HEADER_BYTES).
+// "OPTIONS *" goes to h like any request, to be answered as one: Go's
+// own answer to it is an empty 200.
 func (a *App) httpServer(h http.Handler) *http.Server {
 	cfg := a.cfg
 	return &http.Server{
-		Handler:           h,
-		MaxHeaderBytes:    cfg.MaxHeaderBytes,
-		ReadHeaderTimeout: cfg.HTTPReadHeaderTimeout,
-		ReadTimeout:       cfg.HTTPReadTimeout,
-		WriteTimeout:      cfg.HTTPWriteTimeout,
-		IdleTimeout:       cfg.HTTPIdleTimeout,
-		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+		Handler:                      h,
+		DisableGeneralOptionsHandler: true,
+		MaxHeaderBytes:               cfg.MaxHeaderBytes,
+		ReadHeaderTimeout:            cfg.HTTPReadHeaderTimeout,
+		ReadTimeout:                  cfg.HTTPReadTimeout,
+		WriteTimeout:                 cfg.HTTPWriteTimeout,
+		IdleTimeout:                  cfg.HTTPIdleTimeout,
+		ErrorLog:                     slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
 }
 

@@ -20,6 +20,7 @@ var (
 	errHeaderTooLarge     = errors.New("request header too large")
 	errNotImplemented     = errors.New("unsupported transfer encoding")
 	errHTTPVersion        = errors.New("unsupported HTTP version")
+	errExpectationFailed  = errors.New("unsupported expectation")
 	errTooManyConnections = errors.New("too many connections")
 )
 
@@ -45,11 +46,12 @@ type ConnLimits struct {
 // net/http writes a few answers itself, as text/plain, before any handler
 // runs: 431 for a header block over MaxHeaderBytes, 400 for a request line
 // or header it cannot parse, 505 for an HTTP version other than 1.x, 501
-// for an unknown Transfer-Encoding. It offers no hook for them, but it
-// writes each in one Write on the connection, with fixed headers that no
-// answer of a handler has (a handler's answer always carries Date, and
-// Connection sorts before Content-Type). The wrapped connection recognises
-// those writes and sends the error table's answer instead.
+// for an unknown Transfer-Encoding; and an empty 417 for an Expect other
+// than 100-continue. It offers no hook for them, but it writes each in one
+// Write on the connection, with fixed headers that no answer of a handler
+// has (a handler's answer always carries Date, and Connection sorts before
+// Content-Type). The wrapped connection recognises those writes and sends
+// the error table's answer instead.
 //
 // At Total, the connection idle the longest (kept alive between requests)
 // is closed to make room for the new one: an idle connection costs its
@@ -105,9 +107,27 @@ func rawProblem(err error) []byte {
 // (server.go, conn.serve), right after their status line.
 const goErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
 
+// goExpectationFailed is how net/http's own 417 starts, in HTTP/1.1 and
+// 1.0, for a request whose Expect is not 100-continue. Go sends it
+// through the response writer (response.sendExpectationFailed), so it
+// carries Date, but before any route: the one header before Date is the
+// Connection it sets, where a handler's answer has its Content-Type.
+var goExpectationFailed = [][]byte{
+	[]byte("HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nDate: "),
+	[]byte("HTTP/1.0 417 Expectation Failed\r\nConnection: close\r\nDate: "),
+}
+
+// expectationFailed replaces net/http's own 417.
+var expectationFailed = rawProblem(errExpectationFailed)
+
 // serverAnswer is the problem+json answer replacing b when b is one of
-// net/http's own text/plain error answers, else nil.
+// net/http's own error answers, else nil.
 func serverAnswer(b []byte) []byte {
+	for _, start := range goExpectationFailed {
+		if bytes.HasPrefix(b, start) {
+			return expectationFailed
+		}
+	}
 	const prefix = "HTTP/1.1 "
 	if len(b) < len(prefix)+3 || !bytes.HasPrefix(b, []byte(prefix)) {
 		return nil

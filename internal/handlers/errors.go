@@ -73,6 +73,8 @@ var errorTable = []errorRow{
 		detail: "The request's Transfer-Encoding is not supported (only chunked is); nothing was done."},
 	{match: is(errHTTPVersion), status: http.StatusHTTPVersionNotSupported, code: problem.CodeHTTPVersionNotSupported, title: "HTTP version not supported",
 		detail: "The server speaks HTTP/1.0 and HTTP/1.1; nothing was done."},
+	{match: is(errExpectationFailed), status: http.StatusExpectationFailed, code: problem.CodeExpectationFailed, title: "Expectation failed",
+		detail: "The request's Expect header asks for something other than 100-continue, the one expectation the server meets; nothing was done."},
 	{match: is(errTooManyConnections), status: http.StatusTooManyRequests, code: problem.CodeTooManyConnections, title: "Too many connections",
 		retryAfter: time.Second,
 		detail:     "Too many open connections from this address, or in all; nothing was done. Retry after the time in Retry-After, or reuse an open connection."},

@@ -181,6 +181,16 @@ type Problem505 struct {
 	Code   string `json:"code" enums:"http_version_not_supported" example:"http_version_not_supported"`
 }
 
+// Problem417 is a request whose Expect header is not 100-continue; the
+// server answers it before any route, and nothing was done.
+type Problem417 struct {
+	Type   string `json:"type" format:"uri" example:"https://errors.idempotent-payments.dev/expectation_failed"`
+	Title  string `json:"title" example:"Expectation failed"`
+	Status int    `json:"status" enums:"417" example:"417"`
+	Detail string `json:"detail" example:"The request's Expect header asks for something other than 100-continue, the one expectation the server meets; nothing was done."`
+	Code   string `json:"code" enums:"expectation_failed" example:"expectation_failed"`
+}
+
 // Problem500 is anything unexpected; nothing is stored, and the same key
 // may be sent again.
 type Problem500 struct {

@@ -56,6 +56,7 @@ const (
 	CodeRequestHeaderTooLarge   = "request_header_too_large"
 	CodeNotImplemented          = "not_implemented"
 	CodeHTTPVersionNotSupported = "http_version_not_supported"
+	CodeExpectationFailed       = "expectation_failed"
 	CodeTooManyConnections      = "too_many_connections"
 	CodeTooManyUnknownKeys      = "too_many_unknown_keys"
 )
