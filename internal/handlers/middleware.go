@@ -335,13 +335,30 @@ func MerchantID(c *gin.Context) string {
 // is cut by http.MaxBytesReader, whose *http.MaxBytesError reaches
 // RenderError from whoever reads the body (the idempotency middleware or the
 // handler) and is answered 413 there.
+//
+// A refused Content-Length closes the connection: the rest of the body will
+// never be read as a request. Without Connection: close, net/http would
+// first read up to 256 KiB of it, to keep the connection, and only then
+// answer: a body sent slowly held its 413 until the read deadline.
 func limitBody(maxBytes int64) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if c.Request.ContentLength > maxBytes {
+			c.Header("Connection", "close")
 			RenderError(c, &http.MaxBytesError{Limit: maxBytes})
 			return
 		}
 		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxBytes)
+	}
+}
+
+// readDeadline gives the rest of a route's request, its body, d to arrive,
+// from now: shorter than the server's read timeout, so that a sender
+// dripping a body holds a connection for seconds, not minutes. It also
+// bounds what net/http reads of a refused body after the answer, before it
+// closes the connection.
+func readDeadline(d time.Duration) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now().Add(d))
 	}
 }
 

@@ -190,12 +190,16 @@ func NewRouter(d Deps) *gin.Engine {
 		v1.GET("/refunds/:id", Serve(pay.getRefund))
 
 		// Deduplicated by event id in the service, not by Idempotency-Key.
-		hooks := &webhookHandlers{payments: d.Payments, verify: d.VerifyWebhook, readTimeout: WebhookReadTimeout}
+		hooks := &webhookHandlers{payments: d.Payments, verify: d.VerifyWebhook}
+		readTimeout := WebhookReadTimeout
 		if d.ReadTimeout > 0 {
-			hooks.readTimeout = min(hooks.readTimeout, d.ReadTimeout)
+			readTimeout = min(readTimeout, d.ReadTimeout)
 		}
-		// requireJSON (contenttype.go): as for the /v1 group.
-		r.POST("/v1/webhooks/provider", limitBody(min(maxBody, WebhookMaxBodyBytes)), requireJSON(), Serve(hooks.receiveProviderEvent))
+		// The read deadline comes first: whatever refuses the body, the
+		// rest of it is read (or not) within it. requireJSON
+		// (contenttype.go): as for the /v1 group.
+		r.POST("/v1/webhooks/provider", readDeadline(readTimeout), limitBody(min(maxBody, WebhookMaxBodyBytes)), requireJSON(),
+			Serve(hooks.receiveProviderEvent))
 	}
 
 	return r

@@ -106,9 +106,6 @@ type WebhookAck struct {
 type webhookHandlers struct {
 	payments PaymentService
 	verify   func(header string, body []byte) error
-	// readTimeout bounds the reading of the body: WebhookReadTimeout, or
-	// the server's read timeout when that is shorter.
-	readTimeout time.Duration
 }
 
 // receiveProviderEvent godoc
@@ -141,9 +138,7 @@ type webhookHandlers struct {
 func (h *webhookHandlers) receiveProviderEvent(c *gin.Context) (idempotency.Answer, error) {
 	// The signature covers the exact bytes sent, so they are read whole and
 	// verified before any parsing: nothing unauthenticated reaches a parser.
-	// The read has its own deadline, shorter than the server's, so that a
-	// sender dripping a body holds a connection for seconds, not minutes.
-	_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now().Add(h.readTimeout))
+	// The read runs under the route's own deadline (readDeadline).
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
 		return idempotency.Answer{}, &bodyReadError{err: err}
