@@ -388,17 +388,32 @@ func visibleASCII(s string) bool {
 	return true
 }
 
-// notFound answers a path no route matches. Under /v1 the API key is
-// checked first, as on every /v1 route, so that probing paths without a key
-// tells nothing.
-func notFound(auth gin.HandlerFunc) gin.HandlerFunc {
+// unrouted answers a request no route serves with the error refusal
+// gives. Under /v1 the API key is checked first, as on every /v1 route, so
+// that probing paths or methods without a key tells nothing.
+func unrouted(auth gin.HandlerFunc, refusal func(c *gin.Context) error) gin.HandlerFunc {
 	return func(c *gin.Context) {
+		err := refusal(c)
 		if p := c.Request.URL.Path; p == "/v1" || strings.HasPrefix(p, "/v1/") {
 			auth(c)
 			if c.IsAborted() {
 				return
 			}
 		}
-		RenderError(c, errNoRoute)
+		RenderError(c, err)
 	}
+}
+
+// noRoute refuses a path no route matches.
+func noRoute(*gin.Context) error { return errNoRoute }
+
+// methodNotAllowed refuses a method no route of the path serves. Gin has
+// already put the methods that are served in the Allow header; they move
+// into the error, so that only the 405 carries them (a 401 to a caller
+// without a key must not).
+func methodNotAllowed(c *gin.Context) error {
+	h := c.Writer.Header()
+	allow := h.Get("Allow")
+	h.Del("Allow")
+	return &methodNotAllowedError{allow: allow}
 }

@@ -72,6 +72,16 @@ type Problem404 struct {
 	Code   string `json:"code" enums:"not_found" example:"not_found"`
 }
 
+// Problem405 is a method that the path is not served with; the Allow
+// header lists the methods it is served with, and nothing was done.
+type Problem405 struct {
+	Type   string `json:"type" format:"uri" example:"https://errors.idempotent-payments.dev/method_not_allowed"`
+	Title  string `json:"title" example:"Method not allowed"`
+	Status int    `json:"status" enums:"405" example:"405"`
+	Detail string `json:"detail" example:"This path is not served with this method; it is served with GET, POST (the Allow header). Nothing was done."`
+	Code   string `json:"code" enums:"method_not_allowed" example:"method_not_allowed"`
+}
+
 // Problem408 is a request body that did not arrive in time; nothing was
 // done.
 type Problem408 struct {

@@ -137,7 +137,11 @@ func NewRouter(d Deps) *gin.Engine {
 	r.Use(d.Middleware...)
 
 	auth := authenticate(d.Auth)
-	r.NoRoute(notFound(auth))
+	r.NoRoute(unrouted(auth, noRoute))
+	// A path served with other methods is 405 with Allow (RFC 9110), not
+	// 404.
+	r.HandleMethodNotAllowed = true
+	r.NoMethod(unrouted(auth, methodNotAllowed))
 
 	sink := d.OutboxSink
 	if sink == "" {
@@ -217,6 +221,8 @@ func NewAdminRouter(metrics, api http.Handler) *gin.Engine {
 	r.GET("/metrics", gin.WrapH(metrics))
 	r.GET("/healthz", gin.WrapH(api))
 	r.GET("/readyz", gin.WrapH(api))
-	r.NoRoute(func(c *gin.Context) { RenderError(c, errNoRoute) })
+	r.NoRoute(func(c *gin.Context) { RenderError(c, noRoute(c)) })
+	r.HandleMethodNotAllowed = true
+	r.NoMethod(func(c *gin.Context) { RenderError(c, methodNotAllowed(c)) })
 	return r
 }

@@ -36,6 +36,7 @@ const (
 	CodeUnauthorized          = "unauthorized"
 	CodeInvalidSignature      = "invalid_signature"
 	CodeNotFound              = "not_found"
+	CodeMethodNotAllowed      = "method_not_allowed"
 	CodePaymentDeclined       = "payment_declined"
 	CodeOrderAlreadyPaid      = "order_already_paid"
 	CodePaymentInProgress     = "payment_in_progress"
