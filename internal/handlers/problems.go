@@ -10,7 +10,10 @@ package handlers
 //
 // swag cannot give one type a different example per response, nor attach
 // members to a shared schema without corrupting it, hence one flat type per
-// status rather than problem.Problem itself.
+// status rather than problem.Problem itself. It writes an array's maxItems
+// from validate's max, not from a maxItems tag (which only the request
+// decoder reads, bind.go); TestSpecProblemCodes holds Problem400's to
+// MaxFieldErrors.
 
 // Problem400 is a request refused as it stands: a body or parameter that is
 // invalid (with errors, and error_count when more than 20 were found), or
@@ -23,7 +26,7 @@ type Problem400 struct {
 	Code   string `json:"code" enums:"validation_failed,idempotency_key_missing,idempotency_key_invalid,malformed_request" example:"validation_failed"`
 	// Errors lists the refused fields, at most 20; only validation_failed
 	// has it, and not when the body is not JSON at all.
-	Errors []ProblemField `json:"errors" validate:"optional" maxItems:"20"`
+	Errors []ProblemField `json:"errors" validate:"optional,max=20"`
 	// ErrorCount is how many fields were refused when more than errors
 	// lists; decoding may stop early at a size limit, so it can be a lower
 	// bound.
