@@ -16,6 +16,15 @@ import (
 	"github.com/idemkeys/payments/internal/testkit"
 )
 
+// startProductionBinary runs the API binary in production, on SQLite, with
+// its admin listener on admin and the settings of env added.
+func startProductionBinary(t *testing.T, bin, admin string, env ...string) *apptest.API {
+	t.Helper()
+	return apptest.StartBinary(t, bin, testkit.DatabaseURL(t, database.SQLite), apptest.Env(append([]string{"APP_ENV=production", "DEMO_SEED=",
+		"PROVIDER_WEBHOOK_SECRET=" + prodWebhookSecret, "LOG_KEY_SECRET=" + prodLogKeySecret, "PROVIDER_KEY_SECRET=" + prodKeySecret,
+		"METRICS_ADDR=" + admin}, env...)...))
+}
+
 // TestProductionServesMetricsOnItsAdminListener: production's /metrics
 // (every merchant's figures) is 404 problem+json on the API's port and 200
 // on METRICS_ADDR, where the health probes answer too and the API does not;
@@ -24,9 +33,7 @@ func TestProductionServesMetricsOnItsAdminListener(t *testing.T) {
 	testkit.EndToEnd(t)
 	bin, _ := apptest.Binaries(t)
 	admin := testkit.FreeAddr(t)
-	prod := apptest.StartBinary(t, bin, testkit.DatabaseURL(t, database.SQLite), apptest.Env("APP_ENV=production", "DEMO_SEED=",
-		"PROVIDER_WEBHOOK_SECRET="+prodWebhookSecret, "LOG_KEY_SECRET="+prodLogKeySecret, "PROVIDER_KEY_SECRET="+prodKeySecret,
-		"METRICS_ADDR="+admin))
+	prod := startProductionBinary(t, bin, admin)
 
 	onAPI := apptest.Call(t, "GET", prod.URL+"/metrics", "", "", "")
 	require.Equal(t, 404, onAPI.Status, "production serves /metrics on the API's port")
@@ -61,12 +68,10 @@ func TestAdminListenerHasItsOwnCap(t *testing.T) {
 	testkit.EndToEnd(t)
 	bin, _ := apptest.Binaries(t)
 	admin := testkit.FreeAddr(t)
-	prod := apptest.StartBinary(t, bin, testkit.DatabaseURL(t, database.SQLite), apptest.Env("APP_ENV=production", "DEMO_SEED=",
-		"PROVIDER_WEBHOOK_SECRET="+prodWebhookSecret, "LOG_KEY_SECRET="+prodLogKeySecret, "PROVIDER_KEY_SECRET="+prodKeySecret,
-		"METRICS_ADDR="+admin, "METRICS_MAX_CONNS=4",
+	prod := startProductionBinary(t, bin, admin, "METRICS_MAX_CONNS=4",
 		// The held connections send nothing for a while; the server's
 		// header deadline must not close them under the test.
-		"HTTP_READ_HEADER_TIMEOUT=1m"))
+		"HTTP_READ_HEADER_TIMEOUT=1m")
 	const scrape = "GET /metrics HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n"
 
 	held := make([]*bufio.Reader, 4)
