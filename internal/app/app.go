@@ -396,23 +396,14 @@ func (a *App) Handler() http.Handler { return a.handler }
 // nil after a graceful stop.
 func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	cfg, log := a.cfg, a.log
-	// Every phase of a connection has a deadline, so that a client that
-	// sends slowly, reads slowly or idles holds a connection for bounded
-	// time (config checks the write timeout against the longest payment).
-	// Headers are bounded (net/http reads up to 4 KiB past
-	// MAX_HEADER_BYTES), connections too, per client address and in all;
-	// the server's own error answers become problem+json
-	// (handlers.GuardListener).
-	ln = handlers.GuardListener(ln, handlers.ConnLimits{PerClient: cfg.MaxConnsPerClient, Total: cfg.MaxConns})
-	srv := &http.Server{
-		Handler:           a.handler,
-		MaxHeaderBytes:    cfg.MaxHeaderBytes,
-		ReadHeaderTimeout: cfg.HTTPReadHeaderTimeout,
-		ReadTimeout:       cfg.HTTPReadTimeout,
-		WriteTimeout:      cfg.HTTPWriteTimeout,
-		IdleTimeout:       cfg.HTTPIdleTimeout,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	// Connections are bounded, per client address and in all; the
+	// server's own error answers become problem+json
+	// (handlers.GuardListener). At MAX_CONNS the connection idle the
+	// longest yields its place, so idle connections cannot lock new
+	// clients out; the guard learns which are idle from ConnState.
+	guard := handlers.GuardListener(ln, handlers.ConnLimits{PerClient: cfg.MaxConnsPerClient, Total: cfg.MaxConns, IPv6Prefix: cfg.MaxConnsIPv6Prefix})
+	srv := a.httpServer(a.handler)
+	srv.ConnState = guard.ConnState
 
 	// Background workers stop after the server has finished its in-flight
 	// requests; the database closes after them.
@@ -438,25 +429,22 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		if err != nil {
 			return fmt.Errorf("listen on METRICS_ADDR %s: %w", cfg.MetricsAddr, err)
 		}
-		admin := &http.Server{
-			Handler:           a.admin,
-			ReadHeaderTimeout: cfg.HTTPReadHeaderTimeout,
-			ReadTimeout:       cfg.HTTPReadTimeout,
-			WriteTimeout:      cfg.HTTPWriteTimeout,
-			IdleTimeout:       cfg.HTTPIdleTimeout,
-			MaxHeaderBytes:    cfg.MaxHeaderBytes,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		}
+		// The admin listener has a cap of its own, so that a flood of
+		// connections there takes neither the scrapes nor the process's
+		// descriptors; its idle connections yield as the API's do.
+		adminGuard := handlers.GuardListener(adminLn, handlers.ConnLimits{Total: cfg.MetricsMaxConns, IPv6Prefix: cfg.MaxConnsIPv6Prefix})
+		admin := a.httpServer(a.admin)
+		admin.ConnState = adminGuard.ConnState
 		go func() {
-			if err := admin.Serve(adminLn); !errors.Is(err, http.ErrServerClosed) {
+			if err := admin.Serve(adminGuard); !errors.Is(err, http.ErrServerClosed) {
 				serveErr <- fmt.Errorf("admin listener: %w", err)
 			}
 		}()
 		defer func() { _ = admin.Close() }()
 		log.Info("admin listening: /metrics, /healthz, /readyz", "addr", adminLn.Addr().String())
 	}
-	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String(), "dialect", string(a.db.Dialect))
+	go func() { serveErr <- srv.Serve(guard) }()
+	log.Info("listening", "addr", guard.Addr().String(), "dialect", string(a.db.Dialect))
 
 	select {
 	case err := <-serveErr:
@@ -472,6 +460,27 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// httpServer is a server of h with the API's deadlines and header bound.
+// Every phase of a connection has a deadline, so that a client that sends
+// slowly, reads slowly or idles holds a connection for bounded time
+// (config checks the write timeout against the longest payment); headers
+// are bounded (net/http reads up to 4 KiB past MAX_HEADER_BYTES).
+// "OPTIONS *" goes to h like any request, to be answered as one: Go's
+// own answer to it is an empty 200.
+func (a *App) httpServer(h http.Handler) *http.Server {
+	cfg := a.cfg
+	return &http.Server{
+		Handler:                      h,
+		DisableGeneralOptionsHandler: true,
+		MaxHeaderBytes:               cfg.MaxHeaderBytes,
+		ReadHeaderTimeout:            cfg.HTTPReadHeaderTimeout,
+		ReadTimeout:                  cfg.HTTPReadTimeout,
+		WriteTimeout:                 cfg.HTTPWriteTimeout,
+		IdleTimeout:                  cfg.HTTPIdleTimeout,
+		ErrorLog:                     slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
 }
 
 // close releases what New opened.

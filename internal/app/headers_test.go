@@ -51,7 +51,8 @@ func requireServerProblem(t *testing.T, resp *http.Response, body []byte, status
 }
 
 // TestEveryServerAnswerIsAProblem: the answers Go's server writes itself
-// (431, 400, 505, 501) and Gin's trailing-slash redirect are problem+json;
+// (431, 400, 505, 501, 417 and its empty 200 to OPTIONS *) and Gin's
+// trailing-slash redirect are problem+json;
 // a header block of twice MAX_HEADER_BYTES is 431 and one just under it is
 // served.
 func TestEveryServerAnswerIsAProblem(t *testing.T) {
@@ -79,6 +80,10 @@ func TestEveryServerAnswerIsAProblem(t *testing.T) {
 		"no host":               {"GET /healthz HTTP/1.1\r\n\r\n", 400, "malformed_request"},
 		"version":               {"GET /healthz HTTP/2.5\r\nHost: api\r\n\r\n", 505, "http_version_not_supported"},
 		"transfer encoding":     {"POST /v1/orders HTTP/1.1\r\nHost: api\r\nTransfer-Encoding: gzip\r\n\r\n", 501, "not_implemented"},
+		// Go's own 417 is empty, and its answer to OPTIONS * an empty 200.
+		"expectation":      {"POST /v1/orders HTTP/1.1\r\nHost: api\r\nExpect: foo\r\nContent-Length: 2\r\n\r\n{}", 417, "expectation_failed"},
+		"expectation, 1.0": {"GET /healthz HTTP/1.0\r\nHost: api\r\nExpect: foo\r\n\r\n", 417, "expectation_failed"},
+		"OPTIONS *":        {"OPTIONS * HTTP/1.1\r\nHost: api\r\nConnection: close\r\n\r\n", 404, "not_found"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			resp, body := rawAnswer(t, &net.Dialer{}, api.Addr, tc.raw)

@@ -263,7 +263,7 @@ func (h *hostileWorld) cases(t *testing.T) []hostileCase {
 		{"id: very long", get(acme, "/v1/orders/ord_"+strings.Repeat("0", 16<<10)), 404, problem.CodeNotFound},
 		{"id: traversal", get(acme, "/v1/orders/..%2Fpayments%2F"+h.acmePayment), 404, problem.CodeNotFound},
 		{"id: other resource kind", get(acme, "/v1/payments/"+h.acmeOrder), 404, problem.CodeNotFound},
-		{"Method: not routed", apptest.Request{Method: "DELETE", URL: h.api.URL + "/v1/orders/" + h.acmeOrder, APIKey: acme}, 404, problem.CodeNotFound},
+		{"Method: not routed", apptest.Request{Method: "DELETE", URL: h.api.URL + "/v1/orders/" + h.acmeOrder, APIKey: acme}, 405, problem.CodeMethodNotAllowed},
 
 		// Authentication, before anything else.
 		{"auth: none", apptest.Request{Method: "POST", URL: h.api.URL + "/v1/orders", Body: apptest.OrderBody, Header: key()}, 401, problem.CodeUnauthorized},

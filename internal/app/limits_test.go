@@ -3,10 +3,12 @@ package app_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/app/apptest"
+	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/handlers"
 	"github.com/idemkeys/payments/internal/testkit"
 )
 
@@ -145,4 +149,54 @@ func TestServerCutsSlowAndIdleConnections(t *testing.T) {
 		require.Equal(t, 200, resp.StatusCode)
 		closed(t, r)
 	})
+}
+
+// TestOversizedWebhookIsRefusedWithinItsDeadline: a webhook that declares a
+// body over its 64 KiB limit and sends it slowly gets its 413 at once, and
+// the connection is closed by the webhook's own 5 s read deadline, while
+// the server's HTTP_READ_TIMEOUT is a minute. Before, net/http read the
+// rest of the body before answering, and the answer and the close came
+// only at HTTP_READ_TIMEOUT (issue 45: 15.0 s each, at its default).
+func TestOversizedWebhookIsRefusedWithinItsDeadline(t *testing.T) {
+	testkit.EndToEnd(t)
+	bin, _ := apptest.Binaries(t)
+	api := apptest.StartBinary(t, bin, testkit.DatabaseURL(t, database.SQLite), apptest.Env("HTTP_READ_TIMEOUT=60s", "HTTP_WRITE_TIMEOUT=90s"))
+	conn, err := (&net.Dialer{}).DialContext(t.Context(), "tcp", api.Addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	// The test's own bound: half the server's read timeout, six times the
+	// webhook's deadline.
+	start := time.Now()
+	require.NoError(t, conn.SetDeadline(start.Add(30*time.Second)))
+	_, err = io.WriteString(conn, "POST /v1/webhooks/provider HTTP/1.1\r\nHost: api\r\nContent-Type: application/json\r\n"+
+		"Provider-Signature: t=1,v1=00\r\nContent-Length: 100000\r\n\r\n{")
+	require.NoError(t, err)
+	// The rest of the body, a byte at a time, until the server closes.
+	dripping := make(chan struct{})
+	go func() {
+		defer close(dripping)
+		for {
+			time.Sleep(200 * time.Millisecond)
+			if _, err := io.WriteString(conn, "x"); err != nil {
+				return
+			}
+		}
+	}()
+
+	r := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(r, nil)
+	require.NoError(t, err, "answered before the test's own deadline")
+	answered := time.Since(start)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	requireServerProblem(t, resp, body, http.StatusRequestEntityTooLarge, "request_too_large")
+	require.True(t, resp.Close, "the answer closes the connection")
+
+	_, err = r.ReadByte()
+	require.Error(t, err)
+	require.False(t, errors.Is(err, os.ErrDeadlineExceeded), "the server closed the connection before the test's deadline")
+	closed := time.Since(start)
+	<-dripping
+	t.Logf("413 after %s, connection closed after %s (the webhook's read deadline is %s, HTTP_READ_TIMEOUT 60s)",
+		answered.Round(time.Millisecond), closed.Round(time.Millisecond), handlers.WebhookReadTimeout)
 }

@@ -52,9 +52,10 @@ func specOperations(t *testing.T) []specOperation {
 // document the errors that any route of its kind can give, so that the
 // answer check (apptest) sees each of them on every route: 401 without the
 // API key, 400 without an Idempotency-Key, 413 for a body over
-// MAX_BODY_BYTES, 429 past the new-key limit, 404 for an unknown id. The
-// operations come from the document itself, so a new route is covered
-// without a change here.
+// MAX_BODY_BYTES, 429 past the new-key limit, 404 for an unknown id; and
+// every path a method it is not served with: 405 with Allow (401 first
+// under /v1 without a key). The operations come from the document itself,
+// so a new route is covered without a change here.
 func TestEveryRouteAnswersItsCommonErrors(t *testing.T) {
 	testkit.EndToEnd(t)
 	api := apptest.Start(t, testkit.DatabaseURL(t, database.SQLite), apptest.Env(
@@ -66,6 +67,25 @@ func TestEveryRouteAnswersItsCommonErrors(t *testing.T) {
 		return api.URL + p
 	}
 	big := `{"pad":"` + strings.Repeat("x", 4096) + `"}`
+
+	// No path of the document is served with PATCH.
+	paths := map[string]bool{}
+	for _, o := range ops {
+		require.NotEqual(t, http.MethodPatch, o.method)
+		paths[o.path] = true
+	}
+	for path := range paths {
+		t.Run("PATCH "+path, func(t *testing.T) {
+			u := url(specOperation{path: path})
+			if strings.HasPrefix(path, "/v1/") {
+				a := apptest.Call(t, http.MethodPatch, u, "", "", "")
+				require.Equal(t, http.StatusUnauthorized, a.Status, "no API key: %s", a.Body)
+			}
+			a := apptest.Call(t, http.MethodPatch, u, "sk_test_acme", "", "")
+			require.Equal(t, http.StatusMethodNotAllowed, a.Status, "a method the path is not served with: %s", a.Body)
+			require.NotEmpty(t, a.Header.Get("Allow"))
+		})
+	}
 
 	for _, o := range ops {
 		t.Run(o.method+" "+o.path, func(t *testing.T) {

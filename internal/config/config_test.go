@@ -135,6 +135,9 @@ func TestBadSettingsAreNamed(t *testing.T) {
 		"RATE_LIMIT_NEW_KEYS=-1":                 "RATE_LIMIT_NEW_KEYS",
 		"RATE_LIMIT_WINDOW=0s":                   "RATE_LIMIT_WINDOW",
 		"LOG_FORMAT=yaml":                        "LOG_FORMAT must be json or text",
+		"METRICS_MAX_CONNS=0":                    "METRICS_MAX_CONNS must be positive",
+		"MAX_CONNS_IPV6_PREFIX=16":               "MAX_CONNS_IPV6_PREFIX must be between 32 and 128",
+		"MAX_CONNS_IPV6_PREFIX=129":              "MAX_CONNS_IPV6_PREFIX must be between 32 and 128",
 		// Migrations over a direct URL are for PostgreSQL only.
 		"MIGRATE_DATABASE_URL=postgres://db:5432/payments": "MIGRATE_DATABASE_URL",
 		"MIGRATE_DATABASE_URL=sqlite:data/x.db":            "MIGRATE_DATABASE_URL",

@@ -2,10 +2,12 @@ package handlers
 
 import (
 	"bytes"
+	"container/list"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -18,16 +20,23 @@ var (
 	errHeaderTooLarge     = errors.New("request header too large")
 	errNotImplemented     = errors.New("unsupported transfer encoding")
 	errHTTPVersion        = errors.New("unsupported HTTP version")
+	errExpectationFailed  = errors.New("unsupported expectation")
 	errTooManyConnections = errors.New("too many connections")
 )
 
-// ConnLimits bound the connections a GuardListener lets through.
+// ConnLimits bound the connections a ConnGuard lets through.
 type ConnLimits struct {
 	// PerClient is the most connections open at once from one client
-	// address (the peer's IP; a proxy in front counts as one client).
+	// (the peer's IP, or its IPv6 prefix; a proxy in front counts as one
+	// client).
 	PerClient int
 	// Total is the most connections open at once in all.
 	Total int
+	// IPv6Prefix is how many leading bits of an IPv6 peer address name
+	// one client. A host is commonly given a whole /64, so counting its
+	// addresses apart would let it open PerClient connections from each of
+	// them. Zero (or 128) counts every IPv6 address apart.
+	IPv6Prefix int
 }
 
 // GuardListener wraps the API's listener so that the server's every
@@ -37,16 +46,23 @@ type ConnLimits struct {
 // net/http writes a few answers itself, as text/plain, before any handler
 // runs: 431 for a header block over MaxHeaderBytes, 400 for a request line
 // or header it cannot parse, 505 for an HTTP version other than 1.x, 501
-// for an unknown Transfer-Encoding. It offers no hook for them, but it
-// writes each in one Write on the connection, with fixed headers that no
-// answer of a handler has (a handler's answer always carries Date, and
-// Connection sorts before Content-Type). The wrapped connection recognises
-// those writes and sends the error table's answer instead.
+// for an unknown Transfer-Encoding; and an empty 417 for an Expect other
+// than 100-continue. It offers no hook for them, but it writes each in one
+// Write on the connection, with fixed headers that no answer of a handler
+// has (a handler's answer always carries Date, and Connection sorts before
+// Content-Type). The wrapped connection recognises those writes and sends
+// the error table's answer instead.
 //
-// Past a limit, a new connection gets 429 too_many_connections with
-// Retry-After, and is closed; it never reaches the server.
-func GuardListener(ln net.Listener, limits ConnLimits) net.Listener {
-	return &guardedListener{Listener: ln, limits: limits, open: map[string]int{}}
+// At Total, the connection idle the longest (kept alive between requests)
+// is closed to make room for the new one: an idle connection costs its
+// client nothing to hold for HTTP_IDLE_TIMEOUT, so a few addresses could
+// otherwise keep every other client out without sending a request. Only
+// past a limit with no idle connection to close, or past PerClient, does a
+// new connection get 429 too_many_connections with Retry-After; it is
+// closed and never reaches the server. The server must report its
+// connections' states to ConnState for the guard to know which are idle.
+func GuardListener(ln net.Listener, limits ConnLimits) *ConnGuard {
+	return &ConnGuard{Listener: ln, limits: limits, open: map[string]int{}}
 }
 
 // serverAnswers are the error table's answers that replace Go's own, by
@@ -91,9 +107,27 @@ func rawProblem(err error) []byte {
 // (server.go, conn.serve), right after their status line.
 const goErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
 
+// goExpectationFailed is how net/http's own 417 starts, in HTTP/1.1 and
+// 1.0, for a request whose Expect is not 100-continue. Go sends it
+// through the response writer (response.sendExpectationFailed), so it
+// carries Date, but before any route: the one header before Date is the
+// Connection it sets, where a handler's answer has its Content-Type.
+var goExpectationFailed = [][]byte{
+	[]byte("HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nDate: "),
+	[]byte("HTTP/1.0 417 Expectation Failed\r\nConnection: close\r\nDate: "),
+}
+
+// expectationFailed replaces net/http's own 417.
+var expectationFailed = rawProblem(errExpectationFailed)
+
 // serverAnswer is the problem+json answer replacing b when b is one of
-// net/http's own text/plain error answers, else nil.
+// net/http's own error answers, else nil.
 func serverAnswer(b []byte) []byte {
+	for _, start := range goExpectationFailed {
+		if bytes.HasPrefix(b, start) {
+			return expectationFailed
+		}
+	}
 	const prefix = "HTTP/1.1 "
 	if len(b) < len(prefix)+3 || !bytes.HasPrefix(b, []byte(prefix)) {
 		return nil
@@ -116,53 +150,101 @@ func serverAnswer(b []byte) []byte {
 // connection over a limit is closed without an answer.
 const rejectingMax = 256
 
-type guardedListener struct {
+// ConnGuard is a listener that bounds the connections it lets through
+// (GuardListener).
+type ConnGuard struct {
 	net.Listener
 	limits ConnLimits
 
 	mu        sync.Mutex
-	open      map[string]int // open connections by client address
+	open      map[string]int // open connections by client
 	total     int
 	rejecting int
+	idle      list.List // of *guardedConn, the longest idle first
 }
 
-func (l *guardedListener) Accept() (net.Conn, error) {
+// Accept waits for the next connection within the limits, making room for
+// it by closing the connection idle the longest when the total is reached,
+// and answers the connections it refuses.
+func (g *ConnGuard) Accept() (net.Conn, error) {
 	for {
-		c, err := l.Listener.Accept()
+		c, err := g.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
-		client := clientAddress(c.RemoteAddr())
-		l.mu.Lock()
-		over := l.limits.Total > 0 && l.total >= l.limits.Total ||
-			l.limits.PerClient > 0 && l.open[client] >= l.limits.PerClient
+		client := clientAddress(c.RemoteAddr(), g.limits.IPv6Prefix)
+		g.mu.Lock()
+		over := g.limits.PerClient > 0 && g.open[client] >= g.limits.PerClient
+		var yielded *guardedConn
+		if !over && g.limits.Total > 0 && g.total >= g.limits.Total {
+			yielded = g.yieldIdleLocked()
+			over = yielded == nil
+		}
 		if !over {
-			l.open[client]++
-			l.total++
-			l.mu.Unlock()
-			return &guardedConn{Conn: c, release: func() { l.release(client) }}, nil
+			g.open[client]++
+			g.total++
+			g.mu.Unlock()
+			if yielded != nil {
+				// Its place is already given back; the server's goroutine
+				// reading it sees the close and ends.
+				_ = yielded.Conn.Close()
+			}
+			return &guardedConn{Conn: c, guard: g, client: client}, nil
 		}
-		answer := l.rejecting < rejectingMax
+		answer := g.rejecting < rejectingMax
 		if answer {
-			l.rejecting++
+			g.rejecting++
 		}
-		l.mu.Unlock()
+		g.mu.Unlock()
 		if !answer {
 			_ = c.Close()
 			continue
 		}
-		go l.refuse(c)
+		go g.refuse(c)
 	}
+}
+
+// ConnState is the http.Server's ConnState hook of a server that serves
+// the guard's connections: it keeps the order in which they became idle.
+func (g *ConnGuard) ConnState(c net.Conn, state http.ConnState) {
+	gc, ok := c.(*guardedConn)
+	if !ok || gc.guard != g {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gc.released {
+		return
+	}
+	if gc.idle != nil {
+		g.idle.Remove(gc.idle)
+		gc.idle = nil
+	}
+	if state == http.StateIdle {
+		gc.idle = g.idle.PushBack(gc)
+	}
+}
+
+// yieldIdleLocked takes the connection idle the longest out of the count,
+// for the caller to close, or returns nil when none is idle.
+func (g *ConnGuard) yieldIdleLocked() *guardedConn {
+	front := g.idle.Front()
+	if front == nil {
+		return nil
+	}
+	gc := front.Value.(*guardedConn)
+	g.releaseLocked(gc)
+	return gc
 }
 
 // refuse answers a connection over a limit and closes it. It reads what
 // the client sent first (briefly, and a bounded amount): closing a socket
 // with unread data resets it, and the client would lose the answer.
-func (l *guardedListener) refuse(c net.Conn) {
+func (g *ConnGuard) refuse(c net.Conn) {
 	defer func() {
-		l.mu.Lock()
-		l.rejecting--
-		l.mu.Unlock()
+		g.mu.Lock()
+		g.rejecting--
+		g.mu.Unlock()
 	}()
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
@@ -179,34 +261,53 @@ func (l *guardedListener) refuse(c net.Conn) {
 	}
 }
 
-func (l *guardedListener) release(client string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.total--
-	if l.open[client]--; l.open[client] <= 0 {
-		delete(l.open, client)
+// releaseLocked gives a connection's place back, once.
+func (g *ConnGuard) releaseLocked(gc *guardedConn) {
+	if gc.released {
+		return
+	}
+	gc.released = true
+	if gc.idle != nil {
+		g.idle.Remove(gc.idle)
+		gc.idle = nil
+	}
+	g.total--
+	if g.open[gc.client]--; g.open[gc.client] <= 0 {
+		delete(g.open, gc.client)
 	}
 }
 
-// clientAddress is the IP of a peer (the whole address when it has no
-// port).
-func clientAddress(a net.Addr) string {
+// clientAddress names the client of a peer: its IP, or for IPv6 the
+// prefix of its first ipv6Prefix bits (when 0 < ipv6Prefix < 128); the
+// host, or the whole address, when it is not an IP.
+func clientAddress(a net.Addr, ipv6Prefix int) string {
+	host := a.String()
 	if tcp, ok := a.(*net.TCPAddr); ok {
-		return tcp.IP.String()
+		host = tcp.IP.String() // an IPv4-mapped address prints as IPv4
+	} else if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
 	}
-	host, _, err := net.SplitHostPort(a.String())
+	ip, err := netip.ParseAddr(host)
+	if err != nil || !ip.Unmap().Is6() || ipv6Prefix <= 0 || ipv6Prefix >= 128 {
+		return host
+	}
+	p, err := ip.Prefix(ipv6Prefix)
 	if err != nil {
-		return a.String()
+		return host
 	}
-	return host
+	return p.String()
 }
 
 // guardedConn is a connection a GuardListener let through: it rewrites
 // net/http's own answers and gives its place back when closed.
 type guardedConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	guard  *ConnGuard
+	client string
+	// Under the guard's lock: whether its place was given back, and its
+	// element in the guard's idle list while it is idle.
+	released bool
+	idle     *list.Element
 }
 
 func (c *guardedConn) Write(b []byte) (int, error) {
@@ -229,6 +330,8 @@ func (c *guardedConn) CloseWrite() error {
 }
 
 func (c *guardedConn) Close() error {
-	c.once.Do(c.release)
+	c.guard.mu.Lock()
+	c.guard.releaseLocked(c)
+	c.guard.mu.Unlock()
 	return c.Conn.Close()
 }

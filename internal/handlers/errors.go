@@ -46,6 +46,12 @@ func (e *requestError) Error() string {
 // errNoRoute answers a path no route matches.
 var errNoRoute = errors.New("no route")
 
+// methodNotAllowedError answers a method that no route of the path serves;
+// allow lists the methods its routes do serve ("GET, POST").
+type methodNotAllowedError struct{ allow string }
+
+func (e *methodNotAllowedError) Error() string { return "method not allowed; allowed: " + e.allow }
+
 // errInvalidSignature refuses a provider webhook whose signature does not
 // verify. The webhook handler wraps the verifier's reason with it; the
 // reason is logged, never shown, so a forger learns nothing from the answer.
@@ -73,6 +79,8 @@ var errorTable = []errorRow{
 		detail: "The request's Transfer-Encoding is not supported (only chunked is); nothing was done."},
 	{match: is(errHTTPVersion), status: http.StatusHTTPVersionNotSupported, code: problem.CodeHTTPVersionNotSupported, title: "HTTP version not supported",
 		detail: "The server speaks HTTP/1.0 and HTTP/1.1; nothing was done."},
+	{match: is(errExpectationFailed), status: http.StatusExpectationFailed, code: problem.CodeExpectationFailed, title: "Expectation failed",
+		detail: "The request's Expect header asks for something other than 100-continue, the one expectation the server meets; nothing was done."},
 	{match: is(errTooManyConnections), status: http.StatusTooManyRequests, code: problem.CodeTooManyConnections, title: "Too many connections",
 		retryAfter: time.Second,
 		detail:     "Too many open connections from this address, or in all; nothing was done. Retry after the time in Retry-After, or reuse an open connection."},
@@ -201,6 +209,13 @@ var errorTable = []errorRow{
 		detail: "No live record exists under this Idempotency-Key for your account: never used, expired, or given back after an answer that is not kept."},
 	{match: is(errNoRoute), status: http.StatusNotFound, code: problem.CodeNotFound, title: "Not found",
 		detail: "No endpoint matches this method and path."},
+	// RFC 9110, 15.5.6: a 405 lists the methods the resource serves.
+	{match: as[*methodNotAllowedError], status: http.StatusMethodNotAllowed, code: problem.CodeMethodNotAllowed, title: "Method not allowed",
+		fill: func(err error, a *problemParts) {
+			allow := asErr[*methodNotAllowedError](err).allow
+			a.header.Set("Allow", allow)
+			a.detail = fmt.Sprintf("This path is not served with this method; it is served with %s (the Allow header). Nothing was done.", allow)
+		}},
 	// A body that did not arrive within the read deadline: a slow or
 	// stalled sender, answered as its fault, not ours.
 	{match: bodyTimedOut, status: http.StatusRequestTimeout, code: problem.CodeRequestTimeout, title: "Request timeout",

@@ -335,13 +335,30 @@ func MerchantID(c *gin.Context) string {
 // is cut by http.MaxBytesReader, whose *http.MaxBytesError reaches
 // RenderError from whoever reads the body (the idempotency middleware or the
 // handler) and is answered 413 there.
+//
+// A refused Content-Length closes the connection: the rest of the body will
+// never be read as a request. Without Connection: close, net/http would
+// first read up to 256 KiB of it, to keep the connection, and only then
+// answer: a body sent slowly held its 413 until the read deadline.
 func limitBody(maxBytes int64) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if c.Request.ContentLength > maxBytes {
+			c.Header("Connection", "close")
 			RenderError(c, &http.MaxBytesError{Limit: maxBytes})
 			return
 		}
 		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxBytes)
+	}
+}
+
+// readDeadline gives the rest of a route's request, its body, d to arrive,
+// from now: shorter than the server's read timeout, so that a sender
+// dripping a body holds a connection for seconds, not minutes. It also
+// bounds what net/http reads of a refused body after the answer, before it
+// closes the connection.
+func readDeadline(d time.Duration) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now().Add(d))
 	}
 }
 
@@ -371,17 +388,32 @@ func visibleASCII(s string) bool {
 	return true
 }
 
-// notFound answers a path no route matches. Under /v1 the API key is
-// checked first, as on every /v1 route, so that probing paths without a key
-// tells nothing.
-func notFound(auth gin.HandlerFunc) gin.HandlerFunc {
+// unrouted answers a request no route serves with the error refusal
+// gives. Under /v1 the API key is checked first, as on every /v1 route, so
+// that probing paths or methods without a key tells nothing.
+func unrouted(auth gin.HandlerFunc, refusal func(c *gin.Context) error) gin.HandlerFunc {
 	return func(c *gin.Context) {
+		err := refusal(c)
 		if p := c.Request.URL.Path; p == "/v1" || strings.HasPrefix(p, "/v1/") {
 			auth(c)
 			if c.IsAborted() {
 				return
 			}
 		}
-		RenderError(c, errNoRoute)
+		RenderError(c, err)
 	}
+}
+
+// noRoute refuses a path no route matches.
+func noRoute(*gin.Context) error { return errNoRoute }
+
+// methodNotAllowed refuses a method no route of the path serves. Gin has
+// already put the methods that are served in the Allow header; they move
+// into the error, so that only the 405 carries them (a 401 to a caller
+// without a key must not).
+func methodNotAllowed(c *gin.Context) error {
+	h := c.Writer.Header()
+	allow := h.Get("Allow")
+	h.Del("Allow")
+	return &methodNotAllowedError{allow: allow}
 }

@@ -10,7 +10,10 @@ package handlers
 //
 // swag cannot give one type a different example per response, nor attach
 // members to a shared schema without corrupting it, hence one flat type per
-// status rather than problem.Problem itself.
+// status rather than problem.Problem itself. It writes an array's maxItems
+// from validate's max, not from a maxItems tag (which only the request
+// decoder reads, bind.go); TestSpecProblemCodes holds Problem400's to
+// MaxFieldErrors.
 
 // Problem400 is a request refused as it stands: a body or parameter that is
 // invalid (with errors, and error_count when more than 20 were found), or
@@ -23,7 +26,7 @@ type Problem400 struct {
 	Code   string `json:"code" enums:"validation_failed,idempotency_key_missing,idempotency_key_invalid,malformed_request" example:"validation_failed"`
 	// Errors lists the refused fields, at most 20; only validation_failed
 	// has it, and not when the body is not JSON at all.
-	Errors []ProblemField `json:"errors" validate:"optional" maxItems:"20"`
+	Errors []ProblemField `json:"errors" validate:"optional,max=20"`
 	// ErrorCount is how many fields were refused when more than errors
 	// lists; decoding may stop early at a size limit, so it can be a lower
 	// bound.
@@ -70,6 +73,16 @@ type Problem404 struct {
 	Status int    `json:"status" enums:"404" example:"404"`
 	Detail string `json:"detail" example:"No resource with this id exists for your account."`
 	Code   string `json:"code" enums:"not_found" example:"not_found"`
+}
+
+// Problem405 is a method that the path is not served with; the Allow
+// header lists the methods it is served with, and nothing was done.
+type Problem405 struct {
+	Type   string `json:"type" format:"uri" example:"https://errors.idempotent-payments.dev/method_not_allowed"`
+	Title  string `json:"title" example:"Method not allowed"`
+	Status int    `json:"status" enums:"405" example:"405"`
+	Detail string `json:"detail" example:"This path is not served with this method; it is served with GET, POST (the Allow header). Nothing was done."`
+	Code   string `json:"code" enums:"method_not_allowed" example:"method_not_allowed"`
 }
 
 // Problem408 is a request body that did not arrive in time; nothing was
@@ -179,6 +192,16 @@ type Problem505 struct {
 	Status int    `json:"status" enums:"505" example:"505"`
 	Detail string `json:"detail" example:"The server speaks HTTP/1.0 and HTTP/1.1; nothing was done."`
 	Code   string `json:"code" enums:"http_version_not_supported" example:"http_version_not_supported"`
+}
+
+// Problem417 is a request whose Expect header is not 100-continue; the
+// server answers it before any route, and nothing was done.
+type Problem417 struct {
+	Type   string `json:"type" format:"uri" example:"https://errors.idempotent-payments.dev/expectation_failed"`
+	Title  string `json:"title" example:"Expectation failed"`
+	Status int    `json:"status" enums:"417" example:"417"`
+	Detail string `json:"detail" example:"The request's Expect header asks for something other than 100-continue, the one expectation the server meets; nothing was done."`
+	Code   string `json:"code" enums:"expectation_failed" example:"expectation_failed"`
 }
 
 // Problem500 is anything unexpected; nothing is stored, and the same key

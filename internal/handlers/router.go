@@ -142,7 +142,11 @@ func NewRouter(d Deps) *gin.Engine {
 	r.Use(d.Middleware...)
 
 	auth := authenticate(d.Auth)
-	r.NoRoute(notFound(auth))
+	r.NoRoute(unrouted(auth, noRoute))
+	// A path served with other methods is 405 with Allow (RFC 9110), not
+	// 404.
+	r.HandleMethodNotAllowed = true
+	r.NoMethod(unrouted(auth, methodNotAllowed))
 
 	sink := d.OutboxSink
 	if sink == "" {
@@ -198,12 +202,16 @@ func NewRouter(d Deps) *gin.Engine {
 		v1.GET("/refunds/:id", Serve(pay.getRefund))
 
 		// Deduplicated by event id in the service, not by Idempotency-Key.
-		hooks := &webhookHandlers{payments: d.Payments, verify: d.VerifyWebhook, readTimeout: WebhookReadTimeout}
+		hooks := &webhookHandlers{payments: d.Payments, verify: d.VerifyWebhook}
+		readTimeout := WebhookReadTimeout
 		if d.ReadTimeout > 0 {
-			hooks.readTimeout = min(hooks.readTimeout, d.ReadTimeout)
+			readTimeout = min(readTimeout, d.ReadTimeout)
 		}
-		// requireJSON (contenttype.go): as for the /v1 group.
-		r.POST("/v1/webhooks/provider", limitBody(min(maxBody, WebhookMaxBodyBytes)), requireJSON(), Serve(hooks.receiveProviderEvent))
+		// The read deadline comes first: whatever refuses the body, the
+		// rest of it is read (or not) within it. requireJSON
+		// (contenttype.go): as for the /v1 group.
+		r.POST("/v1/webhooks/provider", readDeadline(readTimeout), limitBody(min(maxBody, WebhookMaxBodyBytes)), requireJSON(),
+			Serve(hooks.receiveProviderEvent))
 	}
 
 	return r
@@ -221,6 +229,8 @@ func NewAdminRouter(metrics, api http.Handler) *gin.Engine {
 	r.GET("/metrics", gin.WrapH(metrics))
 	r.GET("/healthz", gin.WrapH(api))
 	r.GET("/readyz", gin.WrapH(api))
-	r.NoRoute(func(c *gin.Context) { RenderError(c, errNoRoute) })
+	r.NoRoute(func(c *gin.Context) { RenderError(c, noRoute(c)) })
+	r.HandleMethodNotAllowed = true
+	r.NoMethod(func(c *gin.Context) { RenderError(c, methodNotAllowed(c)) })
 	return r
 }

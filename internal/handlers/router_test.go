@@ -225,12 +225,14 @@ func TestAuthComesFirst(t *testing.T) {
 				{"get", http.MethodGet, "/v1/orders/ord_1", "", ""},
 				{"list with a bad limit", http.MethodGet, "/v1/orders?limit=abc", "", ""},
 				{"unknown /v1 path", http.MethodGet, "/v1/nothing-here", "", ""},
+				{"a method the path is not served with", http.MethodDelete, "/v1/orders", "", ""},
 			}
 			for _, tt := range tests {
 				t.Run(tt.name, func(t *testing.T) {
 					w := a.do(tt.method, tt.path, "", tt.body, "Authorization", tt.auth)
 					requireProblem(t, w, http.StatusUnauthorized, "unauthorized")
 					require.Equal(t, `Bearer realm="api"`, w.Header().Get("WWW-Authenticate"))
+					require.Empty(t, w.Header().Get("Allow"), "without a key, nothing about the path")
 				})
 			}
 			require.Zero(t, a.orders())
@@ -241,6 +243,40 @@ func TestAuthComesFirst(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestMethodNotAllowed: a method a path's routes do not serve is 405
+// method_not_allowed with Allow listing those they serve (after the API
+// key under /v1); a path no route serves stays 404 whatever the method.
+func TestMethodNotAllowed(t *testing.T) {
+	a := newAPI(t, database.SQLite, nil)
+	for _, tt := range []struct {
+		method, path, key, allow string
+	}{
+		{http.MethodDelete, "/v1/orders", acmeKey, "GET, POST"},
+		{http.MethodPatch, "/v1/orders/ord_1", acmeKey, "GET"},
+		{http.MethodGet, "/v1/orders/ord_1/items", acmeKey, "POST"},
+		{http.MethodPost, "/v1/orders/ord_1/shipping-address", acmeKey, "PUT"},
+		{http.MethodOptions, "/v1/orders", acmeKey, "GET, POST"},
+		{http.MethodPost, "/healthz", "", "GET"},
+		{http.MethodHead, "/readyz", "", "GET"},
+	} {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			w := a.do(tt.method, tt.path, tt.key, "")
+			require.Equal(t, tt.allow, w.Header().Get("Allow"))
+			if tt.method == http.MethodHead {
+				require.Equal(t, http.StatusMethodNotAllowed, w.Code)
+				return
+			}
+			p := requireProblem(t, w, http.StatusMethodNotAllowed, "method_not_allowed")
+			require.Contains(t, p.Detail, tt.allow)
+		})
+	}
+	t.Run("an unknown path stays 404", func(t *testing.T) {
+		w := a.do(http.MethodDelete, "/v1/nothing-here", acmeKey, "")
+		requireProblem(t, w, http.StatusNotFound, "not_found")
+		require.Empty(t, w.Header().Get("Allow"))
+	})
 }
 
 func TestBodyLimit(t *testing.T) {

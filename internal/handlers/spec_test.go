@@ -44,8 +44,9 @@ type specDoc struct {
 	Components struct {
 		Schemas map[string]struct {
 			Properties map[string]struct {
-				Enum    []any
-				Example any
+				Enum     []any
+				Example  any
+				MaxItems *int `json:"maxItems"`
 			}
 			Required []string
 		}
@@ -99,6 +100,9 @@ func TestSpecProblemCodes(t *testing.T) {
 	for status, codes := range table {
 		require.True(t, documented[status], "errors.go answers %d (%v), but the document has no handlers.Problem%d", status, codes, status)
 	}
+	errs := doc.Components.Schemas["handlers.Problem400"].Properties["errors"].MaxItems
+	require.NotNil(t, errs, "the schema bounds a problem's errors")
+	require.Equal(t, handlers.MaxFieldErrors, *errs, "the schema's bound on errors is the server's")
 }
 
 // TestSpecProblemResponses: every error response of every operation is a

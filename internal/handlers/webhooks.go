@@ -106,9 +106,6 @@ type WebhookAck struct {
 type webhookHandlers struct {
 	payments PaymentService
 	verify   func(header string, body []byte) error
-	// readTimeout bounds the reading of the body: WebhookReadTimeout, or
-	// the server's read timeout when that is shorter.
-	readTimeout time.Duration
 }
 
 // receiveProviderEvent godoc
@@ -130,8 +127,11 @@ type webhookHandlers struct {
 //	@Failure		415	{object}	Problem415	"unsupported_media_type: the body's Content-Type is missing or not application/json; nothing was done or stored"
 //	@Failure		500	{object}	Problem500	"internal_error; the provider delivers again"
 //	@Failure		503	{object}	Problem503	"service_unavailable (the database), or provider_unavailable (the provider could not be asked about the event), with Retry-After; nothing was applied and the provider delivers again"
-//	@Failure		429	{object}	Problem429	"too_many_connections: over MAX_CONNS_PER_CLIENT connections from this address, or MAX_CONNS in all (with Retry-After)"
+//	@Failure		429	{object}	Problem429	"too_many_connections: over MAX_CONNS_PER_CLIENT connections from this address, or MAX_CONNS in all with none of them idle (with Retry-After)"
 //	@Failure		431	{object}	Problem431	"request_header_too_large: the header block is over MAX_HEADER_BYTES; nothing was done"
+//	@Failure		417	{object}	Problem417	"expectation_failed: an Expect header other than 100-continue; nothing was done"
+//	@Failure		405	{object}	Problem405	"method_not_allowed: the path is not served with the request's method (never this operation's own); Allow lists those it is served with. Under /v1, only after a valid API key: without one, 401"
+//	@Header			405	{string}	Allow	"The methods the path is served with, such as GET, POST"
 //	@Failure		501	{object}	Problem501	"not_implemented: a Transfer-Encoding other than chunked; nothing was done"
 //	@Failure		505	{object}	Problem505	"http_version_not_supported: not HTTP/1.0 or HTTP/1.1; nothing was done"
 //	@Header			429,503	{integer}	Retry-After	"seconds to wait before retrying"
@@ -140,9 +140,7 @@ type webhookHandlers struct {
 func (h *webhookHandlers) receiveProviderEvent(c *gin.Context) (idempotency.Answer, error) {
 	// The signature covers the exact bytes sent, so they are read whole and
 	// verified before any parsing: nothing unauthenticated reaches a parser.
-	// The read has its own deadline, shorter than the server's, so that a
-	// sender dripping a body holds a connection for seconds, not minutes.
-	_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now().Add(h.readTimeout))
+	// The read runs under the route's own deadline (readDeadline).
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
 		return idempotency.Answer{}, &bodyReadError{err: err}

@@ -36,6 +36,7 @@ const (
 	CodeUnauthorized          = "unauthorized"
 	CodeInvalidSignature      = "invalid_signature"
 	CodeNotFound              = "not_found"
+	CodeMethodNotAllowed      = "method_not_allowed"
 	CodePaymentDeclined       = "payment_declined"
 	CodeOrderAlreadyPaid      = "order_already_paid"
 	CodePaymentInProgress     = "payment_in_progress"
@@ -56,6 +57,7 @@ const (
 	CodeRequestHeaderTooLarge   = "request_header_too_large"
 	CodeNotImplemented          = "not_implemented"
 	CodeHTTPVersionNotSupported = "http_version_not_supported"
+	CodeExpectationFailed       = "expectation_failed"
 	CodeTooManyConnections      = "too_many_connections"
 	CodeTooManyUnknownKeys      = "too_many_unknown_keys"
 )

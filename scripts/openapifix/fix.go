@@ -177,7 +177,7 @@ func headerRules(doc object) error {
 					if status == "429" || status == "503" {
 						h["required"] = true
 					}
-				case "Location", "WWW-Authenticate":
+				case "Allow", "Location", "WWW-Authenticate":
 					// Declared only where they are always sent.
 					h["required"] = true
 				}

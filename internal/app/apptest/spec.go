@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/pb33f/libopenapi-validator/helpers"
 	"github.com/pb33f/libopenapi-validator/paths"
 	v3 "github.com/pb33f/libopenapi/datamodel/high/v3"
+	"github.com/pb33f/libopenapi/orderedmap"
 
 	"github.com/idemkeys/payments/api"
 )
@@ -29,7 +31,10 @@ import (
 // client is: apptest's requests, the Go client, a browser) and every answer
 // that Do reads from an API that StartBinary runs. A status, content type,
 // member or header the document does not state, or a header it promises
-// that is missing, fails the test that started the API.
+// that is missing, fails the test that started the API. A method that a
+// path of the document is not served with must be answered 405 with Allow
+// naming the document's methods for the path (or 401 under /v1), as every
+// operation of the path declares; a path in no route, 404.
 //
 // On top of the document the check holds the API to one spelling of each
 // media type (application/json, application/problem+json, without
@@ -187,9 +192,19 @@ func checkExchange(req *http.Request, status int, header http.Header, body []byt
 	var problems []string
 	c.mu.Lock()
 	pathItem, findErrs, route := paths.FindPath(req, c.model, c.opts)
+	served := servedWith(pathItem, findErrs)
 	var errs []string
-	if pathItem != nil && len(findErrs) == 0 {
-		if ok, verrs := c.validator.ValidateHttpResponse(req, resp); !ok {
+	if pathItem != nil && (len(findErrs) == 0 || len(served) > 0) {
+		checked := req
+		if len(served) > 0 {
+			// A method the path is not served with: its answer (405, or
+			// 401 under /v1) is one that every operation of the path
+			// declares, so it is checked as the first one's.
+			checked = req.Clone(req.Context())
+			checked.Method = served[0]
+			resp.Request = checked
+		}
+		if ok, verrs := c.validator.ValidateHttpResponse(checked, resp); !ok {
 			for _, e := range verrs {
 				errs = append(errs, describe(e))
 			}
@@ -200,6 +215,20 @@ func checkExchange(req *http.Request, status int, header http.Header, body []byt
 
 	mediaType := header.Get("Content-Type")
 	switch {
+	case len(served) > 0:
+		v1 := req.URL.Path == "/v1" || strings.HasPrefix(req.URL.Path, "/v1/")
+		switch {
+		case status == http.StatusMethodNotAllowed:
+			if allow := methodSet(strings.Split(header.Get("Allow"), ",")); !slices.Equal(allow, methodSet(served)) {
+				problems = append(problems, fmt.Sprintf("Allow %q on a 405; the document serves %s with %v", header.Get("Allow"), route, served))
+			}
+		case status == http.StatusUnauthorized && v1:
+		default:
+			problems = append(problems, fmt.Sprintf("%s %s: the document serves the path with %v only, and the answer is %d, not 405 (or 401 under /v1)", req.Method, req.URL.Path, served, status))
+		}
+		if mediaType != "application/problem+json" {
+			problems = append(problems, fmt.Sprintf("Content-Type %q on a %d; problems are application/problem+json", mediaType, status))
+		}
 	case pathItem == nil || len(findErrs) > 0:
 		// No route of the document: only the API's 404 (no such
 		// endpoint) may answer it.
@@ -222,6 +251,32 @@ func checkExchange(req *http.Request, status int, header http.Header, body []byt
 		return route, append([]string{head}, problems...)
 	}
 	return route, nil
+}
+
+// servedWith is the methods, upper case, that the document serves a path
+// with when FindPath found the path but not the request's method; nil
+// otherwise.
+func servedWith(item *v3.PathItem, findErrs []*openapierrors.ValidationError) []string {
+	if item == nil || len(findErrs) != 1 || findErrs[0].ValidationSubType != helpers.ValidationMissingOperation {
+		return nil
+	}
+	var methods []string
+	for pair := orderedmap.First(item.GetOperations()); pair != nil; pair = pair.Next() {
+		methods = append(methods, strings.ToUpper(pair.Key()))
+	}
+	return methods
+}
+
+// methodSet is a list of methods, trimmed and sorted.
+func methodSet(methods []string) []string {
+	out := make([]string, 0, len(methods))
+	for _, m := range methods {
+		if m = strings.TrimSpace(m); m != "" {
+			out = append(out, m)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // The problem codes that refuse a request for what it is, not for the
