@@ -336,14 +336,16 @@ func MerchantID(c *gin.Context) string {
 // RenderError from whoever reads the body (the idempotency middleware or the
 // handler) and is answered 413 there.
 //
-// A refused Content-Length closes the connection: the rest of the body will
-// never be read as a request. Without Connection: close, net/http would
-// first read up to 256 KiB of it, to keep the connection, and only then
-// answer: a body sent slowly held its 413 until the read deadline.
+// After the refusal, net/http reads up to 256 KiB of the rest of the body
+// before it answers, to keep the connection, within the request's read
+// deadline: a route whose body has a deadline of its own sets it first
+// (readDeadline). Answering at once with Connection: close would not be
+// better: net/http then closes the connection without its lingering
+// close when a middleware has wrapped the body, and a client still
+// sending is reset before it reads the answer.
 func limitBody(maxBytes int64) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if c.Request.ContentLength > maxBytes {
-			c.Header("Connection", "close")
 			RenderError(c, &http.MaxBytesError{Limit: maxBytes})
 			return
 		}
@@ -354,8 +356,7 @@ func limitBody(maxBytes int64) gin.HandlerFunc {
 // readDeadline gives the rest of a route's request, its body, d to arrive,
 // from now: shorter than the server's read timeout, so that a sender
 // dripping a body holds a connection for seconds, not minutes. It also
-// bounds what net/http reads of a refused body after the answer, before it
-// closes the connection.
+// bounds what net/http reads of a refused body before it answers.
 func readDeadline(d time.Duration) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now().Add(d))

@@ -207,8 +207,8 @@ func NewRouter(d Deps) *gin.Engine {
 		if d.ReadTimeout > 0 {
 			readTimeout = min(readTimeout, d.ReadTimeout)
 		}
-		// The read deadline comes first: whatever refuses the body, the
-		// rest of it is read (or not) within it. requireJSON
+		// The read deadline comes first: whatever refuses the body, what
+		// net/http reads of the rest is read within it. requireJSON
 		// (contenttype.go): as for the /v1 group.
 		r.POST("/v1/webhooks/provider", readDeadline(readTimeout), limitBody(min(maxBody, WebhookMaxBodyBytes)), requireJSON(),
 			Serve(hooks.receiveProviderEvent))
