@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -13,7 +14,10 @@ import (
 // effect, and can lose its answers. It stands in for whatever service a
 // fork calls; only its behaviour matters here.
 //
-//	POST /v1/messages {"to", "subject", "text"}  -> 201 {"id", "to", "key"}
+//	POST /v1/messages {"to", "subject", "text"}  -> 201 {"id", "to", "key"},
+//	                                                or 422 for a recipient it
+//	                                                refuses (an address at
+//	                                                the .invalid domain)
 //	GET  /v1/messages?idempotency_key=K          -> 200 the message, or 404
 type Mailer struct {
 	// LoseFirst, when set, holds the first answer under each key for this
@@ -31,6 +35,9 @@ type Message struct {
 	ID  string `json:"id"`
 	To  string `json:"to"`
 	Key string `json:"key"`
+	// Refused, on our side only, is why the mail service refused the mail
+	// for good (a 4xx): nothing was sent.
+	Refused string `json:"-"`
 }
 
 // Sent is how many mails the Mailer sent: the effect a test counts.
@@ -56,6 +63,11 @@ func (m *Mailer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var in struct{ To string }
 	if key == "" || json.NewDecoder(r.Body).Decode(&in) != nil || in.To == "" {
 		http.Error(w, "a key and a recipient are required", http.StatusBadRequest)
+		return
+	}
+	if strings.HasSuffix(in.To, ".invalid") {
+		// A definitive refusal: nothing sent, now or on any retry.
+		http.Error(w, "the recipient's domain does not exist", http.StatusUnprocessableEntity)
 		return
 	}
 	m.mu.Lock()

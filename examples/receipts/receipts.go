@@ -29,7 +29,7 @@ type Receipt struct {
 	Scope     string // the merchant
 	OrderID   string
 	To        string
-	Status    string // "sending", "unknown" or "sent"
+	Status    string // "sending", "unknown", "sent" or "refused"
 	MessageID string
 	CreatedAt time.Time
 }
@@ -55,7 +55,7 @@ func New(k *idempotency.Keeper, db *gorm.DB, mailURL string) *Service {
 		Send:    func(ctx context.Context, r Receipt, key string) (Message, error) { return s.mail(ctx, "POST", key, r) }, // wiring
 		Find:    func(ctx context.Context, r Receipt, key string) (Message, error) { return s.mail(ctx, "GET", key, r) },  // wiring
 		Check:   check,                                                                                                    // wiring
-		Settle:  func(ctx context.Context, r Receipt, m Message) (Receipt, error) { return s.move(ctx, r, "sent", m.ID) }, // wiring
+		Settle:  s.settle,                                                                                                 // wiring
 		Unknown: func(ctx context.Context, r Receipt) (Receipt, error) { return s.move(ctx, r, "unknown", "") },           // wiring
 		Answer:  answer,                                                                                                   // wiring
 	}) // wiring
@@ -86,13 +86,24 @@ func (s *Service) load(ctx context.Context, scope, id string) (Receipt, error) {
 	return r, err
 }
 
+// settle applies the mail service's definitive answer: sent, or refused.
+func (s *Service) settle(ctx context.Context, r Receipt, m Message) (Receipt, error) {
+	if m.Refused != "" {
+		return s.move(ctx, r, "refused", "")
+	}
+	return s.move(ctx, r, "sent", m.ID)
+}
+
 func (s *Service) move(ctx context.Context, r Receipt, status, messageID string) (Receipt, error) {
 	r.Status, r.MessageID = status, messageID
 	return r, gormstore.Conn(ctx, s.db).Model(&r).Select("status", "message_id").Updates(&r).Error
 }
 
 // mail sends the receipt (POST) or asks about it (GET) under the call's
-// key; SendHTTP sorts the outcome.
+// key; SendHTTP sorts the outcome. A 4xx to the POST is the mail service's
+// definitive answer (it will refuse the same mail again): a Message marked
+// refused, settled and answered for good, never an unknown outcome that a
+// reconciler would send again and again.
 func (s *Service) mail(ctx context.Context, method, key string, r Receipt) (Message, error) {
 	body, _ := json.Marshal(map[string]string{"to": r.To, "subject": "Your receipt for " + r.OrderID})
 	req, err := http.NewRequestWithContext(ctx, method, s.mailURL+"/v1/messages?idempotency_key="+key, bytes.NewReader(body))
@@ -107,8 +118,10 @@ func (s *Service) mail(ctx context.Context, method, key string, r Receipt) (Mess
 		return m, err
 	case method == "GET" && status == http.StatusNotFound:
 		return m, idempotency.ErrNoSuchCall
+	case status >= 400 && method == "POST":
+		return Message{Refused: string(bytes.TrimSpace(data))}, nil
 	case status >= 400:
-		return m, fmt.Errorf("the mail service refused the receipt: %d %s", status, data)
+		return m, fmt.Errorf("asking the mail service about %s: %d %s", r.ID, status, data)
 	}
 	return m, json.Unmarshal(data, &m)
 }
@@ -116,21 +129,22 @@ func (s *Service) mail(ctx context.Context, method, key string, r Receipt) (Mess
 // check holds the mail service's answer to the receipt: the message it
 // sent must be to our recipient.
 func check(r Receipt, m Message) error {
-	if m.To != r.To {
+	if m.Refused == "" && m.To != r.To {
 		return fmt.Errorf("%w: message %s went to %q, receipt %s is for %q", idempotency.ErrMismatch, m.ID, m.To, r.ID, r.To)
 	}
 	return nil
 }
 
-// answer is what the client is told: 201 once sent (final, stored and
-// replayed), 202 while the outcome is unknown (the record stays open).
+// answer is what the client is told: 201 once sent and 422 once refused
+// (final, stored and replayed), 202 while the outcome is unknown (the
+// record stays open until a retry or the reconciler learns it).
 func answer(r Receipt) idempotency.Answer {
 	body, _ := json.Marshal(map[string]string{"id": r.ID, "status": r.Status, "message_id": r.MessageID})
-	status := http.StatusCreated
-	if r.Status != "sent" {
+	status := map[string]int{"sent": http.StatusCreated, "refused": http.StatusUnprocessableEntity}[r.Status]
+	if status == 0 {
 		status = http.StatusAccepted
 	}
-	return idempotency.Answer{Status: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: body, Final: status == http.StatusCreated}
+	return idempotency.Answer{Status: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: body, Final: status != http.StatusAccepted}
 }
 
 // Problem is the example's whole error table: the layer's refusals and the

@@ -1,6 +1,7 @@
 package receipts_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,8 +21,14 @@ import (
 )
 
 // newAPI mounts the receipts route the way a fork does, on a real
-// database of dialect, in front of mailer.
+// database of dialect, in front of mailer, its keeper's reconciler running
+// (every 100 ms, as RECONCILE_INTERVAL would say).
 func newAPI(t *testing.T, dialect database.Dialect, mailer *receipts.Mailer) http.Handler {
+	h, _ := newAPIWithDB(t, dialect, mailer)
+	return h
+}
+
+func newAPIWithDB(t *testing.T, dialect database.Dialect, mailer *receipts.Mailer) (http.Handler, *database.DB) {
 	t.Helper()
 	db := testkit.OpenDB(t, dialect)
 	require.NoError(t, db.Exec(receipts.Table).Error)
@@ -29,19 +36,28 @@ func newAPI(t *testing.T, dialect database.Dialect, mailer *receipts.Mailer) htt
 	t.Cleanup(mail.Close)
 
 	store := gormstore.New(db.DB)
-	keeper := idempotency.New(store, idempotency.Config{Transactor: store, LockTimeout: time.Second, Wait: 3 * time.Second})
-	t.Cleanup(func() { _ = keeper.Close(t.Context()) })
+	keeper := idempotency.New(store, idempotency.Config{Transactor: store, LockTimeout: time.Second, Wait: 3 * time.Second,
+		ReconcileInterval: 100 * time.Millisecond})
+	t.Cleanup(func() { _ = keeper.Close(context.Background()) })
 	idem := ginidem.New(keeper, ginidem.Options{Scope: func(c *gin.Context) string { return c.GetString("merchant") }, Answer: receipts.Problem})
 
 	gin.SetMode(gin.TestMode)
 	r := gin.New()
 	r.Use(func(c *gin.Context) { c.Set("merchant", "acme") })
 	r.POST("/v1/orders/:id/receipts", idem.Guarded(receipts.New(keeper, db.DB, mail.URL).Handle)) // the route: wiring
-	return r
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { keeper.Run(ctx); close(done) }() // the reconciler and the janitor: wiring, once per process
+	t.Cleanup(func() { stop(); <-done })
+	return r, db
 }
 
 func send(h http.Handler, key string) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(http.MethodPost, "/v1/orders/ord_1/receipts", strings.NewReader(`{"to":"ada@example.com"}`))
+	return sendTo(h, key, "ada@example.com")
+}
+
+func sendTo(h http.Handler, key, to string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, "/v1/orders/ord_1/receipts", strings.NewReader(`{"to":"`+to+`"}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(idempotency.HeaderKey, key)
 	w := httptest.NewRecorder()
@@ -98,6 +114,50 @@ func TestLostAnswerIsSettledByTheRetry(t *testing.T) {
 			require.Contains(t, retry.Body.String(), `"message_id":"msg_1"`)
 			require.Equal(t, 1, mailer.Sent(), "the retry got the mail already sent")
 			require.Equal(t, "true", send(h, "receipt-3").Header().Get(idempotency.HeaderReplayed))
+		})
+	}
+}
+
+// TestRefusedRecipientIsAnsweredForGood: the mail service refuses the
+// recipient (a 4xx): a definitive answer, stored and replayed (422), not an
+// unknown outcome that a reconciler would send again and again.
+func TestRefusedRecipientIsAnsweredForGood(t *testing.T) {
+	for _, dialect := range testkit.Dialects {
+		t.Run(string(dialect), func(t *testing.T) {
+			mailer := &receipts.Mailer{}
+			h := newAPI(t, dialect, mailer)
+			first := sendTo(h, "receipt-4", "ada@example.invalid")
+			require.Equal(t, 422, first.Code, first.Body.String())
+			require.Contains(t, first.Body.String(), `"status":"refused"`)
+			again := sendTo(h, "receipt-4", "ada@example.invalid")
+			require.Equal(t, 422, again.Code)
+			require.Equal(t, "true", again.Header().Get(idempotency.HeaderReplayed))
+			require.Equal(t, first.Body.String(), again.Body.String())
+			require.Zero(t, mailer.Sent())
+		})
+	}
+}
+
+// TestLostAnswerSettlesWithoutARequest: the mail is sent, its answer lost,
+// the client told 202 and never seen again. The reconciler asks the mail
+// service under the call's key, settles the receipt and stores the key's
+// answer by itself: a later request replays 201, one mail.
+func TestLostAnswerSettlesWithoutARequest(t *testing.T) {
+	for _, dialect := range testkit.Dialects {
+		t.Run(string(dialect), func(t *testing.T) {
+			mailer := &receipts.Mailer{LoseFirst: 3 * time.Second}
+			h, db := newAPIWithDB(t, dialect, mailer)
+			lost := send(h, "receipt-5")
+			require.Equal(t, 202, lost.Code, lost.Body.String())
+			testkit.Eventually(t, 20*time.Second, "the reconciler stores the key's answer", func() bool {
+				var state string
+				err := db.Raw(`SELECT state FROM idempotency_records WHERE idempotency_key = 'receipt-5'`).Row().Scan(&state)
+				return err == nil && state == "completed"
+			})
+			replay := send(h, "receipt-5")
+			require.Equal(t, 201, replay.Code, replay.Body.String())
+			require.Equal(t, "true", replay.Header().Get(idempotency.HeaderReplayed))
+			require.Equal(t, 1, mailer.Sent())
 		})
 	}
 }

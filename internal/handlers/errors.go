@@ -201,6 +201,12 @@ var errorTable = []errorRow{
 		}},
 	{match: is(payments.ErrProviderUnavailable), status: http.StatusBadGateway, code: problem.CodeProviderUnavailable, title: "Provider unavailable",
 		detail: "The payment provider failed before doing anything; nothing was charged. Retry with the same Idempotency-Key: it resumes the same operation."},
+	// Any endpoint's outside call that did nothing (idempotency.Effect.Run
+	// returns it wrapped when no wrapper of the domain's names it): a
+	// fork's receipt whose mail service answered 503 is answered like a
+	// payment whose provider did, not as a 500.
+	{match: is(idempotency.ErrNotExecuted), status: http.StatusBadGateway, code: problem.CodeProviderUnavailable, title: "Provider unavailable",
+		detail: "The outside service failed before doing anything; nothing was done. Retry with the same Idempotency-Key: it resumes the same operation."},
 	{match: is(payments.ErrNotFound), status: http.StatusNotFound, code: problem.CodeNotFound, title: "Not found",
 		detail: "No resource with this id exists for your account."},
 	// Only the key introspection route lets it through: the middleware

@@ -16,6 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/handlers"
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/idempotency/ginidem"
@@ -251,6 +252,8 @@ func TestPaymentErrorRows(t *testing.T) {
 		{fmt.Errorf("refund: %w", payments.ErrRefundExceedsPayment), 409, "refund_exceeds_payment", ""},
 		{fmt.Errorf("pay: %w", payments.ErrProviderUnavailable), 502, "provider_unavailable", ""},
 		{fmt.Errorf("checkpoint: %w", idempotency.ErrFenced), 409, "idempotency_request_in_progress", "1"},
+		{fmt.Errorf("mail receipt: %w", idempotency.ErrNotExecuted), 502, "provider_unavailable", ""},
+		{fmt.Errorf("lock order: %w", database.ErrBusy), 503, "service_unavailable", "1"},
 		{&payments.DeclinedError{PaymentID: "pay_9", DeclineCode: "insufficient_funds"}, 402, "payment_declined", ""},
 	}
 	for _, tt := range tests {
