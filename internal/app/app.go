@@ -235,10 +235,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	idem := ginidem.New(keeper, ginidem.Options{Scope: handlers.MerchantID, Answer: handlers.ErrorAnswer})
 
 	store := payments.NewGormStore(db.DB)
-	service := paymentsService(store, m.InstrumentProvider(paymentsport.New(providerClient)), keeper, append([]payments.Option{
+	service := paymentsService(store, m.InstrumentProvider(paymentsport.New(providerClient)), keeper,
 		payments.WithProviderEvents(cfg.ProviderTimeout, m.WebhookEvent, log),
-		payments.WithTracer(tr),
-	}, o.service...)...)
+		payments.WithTracer(tr))
 	m.WatchDatabase(idemStore, store, 2*time.Second)
 	if sqlDB, err := db.DB.DB(); err == nil {
 		m.WatchPool(sqlDB)

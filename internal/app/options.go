@@ -6,7 +6,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/idemkeys/payments/internal/idempotency/ginidem"
-	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/tracing"
 )
 
@@ -15,7 +14,6 @@ import (
 type Option func(*options)
 
 type options struct {
-	service []payments.Option
 	orders  func(*ginidem.Middleware) func(ginidem.Handler) gin.HandlerFunc
 	tracing *tracing.Tracing
 	wrap    func(http.Handler) http.Handler
@@ -32,12 +30,6 @@ func WithHandlerWrapper(wrap func(http.Handler) http.Handler) Option {
 // t, whose owner shuts it down (tests record spans in memory with it).
 func WithTracing(t *tracing.Tracing) Option {
 	return func(o *options) { o.tracing = t }
-}
-
-// WithServiceOptions passes opts to the payments service after the
-// program's own (tests install a phase hook with them).
-func WithServiceOptions(opts ...payments.Option) Option {
-	return func(o *options) { o.service = append(o.service, opts...) }
 }
 
 // WithOrdersMiddleware replaces the idempotency layer of the Atomic routes

@@ -208,12 +208,6 @@ func (db *DB) Close() error {
 	return sqlDB.Close()
 }
 
-// WithTx returns a context that carries tx; Conn and Transaction pick it up.
-// The transaction in a context is the idempotency store's mechanism
-// (gormstore), so that the application's stores and the idempotency record
-// join one transaction, whichever of them opened it.
-func WithTx(ctx context.Context, tx *gorm.DB) context.Context { return gormstore.WithTx(ctx, tx) }
-
 // Conn returns the transaction carried by ctx (beginning it if it is the
 // lazy transaction of an Atomic request and this is its first statement),
 // or db bound to ctx.

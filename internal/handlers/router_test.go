@@ -21,6 +21,7 @@ import (
 	"github.com/idemkeys/payments/internal/handlers"
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/idempotency/ginidem"
+	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/merchants"
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/problem"
@@ -186,7 +187,7 @@ func TestCreateOrderPassesTheRequestContext(t *testing.T) {
 					tx := a.db.Begin()
 					require.NoError(t, tx.Error)
 					base := c.Request.Context()
-					c.Request = c.Request.WithContext(database.WithTx(base, tx))
+					c.Request = c.Request.WithContext(gormstore.WithTx(base, tx))
 					defer func() {
 						c.Request = c.Request.WithContext(base)
 						require.NoError(t, tx.Rollback().Error)

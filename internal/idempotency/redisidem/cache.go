@@ -104,10 +104,6 @@ func (c *Cache) redisKey(scope, key string) string {
 	return "idem:{" + scope + "}:" + c.keyHash(scope, key)
 }
 
-// RedisKey is the name of the entry of key in scope, for tests that look
-// at Redis itself.
-func (c *Cache) RedisKey(scope, key string) string { return c.redisKey(scope, key) }
-
 // cachedRecord is what Redis holds: enough to replay or refuse a mismatch.
 // The stored headers are in Header; ContentType and Location repeat two of
 // them for instances older than Header, which read only those two (and a

@@ -113,18 +113,18 @@ func (l *Limiter) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			_ = l.Sync(ctx)
+			_ = l.sync(ctx)
 		case <-l.kick:
-			_ = l.Sync(ctx)
+			_ = l.sync(ctx)
 		}
 	}
 }
 
-// Sync adds this instance's new keys to the shared counters and learns the
-// others', in one round trip; the loop calls it every SyncInterval, tests
-// call it to skip the wait. On an error the keys stay pending for the next
-// sync.
-func (l *Limiter) Sync(ctx context.Context) error {
+// sync adds this instance's new keys to the shared counters and learns the
+// others', in one round trip; the loop calls it every SyncInterval (tests,
+// through export_test.go, to skip the wait). On an error the keys stay
+// pending for the next sync.
+func (l *Limiter) sync(ctx context.Context) error {
 	start := l.now().Truncate(l.window)
 	type flush struct {
 		scope string
