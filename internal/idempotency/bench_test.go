@@ -8,6 +8,7 @@ package idempotency
 // and compare runs with benchstat.
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -69,7 +70,7 @@ func BenchmarkFingerprint(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(tc.body)))
 			for b.Loop() {
-				canonical, err := canonicalize(tc.body)
+				canonical, err := canonicalize(context.Background(), tc.body)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -1,12 +1,17 @@
 package idempotency
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"hash"
 	"slices"
 	"strconv"
 	"sync"
+
+	"github.com/idemkeys/payments/internal/idempotency/canon"
 )
 
 // fingerprint identifies a request for one key: method, route template,
@@ -61,3 +66,15 @@ type digester struct {
 }
 
 var digesters = sync.Pool{New: func() any { return &digester{h: sha256.New()} }}
+
+// canonicalize is body as canonical JSON (RFC 8785; the canon package),
+// what the fingerprint hashes so that member order, whitespace, number
+// spelling and escapes do not make two requests differ. A body canon
+// refuses is ErrMalformedBody, with its reason.
+func canonicalize(ctx context.Context, body []byte) ([]byte, error) {
+	out, err := canon.Limits{}.Canonicalize(ctx, body)
+	if e, ok := errors.AsType[*canon.Error](err); ok {
+		return nil, fmt.Errorf("%w: %s", ErrMalformedBody, e.Reason)
+	}
+	return out, err
+}

@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -8,11 +9,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemkeys/payments/internal/idempotency/canon"
 )
 
 func fp(t *testing.T, body string) string {
 	t.Helper()
-	canonical, err := canonicalize([]byte(body))
+	canonical, err := canonicalize(context.Background(), []byte(body))
 	require.NoError(t, err, body)
 	return fingerprint("POST", "/v1/orders", nil, canonical)
 }
@@ -74,7 +77,7 @@ func TestFingerprintCoversRouteAndParams(t *testing.T) {
 
 func TestCanonicalizeRefuses(t *testing.T) {
 	for _, body := range []string{`{"a":1,"a":2}`, `{"a":`, `[1,]`, `{'a':1}`, `{"a":1}{"b":2}`, "\xff"} {
-		_, err := canonicalize([]byte(body))
+		_, err := canonicalize(context.Background(), []byte(body))
 		require.ErrorIs(t, err, ErrMalformedBody, body)
 	}
 }
@@ -116,7 +119,7 @@ func FuzzCanonicalize(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		out, err := canonicalize(body)
+		out, err := canonicalize(context.Background(), body)
 		if err != nil {
 			if !errors.Is(err, ErrMalformedBody) {
 				t.Fatalf("error %v does not wrap ErrMalformedBody", err)
@@ -127,7 +130,7 @@ func FuzzCanonicalize(f *testing.F) {
 			t.Fatalf("canonical form %q is not valid JSON", out)
 		}
 		// Canonical JSON is a fixed point.
-		again, err := canonicalize(out)
+		again, err := canonicalize(context.Background(), out)
 		if err != nil || string(again) != string(out) {
 			t.Fatalf("not idempotent: %q -> %q (%v)", out, again, err)
 		}
@@ -143,13 +146,13 @@ func TestCanonicalizeRefusesDeepNesting(t *testing.T) {
 		body string
 		ok   bool
 	}{
-		{"at the limit", nest(maxBodyDepth), true},
-		{"one over", nest(maxBodyDepth + 1), false},
+		{"at the limit", nest(canon.DefaultMaxDepth), true},
+		{"one over", nest(canon.DefaultMaxDepth + 1), false},
 		{"far over", strings.Repeat("[", 5000) + strings.Repeat("]", 5000), false},
 		{"brackets in strings", `{"a":"` + strings.Repeat(`[{`, 100) + `\"[["}`, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := canonicalize([]byte(c.body))
+			_, err := canonicalize(context.Background(), []byte(c.body))
 			if c.ok {
 				require.NoError(t, err)
 			} else {

@@ -77,7 +77,7 @@ func (k *Keeper) request(ctx context.Context, in Input) (keyedRequest, error) {
 		req.Fingerprint, req.known = rec.Fingerprint, rec
 		return req, nil
 	}
-	canonical, err := bodyLimits.canonicalize(ctx, body)
+	canonical, err := canonicalize(ctx, body)
 	if err != nil {
 		return keyedRequest{}, err
 	}

@@ -1,4 +1,7 @@
-package idempotency
+// Package canon is canonical JSON (RFC 8785, JCS) for the idempotency
+// core's fingerprints, in O(n log n) and within caps a request's body is
+// held to.
+package canon
 
 import (
 	"bytes"
@@ -21,55 +24,58 @@ import (
 
 // The caps of a body (limits).
 const (
-	// maxBodyDepth bounds how deeply a body's arrays and objects may nest.
+	// DefaultMaxDepth bounds how deeply a body's arrays and objects may nest.
 	// No request of the API comes near it (an order is three levels deep).
-	maxBodyDepth = 32
-	// maxBodyMembers bounds the object members of a whole body. An order
+	DefaultMaxDepth = 32
+	// DefaultMaxMembers bounds the object members of a whole body. An order
 	// of 100 items has about 500.
-	maxBodyMembers = 10_000
-	// maxBodyString bounds one string of a body (a name or a value, as
+	DefaultMaxMembers = 10_000
+	// DefaultMaxString bounds one string of a body (a name or a value, as
 	// sent, escapes included), in bytes.
-	maxBodyString = 64 << 10
+	DefaultMaxString = 64 << 10
 )
 
-// limits bound the work of canonicalizing a body. Zero fields take the
+// Error is a body canonicalize refuses, and why.
+type Error struct{ Reason string }
+
+func (e *Error) Error() string { return "malformed JSON body: " + e.Reason }
+
+func refuse(format string, args ...any) error { return &Error{Reason: fmt.Sprintf(format, args...)} }
+
+// Limits bound the work of canonicalizing a body. Zero fields take the
 // defaults above; a negative field lifts its cap (for benchmarks).
-type limits struct {
+type Limits struct {
 	MaxDepth   int
 	MaxMembers int
 	MaxString  int
 }
 
-func (l limits) withDefaults() limits {
+func (l Limits) withDefaults() Limits {
 	def := func(v *int, d int) {
 		if *v == 0 {
 			*v = d
 		}
 	}
-	def(&l.MaxDepth, maxBodyDepth)
-	def(&l.MaxMembers, maxBodyMembers)
-	def(&l.MaxString, maxBodyString)
+	def(&l.MaxDepth, DefaultMaxDepth)
+	def(&l.MaxMembers, DefaultMaxMembers)
+	def(&l.MaxString, DefaultMaxString)
 	return l
 }
 
-// bodyLimits are the caps every keyed request's body is held to.
-var bodyLimits = limits{}.withDefaults()
-
-// canonicalize returns body as canonical JSON (RFC 8785, JCS): members
+// Canonicalize returns body as canonical JSON (RFC 8785, JCS): members
 // sorted by their UTF-16 code units, no insignificant whitespace, numbers
 // and strings in one spelling. An empty body canonicalizes to "{}" so that
-// "no body" and "empty object" are one request. It returns an error wrapping
-// ErrMalformedBody for invalid JSON, for an object that repeats a member
-// name, for a number outside IEEE 754 double range, and for a body beyond
-// the default limits.
-func canonicalize(body []byte) ([]byte, error) {
-	return limits{}.canonicalize(context.Background(), body)
+// "no body" and "empty object" are one request. It returns an *Error for
+// invalid JSON, for an object that repeats a member name, for a number
+// outside IEEE 754 double range, and for a body beyond the default limits.
+func Canonicalize(body []byte) ([]byte, error) {
+	return Limits{}.Canonicalize(context.Background(), body)
 }
 
-// canonicalize is the package's canonicalize under these limits. It gives
+// Canonicalize is the package's Canonicalize under these limits. It gives
 // up with ctx's error when ctx ends (the client went away) before it is
 // done.
-func (l limits) canonicalize(ctx context.Context, body []byte) ([]byte, error) {
+func (l Limits) Canonicalize(ctx context.Context, body []byte) ([]byte, error) {
 	l = l.withDefaults()
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
@@ -78,7 +84,7 @@ func (l limits) canonicalize(ctx context.Context, body []byte) ([]byte, error) {
 	if !utf8.Valid(trimmed) {
 		// I-JSON (RFC 7493), which JCS builds on, is UTF-8 only; invalid
 		// bytes would otherwise be fingerprinted as they come.
-		return nil, fmt.Errorf("%w: the body is not valid UTF-8", ErrMalformedBody)
+		return nil, refuse("the body is not valid UTF-8")
 	}
 	// The caps first, in one cheap pass, so that a body beyond them costs
 	// no more than reading it; the canonicalizer validates the syntax.
@@ -94,7 +100,7 @@ func (l limits) canonicalize(ctx context.Context, body []byte) ([]byte, error) {
 		if errors.As(err, &se) && errors.Is(se.Err, jsontext.ErrDuplicateName) {
 			reason = "the body repeats a member name"
 		}
-		return nil, fmt.Errorf("%w: %s", ErrMalformedBody, reason)
+		return nil, refuse("%s", reason)
 	}
 	return out, nil
 }
@@ -106,7 +112,7 @@ const checkEvery = 64 << 10
 // deep, too many members, a string too long, a number no double holds. It
 // does not validate the syntax (the canonicalizer does), so on invalid JSON
 // it only has to end.
-func (l limits) check(ctx context.Context, body []byte) error {
+func (l Limits) check(ctx context.Context, body []byte) error {
 	depth, members := 0, 0
 	for i := 0; i < len(body); i++ {
 		if i%checkEvery == 0 && ctx.Err() != nil {
@@ -116,20 +122,20 @@ func (l limits) check(ctx context.Context, body []byte) error {
 		case b == '"':
 			end := stringEnd(body, i)
 			if l.MaxString > 0 && end-i-1 > l.MaxString {
-				return fmt.Errorf("%w: a string of the body is longer than %d bytes", ErrMalformedBody, l.MaxString)
+				return refuse("a string of the body is longer than %d bytes", l.MaxString)
 			}
 			i = end
 		case b == '{' || b == '[':
 			depth++
 			if l.MaxDepth > 0 && depth > l.MaxDepth {
-				return fmt.Errorf("%w: the body nests more than %d levels deep", ErrMalformedBody, l.MaxDepth)
+				return refuse("the body nests more than %d levels deep", l.MaxDepth)
 			}
 		case b == '}' || b == ']':
 			depth--
 		case b == ':':
 			members++
 			if l.MaxMembers > 0 && members > l.MaxMembers {
-				return fmt.Errorf("%w: the body has more than %d object members", ErrMalformedBody, l.MaxMembers)
+				return refuse("the body has more than %d object members", l.MaxMembers)
 			}
 		case b == '-' || (b >= '0' && b <= '9'):
 			end := i + 1
@@ -137,7 +143,7 @@ func (l limits) check(ctx context.Context, body []byte) error {
 				end++
 			}
 			if outOfRange(body[i:end]) {
-				return fmt.Errorf("%w: a number of the body is outside the range of a double", ErrMalformedBody)
+				return refuse("a number of the body is outside the range of a double")
 			}
 			i = end - 1
 		}

@@ -1,4 +1,4 @@
-package idempotency
+package canon
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ func jcsToday(body []byte) ([]byte, bool) {
 // unlimited lifts the caps on members and strings, to compare outputs on
 // bodies they refuse. The depth cap stays: the old path checked it before
 // the library too, whose time grows with the square of the depth.
-var unlimited = limits{MaxMembers: -1, MaxString: -1}
+var unlimited = Limits{MaxMembers: -1, MaxString: -1}
 
 // TestCanonicalizeMatchesTheLibraryItReplaced: byte for byte on the vectors
 // where serializations are most likely to differ (number forms, escapes,
@@ -49,7 +49,7 @@ func TestCanonicalizeMatchesTheLibraryItReplaced(t *testing.T) {
 	for _, v := range vectors {
 		want, ok := jcsToday([]byte(v))
 		require.True(t, ok, v)
-		got, err := canonicalize([]byte(v))
+		got, err := Canonicalize([]byte(v))
 		require.NoError(t, err, v)
 		require.Equal(t, string(want), string(got), v)
 	}
@@ -64,14 +64,14 @@ func FuzzCanonicalizeDifferential(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got, err := unlimited.canonicalize(context.Background(), body)
+		got, err := unlimited.Canonicalize(context.Background(), body)
 		if err != nil && strings.Contains(err.Error(), "levels deep") {
 			return // refused before any library, then and now
 		}
 		want, ok := jcsToday(body)
 		if err != nil {
-			if !errors.Is(err, ErrMalformedBody) {
-				t.Fatalf("error %v does not wrap ErrMalformedBody", err)
+			if _, ok := errors.AsType[*Error](err); !ok {
+				t.Fatalf("error %v is not a refusal (*Error)", err)
 			}
 			if ok && validForUs(body) {
 				t.Fatalf("refused %q, which jcs canonicalized to %q: %v", body, want, err)
@@ -90,7 +90,7 @@ func FuzzCanonicalizeDifferential(f *testing.F) {
 // validForUs: the checks that come before canonicalizing and that jcs did
 // not make (they were made before it, as here): UTF-8 only.
 func validForUs(body []byte) bool {
-	_, err := unlimited.canonicalize(context.Background(), bytes.ToValidUTF8(body, nil))
+	_, err := unlimited.Canonicalize(context.Background(), bytes.ToValidUTF8(body, nil))
 	return err == nil && bytes.Equal(body, bytes.ToValidUTF8(body, nil))
 }
 
@@ -120,22 +120,22 @@ func TestCanonicalizeCaps(t *testing.T) {
 	cases := []struct {
 		name, body, want string
 	}{
-		{"members", string(wideObject(maxBodyMembers+1, false)), "more than 10000 object members"},
-		{"string", `{"a":"` + strings.Repeat("x", maxBodyString+1) + `"}`, "longer than 65536 bytes"},
+		{"members", string(wideObject(DefaultMaxMembers+1, false)), "more than 10000 object members"},
+		{"string", `{"a":"` + strings.Repeat("x", DefaultMaxString+1) + `"}`, "longer than 65536 bytes"},
 		{"number", `{"a":1e400}`, "outside the range of a double"},
 		{"negative number", `{"a":[-1e309]}`, "outside the range of a double"},
 		{"duplicate", `{"a":1,"a":2}`, "repeats a member name"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := canonicalize([]byte(tc.body))
-			require.ErrorIs(t, err, ErrMalformedBody)
+			_, err := Canonicalize([]byte(tc.body))
+			require.ErrorAs(t, err, new(*Error))
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
-	_, err := canonicalize(wideObject(maxBodyMembers, true))
+	_, err := Canonicalize(wideObject(DefaultMaxMembers, true))
 	require.NoError(t, err, "at the cap")
-	_, err = canonicalize([]byte(`{"a":"` + strings.Repeat(`\"`, maxBodyString/2) + `"}`))
+	_, err = Canonicalize([]byte(`{"a":"` + strings.Repeat(`\"`, DefaultMaxString/2) + `"}`))
 	require.NoError(t, err, "escapes count as sent")
 }
 
@@ -144,7 +144,7 @@ func TestCanonicalizeCaps(t *testing.T) {
 func TestCanonicalizeStopsWhenTheClientGoes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := unlimited.canonicalize(ctx, wideObject(80_000, true))
+	_, err := unlimited.Canonicalize(ctx, wideObject(80_000, true))
 	require.ErrorIs(t, err, context.Canceled)
 }
 
@@ -156,7 +156,7 @@ func BenchmarkCanonicalizeWide(b *testing.B) {
 	b.Run("caps_lifted", func(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		for b.Loop() {
-			if _, err := unlimited.canonicalize(context.Background(), body); err != nil {
+			if _, err := unlimited.Canonicalize(context.Background(), body); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -164,7 +164,7 @@ func BenchmarkCanonicalizeWide(b *testing.B) {
 	b.Run("default_caps", func(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		for b.Loop() {
-			if _, err := canonicalize(body); err == nil {
+			if _, err := Canonicalize(body); err == nil {
 				b.Fatal("accepted")
 			}
 		}
@@ -178,12 +178,12 @@ func TestCanonicalizeWideMatches(t *testing.T) {
 	body := wideObject(5_000, true)
 	want, ok := jcsToday(body)
 	require.True(t, ok)
-	got, err := unlimited.canonicalize(context.Background(), body)
+	got, err := unlimited.Canonicalize(context.Background(), body)
 	require.NoError(t, err)
 	require.Equal(t, string(want), string(got))
 
 	_, ok = jcsToday([]byte(`{"x":"\ud800"}`))
 	require.False(t, ok)
-	_, err = canonicalize([]byte(`{"x":"\ud800"}`))
-	require.ErrorIs(t, err, ErrMalformedBody)
+	_, err = Canonicalize([]byte(`{"x":"\ud800"}`))
+	require.ErrorAs(t, err, new(*Error))
 }
