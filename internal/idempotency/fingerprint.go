@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/idemkeys/payments/internal/idempotency/canon"
+	"github.com/idemkeys/payments/internal/canon"
 )
 
 // fingerprint identifies a request for one key: method, route template,

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkeys/payments/internal/idempotency/canon"
+	"github.com/idemkeys/payments/internal/canon"
 )
 
 func fp(t *testing.T, body string) string {
