@@ -45,6 +45,11 @@ func TestProductionRefusesEachBadSettingAtStart(t *testing.T) {
 		"padded webhook secret":  {[]string{"PROVIDER_WEBHOOK_SECRET=whsec_test" + strings.Repeat(" ", 22)}, "PROVIDER_WEBHOOK_SECRET is too weak for production"},
 		"repetitive log secret":  {[]string{"LOG_KEY_SECRET=" + strings.Repeat("a", 32)}, "LOG_KEY_SECRET is too weak for production"},
 		"repetitive key secret":  {[]string{"PROVIDER_KEY_SECRET=" + strings.Repeat("ab", 16)}, "PROVIDER_KEY_SECRET is too weak for production"},
+		// The guessable secrets, which the character-frequency
+		// measure let through.
+		"alphabet and digits":   {[]string{"PROVIDER_KEY_SECRET=ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"}, "PROVIDER_KEY_SECRET is too weak for production"},
+		"lower alphabet":        {[]string{"LOG_KEY_SECRET=abcdefghijklmnopqrstuvwxyz012345"}, "LOG_KEY_SECRET is too weak for production"},
+		"a repeat, one changed": {[]string{"PROVIDER_KEY_SECRET=0123456789abcdef0123456789abcdeg"}, "PROVIDER_KEY_SECRET is too weak for production"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
