@@ -62,15 +62,15 @@ func New(k *idempotency.Keeper, db *gorm.DB, mailURL string) *Service {
 	return s
 }
 
-// Handle serves POST /v1/orders/{id}/receipts {"to": "..."}; mount it as
-// idem.Guarded(s.Handle).
-func (s *Service) Handle(c *gin.Context) (idempotency.Answer, error) {
+// Handle serves POST /v1/orders/{id}/receipts {"to": "..."} as op, the
+// operation that owns the key's record; mount it as idem.Guarded(s.Handle).
+func (s *Service) Handle(c *gin.Context, op *idempotency.Op) (idempotency.Answer, error) {
 	var in struct{ To string }
 	if err := json.NewDecoder(c.Request.Body).Decode(&in); err != nil || in.To == "" {
 		return idempotency.Answer{Status: http.StatusBadRequest, Body: []byte(`{"error":"to is required"}`)}, nil
 	}
 	scope, order := c.GetString("merchant"), c.Param("id")
-	r, err := s.effect.Run(c.Request.Context(), func(ctx context.Context, call idempotency.Call) (Receipt, error) { // wiring
+	r, err := s.effect.Run(c.Request.Context(), op, func(ctx context.Context, call idempotency.Call) (Receipt, error) { // wiring
 		r := Receipt{ID: call.ID, Scope: scope, OrderID: order, To: in.To, Status: "sending", CreatedAt: time.Now().UTC()} // wiring: the call's derived id
 		return r, gormstore.Conn(ctx, s.db).Create(&r).Error                                                               // wiring: in the phase's transaction
 	}) // wiring

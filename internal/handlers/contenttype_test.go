@@ -39,7 +39,7 @@ func TestBodiesMustBeDeclaredJSON(t *testing.T) {
 		Customers: noCustomers{},
 		Payments:  &fakePayments{},
 		Atomic:    keeper,
-		Guarded:   keeper,
+		Guarded:   func(h ginidem.GuardedHandler) gin.HandlerFunc { return keeper(nil) },
 		VerifyWebhook: func(string, []byte) error {
 			reached.Add(1)
 			return io.EOF // refused: 401 once the type is right

@@ -22,7 +22,7 @@ type PaymentService interface {
 	// *payments.CanceledError, a *payments.UnavailableError,
 	// idempotency.ErrFenced (rec lost the operation) or
 	// database.ErrUnavailable.
-	PayOrder(ctx context.Context, merchantID, orderID string, in payments.PayInput) (payments.Payment, error)
+	PayOrder(ctx context.Context, op *idempotency.Op, merchantID, orderID string, in payments.PayInput) (payments.Payment, error)
 	// GetPayment returns an error wrapping payments.ErrNotFound or
 	// database.ErrUnavailable.
 	GetPayment(ctx context.Context, merchantID, id string) (payments.Payment, error)
@@ -33,7 +33,7 @@ type PaymentService interface {
 	// payments.ErrPaymentInProgress, a *payments.CanceledError, a
 	// *payments.UnavailableError, idempotency.ErrFenced or
 	// database.ErrUnavailable.
-	RefundPayment(ctx context.Context, merchantID, paymentID string, in payments.RefundInput) (payments.Refund, error)
+	RefundPayment(ctx context.Context, op *idempotency.Op, merchantID, paymentID string, in payments.RefundInput) (payments.Refund, error)
 	// GetRefund returns an error wrapping payments.ErrNotFound or
 	// database.ErrUnavailable.
 	GetRefund(ctx context.Context, merchantID, id string) (payments.Refund, error)
@@ -254,7 +254,7 @@ type paymentHandlers struct {
 //	@Header			201,402,409	{string}	Idempotent-Replayed	"true: this answer replays the stored answer of an earlier request with this key"
 //	@Produce		json
 //	@Router			/v1/orders/{id}/payments [post]
-func (h *paymentHandlers) payOrder(c *gin.Context) (idempotency.Answer, error) {
+func (h *paymentHandlers) payOrder(c *gin.Context, op *idempotency.Op) (idempotency.Answer, error) {
 	var req PayOrderRequest
 	if err := decodeJSON(c, &req); err != nil {
 		return idempotency.Answer{}, err
@@ -262,7 +262,7 @@ func (h *paymentHandlers) payOrder(c *gin.Context) (idempotency.Answer, error) {
 	// A decline is an error too: the table answers a
 	// *payments.DeclinedError with the very row PaymentAnswer uses for a
 	// failed payment, so the 402 reads the same whoever stores it.
-	p, err := h.payments.PayOrder(c.Request.Context(), MerchantID(c), c.Param("id"), payments.PayInput{PaymentMethod: req.PaymentMethod})
+	p, err := h.payments.PayOrder(c.Request.Context(), op, MerchantID(c), c.Param("id"), payments.PayInput{PaymentMethod: req.PaymentMethod})
 	if err != nil {
 		return idempotency.Answer{}, err
 	}
@@ -378,12 +378,12 @@ func (h *paymentHandlers) getRefund(c *gin.Context) (idempotency.Answer, error) 
 //	@Header			201,409	{string}	Idempotent-Replayed	"true: this answer replays the stored answer of an earlier request with this key"
 //	@Produce		json
 //	@Router			/v1/payments/{id}/refunds [post]
-func (h *paymentHandlers) refundPayment(c *gin.Context) (idempotency.Answer, error) {
+func (h *paymentHandlers) refundPayment(c *gin.Context, op *idempotency.Op) (idempotency.Answer, error) {
 	var req RefundPaymentRequest
 	if err := decodeJSON(c, &req); err != nil {
 		return idempotency.Answer{}, err
 	}
-	r, err := h.payments.RefundPayment(c.Request.Context(), MerchantID(c), c.Param("id"), payments.RefundInput{Amount: req.Amount})
+	r, err := h.payments.RefundPayment(c.Request.Context(), op, MerchantID(c), c.Param("id"), payments.RefundInput{Amount: req.Amount})
 	if err != nil {
 		return idempotency.Answer{}, err
 	}

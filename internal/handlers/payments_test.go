@@ -64,7 +64,7 @@ func (f *fakePayments) Events() []payments.ProviderEvent {
 	return append([]payments.ProviderEvent(nil), f.events...)
 }
 
-func (f *fakePayments) PayOrder(ctx context.Context, merchantID, orderID string, in payments.PayInput) (payments.Payment, error) {
+func (f *fakePayments) PayOrder(ctx context.Context, _ *idempotency.Op, merchantID, orderID string, in payments.PayInput) (payments.Payment, error) {
 	f.count("pay")
 	return f.pay(ctx, merchantID, orderID, in)
 }
@@ -74,7 +74,7 @@ func (f *fakePayments) GetPayment(_ context.Context, merchantID, id string) (pay
 	return f.get(merchantID, id)
 }
 
-func (f *fakePayments) RefundPayment(ctx context.Context, merchantID, paymentID string, in payments.RefundInput) (payments.Refund, error) {
+func (f *fakePayments) RefundPayment(ctx context.Context, _ *idempotency.Op, merchantID, paymentID string, in payments.RefundInput) (payments.Refund, error) {
 	f.count("refund")
 	return f.refund(ctx, merchantID, paymentID, in)
 }
@@ -103,10 +103,10 @@ const webhookSecret = "whsec_handlers_test"
 // paymentsRouter serves the real router with svc behind the payment routes.
 // guarded stands in for Deps.Guarded (passThrough when nil), and
 // auth for Deps.Auth (acme only when nil).
-func paymentsRouter(t *testing.T, svc handlers.PaymentService, guarded func(ginidem.Handler) gin.HandlerFunc, auth handlers.Authenticator) *gin.Engine {
+func paymentsRouter(t *testing.T, svc handlers.PaymentService, guarded func(ginidem.GuardedHandler) gin.HandlerFunc, auth handlers.Authenticator) *gin.Engine {
 	t.Helper()
 	if guarded == nil {
-		guarded = passThrough
+		guarded = passThroughGuarded
 	}
 	if auth == nil {
 		auth = authFunc(func(_ context.Context, key string) (string, error) {
@@ -336,7 +336,7 @@ func TestRouterRequiresThePaymentDeps(t *testing.T) {
 	noGuard.VerifyWebhook = func(string, []byte) error { return nil }
 	require.PanicsWithValue(t, "handlers: Deps.Guarded is required with Deps.Payments", func() { handlers.NewRouter(noGuard) })
 	noVerify := base
-	noVerify.Guarded = passThrough
+	noVerify.Guarded = passThroughGuarded
 	require.PanicsWithValue(t, "handlers: Deps.VerifyWebhook is required with Deps.Payments", func() { handlers.NewRouter(noVerify) })
 }
 

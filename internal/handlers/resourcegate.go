@@ -55,14 +55,23 @@ func (g *resourceGate) hold(h ginidem.Handler) ginidem.Handler {
 	if g == nil {
 		return h
 	}
-	return func(c *gin.Context) (idempotency.Answer, error) {
+	guarded := g.holdGuarded(func(c *gin.Context, _ *idempotency.Op) (idempotency.Answer, error) { return h(c) })
+	return func(c *gin.Context) (idempotency.Answer, error) { return guarded(c, nil) }
+}
+
+// holdGuarded is hold for a Guarded route's handler.
+func (g *resourceGate) holdGuarded(h ginidem.GuardedHandler) ginidem.GuardedHandler {
+	if g == nil {
+		return h
+	}
+	return func(c *gin.Context, op *idempotency.Op) (idempotency.Answer, error) {
 		kind, _, _ := strings.Cut(strings.TrimPrefix(c.FullPath(), "/v1/"), "/")
 		leave, err := g.enter(c.Request.Context(), MerchantID(c)+"\x00"+kind+"\x00"+c.Param("id"))
 		if err != nil {
 			return idempotency.Answer{}, err
 		}
 		defer leave()
-		return h(c)
+		return h(c, op)
 	}
 }
 

@@ -41,7 +41,7 @@ type Deps struct {
 	Payments PaymentService
 	// Guarded serves a keyed POST route whose work has an effect outside
 	// the database, a provider call (ginidem.Middleware.Guarded).
-	Guarded func(ginidem.Handler) gin.HandlerFunc
+	Guarded func(ginidem.GuardedHandler) gin.HandlerFunc
 	// VerifyWebhook checks the Provider-Signature header of a provider
 	// webhook against its raw body (provider.VerifySignature with the
 	// shared secret); any error refuses the event with 401.
@@ -196,9 +196,9 @@ func NewRouter(d Deps) *gin.Engine {
 		// transaction, so the key is reserved first and the operation
 		// records recovery points as it goes.
 		pay := &paymentHandlers{payments: d.Payments}
-		v1.POST("/orders/:id/payments", d.Guarded(gate.hold(pay.payOrder)))
+		v1.POST("/orders/:id/payments", d.Guarded(gate.holdGuarded(pay.payOrder)))
 		v1.GET("/payments/:id", Serve(pay.getPayment))
-		v1.POST("/payments/:id/refunds", d.Guarded(gate.hold(pay.refundPayment)))
+		v1.POST("/payments/:id/refunds", d.Guarded(gate.holdGuarded(pay.refundPayment)))
 		v1.GET("/refunds/:id", Serve(pay.getRefund))
 
 		// Deduplicated by event id in the service, not by Idempotency-Key.

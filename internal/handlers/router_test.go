@@ -42,6 +42,12 @@ const (
 
 // passThrough stands in for the idempotency middleware.
 // passThrough serves a keyed route's handler without the idempotency layer.
+// passThroughGuarded is passThrough for a Guarded route: no operation owns
+// a record there.
+func passThroughGuarded(h ginidem.GuardedHandler) gin.HandlerFunc {
+	return passThrough(func(c *gin.Context) (idempotency.Answer, error) { return h(c, nil) })
+}
+
 func passThrough(h ginidem.Handler) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		a, err := h(c)

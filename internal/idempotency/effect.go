@@ -103,8 +103,8 @@ func Register[R, O any](k *Keeper, e Effect[R, O]) *Effect[R, O] {
 	return &e
 }
 
-// Run runs the keyed operation of the request in ctx, which must be a
-// Guarded request's (ErrNoOwner otherwise), as the owner of its record:
+// Run runs op, a Guarded request's operation (Handle hands it to the
+// handler; ErrNoOwner for nil), as the owner of its record:
 //
 //   - phase 1, one transaction: resume the resource the record's recovery
 //     point names, or make it: create gets the call's id and key, derived
@@ -122,9 +122,9 @@ func Register[R, O any](k *Keeper, e Effect[R, O]) *Effect[R, O] {
 // when nothing can have happened (the call is ready again, and the same key
 // resumes it); ErrFenced when another owner took the record over; before
 // the call, create's and the store's errors.
-func (e *Effect[R, O]) Run(ctx context.Context, create func(ctx context.Context, c Call) (R, error)) (R, error) {
+func (e *Effect[R, O]) Run(ctx context.Context, op *Op, create func(ctx context.Context, c Call) (R, error)) (R, error) {
 	var zero R
-	o := ownerFrom(ctx)
+	o := op
 	if o == nil {
 		return zero, ErrNoOwner
 	}
@@ -286,7 +286,7 @@ func (e *Effect[R, O]) orphaned(ctx context.Context, c *Call, r R, answer O) (bo
 // record's key and lifetime, so a record that made its call already (the
 // point this owner resumed from was older than the call) finds it by the
 // clash and resumes it, and never makes a second.
-func (e *Effect[R, O]) begin(ctx context.Context, o *owner, secret []byte, create func(ctx context.Context, c Call) (R, error)) (*Call, R, error) {
+func (e *Effect[R, O]) begin(ctx context.Context, o *Op, secret []byte, create func(ctx context.Context, c Call) (R, error)) (*Call, R, error) {
 	var (
 		c *Call
 		r R
@@ -332,7 +332,7 @@ func (e *Effect[R, O]) begin(ctx context.Context, o *owner, secret []byte, creat
 // yet; Find is then given the zero resource and must ask by key alone. A
 // lookup that fails is ErrNotExecuted: a new key while an old one may hold
 // the operation's effect could make it twice.
-func (e *Effect[R, O]) secret(ctx context.Context, o *owner) ([]byte, error) {
+func (e *Effect[R, O]) secret(ctx context.Context, o *Op) ([]byte, error) {
 	former := e.k.cfg.PreviousKeySecrets
 	if len(former) == 0 || resourceOf(o.point) != "" {
 		return e.k.cfg.KeySecret, nil
@@ -356,7 +356,7 @@ func (e *Effect[R, O]) secret(ctx context.Context, o *owner) ([]byte, error) {
 
 // intend is phase 2: the intent to call, under the owner's fence. A call
 // that settled meanwhile (a webhook, the reconciler) is answered as it is.
-func (e *Effect[R, O]) intend(ctx context.Context, o *owner, c *Call) (*Call, R, error) {
+func (e *Effect[R, O]) intend(ctx context.Context, o *Op, c *Call) (*Call, R, error) {
 	var r R
 	err := e.k.inTx(ctx, func(ctx context.Context) error {
 		var err error
@@ -391,7 +391,7 @@ func (e *Effect[R, O]) intend(ctx context.Context, o *owner, c *Call) (*Call, R,
 }
 
 // answered is phase 3 for a definitive answer.
-func (e *Effect[R, O]) answered(ctx context.Context, o *owner, id string, answer O) (R, error) {
+func (e *Effect[R, O]) answered(ctx context.Context, o *Op, id string, answer O) (R, error) {
 	return e.phase3(ctx, o, id, func(ctx context.Context, c *Call, r *R) (err error) {
 		if c.State.settled() {
 			// Settled meanwhile (a webhook, the reconciler); an answer that
@@ -409,7 +409,7 @@ func (e *Effect[R, O]) answered(ctx context.Context, o *owner, id string, answer
 // phase3 runs fn in phase 3's one transaction, with the call id locked and
 // its resource loaded: the opening the three endings of a call (answered,
 // not executed, unknown) share. It returns the resource as fn leaves it.
-func (e *Effect[R, O]) phase3(ctx context.Context, o *owner, id string, fn func(ctx context.Context, c *Call, r *R) error) (R, error) {
+func (e *Effect[R, O]) phase3(ctx context.Context, o *Op, id string, fn func(ctx context.Context, c *Call, r *R) error) (R, error) {
 	var r R
 	err := e.k.inTx(ctx, func(ctx context.Context) error {
 		c, err := e.k.store.LockCall(ctx, o.scope, id)
@@ -428,7 +428,7 @@ func (e *Effect[R, O]) phase3(ctx context.Context, o *owner, id string, fn func(
 // closed under its fence, and the error is returned only if the call is
 // ready again (no other owner's call can be in flight). Otherwise the
 // outcome stays unknown, and the resource is answered as it stands.
-func (e *Effect[R, O]) notExecuted(ctx context.Context, o *owner, id string, cause error) (R, error) {
+func (e *Effect[R, O]) notExecuted(ctx context.Context, o *Op, id string, cause error) (R, error) {
 	var ready bool
 	r, err := e.phase3(ctx, o, id, func(ctx context.Context, c *Call, r *R) error {
 		if c.State.settled() {
@@ -453,7 +453,7 @@ func (e *Effect[R, O]) notExecuted(ctx context.Context, o *owner, id string, cau
 // unknown is phase 3 when the call's outcome is unknown: the call is
 // recorded so, and the record stays open (a 202) until the reconciler, a
 // webhook or a retry learns the outcome.
-func (e *Effect[R, O]) unknown(ctx context.Context, o *owner, id string) (R, error) {
+func (e *Effect[R, O]) unknown(ctx context.Context, o *Op, id string) (R, error) {
 	return e.phase3(ctx, o, id, func(ctx context.Context, c *Call, r *R) error {
 		if c.State.settled() {
 			return e.finishIfSettled(ctx, o, c, *r)
@@ -523,7 +523,7 @@ func (e *Effect[R, O]) settle(ctx context.Context, c *Call, r R, answer O, fin f
 // finisher is the request's owner (a retry resuming an operation that
 // settled meanwhile). A flagged call is not answered for good: the record
 // stays open until an operator resolves it.
-func (e *Effect[R, O]) finishIfSettled(ctx context.Context, o *owner, c *Call, r R) error {
+func (e *Effect[R, O]) finishIfSettled(ctx context.Context, o *Op, c *Call, r R) error {
 	if !c.State.settled() {
 		return nil
 	}

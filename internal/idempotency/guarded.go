@@ -70,7 +70,7 @@ func (r *run) execute(rec *Record, outcome string) result {
 	k := r.k
 	scope, key := r.req.Scope, r.req.Key
 	fence, expiresAt := rec.Fence, rec.ExpiresAt
-	lease := &owner{k: k, scope: scope, key: key, fence: fence, point: rec.Point, created: rec.CreatedAt}
+	lease := &Op{k: k, scope: scope, key: key, fence: fence, point: rec.Point, created: rec.CreatedAt}
 	defer func() {
 		if p := recover(); p != nil {
 			// The key goes back as after any answer that is not kept.
@@ -83,7 +83,7 @@ func (r *run) execute(rec *Record, outcome string) result {
 		}
 	}()
 	started := time.Now()
-	answer := r.handler(context.WithValue(r.ctx, ownerKey{}, lease), r.req.Body)
+	answer := r.handler(r.ctx, lease, r.req.Body)
 	k.obs.Processed(r.ctx, r.req.Route, time.Since(started))
 
 	if lease.stored != nil {
@@ -152,11 +152,12 @@ func (r *run) execute(rec *Record, outcome string) result {
 	return fresh(&answer, outcome, done)
 }
 
-// owner is the ownership of a record held by a Guarded request: its fence,
-// and how far its operation got. The request's outside call (Effect.Run)
-// finds it in the context and records its phases with it; every write is
-// fenced, so a request that lost the record cannot write.
-type owner struct {
+// Op is a Guarded request's operation: its ownership of the key's record
+// (the fence, the record's lifetime) and how far it got. Handle hands it to
+// the handler, which passes it to Effect.Run; the phases record their
+// recovery points with it, and every write is fenced, so a request that
+// lost the record cannot write. Only Handle makes one.
+type Op struct {
 	k          *Keeper
 	scope, key string
 	fence      int64
@@ -173,7 +174,7 @@ type owner struct {
 // step durable (the store joins the transaction carried by ctx), so the step
 // and its recovery point commit together. It returns ErrFenced when another
 // request has taken the record over: roll back then.
-func (o *owner) checkpoint(ctx context.Context, p string) error {
+func (o *Op) checkpoint(ctx context.Context, p string) error {
 	if err := o.k.store.Checkpoint(ctx, o.scope, o.key, o.fence, p, o.k.clock.Now()); err != nil {
 		return err
 	}
@@ -181,11 +182,3 @@ func (o *owner) checkpoint(ctx context.Context, p string) error {
 	return nil
 }
 
-type ownerKey struct{}
-
-// ownerFrom is the owner of the record of the Guarded request ctx belongs
-// to, or nil.
-func ownerFrom(ctx context.Context) *owner {
-	o, _ := ctx.Value(ownerKey{}).(*owner)
-	return o
-}

@@ -41,9 +41,11 @@ const maxRounds = 64
 // request already running in this process, and then loops over decide,
 // carrying out each step (execute, reserve, replay, refuse, wait, take over)
 // until one ends the request. h runs the application's work at most once,
-// with ctx carrying the request's transaction (Atomic) or its record's owner
-// (Guarded), and the body as the Keeper read it; it returns its answer, its
-// errors already answered by the application's error table.
+// with ctx carrying the request's transaction (Atomic), or with op, the
+// operation that owns the key's record (Guarded: nil for Atomic), for its
+// outside calls (Effect.Run), and the body as the Keeper read it; it
+// returns its answer, its errors already answered by the application's
+// error table.
 //
 // Handle returns the answer to send (replayed: a stored one, to be sent
 // with HeaderReplayed), or a refusal of its own for the error table:
@@ -51,7 +53,7 @@ const maxRounds = 64
 // ErrRateLimited, ErrMalformedBody, ErrBodyRead, an *http.MaxBytesError,
 // or a store's error. The Observer hears exactly one outcome per call, a
 // panic of h included (the panic goes on up).
-func (k *Keeper) Handle(ctx context.Context, mode Mode, in Input, h func(ctx context.Context, body []byte) Answer) (answer Answer, replayed bool, err error) {
+func (k *Keeper) Handle(ctx context.Context, mode Mode, in Input, h func(ctx context.Context, op *Op, body []byte) Answer) (answer Answer, replayed bool, err error) {
 	var res result
 	defer func() {
 		if p := recover(); p != nil {
@@ -79,7 +81,7 @@ type run struct {
 	ctx     context.Context
 	mode    Mode
 	req     keyedRequest
-	handler func(ctx context.Context, body []byte) Answer
+	handler func(ctx context.Context, op *Op, body []byte) Answer
 
 	// waitCtx bounds the whole wait for an original, in this process and
 	// in the store, to Config.Wait from waitFrom; made by waitContext when

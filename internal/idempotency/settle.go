@@ -6,9 +6,10 @@ import (
 	"time"
 )
 
-// ErrNoOwner: Effect.Run was called outside a Guarded request, which alone
-// owns a record to run an outside call under. A wiring mistake.
-var ErrNoOwner = errors.New("idempotency: no owner of a record in the context; is the route Guarded?")
+// ErrNoOwner: Effect.Run was given no operation (Op): only a Guarded
+// request's handler gets one, the owner of a record to run an outside call
+// under. A wiring mistake.
+var ErrNoOwner = errors.New("idempotency: no operation owns a record; is the route Guarded?")
 
 // settler is a registered Effect as the reconciler drives it, whatever its
 // types.
@@ -33,7 +34,7 @@ func (k *Keeper) inTx(ctx context.Context, fn func(ctx context.Context) error) e
 // newCall is the call of a resource the owner is about to create: its id
 // and key derived from the owner's key with secret, ready, due for a first
 // look once the owner's lock has surely run out.
-func (k *Keeper) newCall(ctx context.Context, o *owner, kind, prefix string, secret []byte) (*Call, error) {
+func (k *Keeper) newCall(ctx context.Context, o *Op, kind, prefix string, secret []byte) (*Call, error) {
 	n, err := k.store.CountCalls(ctx, o.scope, o.key, kind, o.created)
 	if err != nil {
 		return nil, err
@@ -119,7 +120,7 @@ func (k *Keeper) flagged(ctx context.Context, c *Call, err error) {
 
 // complete stores a as the answer of the request's record, in the
 // transaction ctx carries; the request then answers with what was stored.
-func (l *owner) complete(ctx context.Context, a Answer) error {
+func (l *Op) complete(ctx context.Context, a Answer) error {
 	stored := l.k.cfg.stored(a)
 	if err := l.k.store.Complete(ctx, l.scope, l.key, l.fence, stored, l.k.clock.Now()); err != nil {
 		return err

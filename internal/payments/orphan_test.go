@@ -103,12 +103,12 @@ func newOperatorWorld(t *testing.T, d database.Dialect) *operatorWorld {
 	return &operatorWorld{svc: svc, keeper: keeper, prov: prov, db: db, clock: clock}
 }
 
-// keyed runs fn as a Guarded request under key.
-func (w *operatorWorld) keyed(key string, fn func(ctx context.Context)) {
+// keyed runs fn as a Guarded request under key, as op.
+func (w *operatorWorld) keyed(key string, fn func(ctx context.Context, op *idempotency.Op)) {
 	w.keeper.Handle(context.Background(), idempotency.Guarded, idempotency.Input{
 		Scope: "mch_a", Keys: []string{key}, Method: "POST", Path: "/x/" + key, Route: "/x",
-	}, func(ctx context.Context, _ []byte) idempotency.Answer {
-		fn(ctx)
+	}, func(ctx context.Context, op *idempotency.Op, _ []byte) idempotency.Answer {
+		fn(ctx, op)
 		return idempotency.Answer{Status: 202}
 	})
 }
@@ -133,15 +133,15 @@ func TestOrphanRefundIsFlaggedOnce(t *testing.T) {
 			order, err := w.svc.CreateOrder(ctx, "mch_a", validInput())
 			require.NoError(t, err)
 			var p payments.Payment
-			w.keyed("pay", func(ctx context.Context) {
-				p, err = w.svc.PayOrder(ctx, "mch_a", order.ID, payments.PayInput{PaymentMethod: "pm_card_visa"})
+			w.keyed("pay", func(ctx context.Context, op *idempotency.Op) {
+				p, err = w.svc.PayOrder(ctx, op, "mch_a", order.ID, payments.PayInput{PaymentMethod: "pm_card_visa"})
 			})
 			require.NoError(t, err)
 			require.Equal(t, payments.StatusSucceeded, p.Status)
 
 			var r payments.Refund
-			w.keyed("refund", func(ctx context.Context) {
-				r, err = w.svc.RefundPayment(ctx, "mch_a", p.ID, payments.RefundInput{})
+			w.keyed("refund", func(ctx context.Context, op *idempotency.Op) {
+				r, err = w.svc.RefundPayment(ctx, op, "mch_a", p.ID, payments.RefundInput{})
 			})
 			require.ErrorIs(t, err, payments.ErrProviderUnavailable)
 			w.clock.Advance(2 * time.Minute)
@@ -200,8 +200,8 @@ func TestFlaggedChargeWaitsForAnOperator(t *testing.T) {
 			order, err := w.svc.CreateOrder(ctx, "mch_a", validInput())
 			require.NoError(t, err)
 			var p payments.Payment
-			w.keyed("pay", func(ctx context.Context) {
-				p, err = w.svc.PayOrder(ctx, "mch_a", order.ID, payments.PayInput{PaymentMethod: "pm_card_visa"})
+			w.keyed("pay", func(ctx context.Context, op *idempotency.Op) {
+				p, err = w.svc.PayOrder(ctx, op, "mch_a", order.ID, payments.PayInput{PaymentMethod: "pm_card_visa"})
 			})
 			require.NoError(t, err)
 			require.Equal(t, payments.StatusPending, p.Status, "nothing applied")

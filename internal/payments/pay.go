@@ -12,8 +12,8 @@ import (
 // WithOutsideCalls.
 var errNoPayments = errors.New("payments are not configured on this service")
 
-// PayOrder charges the order's total with in.PaymentMethod, as the owner of
-// the request's idempotency record (a Guarded route). The core's skeleton
+// PayOrder charges the order's total with in.PaymentMethod, as op, the
+// operation that owns the request's idempotency record (a Guarded route's). The core's skeleton
 // for outside calls runs it (idempotency.Effect.Run), in phases that a
 // retry, or a request taking over a crashed one, resumes where the last
 // attempt stopped:
@@ -34,14 +34,14 @@ var errNoPayments = errors.New("payments are not configured on this service")
 // key's payment was canceled); *UnavailableError, wrapping
 // ErrProviderUnavailable (nothing charged; the same key resumes it);
 // idempotency.ErrFenced when the operation was taken over; database errors.
-func (s *Service) PayOrder(ctx context.Context, merchantID, orderID string, in PayInput) (Payment, error) {
+func (s *Service) PayOrder(ctx context.Context, op *idempotency.Op, merchantID, orderID string, in PayInput) (Payment, error) {
 	if s.charges == nil {
 		return Payment{}, errNoPayments
 	}
 	if err := in.Validate(); err != nil {
 		return Payment{}, err
 	}
-	p, err := s.charges.Run(ctx, func(ctx context.Context, c idempotency.Call) (Payment, error) {
+	p, err := s.charges.Run(ctx, op, func(ctx context.Context, c idempotency.Call) (Payment, error) {
 		return s.createPayment(ctx, merchantID, orderID, in, c)
 	})
 	if p.ID != "" {

@@ -105,8 +105,8 @@ func TestReconcilerReportsEachResult(t *testing.T) {
 				var p payments.Payment
 				keeper.Handle(ctx, idempotency.Guarded, idempotency.Input{
 					Scope: "mch_a", Keys: []string{"key-" + method}, Method: "POST", Path: "/pay/" + order.ID, Route: "/pay/:id",
-				}, func(ctx context.Context, _ []byte) idempotency.Answer {
-					p, _ = svc.PayOrder(ctx, "mch_a", order.ID, payments.PayInput{PaymentMethod: method})
+				}, func(ctx context.Context, op *idempotency.Op, _ []byte) idempotency.Answer {
+					p, _ = svc.PayOrder(ctx, op, "mch_a", order.ID, payments.PayInput{PaymentMethod: method})
 					return idempotency.Answer{Status: 202}
 				})
 				return p

@@ -19,14 +19,14 @@ import (
 // ErrPaymentInProgress (the payment is not settled yet); *CanceledError;
 // *UnavailableError (wrapping ErrProviderUnavailable);
 // idempotency.ErrFenced; database errors.
-func (s *Service) RefundPayment(ctx context.Context, merchantID, paymentID string, in RefundInput) (Refund, error) {
+func (s *Service) RefundPayment(ctx context.Context, op *idempotency.Op, merchantID, paymentID string, in RefundInput) (Refund, error) {
 	if s.refunds == nil {
 		return Refund{}, errNoPayments
 	}
 	if err := in.Validate(); err != nil {
 		return Refund{}, err
 	}
-	r, err := s.refunds.Run(ctx, func(ctx context.Context, c idempotency.Call) (Refund, error) {
+	r, err := s.refunds.Run(ctx, op, func(ctx context.Context, c idempotency.Call) (Refund, error) {
 		return s.createRefund(ctx, merchantID, paymentID, in, c)
 	})
 	if r.ID != "" {

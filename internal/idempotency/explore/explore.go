@@ -321,7 +321,7 @@ type Answered struct {
 // Handle sends one keyed request to k, as a client would, and notes the
 // answer it gets.
 func (w *World) Handle(ctx context.Context, k *idempotency.Keeper, mode idempotency.Mode, in idempotency.Input,
-	h func(ctx context.Context, body []byte) idempotency.Answer) Answered {
+	h func(ctx context.Context, op *idempotency.Op, body []byte) idempotency.Answer) Answered {
 	a, replayed, err := k.Handle(ctx, mode, in, h)
 	got := Answered{Scope: in.Scope, Key: in.Keys[0], Status: a.Status, Body: a.Body, Final: a.Final, Replayed: replayed, Refusal: err}
 	if act := w.actorName(ctx); act != "" {

@@ -195,7 +195,7 @@ func TestCloseWaitsForBackgroundWork(t *testing.T) {
 
 	_, _, err := k.Handle(context.Background(), idempotency.Atomic, idempotency.Input{
 		Scope: "m1", Keys: []string{"close-1"}, Method: "POST", Path: "/x", Route: "/x",
-	}, func(context.Context, []byte) idempotency.Answer {
+	}, func(context.Context, *idempotency.Op, []byte) idempotency.Answer {
 		return idempotency.Answer{Status: 201, Body: []byte(`{}`), Final: true}
 	})
 	require.NoError(t, err)
@@ -208,7 +208,7 @@ func TestCloseWaitsForBackgroundWork(t *testing.T) {
 	k2 := idempotency.New(e.store, cfg)
 	_, _, err = k2.Handle(context.Background(), idempotency.Atomic, idempotency.Input{
 		Scope: "m1", Keys: []string{"close-2"}, Method: "POST", Path: "/x", Route: "/x",
-	}, func(context.Context, []byte) idempotency.Answer {
+	}, func(context.Context, *idempotency.Op, []byte) idempotency.Answer {
 		return idempotency.Answer{Status: 201, Body: []byte(`{}`), Final: true}
 	})
 	require.NoError(t, err)

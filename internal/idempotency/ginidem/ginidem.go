@@ -21,9 +21,14 @@ import (
 )
 
 // Handler runs a route's work and returns its answer, or an error for the
-// application's error table. Its request context carries the transaction
-// (Atomic) or the record's owner (Guarded).
+// application's error table. On an Atomic route its request context
+// carries the transaction its rows join.
 type Handler func(c *gin.Context) (idempotency.Answer, error)
+
+// GuardedHandler is the handler of a Guarded route: it also gets op, the
+// operation that owns the key's record, to pass to its outside call
+// (idempotency.Effect.Run).
+type GuardedHandler func(c *gin.Context, op *idempotency.Op) (idempotency.Answer, error)
 
 // Options are what the adapter needs from the application.
 type Options struct {
@@ -64,18 +69,17 @@ func New(keeper *idempotency.Keeper, opts Options) *Middleware {
 // answered with an error, never with a success; a final error answer is
 // stored after the transaction rolled back.
 func (m *Middleware) Atomic(h Handler) gin.HandlerFunc {
-	return m.serve(idempotency.Atomic, h)
+	return m.serve(idempotency.Atomic, func(c *gin.Context, _ *idempotency.Op) (idempotency.Answer, error) { return h(c) })
 }
 
 // Guarded serves h as a route with an effect outside the database (a charge
 // at a payment provider). The key is reserved first; h runs as the owner of
-// the key's record, and an outside call made through an idempotency.Effect
-// finds that owner in the request context.
-func (m *Middleware) Guarded(h Handler) gin.HandlerFunc {
+// the key's record, which it is given (op) to pass to its outside call.
+func (m *Middleware) Guarded(h GuardedHandler) gin.HandlerFunc {
 	return m.serve(idempotency.Guarded, h)
 }
 
-func (m *Middleware) serve(mode idempotency.Mode, h Handler) gin.HandlerFunc {
+func (m *Middleware) serve(mode idempotency.Mode, h GuardedHandler) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		in := idempotency.Input{
 			Scope:  m.opts.Scope(c),
@@ -86,8 +90,8 @@ func (m *Middleware) serve(mode idempotency.Mode, h Handler) gin.HandlerFunc {
 			Params: params(c),
 			Body:   c.Request.Body,
 		}
-		answer, replayed, err := m.keeper.Handle(c.Request.Context(), mode, in, func(ctx context.Context, body []byte) idempotency.Answer {
-			return m.run(c, h, ctx, body)
+		answer, replayed, err := m.keeper.Handle(c.Request.Context(), mode, in, func(ctx context.Context, op *idempotency.Op, body []byte) idempotency.Answer {
+			return m.run(c, h, ctx, op, body)
 		})
 		switch {
 		case err != nil:
@@ -103,12 +107,12 @@ func (m *Middleware) serve(mode idempotency.Mode, h Handler) gin.HandlerFunc {
 // run calls h with ctx and the body as the Keeper read it. The request's own
 // context comes back afterwards whatever happens: a panic is answered by a
 // recovery middleware further out, which must see the request as it came.
-func (m *Middleware) run(c *gin.Context, h Handler, ctx context.Context, body []byte) idempotency.Answer {
+func (m *Middleware) run(c *gin.Context, h GuardedHandler, ctx context.Context, op *idempotency.Op, body []byte) idempotency.Answer {
 	orig := c.Request
 	defer func() { c.Request = orig }()
 	c.Request = c.Request.WithContext(ctx)
 	c.Request.Body = newReadBody(body)
-	a, err := h(c)
+	a, err := h(c, op)
 	if err != nil {
 		return m.opts.Answer(c, err)
 	}

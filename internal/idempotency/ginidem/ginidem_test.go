@@ -242,8 +242,8 @@ func (e *testEnv) actionEffect() idempotency.Effect[action, int] {
 // body asks for (blocking or sleeping first, if asked, while it holds the
 // key's record), and notes whether it began fresh or resumed an earlier
 // attempt's action.
-func (e *testEnv) guardedAction(mw *ginidem.Middleware) ginidem.Handler {
-	return func(c *gin.Context) (idempotency.Answer, error) {
+func (e *testEnv) guardedAction(mw *ginidem.Middleware) ginidem.GuardedHandler {
+	return func(c *gin.Context, op *idempotency.Op) (idempotency.Answer, error) {
 		v, _ := e.actions.Load(mw)
 		actions := v.(*idempotency.Effect[action, int])
 		var in thingIn
@@ -257,7 +257,7 @@ func (e *testEnv) guardedAction(mw *ginidem.Middleware) ginidem.Handler {
 			time.Sleep(time.Duration(in.Sleep) * time.Millisecond)
 		}
 		how := "resumed"
-		a, err := actions.Run(c.Request.Context(), func(ctx context.Context, call idempotency.Call) (action, error) {
+		a, err := actions.Run(c.Request.Context(), op, func(ctx context.Context, call idempotency.Call) (action, error) {
 			how = "fresh"
 			a := action{Scope: call.Scope, ID: call.ID, Want: in.Status, Status: "pending"}
 			return a, gormstore.Conn(ctx, e.db).Exec(`INSERT INTO actions (scope, id, want, status) VALUES (?, ?, ?, ?)`,
@@ -601,7 +601,7 @@ func TestPanickingHandlerReleasesTheKey(t *testing.T) {
 			c.Next()
 		}
 		keeper := e.middleware(t, idempotency.Config{TTL: time.Hour, LockTimeout: time.Minute, Wait: time.Second})
-		e.engine.POST("/panics/guarded", recovered, keeper.Guarded(panics))
+		e.engine.POST("/panics/guarded", recovered, keeper.Guarded(func(c *gin.Context, _ *idempotency.Op) (idempotency.Answer, error) { return panics(c) }))
 		e.engine.POST("/panics/atomic", recovered, keeper.Atomic(panics))
 
 		for _, path := range []string{"/panics/guarded", "/panics/atomic"} {

@@ -200,8 +200,8 @@ func (e *sendEnv) run(k *idempotency.Keeper, eff *idempotency.Effect[send, trans
 	var res handled
 	res.Answer, res.Replayed, res.Err = k.Handle(context.Background(), idempotency.Guarded, idempotency.Input{
 		Scope: "m1", Keys: []string{key}, Method: "POST", Path: "/sends", Route: "/sends",
-	}, func(ctx context.Context, _ []byte) idempotency.Answer {
-		got, runErr = eff.Run(ctx, func(ctx context.Context, c idempotency.Call) (send, error) {
+	}, func(ctx context.Context, op *idempotency.Op, _ []byte) idempotency.Answer {
+		got, runErr = eff.Run(ctx, op, func(ctx context.Context, c idempotency.Call) (send, error) {
 			s := send{Scope: c.Scope, ID: c.ID, Amount: amount, Status: "pending"}
 			return s, gormstore.Conn(ctx, e.db).Exec(`INSERT INTO sends (scope, id, amount, status) VALUES (?, ?, ?, ?)`,
 				s.Scope, s.ID, s.Amount, s.Status).Error
@@ -356,10 +356,10 @@ func TestEffectPausedOwnerCannotChargeTwice(t *testing.T) {
 func TestEffectFencedOwnerCallsNothing(t *testing.T) {
 	eachDialect(t, func(t *testing.T, e *sendEnv) {
 		sent := e.bank.sends
-		_, err := e.sends.Run(context.Background(), func(context.Context, idempotency.Call) (send, error) {
+		_, err := e.sends.Run(context.Background(), nil, func(context.Context, idempotency.Call) (send, error) {
 			return send{}, errors.New("never reached")
 		})
-		require.ErrorIs(t, err, idempotency.ErrNoOwner, "outside a Guarded request there is no owner")
+		require.ErrorIs(t, err, idempotency.ErrNoOwner, "without a Guarded request's operation there is no owner")
 		require.Equal(t, sent, e.bank.sends)
 
 		// The owner creates its send, then a retry takes the record over
@@ -368,8 +368,8 @@ func TestEffectFencedOwnerCallsNothing(t *testing.T) {
 		taken := false
 		_, _, err = e.keeper.Handle(context.Background(), idempotency.Guarded, idempotency.Input{
 			Scope: "m1", Keys: []string{"k1"}, Method: "POST", Path: "/sends", Route: "/sends",
-		}, func(ctx context.Context, _ []byte) idempotency.Answer {
-			_, err := e.sends.Run(ctx, func(ctx context.Context, c idempotency.Call) (send, error) {
+		}, func(ctx context.Context, op *idempotency.Op, _ []byte) idempotency.Answer {
+			_, err := e.sends.Run(ctx, op, func(ctx context.Context, c idempotency.Call) (send, error) {
 				s := send{Scope: c.Scope, ID: c.ID, Amount: 100, Status: "pending"}
 				if err := gormstore.Conn(ctx, e.db).Exec(`INSERT INTO sends (scope, id, amount, status) VALUES (?, ?, ?, ?)`,
 					s.Scope, s.ID, s.Amount, s.Status).Error; err != nil {
