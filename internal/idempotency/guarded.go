@@ -181,4 +181,3 @@ func (o *Op) checkpoint(ctx context.Context, p string) error {
 	o.point = p
 	return nil
 }
-
