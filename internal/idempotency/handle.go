@@ -144,7 +144,14 @@ func (r *run) handle() result {
 		switch {
 		case err == nil:
 			rec = got
-		case !errors.Is(err, ErrNotFound):
+		case errors.Is(err, ErrNotFound):
+		case !waited:
+			// The read is the retry's shortcut, not what decides: the
+			// record's insert-if-absent does. Without it (the database
+			// away), the handler still refuses a bad body without a
+			// connection, and a good one meets the database's error at its
+			// first statement.
+		default:
 			res = refused(err)
 			return res
 		}
