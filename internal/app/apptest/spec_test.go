@@ -56,7 +56,9 @@ func TestCheckExchange(t *testing.T) {
 		{"a code of another status", post("/v1/orders"), 409, header("Content-Type", "application/problem+json"),
 			`{"type":"https://errors.idempotent-payments.dev/not_found","title":"Not found","status":409,"detail":"d","code":"not_found"}`, "code"},
 		{"a 402 without payment_id", post("/v1/orders/ord_1/payments"), 402, header("Content-Type", "application/problem+json"), strings.Replace(declined, `,"payment_id":"pay_1"`, ``, 1), "payment_id"},
-		{"a route answered with something other than its 404", httptest.NewRequest(http.MethodDelete, "/v1/orders", nil), 200, header("Content-Type", "application/json"), `{}`, "no route"},
+		{"a path in no route answered other than its 404", httptest.NewRequest(http.MethodGet, "/v1/nowhere", nil), 200, header("Content-Type", "application/json"), `{}`, "in no route"},
+		{"a 405 whose Allow misses a method", httptest.NewRequest(http.MethodDelete, "/v1/orders", nil), 405, header("Content-Type", "application/problem+json", "Allow", "GET"), `{}`, "Allow"},
+		{"a method the route does not serve answered other than 405", httptest.NewRequest(http.MethodDelete, "/v1/orders", nil), 200, header("Content-Type", "application/json"), `{}`, "not 405"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, problems := checkExchange(tc.req, tc.status, tc.header, []byte(tc.body))
