@@ -20,6 +20,8 @@
 //	(f) a retry storm: 1,000 concurrent requests on one key
 //	(g) the common design beside ours: reserve the key, run the order, store
 //	    the answer, in three writes (the baseline build, BENCH_ORDERS_MODE)
+//	(r) every key created on one instance retried once on another that
+//	    never saw it, beside the floor doing the same with one read
 //
 // then what a request costs the whole API process with the default
 // settings (access log and outbox dispatcher on), beside the figure of (c),
@@ -106,6 +108,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if rep.elsewhere, err = b.retryElsewhere(ctx); err != nil {
+		return err
+	}
 	if rep.whole, err = b.wholeProcess(ctx); err != nil {
 		return err
 	}
@@ -136,6 +141,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	rep.finished = time.Now()
+	rep.pgErrors = b.pgLog.errors()
 
 	text := rep.markdown()
 	fmt.Fprintln(stdout)

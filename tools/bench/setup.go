@@ -40,6 +40,9 @@ type bench struct {
 	guarded  *api // baseline build: reserve, order, complete
 	plain    *api // the API without Redis; its janitor runs every second
 	cached   *api // the API with Redis
+	// other is a second API without Redis on plain's database, which
+	// never sees a key before (r) retries it there.
+	other *api
 
 	// The instances of the whole-process phases (process.go), each the
 	// API without Redis on a database of its own, so that its outbox
@@ -49,7 +52,11 @@ type bench struct {
 	handler, traced, defaults, quiet, noDispatch *api
 	// floor is tools/bench/floorapi on a database of its own: net/http,
 	// encoding/json and pgx sending the same statements, and nothing else.
-	floor *api
+	// floorOther is a second floor on floor's database that looks a key
+	// it does not hold up in PostgreSQL (FLOOR_READS=1), for (r).
+	floor, floorOther *api
+	// pgLog counts the ERROR lines PostgreSQL writes to its log.
+	pgLog *logCounter
 	// sink receives the traced instance's spans over OTLP/HTTP and drops
 	// them.
 	sink *http.Server
@@ -79,7 +86,8 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 	served, baseline, floor := bins[0], bins[1], bins[2]
 
 	b.say("starting a private PostgreSQL cluster and redis-server")
-	if b.pg, err = harness.StartPostgres(o.logs); err != nil {
+	b.pgLog = &logCounter{next: o.logs}
+	if b.pg, err = harness.StartPostgres(b.pgLog); err != nil {
 		return nil, err
 	}
 	if b.redis, err = testkit.RunRedis(dir, o.logs); err != nil {
@@ -134,6 +142,9 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 	if b.plain, err = start("api", served, "JANITOR_INTERVAL=1s"); err != nil {
 		return nil, err
 	}
+	if b.other, err = start("api-other", served, "JANITOR_INTERVAL=1h", "OUTBOX_INTERVAL=1h"); err != nil {
+		return nil, err
+	}
 	if b.cached, err = start("api-redis", served, "REDIS_URL="+b.redis.URL(), "JANITOR_INTERVAL=1h"); err != nil {
 		return nil, err
 	}
@@ -150,6 +161,7 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 	// the new-key quota is raised, which the load would otherwise
 	// measure (429s). GODEBUG=gctrace=1 makes two of them report each
 	// garbage collection's CPU.
+	dbOf := map[string]string{}
 	own := func(name, bin string, log io.Writer, gc bool, env ...string) (*api, error) {
 		dbURL, err := b.pg.CreateDatabase(strings.ReplaceAll(name, "-", "_"))
 		if err != nil {
@@ -167,6 +179,7 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 				return nil, fmt.Errorf("migrate %s's database: %w\n%s", name, err, out)
 			}
 		}
+		dbOf[name] = dbURL
 		var meter *gcMeter
 		if gc {
 			meter = &gcMeter{next: log}
@@ -201,6 +214,10 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 		if *x.into, err = own(x.name, x.bin, x.log, x.gc, x.env...); err != nil {
 			return nil, err
 		}
+	}
+	if b.floorOther, err = startWith("api-floor-other", floor, o.logs,
+		"DB_MAX_CONNS="+strconv.Itoa(dbMaxConns), "DATABASE_URL="+dbOf["api-floor"], "FLOOR_READS=1"); err != nil {
+		return nil, err
 	}
 
 	cfg, err := pgxpool.ParseConfig(b.dbURL)

@@ -74,7 +74,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: &floor{pool: pool}, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: &floor{pool: pool, reads: os.Getenv("FLOOR_READS") == "1"}, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()
@@ -91,6 +91,7 @@ const merchant = "mch_acme"
 type floor struct {
 	pool    *pgxpool.Pool
 	answers sync.Map // Idempotency-Key → *answer
+	reads   bool     // look a key missing from answers up in PostgreSQL
 }
 
 // answer is a create's answer, kept for its replays.
@@ -131,6 +132,17 @@ func (f *floor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.replay(w, a.(*answer), sum)
 		return
 	}
+	if f.reads {
+		a, err := f.read(r.Context(), key)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		if a != nil {
+			f.replay(w, a, sum)
+			return
+		}
+	}
 	var req handlers.CreateOrderRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -159,6 +171,34 @@ func (f *floor) replay(w http.ResponseWriter, a *answer, sum [sha256.Size]byte) 
 	w.Header().Set("Idempotent-Replayed", "true")
 	w.WriteHeader(http.StatusCreated)
 	_, _ = w.Write(a.body)
+}
+
+// read is the answer stored under key, or nil when there is none.
+func (f *floor) read(ctx context.Context, key string) (*answer, error) {
+	var (
+		fingerprint string
+		headers     []byte
+		a           answer
+	)
+	err := f.pool.QueryRow(ctx, `SELECT fingerprint, response_headers, response_body FROM idempotency_records
+WHERE merchant_id = $1 AND idempotency_key = $2`, merchant, key).Scan(&fingerprint, &headers, &a.body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var h struct {
+		Location string `json:"Location"`
+	}
+	if err := json.Unmarshal(headers, &h); err != nil {
+		return nil, err
+	}
+	a.location = h.Location
+	if _, err := hex.Decode(a.fingerprint[:], []byte(fingerprint)); err != nil {
+		return nil, err
+	}
+	return &a, nil
 }
 
 // create writes the order, its event and the record in one batch.

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// elsewhere holds (r): every key created on one instance retried once on
+// another that shares its database and has never seen the key, as a
+// client's retry behind a load balancer lands; the API beside the floor.
+type elsewhere struct {
+	// Create is the creates on plain, Retry the retries of their keys on
+	// other, each key once.
+	Create, Retry result
+	// FloorCreate and FloorRetry are the same on the floor: created on
+	// floor, retried on floorOther, which reads the record from PostgreSQL.
+	FloorCreate, FloorRetry result
+	// Rollbacks is how many transactions plain's database rolled back
+	// while the API's retries ran (pg_stat_database.xact_rollback), and
+	// Errors how many ERROR lines PostgreSQL logged meanwhile.
+	Rollbacks, Errors int
+}
+
+// retryElsewhere runs (r): creates on A for a window, keeping every key that
+// got its 201, then each of those keys once on B, until they run out or the
+// window ends, for the API and then for the floor. PostgreSQL flushes a
+// busy backend's statistics up to ten seconds late, so the rolled-back
+// transactions are read once ten seconds have passed after the API's
+// creates (the floor's creates run meanwhile) and again as long after its
+// retries.
+func (b *bench) retryElsewhere(ctx context.Context) (elsewhere, error) {
+	const statsDelay = 11 * time.Second
+	var e elsewhere
+	run := fmt.Sprintf("x%d", time.Now().UnixNano())
+	window := forDuration(b.opts.duration)
+
+	b.say("(r) creates on one API instance, keys kept for the retries")
+	apiKeys := &keyList{}
+	e.Create = b.measure(ctx, b.plain, "(r) create on instance A", window, b.plain.createdInto(run+"a", apiKeys))
+	created := time.Now()
+	b.say("(r) creates on the floor, keys kept for the retries")
+	floorKeys := &keyList{}
+	e.FloorCreate = b.measure(ctx, b.floor, "(r) the floor's create on instance A", window, b.floor.createdInto(run+"f", floorKeys))
+	sleep(ctx, time.Until(created.Add(statsDelay)))
+
+	rolledBack, err := b.rollbacks(ctx)
+	if err != nil {
+		return e, err
+	}
+	errorsBefore := b.pgLog.errors()
+	b.say("(r) each of %d keys retried once on instance B, which never saw them", apiKeys.len())
+	e.Retry = b.measure(ctx, b.other, "(r) retry on instance B", apiKeys.window(b.opts.duration), b.other.retriedOnce(apiKeys))
+	retried := time.Now()
+	b.say("(r) each of %d keys retried once on the floor's instance B, which reads PostgreSQL", floorKeys.len())
+	e.FloorRetry = b.measure(ctx, b.floorOther, "(r) the floor's retry on instance B", floorKeys.window(b.opts.duration),
+		b.floorOther.retriedOnce(floorKeys))
+	sleep(ctx, time.Until(retried.Add(statsDelay)))
+	after, err := b.rollbacks(ctx)
+	if err != nil {
+		return e, err
+	}
+	e.Rollbacks, e.Errors = after-rolledBack, b.pgLog.errors()-errorsBefore
+	return e, nil
+}
+
+// rollbacks is pg_stat_database.xact_rollback of the side-by-side database.
+func (b *bench) rollbacks(ctx context.Context) (int, error) {
+	return b.count(ctx, `SELECT xact_rollback::int FROM pg_stat_database WHERE datname = current_database()`)
+}
+
+// keyList is the keys a phase created, for the next phase to retry each
+// once, in order.
+type keyList struct {
+	mu   sync.Mutex
+	keys []string
+	next atomic.Int64 // the next key to retry
+}
+
+func (l *keyList) add(k string) {
+	l.mu.Lock()
+	l.keys = append(l.keys, k)
+	l.mu.Unlock()
+}
+
+func (l *keyList) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.keys)
+}
+
+// take is the next key not yet retried, or false when none is left.
+func (l *keyList) take() (string, bool) {
+	i := int(l.next.Add(1) - 1)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if i >= len(l.keys) {
+		return "", false
+	}
+	return l.keys[i], true
+}
+
+// window measures until every key has been taken, or for at most d.
+func (l *keyList) window(d time.Duration) func(context.Context) {
+	return func(ctx context.Context) {
+		deadline := time.Now().Add(d)
+		for ctx.Err() == nil && time.Now().Before(deadline) && int(l.next.Load()) < l.len() {
+			sleep(ctx, 10*time.Millisecond)
+		}
+	}
+}
+
+// createdInto is created, keeping each key that got its 201 in into.
+func (a *api) createdInto(run string, into *keyList) op {
+	return func(ctx context.Context, w, i int) error {
+		k := fmt.Sprintf("%s-%d-%d", run, w, i)
+		ans, err := a.createOrder(ctx, k)
+		if err = expect(ans, err, http.StatusCreated, false); err == nil {
+			into.add(k)
+		}
+		return err
+	}
+}
+
+// retriedOnce sends each key of keys once and expects its stored 201,
+// replayed. Once every key is taken, a client waits for the window's end,
+// whose requests are not counted.
+func (a *api) retriedOnce(keys *keyList) op {
+	return func(ctx context.Context, _, _ int) error {
+		k, ok := keys.take()
+		if !ok {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		ans, err := a.createOrder(ctx, k)
+		return expect(ans, err, http.StatusCreated, true)
+	}
+}
+
+// logCounter passes a server's log on to next and counts its lines that
+// report an ERROR (PostgreSQL's "ERROR:  …"). It keeps no line: a line
+// may hold a key.
+type logCounter struct {
+	next    io.Writer
+	mu      sync.Mutex
+	partial bool // the last write ended inside a line
+	n       int
+}
+
+func (c *logCounter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	for _, line := range bytes.SplitAfter(p, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		// A line split across writes is counted by its first part, which
+		// holds the severity.
+		if !c.partial && bytes.Contains(line, []byte("ERROR:")) {
+			c.n++
+		}
+		c.partial = line[len(line)-1] != '\n'
+	}
+	c.mu.Unlock()
+	return c.next.Write(p)
+}
+
+func (c *logCounter) errors() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
