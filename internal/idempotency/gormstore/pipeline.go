@@ -105,21 +105,7 @@ func (u *unit) flushInto(tx *gorm.DB) error {
 func (u *unit) pipeline() error {
 	pending := u.pending
 	u.pending = nil
-	sqlDB, err := u.db.DB()
-	if err != nil {
-		return err
-	}
-	conn, err := sqlDB.Conn(u.ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	return conn.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return fmt.Errorf("gormstore: pipeline needs the pgx driver, got %T", dc)
-		}
-		pc := sc.Conn()
+	return onPgx(u.ctx, u.db, func(pc *pgx.Conn) error {
 		if commitsAlone(pending) {
 			err := u.send(pc, pending, true)
 			if !keyNotPlainlyFree(err) {
@@ -132,6 +118,28 @@ func (u *unit) pipeline() error {
 			end = "ROLLBACK"
 		}
 		return finish(u.ctx, pc, end, err)
+	})
+}
+
+// onPgx runs fn on the pgx connection under one of db's pool connections,
+// for what goes around GORM and database/sql: a pipeline, or a read that
+// is on every retry's path.
+func onPgx(ctx context.Context, db *gorm.DB, fn func(*pgx.Conn) error) error {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("gormstore: needs the pgx driver, got %T", dc)
+		}
+		return fn(sc.Conn())
 	})
 }
 
