@@ -120,3 +120,85 @@ func TestWebhookFloodCostsFewLookups(t *testing.T) {
 		})
 	}
 }
+
+// TestWebhookFloodAboutAPendingPaymentCostsFewLookups, through the API
+// binary on both dialects: a payment whose first attempt did nothing at
+// the provider (503) waits, pending, under its provider key; 500 distinct
+// signed events that claim it succeeded, sent 20 at a time, each asking
+// about a call the provider does not have. No final answer exists to hold,
+// so the pace bounds them: one lookup per DefaultEventLookupInterval, the
+// events arriving meanwhile sharing it (at most 50 lookups, where 210 were
+// counted before the pace). None is believed. Then the call lands at the
+// provider, and its true event, sent inside the interval of the last
+// absence, is confirmed by a fresh lookup and settles the payment in the
+// same delivery.
+func TestWebhookFloodAboutAPendingPaymentCostsFewLookups(t *testing.T) {
+	testkit.EndToEnd(t)
+	apiBin, _ := apptest.Binaries(t)
+	for _, dialect := range testkit.Dialects {
+		t.Run(string(dialect), func(t *testing.T) {
+			t.Parallel()
+			dbURL := testkit.DatabaseURL(t, dialect)
+			prov, err := provider.StartInProcess(context.Background(), provider.Config{})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
+			counter, proxyURL := newLookupCounter(t, prov.URL)
+			// The reconciler stays out of the way: the payment stays
+			// pending until the test makes its call land.
+			w := apptest.StartBinary(t, apiBin, dbURL, apptest.Env("PROVIDER_URL="+proxyURL, "RECONCILE_INTERVAL=1h"))
+
+			first := w.Pay(t, w.CreateOrder(t, "sk_test_acme"), apptest.NewKey(), "pm_fault_unavailable")
+			require.Equal(t, http.StatusBadGateway, first.Status, string(first.Body))
+			paymentID := first.JSON(t)["payment_id"].(string)
+			providerKey := w.Text(t, "SELECT provider_key FROM payments WHERE id = ?", paymentID)
+			amount := w.Count(t, "SELECT amount FROM payments WHERE id = ?", paymentID)
+			currency := w.Text(t, "SELECT currency FROM payments WHERE id = ?", paymentID)
+			pending := w.Text(t, "SELECT status FROM payments WHERE id = ?", paymentID)
+
+			event := func(id, charge string) []byte {
+				return fmt.Appendf(nil, `{"id":%q,"type":"charge.succeeded","created":%d,"data":{"object":{"id":%q,"object":"charge","status":"succeeded","amount":%d,"currency":%q,"reference":%q}}}`,
+					id, time.Now().Unix(), charge, amount, currency, paymentID)
+			}
+			deliver := func(body []byte) int {
+				return apptest.Call(t, "POST", w.URL+"/v1/webhooks/provider", "", "", string(body),
+					"Provider-Signature", provider.Sign("whsec_test", time.Now(), body)).Status
+			}
+
+			start := time.Now()
+			var wg sync.WaitGroup
+			work := make(chan int)
+			for range 20 {
+				wg.Go(func() {
+					for i := range work {
+						assert.Equal(t, http.StatusOK, deliver(event(fmt.Sprintf("evt_pending_%d_%s", i, paymentID), fmt.Sprintf("ch_bogus_%d", i))))
+					}
+				})
+			}
+			for i := range 500 {
+				work <- i
+			}
+			close(work)
+			wg.Wait()
+			lies := counter.lookups.Load()
+			t.Logf("%s: 500 distinct signed events about a pending payment: %d provider lookups in %s", dialect, lies,
+				time.Since(start).Round(time.Millisecond))
+			require.LessOrEqual(t, lies, int64(50), "a pending payment's lookups are paced")
+			require.EqualValues(t, 0, w.Count(t, "SELECT count(*) FROM webhook_events WHERE event_id LIKE 'evt_pending_%'"), "no lie is recorded")
+			require.Equal(t, pending, w.Text(t, "SELECT status FROM payments WHERE id = ?", paymentID), "the payment did not move")
+
+			// One more lie starts a fresh interval; the call lands; its
+			// true event, inside that interval, waits for the next lookup.
+			require.Equal(t, http.StatusOK, deliver(event("evt_pending_last_"+paymentID, "ch_bogus_last")))
+			charge := apptest.Send(t, apptest.Request{Method: "POST", URL: prov.URL + "/v1/charges", Key: providerKey,
+				Body: fmt.Sprintf(`{"amount":%d,"currency":%q,"payment_method":"pm_card_visa","reference":%q}`, amount, currency, paymentID)})
+			require.Equal(t, http.StatusCreated, charge.Status, string(charge.Body))
+			chargeID := charge.JSON(t)["id"].(string)
+			start = time.Now()
+			require.Equal(t, http.StatusOK, deliver(event("evt_true_"+paymentID, chargeID)))
+			t.Logf("%s: the true event was applied %s after it was sent", dialect, time.Since(start).Round(time.Millisecond))
+			require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM webhook_events WHERE event_id = ?", "evt_true_"+paymentID))
+			require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM payments WHERE id = ? AND status = 'succeeded' AND provider_charge_id = ?", paymentID, chargeID))
+			require.Len(t, prov.Server.ChargesByReference(paymentID), 1)
+		})
+	}
+}

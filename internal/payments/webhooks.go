@@ -62,9 +62,12 @@ const DefaultEventLookupTimeout = 5 * time.Second
 //
 // A signed flood must not become provider load: an event id the inbox
 // already holds is answered from it (EventRepeat) before anything else,
-// concurrent lookups of one provider key share one call, and the provider's
+// concurrent lookups of one provider key share one call, the provider's
 // final answers are reused for DefaultEventCacheTTL (eventlookups.go; never
-// its "no such call", which a racing real event would turn into a lie).
+// its "no such call", which a racing real event would turn into a lie), and
+// after an answer that is not final the provider is asked about that call
+// again at most every DefaultEventLookupInterval, the events arriving
+// meanwhile waiting for that lookup.
 //
 // An event that the provider contradicts changes nothing and its id is not
 // recorded (EventForged); a provider whose amount or currency differ from
