@@ -9,8 +9,9 @@
 // Tracing is on when OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
 // OTEL_EXPORTER_OTLP_ENDPOINT is set, and off otherwise or with
 // OTEL_TRACES_EXPORTER=none. Spans go out over OTLP/HTTP with protobuf, in
-// batches; Shutdown flushes what is left. The exporter is this package's
-// own (otlp.go), for its cost; its other standard variables
+// batches; Shutdown flushes what is left. The exporter is the SDK's
+// otlptracehttp (export.go), which sends a span's invalid UTF-8 as U+FFFD
+// rather than drop its batch; its other standard variables
 // (OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION, the certificates)
 // keep their meaning as the OTLP specification defines it, and the
 // sampler's (OTEL_TRACES_SAMPLER), the batcher's (OTEL_BSP_*) and the
@@ -82,9 +83,10 @@ func (s Settings) Enabled() bool { return s.Endpoint != "" }
 // FromEnv reads the settings through getenv (os.Getenv, or a test's map).
 // It returns an error naming the variable for a value it cannot honour: an
 // exporter other than otlp or none, a protocol other than http/protobuf, an
-// endpoint that is not an absolute http(s) URL, and, when tracing is on,
-// the exporter's headers, timeout, compression or certificates (otlp.go)
-// when they cannot be read.
+// endpoint that is not an absolute http(s) URL or carries a query or a
+// fragment (OTLP/HTTP sends to the URL's host and path alone), and, when
+// tracing is on, the exporter's headers, timeout, compression or
+// certificates (export.go) when they cannot be read.
 func FromEnv(getenv func(string) string) (Settings, error) {
 	var errs []error
 	s := Settings{ServiceName: strings.TrimSpace(getenv(EnvServiceName))}
@@ -134,12 +136,26 @@ func endpointFrom(getenv func(string) string) (string, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("%s must be an absolute http(s) URL such as http://localhost:4318, got %q", name, raw)
+		return "", fmt.Errorf("%s must be an absolute http(s) URL such as http://localhost:4318, got %q", name, redacted(raw))
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
+		// The query may hold a token: the error shows the rest.
+		u.RawQuery, u.Fragment, u.ForceQuery = "", "", false
+		return "", fmt.Errorf("%s must have no query or fragment (OTLP/HTTP posts to the URL's host and path alone), got %q with one",
+			name, u.Redacted())
 	}
 	if name == EnvEndpoint {
 		u.Path = strings.TrimSuffix(u.Path, "/") + tracesPath
 	}
 	return u.String(), nil
+}
+
+// redacted is raw with a password it holds left out, for an error.
+func redacted(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return raw
 }
 
 // Tracing is the program's tracing: a recording tracer provider that exports
@@ -172,7 +188,10 @@ func Start(ctx context.Context, service string, settings Settings, log *slog.Log
 	if !settings.Enabled() {
 		return Off(), nil
 	}
-	exporter := newExporter(settings.Endpoint, settings.export)
+	exporter, err := newExporter(ctx, settings.Endpoint, settings.export)
+	if err != nil {
+		return nil, err
+	}
 	if settings.ServiceName != "" {
 		service = settings.ServiceName
 	}
