@@ -110,12 +110,23 @@ func traceRequests(tr *tracing.Tracing) gin.HandlerFunc {
 		if route != "" {
 			name += " " + route
 		}
-		ctx, span := tracer.Start(ctx, name, serverKind,
-			trace.WithAttributes(serverAttributes(c, req, route)...))
+		// The attributes go on after the start, and only on a span that
+		// records: a request the sampler leaves out (at a 10% ratio, nine
+		// in ten) builds none. None of the samplers the OTEL_TRACES_SAMPLER
+		// variable names reads them.
+		ctx, span := tracer.Start(ctx, name, serverKind)
+		recording := span.IsRecording()
+		if recording {
+			span.SetAttributes(serverAttributes(c, req, route)...)
+		}
 		c.Request = req.WithContext(ctx)
 
 		c.Next()
 
+		if !recording {
+			span.End()
+			return
+		}
 		status := c.Writer.Status()
 		attrs := make([]attribute.KeyValue, 0, 3)
 		attrs = append(attrs, semconv.HTTPResponseStatusCode(status))

@@ -74,7 +74,9 @@ func pgxTracing(tp trace.TracerProvider, host string, port uint16) pgxTracer {
 }
 
 // start begins a statement's span, unless ctx is in no trace (the
-// dispatcher's or the janitor's polling): then nothing is built at all.
+// dispatcher's or the janitor's polling) or in one that records nothing (a
+// request the sampler left out, whose children it leaves out too): then
+// nothing is built at all.
 // A batch (batch > 0) is named BATCH whatever its first statement is.
 func (t pgxTracer) start(ctx context.Context, query string, batch int) context.Context {
 	op, target := summarize(query)
@@ -98,7 +100,7 @@ func (t pgxTracer) start(ctx context.Context, query string, batch int) context.C
 
 // TraceQueryStart starts the span of one statement (Exec, Query, QueryRow).
 func (t pgxTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
+	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx
 	}
 	return t.start(ctx, data.SQL, 0)
@@ -113,7 +115,7 @@ func (pgxTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, data pgx.TraceQ
 // sent in one round trip, so their own durations mean little. Its
 // db.query.text is theirs joined by "; ", as the conventions say.
 func (t pgxTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
-	if !trace.SpanContextFromContext(ctx).IsValid() || data.Batch == nil {
+	if !trace.SpanFromContext(ctx).IsRecording() || data.Batch == nil {
 		return ctx
 	}
 	queued := data.Batch.QueuedQueries
@@ -179,7 +181,7 @@ func (pgxTracer) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, data pgx.TraceB
 
 // end ends the statement's span that ctx carries. A span recording there
 // is the statement's own: start either began one, or left ctx unchanged
-// because it was in no trace, whose span then records nothing.
+// because it was in no trace or in one that records nothing.
 func end(ctx context.Context, err error) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {

@@ -106,9 +106,10 @@ type childTracer struct {
 }
 
 func (c childTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
-		// The span ctx has, a no-op one: nothing is recorded, and the
-		// instrumentation ends it as it would a real one.
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		// The span ctx has, a no-op one or one the sampler left out
+		// (whose children it leaves out too): nothing is recorded, and
+		// the instrumentation ends it as it would a real one.
 		return ctx, trace.SpanFromContext(ctx)
 	}
 	return c.inner.Start(ctx, name, opts...)

@@ -72,6 +72,8 @@ func TestFromEnv(t *testing.T) {
 			"OTEL_EXPORTER_OTLP_CERTIFICATE": "/nonexistent/ca.pem", "OTEL_EXPORTER_OTLP_TIMEOUT": "soon"}},
 		{name: "nor with the exporter none", vars: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318",
 			"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_COMPRESSION": "zstd"}},
+		{name: "a query is refused, and not shown", vars: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://u:pw@a:4318/?token=s3cret"},
+			wantErr: []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "no query", `"http://u:xxxxx@a:4318/" with one`}},
 		{name: "every problem at once", vars: map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_EXPORTER_OTLP_ENDPOINT": "::"},
 			wantErr: []string{"OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT"}},
 	}
@@ -177,6 +179,36 @@ func TestOffRecordsNothing(t *testing.T) {
 	require.Equal(t, http.Handler(h), tr.Handler(h, "x"), "nothing is wrapped")
 	require.Equal(t, http.DefaultTransport, tr.Transport(nil))
 	require.NoError(t, tr.Shutdown(context.Background()))
+}
+
+// TestChildrenOfAnUnsampledRequestRecordNothing: at the guide's 10%
+// parent-based ratio, about one request in ten records its span, and the
+// database's and Redis's children record only under those: an unsampled
+// request starts no child at all.
+func TestChildrenOfAnUnsampledRequestRecordNothing(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.1))))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tr := tracing.New(tp)
+	server, db := tr.TracerProvider().Tracer("server"), tr.Children().Tracer("db")
+	const requests = 2000
+	sampled := 0
+	for range requests {
+		ctx, span := server.Start(context.Background(), "POST /v1/orders")
+		if span.IsRecording() {
+			sampled++
+		}
+		_, child := db.Start(ctx, "BATCH")
+		require.Equal(t, span.IsRecording(), child.IsRecording())
+		if !span.IsRecording() {
+			require.Equal(t, span, child, "no child started under an unsampled request")
+		}
+		child.End()
+		span.End()
+	}
+	t.Logf("%d of %d requests sampled at a 0.1 ratio", sampled, requests)
+	require.InDelta(t, requests/10, sampled, requests/20)
+	require.Len(t, exp.GetSpans(), 2*sampled)
 }
 
 func TestChildrenRecordOnlyInsideATrace(t *testing.T) {
