@@ -95,7 +95,7 @@ func (b *bench) microFigures(ctx context.Context) (micro, error) {
 		m.Note = "valgrind is not on the PATH: no instruction counts"
 		return m, nil
 	}
-	for _, path := range []string{"create", "traced", "replay"} {
+	for _, path := range []string{"create", "traced", "sampled", "replay"} {
 		// A replay costs a tenth of a create: more of them, for a
 		// difference well above the noise of the garbage collector.
 		low, high := 300, 900

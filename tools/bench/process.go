@@ -17,6 +17,8 @@ import (
 //     on), the figure (c) reports;
 //   - Traced: the same with tracing on, its spans sent over OTLP/HTTP to a
 //     sink that drops them;
+//   - Sampled: the same with one trace in ten sampled (parent-based), as
+//     the guide sets it for production;
 //   - Defaults: the default settings, as `make run-pg` runs the API: the
 //     access log and the outbox dispatcher (whose sink without Redis is
 //     the log) on;
@@ -32,7 +34,7 @@ import (
 // round with the median whole-process CPU per request is kept. Handler,
 // Defaults and Floor also report their garbage collections' CPU (gctrace).
 type wholeProcess struct {
-	Handler, Traced, Defaults, Quiet, NoDispatch, Floor result
+	Handler, Traced, Sampled, Defaults, Quiet, NoDispatch, Floor result
 	// DefaultsReplay and FloorReplay replay one key on the defaults
 	// instance and on the floor.
 	DefaultsReplay, FloorReplay result
@@ -58,6 +60,7 @@ func (b *bench) wholeProcess(ctx context.Context) (wholeProcess, error) {
 		// Next to (h), so that the two see the same load.
 		{b.floor, "(z) the floor: net/http, encoding/json and pgx alone", &w.Floor, nil},
 		{b.traced, "(h') the same, tracing on", &w.Traced, nil},
+		{b.sampled, "(h'') the same, one trace in ten sampled", &w.Sampled, nil},
 		{b.defaults, "(w) idempotent create, default settings", &w.Defaults, nil},
 		{b.quiet, "(w') default settings, LOG_LEVEL=error", &w.Quiet, nil},
 		{b.noDispatch, "(w'') default settings, OUTBOX_INTERVAL=1h", &w.NoDispatch, nil},

@@ -49,7 +49,7 @@ type bench struct {
 	// dispatcher publishes its own events and no other's: plain's
 	// settings without and with tracing, the default settings, and the
 	// defaults with one thing changed.
-	handler, traced, defaults, quiet, noDispatch *api
+	handler, traced, sampled, defaults, quiet, noDispatch *api
 	// floor is tools/bench/floorapi on a database of its own: net/http,
 	// encoding/json and pgx sending the same statements, and nothing else.
 	// floorOther is a second floor on floor's database that looks a key
@@ -206,6 +206,9 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 	}{
 		{&b.handler, "api-handler", served, o.logs, true, handlerEnv},
 		{&b.traced, "api-traced", served, o.logs, false, append(handlerEnv, "OTEL_EXPORTER_OTLP_ENDPOINT="+sinkURL)},
+		// The guide's production setting: one trace in ten, parent-based.
+		{&b.sampled, "api-traced-sampled", served, o.logs, false, append(handlerEnv, "OTEL_EXPORTER_OTLP_ENDPOINT="+sinkURL,
+			"OTEL_TRACES_SAMPLER=parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG=0.1")},
 		{&b.defaults, "api-defaults", served, io.Discard, true, defaults},
 		{&b.quiet, "api-defaults-quiet", served, io.Discard, false, append(defaults, "LOG_LEVEL=error")},
 		{&b.noDispatch, "api-defaults-nodispatch", served, io.Discard, false, append(defaults, "OUTBOX_INTERVAL=1h")},
