@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/app/apptest"
+	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/provider"
 	"github.com/idemkeys/payments/internal/testkit"
 )
@@ -41,6 +42,60 @@ func (c *lookupCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.proxy.ServeHTTP(w, r)
 }
 
+// floodWorld is an API binary whose provider sits behind a lookupCounter,
+// on a database of dialect's, for the webhook flood tests.
+type floodWorld struct {
+	api     *apptest.API
+	prov    *provider.Running
+	counter *lookupCounter
+}
+
+func startFloodWorld(t *testing.T, apiBin string, dialect database.Dialect, env ...string) floodWorld {
+	t.Helper()
+	dbURL := testkit.DatabaseURL(t, dialect)
+	prov, err := provider.StartInProcess(context.Background(), provider.Config{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
+	counter, proxyURL := newLookupCounter(t, prov.URL)
+	api := apptest.StartBinary(t, apiBin, dbURL, apptest.Env(append([]string{"PROVIDER_URL=" + proxyURL}, env...)...))
+	return floodWorld{api: api, prov: prov, counter: counter}
+}
+
+// chargeEvent is a charge.succeeded event of id about the charge, for
+// payment ref.
+func chargeEvent(id, charge string, amount int64, currency, ref string) []byte {
+	return fmt.Appendf(nil, `{"id":%q,"type":"charge.succeeded","created":%d,"data":{"object":{"id":%q,"object":"charge","status":"succeeded","amount":%d,"currency":%q,"reference":%q}}}`,
+		id, time.Now().Unix(), charge, amount, currency, ref)
+}
+
+// deliver sends body to the API's webhook, signed with the test secret, and
+// returns the status.
+func (f floodWorld) deliver(t *testing.T, body []byte) int {
+	return apptest.Call(t, "POST", f.api.URL+"/v1/webhooks/provider", "", "", string(body),
+		"Provider-Signature", provider.Sign("whsec_test", time.Now(), body)).Status
+}
+
+// flood delivers n events, body(i) each, from 20 senders at once, expects
+// 200 for every one, and returns the provider lookups they cost.
+func (f floodWorld) flood(t *testing.T, n int, body func(i int) []byte) int64 {
+	before := f.counter.lookups.Load()
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 20 {
+		wg.Go(func() {
+			for i := range work {
+				assert.Equal(t, http.StatusOK, f.deliver(t, body(i)))
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return f.counter.lookups.Load() - before
+}
+
 // TestWebhookFloodCostsFewLookups, through the API binary on both dialects,
 // with a counting proxy between it and the provider: 200 redeliveries of an
 // event the inbox holds, and 500 distinct signed events that lie about one
@@ -54,50 +109,20 @@ func TestWebhookFloodCostsFewLookups(t *testing.T) {
 	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
-			dbURL := testkit.DatabaseURL(t, dialect)
-			prov, err := provider.StartInProcess(context.Background(), provider.Config{})
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
-			counter, proxyURL := newLookupCounter(t, prov.URL)
-			w := apptest.StartBinary(t, apiBin, dbURL, apptest.Env("PROVIDER_URL="+proxyURL))
+			f := startFloodWorld(t, apiBin, dialect)
+			w := f.api
 
 			paid := w.Pay(t, w.CreateOrder(t, "sk_test_acme"), apptest.NewKey(), "pm_card_visa")
 			require.Equal(t, http.StatusCreated, paid.Status, string(paid.Body))
 			payment := paid.JSON(t)
 			paymentID, chargeID := payment["id"].(string), payment["provider_charge_id"].(string)
 			amount, currency := int64(payment["amount"].(float64)), payment["currency"].(string)
-
-			event := func(id, charge string) []byte {
-				return fmt.Appendf(nil, `{"id":%q,"type":"charge.succeeded","created":%d,"data":{"object":{"id":%q,"object":"charge","status":"succeeded","amount":%d,"currency":%q,"reference":%q}}}`,
-					id, time.Now().Unix(), charge, amount, currency, paymentID)
-			}
-			deliver := func(body []byte) int {
-				return apptest.Call(t, "POST", w.URL+"/v1/webhooks/provider", "", "", string(body),
-					"Provider-Signature", provider.Sign("whsec_test", time.Now(), body)).Status
-			}
-			flood := func(n int, body func(i int) []byte) int64 {
-				before := counter.lookups.Load()
-				var wg sync.WaitGroup
-				work := make(chan int)
-				for range 20 {
-					wg.Go(func() {
-						for i := range work {
-							assert.Equal(t, http.StatusOK, deliver(body(i)))
-						}
-					})
-				}
-				for i := range n {
-					work <- i
-				}
-				close(work)
-				wg.Wait()
-				return counter.lookups.Load() - before
-			}
+			event := func(id, charge string) []byte { return chargeEvent(id, charge, amount, currency, paymentID) }
 
 			// The lies first, while nothing about the payment is held: the
 			// first ones share a lookup, the rest reuse its final answer.
 			start := time.Now()
-			lies := flood(500, func(i int) []byte {
+			lies := f.flood(t, 500, func(i int) []byte {
 				return event(fmt.Sprintf("evt_bogus_%d_%s", i, paymentID), fmt.Sprintf("ch_bogus_%d", i))
 			})
 			t.Logf("%s: 500 distinct signed bogus events: %d provider lookups in %s", dialect, lies, time.Since(start).Round(time.Millisecond))
@@ -106,17 +131,17 @@ func TestWebhookFloodCostsFewLookups(t *testing.T) {
 			// settled the payment) and recorded in the inbox; then its
 			// redeliveries.
 			genuine := event("evt_real_"+paymentID, chargeID)
-			require.Equal(t, http.StatusOK, deliver(genuine))
+			require.Equal(t, http.StatusOK, f.deliver(t, genuine))
 			require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM webhook_events WHERE event_id = ?", "evt_real_"+paymentID))
 			start = time.Now()
-			redeliveries := flood(200, func(int) []byte { return genuine })
+			redeliveries := f.flood(t, 200, func(int) []byte { return genuine })
 			t.Logf("%s: 200 redeliveries of an applied event: %d provider lookups in %s", dialect, redeliveries, time.Since(start).Round(time.Millisecond))
 
 			require.LessOrEqual(t, redeliveries, int64(5), "redeliveries are answered from the inbox")
 			require.LessOrEqual(t, lies, int64(50), "lies about one payment share the provider's final answer")
 			require.EqualValues(t, 0, w.Count(t, "SELECT count(*) FROM webhook_events WHERE event_id LIKE 'evt_bogus_%'"), "no lie is recorded")
 			require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM payments WHERE id = ? AND status = 'succeeded' AND provider_charge_id = ?", paymentID, chargeID))
-			require.Len(t, prov.Server.ChargesByReference(paymentID), 1)
+			require.Len(t, f.prov.Server.ChargesByReference(paymentID), 1)
 		})
 	}
 }
@@ -138,14 +163,10 @@ func TestWebhookFloodAboutAPendingPaymentCostsFewLookups(t *testing.T) {
 	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
-			dbURL := testkit.DatabaseURL(t, dialect)
-			prov, err := provider.StartInProcess(context.Background(), provider.Config{})
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = prov.Shutdown(context.Background()) })
-			counter, proxyURL := newLookupCounter(t, prov.URL)
 			// The reconciler stays out of the way: the payment stays
 			// pending until the test makes its call land.
-			w := apptest.StartBinary(t, apiBin, dbURL, apptest.Env("PROVIDER_URL="+proxyURL, "RECONCILE_INTERVAL=1h"))
+			f := startFloodWorld(t, apiBin, dialect, "RECONCILE_INTERVAL=1h")
+			w := f.api
 
 			first := w.Pay(t, w.CreateOrder(t, "sk_test_acme"), apptest.NewKey(), "pm_fault_unavailable")
 			require.Equal(t, http.StatusBadGateway, first.Status, string(first.Body))
@@ -155,31 +176,12 @@ func TestWebhookFloodAboutAPendingPaymentCostsFewLookups(t *testing.T) {
 			currency := w.Text(t, "SELECT currency FROM payments WHERE id = ?", paymentID)
 			pending := w.Text(t, "SELECT status FROM payments WHERE id = ?", paymentID)
 
-			event := func(id, charge string) []byte {
-				return fmt.Appendf(nil, `{"id":%q,"type":"charge.succeeded","created":%d,"data":{"object":{"id":%q,"object":"charge","status":"succeeded","amount":%d,"currency":%q,"reference":%q}}}`,
-					id, time.Now().Unix(), charge, amount, currency, paymentID)
-			}
-			deliver := func(body []byte) int {
-				return apptest.Call(t, "POST", w.URL+"/v1/webhooks/provider", "", "", string(body),
-					"Provider-Signature", provider.Sign("whsec_test", time.Now(), body)).Status
-			}
+			event := func(id, charge string) []byte { return chargeEvent(id, charge, amount, currency, paymentID) }
 
 			start := time.Now()
-			var wg sync.WaitGroup
-			work := make(chan int)
-			for range 20 {
-				wg.Go(func() {
-					for i := range work {
-						assert.Equal(t, http.StatusOK, deliver(event(fmt.Sprintf("evt_pending_%d_%s", i, paymentID), fmt.Sprintf("ch_bogus_%d", i))))
-					}
-				})
-			}
-			for i := range 500 {
-				work <- i
-			}
-			close(work)
-			wg.Wait()
-			lies := counter.lookups.Load()
+			lies := f.flood(t, 500, func(i int) []byte {
+				return event(fmt.Sprintf("evt_pending_%d_%s", i, paymentID), fmt.Sprintf("ch_bogus_%d", i))
+			})
 			t.Logf("%s: 500 distinct signed events about a pending payment: %d provider lookups in %s", dialect, lies,
 				time.Since(start).Round(time.Millisecond))
 			require.LessOrEqual(t, lies, int64(50), "a pending payment's lookups are paced")
@@ -188,17 +190,17 @@ func TestWebhookFloodAboutAPendingPaymentCostsFewLookups(t *testing.T) {
 
 			// One more lie starts a fresh interval; the call lands; its
 			// true event, inside that interval, waits for the next lookup.
-			require.Equal(t, http.StatusOK, deliver(event("evt_pending_last_"+paymentID, "ch_bogus_last")))
-			charge := apptest.Send(t, apptest.Request{Method: "POST", URL: prov.URL + "/v1/charges", Key: providerKey,
+			require.Equal(t, http.StatusOK, f.deliver(t, event("evt_pending_last_"+paymentID, "ch_bogus_last")))
+			charge := apptest.Send(t, apptest.Request{Method: "POST", URL: f.prov.URL + "/v1/charges", Key: providerKey,
 				Body: fmt.Sprintf(`{"amount":%d,"currency":%q,"payment_method":"pm_card_visa","reference":%q}`, amount, currency, paymentID)})
 			require.Equal(t, http.StatusCreated, charge.Status, string(charge.Body))
 			chargeID := charge.JSON(t)["id"].(string)
 			start = time.Now()
-			require.Equal(t, http.StatusOK, deliver(event("evt_true_"+paymentID, chargeID)))
+			require.Equal(t, http.StatusOK, f.deliver(t, event("evt_true_"+paymentID, chargeID)))
 			t.Logf("%s: the true event was applied %s after it was sent", dialect, time.Since(start).Round(time.Millisecond))
 			require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM webhook_events WHERE event_id = ?", "evt_true_"+paymentID))
 			require.EqualValues(t, 1, w.Count(t, "SELECT count(*) FROM payments WHERE id = ? AND status = 'succeeded' AND provider_charge_id = ?", paymentID, chargeID))
-			require.Len(t, prov.Server.ChargesByReference(paymentID), 1)
+			require.Len(t, f.prov.Server.ChargesByReference(paymentID), 1)
 		})
 	}
 }
