@@ -21,6 +21,7 @@ import (
 
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore"
+	"github.com/idemkeys/payments/internal/idempotency/sendhttp"
 )
 
 // Receipt is the resource: one mail about one order.
@@ -100,7 +101,7 @@ func (s *Service) move(ctx context.Context, r Receipt, status, messageID string)
 }
 
 // mail sends the receipt (POST) or asks about it (GET) under the call's
-// key; SendHTTP sorts the outcome. A 4xx to the POST is the mail service's
+// key; sendhttp.Do sorts the outcome. A 4xx to the POST is the mail service's
 // definitive answer (it will refuse the same mail again): a Message marked
 // refused, settled and answered for good, never an unknown outcome that a
 // reconciler would send again and again.
@@ -111,7 +112,7 @@ func (s *Service) mail(ctx context.Context, method, key string, r Receipt) (Mess
 		return Message{}, fmt.Errorf("%w: %w", idempotency.ErrNotExecuted, err)
 	}
 	req.Header.Set(idempotency.HeaderKey, key)
-	status, data, err := idempotency.SendHTTP(s.http, req, 1<<20)
+	status, data, err := sendhttp.Do(s.http, req, 1<<20)
 	var m Message
 	switch {
 	case err != nil:

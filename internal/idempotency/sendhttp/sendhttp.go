@@ -1,4 +1,7 @@
-package idempotency
+// Package sendhttp makes an Effect's outside call over HTTP and sorts how it
+// ended into the three outcomes the idempotency core needs: a definitive
+// answer, not executed (idempotency.ErrNotExecuted), or unknown.
+package sendhttp
 
 import (
 	"errors"
@@ -8,25 +11,27 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"sync/atomic"
+
+	"github.com/idemkeys/payments/internal/idempotency"
 )
 
 // errUnknownOutcome: the outside call may or may not have had its effect
 // (the connection died after the request was written, a timeout, a 5xx
 // other than 503 and 429, an answer cut short). An Effect needs no name
-// for it: any error of Send but ErrNotExecuted is an unknown outcome, which
+// for it: any error of Send but idempotency.ErrNotExecuted is an unknown outcome, which
 // asking again under the same key, or Find, settles.
 var errUnknownOutcome = errors.New("the outside call's outcome is unknown")
 
-// SendHTTP makes an outside call over HTTP for an Effect's Send or Find
+// Do makes an outside call over HTTP for an Effect's Send or Find
 // and sorts what happened into the three outcomes the core needs:
 //
 //   - a definitive answer (any 2xx or 4xx, its body read whole, at most
 //     maxBody bytes): status and body, nil error; what it means is the
 //     caller's to decode;
-//   - not executed, an error wrapping ErrNotExecuted: no connection was
+//   - not executed, an error wrapping idempotency.ErrNotExecuted: no connection was
 //     ever had (nothing was written), or the service answered 503 or 429,
 //     which a service that deduplicates by key promises to send before any
-//     effect (do not use SendHTTP for one that does not);
+//     effect (do not use Do for one that does not);
 //   - unknown, any other error: anything else (the
 //     connection died after a write, the deadline passed, another 5xx, a
 //     3xx, a 2xx whose body could not be read).
@@ -38,9 +43,9 @@ var errUnknownOutcome = errors.New("the outside call's outcome is unknown")
 // replayed (GetBody, which http.NewRequest sets for in-memory bodies); the
 // service sees the same key twice and executes once. A request without the
 // header is refused as not executed, before anything is sent.
-func SendHTTP(client *http.Client, req *http.Request, maxBody int64) (status int, body []byte, err error) {
-	if req.Header.Get(HeaderKey) == "" {
-		return 0, nil, fmt.Errorf("%w: %s %s: no %s header", ErrNotExecuted, req.Method, req.URL.Path, HeaderKey)
+func Do(client *http.Client, req *http.Request, maxBody int64) (status int, body []byte, err error) {
+	if req.Header.Get(idempotency.HeaderKey) == "" {
+		return 0, nil, fmt.Errorf("%w: %s %s: no %s header", idempotency.ErrNotExecuted, req.Method, req.URL.Path, idempotency.HeaderKey)
 	}
 	if client == nil {
 		client = http.DefaultClient
@@ -56,7 +61,7 @@ func SendHTTP(client *http.Client, req *http.Request, maxBody int64) (status int
 	resp, err := client.Do(req)
 	if err != nil {
 		if neverSent(err, traced, gotConn.Load()) {
-			return 0, nil, fmt.Errorf("%w: %w", ErrNotExecuted, err)
+			return 0, nil, fmt.Errorf("%w: %w", idempotency.ErrNotExecuted, err)
 		}
 		return 0, nil, fmt.Errorf("%w: %w", errUnknownOutcome, err)
 	}
@@ -65,7 +70,7 @@ func SendHTTP(client *http.Client, req *http.Request, maxBody int64) (status int
 	status = resp.StatusCode
 	switch {
 	case status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests:
-		return status, body, fmt.Errorf("%w: answered %d", ErrNotExecuted, status)
+		return status, body, fmt.Errorf("%w: answered %d", idempotency.ErrNotExecuted, status)
 	case status >= 500 || status < 200 || (status >= 300 && status < 400):
 		return status, body, fmt.Errorf("%w: answered %d", errUnknownOutcome, status)
 	case readErr != nil && status < 300:

@@ -1,4 +1,4 @@
-package idempotency_test
+package sendhttp_test
 
 import (
 	"errors"
@@ -11,12 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/sendhttp"
 )
 
-// TestSendHTTPSortsOutcomes: each way an outside call can end is sorted as
+// TestDoSortsOutcomes: each way an outside call can end is sorted as
 // the core needs it, and the server's count of requests shows which ones
 // can have had an effect.
-func TestSendHTTPSortsOutcomes(t *testing.T) {
+func TestDoSortsOutcomes(t *testing.T) {
 	var hits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
@@ -44,7 +45,7 @@ func TestSendHTTPSortsOutcomes(t *testing.T) {
 		if key {
 			req.Header.Set(idempotency.HeaderKey, "call-1")
 		}
-		return idempotency.SendHTTP(srv.Client(), req, 1<<20)
+		return sendhttp.Do(srv.Client(), req, 1<<20)
 	}
 
 	status, body, err := send(srv.URL+"/ok", true)
@@ -78,6 +79,6 @@ func TestSendHTTPSortsOutcomes(t *testing.T) {
 	req, err := http.NewRequest(http.MethodPost, closed.URL+"/ok", strings.NewReader(`{}`))
 	require.NoError(t, err)
 	req.Header.Set(idempotency.HeaderKey, "call-2")
-	_, _, err = idempotency.SendHTTP(nil, req, 1<<20)
+	_, _, err = sendhttp.Do(nil, req, 1<<20)
 	require.ErrorIs(t, err, idempotency.ErrNotExecuted, "never connected: nothing was sent")
 }
