@@ -29,6 +29,7 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/idempotency/ginidem"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore"
+	"github.com/idemkeys/payments/internal/idempotency/locallimit"
 	"github.com/idemkeys/payments/internal/idempotency/redisidem"
 	"github.com/idemkeys/payments/internal/idempotency/seal"
 	"github.com/idemkeys/payments/internal/merchants"
@@ -522,6 +523,15 @@ func idempotencyStore(cfg config.Config, db *database.DB, log *slog.Logger) (*go
 	return gormstore.New(db.DB, opts...), cipher, nil
 }
 
+// newKeyLimiter is this instance's own quota of new keys per merchant, or
+// nil when RATE_LIMIT_NEW_KEYS is 0 (no quota).
+func newKeyLimiter(cfg config.Config) idempotency.Limiter {
+	if cfg.RateLimitNewKeys <= 0 {
+		return nil
+	}
+	return locallimit.New(cfg.RateLimitNewKeys, cfg.RateLimitWindow, nil)
+}
+
 // keeperConfig is the idempotency core's configuration from the
 // environment's, without the hooks (metrics, tracing, Redis) that serving
 // adds.
@@ -536,9 +546,8 @@ func keeperConfig(cfg config.Config, log *slog.Logger, store *gormstore.Store) i
 		Transactor:   store,
 		Log:          log,
 		// Without Redis, the same quota of new keys, counted by this
-		// instance alone.
-		NewKeyLimit:   cfg.RateLimitNewKeys,
-		NewKeyWindow:  cfg.RateLimitWindow,
+		// instance alone (serving replaces it with Redis's when set).
+		Limiter:       newKeyLimiter(cfg),
 		PurgeInterval: cfg.JanitorInterval,
 
 		KeySecret:          []byte(cfg.ProviderKeySecret),

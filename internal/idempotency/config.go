@@ -43,12 +43,6 @@ type Config struct {
 	// long as the store remembers it (Store.Tombstone; the store must keep
 	// tombstones too, gormstore.WithTombstones). Off, an expired key is new.
 	Tombstones bool
-	// NewKeyLimit bounds the new keys a scope may start in each
-	// NewKeyWindow, counted by this process alone, when Limiter is nil;
-	// zero leaves them unbounded. With several instances a scope may start
-	// up to one limit per instance.
-	NewKeyLimit  int
-	NewKeyWindow time.Duration
 
 	// Transactor opens the transactions of Atomic requests and of outside
 	// calls; required for both.
@@ -62,8 +56,9 @@ type Config struct {
 	// LocalCacheSize bounds the completed records kept in this process's
 	// memory for replays (zero: 4096; negative: none).
 	LocalCacheSize int
-	// Limiter, if set, bounds how many new keys a scope may start (a
-	// shared one, redisidem.Limiter); nil means NewKeyLimit.
+	// Limiter, if set, bounds how many new keys a scope may start: one
+	// process's (locallimit) or one shared by every instance
+	// (redisidem.Limiter); nil leaves them unbounded.
 	Limiter Limiter
 	// Log receives the Keeper's warnings; nil means slog.Default().
 	Log *slog.Logger
@@ -152,7 +147,6 @@ func (c Config) withDefaults() Config {
 	def(&c.RetryMax, 2*time.Second)
 	def(&c.PurgeInterval, time.Minute)
 	def(&c.ReconcileInterval, 5*time.Second)
-	def(&c.NewKeyWindow, time.Second)
 	if c.PurgeBatch <= 0 {
 		c.PurgeBatch = 500
 	}
@@ -184,9 +178,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
-	}
-	if c.Limiter == nil && c.NewKeyLimit > 0 {
-		c.Limiter = newLocalLimiter(c.NewKeyLimit, c.NewKeyWindow, c.Clock)
 	}
 	return c
 }

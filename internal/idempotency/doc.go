@@ -5,10 +5,12 @@
 // This package is the core, and imports no web framework, ORM or cache
 // client. Beside it: ginidem (the Gin middleware), gormstore (the Store on
 // PostgreSQL and SQLite, and the transaction of Atomic requests), redisidem
-// (a Redis cache and limiter), storetest (the contract every Store runs)
-// and explore (the schedule explorer, which runs this package's protocol
-// under every interleaving it can reach; docs/design/protocol.md is the
-// protocol as a table of moves).
+// (a Redis cache and limiter), locallimit (one process's quota of new
+// keys), sendhttp (an outside call over HTTP, its outcome sorted as an
+// Effect needs), storetest (the contract every Store runs) and explore
+// (the schedule explorer, which runs this package's protocol under every
+// interleaving it can reach; docs/design/protocol.md is the protocol as a
+// table of moves).
 // The files follow the sections below: record.go and ports.go, decide.go and
 // handle.go, atomic.go, guarded.go, config.go (what is kept), flights.go,
 // clock.go and janitor.go.
