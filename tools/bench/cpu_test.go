@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"testing"
 	"time"
@@ -53,4 +54,22 @@ func TestProcessUsageCountsCPUAndSwitches(t *testing.T) {
 	cpu, err := processCPU(os.Getpid())
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, cpu, after.cpu(), "CPU only grows")
+}
+
+// TestLogCounter: ERROR lines and lines naming a key are counted across
+// writes that split lines, each line once.
+func TestLogCounter(t *testing.T) {
+	c := &logCounter{next: io.Discard}
+	for _, w := range []string{
+		"2026-12-05 LOG:  ready\n2026-12-05 ERR", "OR:  duplicate key\n",
+		"DETAIL:  Key (merchant_id, idempotency_key)=(mch_acme, k1) already exists.\n",
+		"2026-12-05 ERROR:  the idempotency key is taken\nSTATEMENT:  WITH inserted AS (...)\n",
+	} {
+		if _, err := c.Write([]byte(w)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.errors() != 2 || c.keys() != 1 {
+		t.Fatalf("errors %d, keys %d; want 2 (one split across writes) and 1", c.errors(), c.keys())
+	}
 }

@@ -143,27 +143,40 @@ func (a *api) retriedOnce(keys *keyList) op {
 }
 
 // logCounter passes a server's log on to next and counts its lines that
-// report an ERROR (PostgreSQL's "ERROR:  …"). It keeps no line: a line
-// may hold a key.
+// report an ERROR (PostgreSQL's "ERROR:  …"), and those that name an
+// idempotency key (a unique violation's "DETAIL:  Key (merchant_id,
+// idempotency_key)=(…)"). It keeps no more of a line than it needs to
+// join one split across writes (at most a few kilobytes), and none once
+// counted: a line may hold a key.
 type logCounter struct {
-	next    io.Writer
-	mu      sync.Mutex
-	partial bool // the last write ended inside a line
-	n       int
+	next  io.Writer
+	mu    sync.Mutex
+	tail  []byte // the start of a line not yet ended
+	n     int
+	keyed int
 }
+
+// maxLine is how much of one line logCounter looks at: the severity and
+// the key's detail come first.
+const maxLine = 4 << 10
 
 func (c *logCounter) Write(p []byte) (int, error) {
 	c.mu.Lock()
-	for _, line := range bytes.SplitAfter(p, []byte("\n")) {
-		if len(line) == 0 {
-			continue
+	rest := p
+	for len(rest) > 0 {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			c.tail = append(c.tail, rest[:min(len(rest), maxLine-len(c.tail))]...)
+			break
 		}
-		// A line split across writes is counted by its first part, which
-		// holds the severity.
-		if !c.partial && bytes.Contains(line, []byte("ERROR:")) {
+		line := append(c.tail, rest[:min(i, maxLine-len(c.tail))]...)
+		if bytes.Contains(line, []byte("ERROR:")) {
 			c.n++
 		}
-		c.partial = line[len(line)-1] != '\n'
+		if bytes.Contains(line, []byte("idempotency_key)=(")) {
+			c.keyed++
+		}
+		c.tail, rest = line[:0], rest[i+1:]
 	}
 	c.mu.Unlock()
 	return c.next.Write(p)
@@ -173,4 +186,11 @@ func (c *logCounter) errors() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n
+}
+
+// keys is how many lines named an idempotency key.
+func (c *logCounter) keys() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.keyed
 }

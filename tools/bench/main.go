@@ -141,7 +141,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	rep.finished = time.Now()
-	rep.pgErrors = b.pgLog.errors()
+	rep.pgErrors, rep.pgKeyed = b.pgLog.errors(), b.pgLog.keys()
 
 	text := rep.markdown()
 	fmt.Fprintln(stdout)

@@ -29,8 +29,9 @@ type report struct {
 	growth            []growthRow
 	purge             purgeResult
 	micro             micro
-	// pgErrors is the ERROR lines PostgreSQL logged in the whole run.
-	pgErrors int
+	// pgErrors is the ERROR lines PostgreSQL logged in the whole run, and
+	// pgKeyed its lines that named an idempotency key.
+	pgErrors, pgKeyed int
 	// rss is each API instance's peak resident set after the side-by-side
 	// phases, by name.
 	rss []rssRow
@@ -341,7 +342,7 @@ func (r *report) retryElsewhere(p func(string, ...any)) {
 	p("seconds after the phases before and after B's retries (PostgreSQL flushes a busy backend's counts that late);")
 	p("its other instances' janitors and dispatchers count too. ERROR lines are counted in the private cluster's")
 	p("log over the same span, every database's; the bench keeps no line, since a line may name a key. In the")
-	p("whole run, from the cluster's start to the report: %d.", r.pgErrors)
+	p("whole run, from the cluster's start to the report: %d, and %d line(s) naming an idempotency key.", r.pgErrors, r.pgKeyed)
 	p("")
 }
 
