@@ -177,17 +177,24 @@ func (a *finalAnswers[T]) slowDown(key string, err error) {
 	defer a.mu.Unlock()
 	now := a.now()
 	p, ok := a.paced[key]
-	if !ok && len(a.paced) >= a.size {
-		for k, q := range a.paced {
-			if !now.Before(q.next) {
-				delete(a.paced, k)
-			}
-		}
-		if len(a.paced) >= a.size {
-			return
-		}
+	if !ok && !room(a.paced, a.size, func(q pacedKey) bool { return !now.Before(q.next) }) {
+		return
 	}
 	a.paced[key] = pacedKey{next: now.Add(a.interval), err: err, gen: p.gen + 1}
+}
+
+// room makes room for one more entry in m, bounded to size, by dropping
+// the entries that ended; false when it is still full.
+func room[V any](m map[string]V, size int, ended func(V) bool) bool {
+	if len(m) < size {
+		return true
+	}
+	for k, v := range m {
+		if ended(v) {
+			delete(m, k)
+		}
+	}
+	return len(m) < size
 }
 
 func (a *finalAnswers[T]) lookup(key string) (T, bool) {
@@ -216,15 +223,8 @@ func (a *finalAnswers[T]) keep(key string, answer T) {
 	defer a.mu.Unlock()
 	delete(a.paced, key)
 	now := a.now()
-	if len(a.held) >= a.size {
-		for k, h := range a.held {
-			if !now.Before(h.expires) {
-				delete(a.held, k)
-			}
-		}
-		if len(a.held) >= a.size {
-			return
-		}
+	if !room(a.held, a.size, func(h heldAnswer[T]) bool { return !now.Before(h.expires) }) {
+		return
 	}
 	a.held[key] = heldAnswer[T]{answer: answer, expires: now.Add(a.ttl)}
 }
