@@ -124,35 +124,63 @@ func Register[R, O any](k *Keeper, e Effect[R, O]) *Effect[R, O] {
 // the call, create's and the store's errors.
 func (e *Effect[R, O]) Run(ctx context.Context, op *Op, create func(ctx context.Context, c Call) (R, error)) (R, error) {
 	var zero R
-	o := op
-	if o == nil {
+	if op == nil {
 		return zero, ErrNoOwner
 	}
 	// A client that hangs up must not cut the work short: an abandoned
 	// call is exactly the unknown outcome this design avoids.
 	ctx = context.WithoutCancel(ctx)
 
-	secret, err := e.secret(ctx, o)
+	secret, err := e.secret(ctx, op)
 	if err != nil {
-		var zero R
 		return zero, err
 	}
-	c, r, err := e.begin(ctx, o, secret, create)
+	c, r, err := e.begin(ctx, op, secret, create)
 	if err != nil || c.State.settled() {
 		return r, err
 	}
-	c, r, err = e.intend(ctx, o, c)
+	r, _, err = e.drive(ctx, op, c, r)
+	return r, err
+}
+
+// drive runs phases 2 and 3 of the call c of resource r for o, the
+// request's owner or the reconciler's claim: the intent, the call, and
+// what came of it. Outside a request (the reconciler) the outside service
+// is asked first, and what it holds settles the call; a call it does not
+// hold is sent again only when its outcome is unknown (a ready call is its
+// client's to send, and is canceled once CancelAfter has passed; a
+// canceled call's late look ends there). It returns the resource as it
+// stands and, for the reconciler, how the call ended (reconcile*; empty
+// when the ending told the observer itself).
+func (e *Effect[R, O]) drive(ctx context.Context, o *Op, c *Call, r R) (R, string, error) {
+	if o.outside {
+		answer, err := e.Find(ctx, r, c.Key)
+		switch {
+		case err == nil:
+			return e.answered(ctx, o, c.ID, answer)
+		case !errors.Is(err, ErrNoSuchCall):
+			return r, reconcileError, err
+		case c.State == CallReady:
+			return e.cancel(ctx, o, c.ID)
+		case c.State == CallCanceled:
+			return r, reconcileConfirmed, nil
+		}
+	}
+	c, r, err := e.intend(ctx, o, c)
 	if err != nil || c.State.settled() {
-		return r, err
+		return r, reconcileResolved, err
 	}
 	answer, err := e.Send(ctx, r, c.Key)
-	var settled R
+	var (
+		settled R
+		result  = reconcileError // for the reconciler, a send that did not settle failed
+	)
 	switch {
 	case err == nil:
-		settled, err = e.answered(ctx, o, c.ID, answer)
+		settled, result, err = e.answered(ctx, o, c.ID, answer)
 	case errors.Is(err, ErrNotExecuted):
 		if settled, err = e.notExecuted(ctx, o, c.ID, err); errors.Is(err, ErrNotExecuted) {
-			return settled, err
+			return settled, result, err
 		}
 	default:
 		settled, err = e.unknown(ctx, o, c.ID)
@@ -166,9 +194,9 @@ func (e *Effect[R, O]) Run(ctx context.Context, op *Op, create func(ctx context.
 		// resource as phase 2 left it), never that nothing was done.
 		e.k.cfg.Log.WarnContext(ctx, "idempotency: the outside call's outcome could not be recorded; the reconciler settles it",
 			"kind", e.Kind, "resource_id", c.ID, "error", err)
-		return r, nil
+		return r, reconcileError, nil
 	}
-	return settled, err
+	return settled, result, err
 }
 
 // Apply applies news of the outside call of the resource (scope, id) that
@@ -203,21 +231,15 @@ func (e *Effect[R, O]) Apply(ctx context.Context, scope, id string, answer O) (r
 			}
 			return err
 		}
-		var fin finisher
-		claim := e.k.claimFor(ctx, c)
-		if claim != nil {
-			fin = claim
-		}
-		if r, err = e.settle(ctx, c, r, answer, fin); err != nil {
+		o, _ := e.k.claimFor(ctx, c) // unclaimed: a running request stores the answer, or nobody can
+		if r, err = e.settle(ctx, o, c, r, answer); err != nil {
 			return err
 		}
 		outcome = applyApplied
 		if c.State == CallFlagged {
+			// Nothing is answered for good: the record goes back, open.
 			outcome = applyFlagged
-			if claim != nil {
-				// Nothing is answered for good: the record goes back, open.
-				return claim.release(ctx)
-			}
+			return o.release(ctx)
 		}
 		return nil
 	})
@@ -313,6 +335,17 @@ func (e *Effect[R, O]) begin(ctx context.Context, o *Op, secret []byte, create f
 				return o.checkpoint(ctx, pointOf(e.Kind+"_created", c.ID))
 			}
 		}
+		c, r, err = e.resume(ctx, o, id)
+		return err
+	})
+	return c, r, err
+}
+
+// resume is phase 1 for an operation that has its resource: the call
+// locked and the resource loaded, in the transaction ctx carries or one of
+// its own, and the client's answer stored if the call has settled.
+func (e *Effect[R, O]) resume(ctx context.Context, o *Op, id string) (c *Call, r R, err error) {
+	err = e.k.inTx(ctx, func(ctx context.Context) error {
 		if c, err = e.k.store.LockCall(ctx, o.scope, id); err != nil {
 			return fmt.Errorf("resume %s %s: %w", e.Kind, id, err)
 		}
@@ -385,25 +418,43 @@ func (e *Effect[R, O]) intend(ctx context.Context, o *Op, c *Call) (*Call, R, er
 			}
 		}
 		e.k.schedule(c)
+		if c.State == CallUnknown {
+			// A call sent again: looked at once this sender's lock has
+			// surely run out, not while it is at work.
+			c.DueAt = c.AttemptedAt.Add(e.k.cfg.LockTimeout)
+		}
 		return e.k.store.SaveCall(ctx, c)
 	})
 	return c, r, err
 }
 
-// answered is phase 3 for a definitive answer.
-func (e *Effect[R, O]) answered(ctx context.Context, o *Op, id string, answer O) (R, error) {
-	return e.phase3(ctx, o, id, func(ctx context.Context, c *Call, r *R) (err error) {
+// answered is phase 3 for a definitive answer. It returns the resource and,
+// for the reconciler, how the call ended.
+func (e *Effect[R, O]) answered(ctx context.Context, o *Op, id string, answer O) (R, string, error) {
+	result := reconcileResolved
+	r, err := e.phase3(ctx, o, id, func(ctx context.Context, c *Call, r *R) (err error) {
 		if c.State.settled() {
-			// Settled meanwhile (a webhook, the reconciler); an answer that
-			// reports an effect the call ended without is an orphan.
-			if _, err := e.orphaned(ctx, c, *r, answer); err != nil {
+			// Settled meanwhile (a webhook, the reconciler), or canceled
+			// and asked about once more: an answer that reports an effect
+			// the call ended without is an orphan.
+			if c.State == CallCanceled {
+				result = reconcileConfirmed
+			}
+			orphan, err := e.orphaned(ctx, c, *r, answer)
+			if err != nil {
 				return err
+			}
+			if orphan {
+				result = "" // told by orphaned
 			}
 			return e.finishIfSettled(ctx, o, c, *r)
 		}
-		*r, err = e.settle(ctx, c, *r, answer, o)
+		if *r, err = e.settle(ctx, o, c, *r, answer); c.State == CallFlagged {
+			result = "" // told by flagged
+		}
 		return err
 	})
+	return r, result, err
 }
 
 // phase3 runs fn in phase 3's one transaction, with the call id locked and
@@ -484,10 +535,10 @@ func (e *Effect[R, O]) markUnknown(ctx context.Context, c *Call, r *R) error {
 // settle is the one place a definitive answer is applied, whoever learned it
 // (a request, the reconciler, a webhook): the money check, then Settle and
 // the call done, or, on a mismatch, nothing applied and the call flagged.
-// The client's answer is stored by fin (the request's owner, or a claim on
+// The client's answer is stored by o (the request's owner, or a claim on
 // its record), in the same transaction. It runs in the caller's
 // transaction, with c locked.
-func (e *Effect[R, O]) settle(ctx context.Context, c *Call, r R, answer O, fin finisher) (R, error) {
+func (e *Effect[R, O]) settle(ctx context.Context, o *Op, c *Call, r R, answer O) (R, error) {
 	now := e.k.clock.Now()
 	if err := e.Check(r, answer); err != nil {
 		if !errors.Is(err, ErrMismatch) {
@@ -506,42 +557,83 @@ func (e *Effect[R, O]) settle(ctx context.Context, c *Call, r R, answer O, fin f
 	if err := c.move(eventAnswered, 0, now); err != nil {
 		return r, err
 	}
-	if fin == nil && c.ClientKey != "" {
+	if !o.holds() && c.ClientKey != "" {
 		// Whoever holds the client's record (a request still at work, or
 		// one that is about to crash) may never store this answer: the
 		// reconciler comes back once that lock has run out, and stores it
-		// if the record is still open (answerLater).
+		// if the record is still open (settleDue, phase 1).
 		c.DueAt = now.Add(e.k.cfg.LockTimeout)
 	}
 	if err := e.k.store.SaveCall(ctx, c); err != nil {
 		return r, err
 	}
-	return r, e.finish(ctx, c, r, fin)
+	return r, e.finish(ctx, o, c, r)
 }
 
-// finishIfSettled stores the answer of a call found settled, when the
-// finisher is the request's owner (a retry resuming an operation that
-// settled meanwhile). A flagged call is not answered for good: the record
+// finishIfSettled stores the answer of a call found settled, through o (a
+// retry resuming an operation that settled meanwhile, or the reconciler's
+// claim on a record whose holder left it open). A flagged call is not answered for good: the record
 // stays open until an operator resolves it.
 func (e *Effect[R, O]) finishIfSettled(ctx context.Context, o *Op, c *Call, r R) error {
 	if !c.State.settled() {
 		return nil
 	}
-	return e.finish(ctx, c, r, o)
+	return e.finish(ctx, o, c, r)
 }
 
-// finish stores the client's answer for the settled resource r, through fin
-// (nil: nobody holds the record, nothing to store).
-func (e *Effect[R, O]) finish(ctx context.Context, c *Call, r R, fin finisher) (err error) {
-	if fin == nil || c.State == CallFlagged {
+// finish stores the client's answer for the settled resource r, through o
+// (nothing to store when it holds no record).
+func (e *Effect[R, O]) finish(ctx context.Context, o *Op, c *Call, r R) (err error) {
+	if !o.holds() || c.State == CallFlagged {
 		return nil
 	}
-	if _, later := fin.(*claim); later && e.k.cfg.Span != nil {
+	if o.taken != nil && e.k.cfg.Span != nil {
 		// The answer of a request that may be long gone: its span links
 		// back to that request.
 		var end func(error)
 		ctx, end = e.k.cfg.Span(ctx, "finish "+e.Kind+" record", c.TraceParent, e.Kind+".id", c.ID)
 		defer func() { end(err) }()
 	}
-	return fin.complete(ctx, e.Answer(r))
+	return o.complete(ctx, e.Answer(r))
+}
+
+// cancel is the reconciler's ending of phase 3 for a ready call the outside
+// service does not hold: once CancelAfter has passed without an attempt, the
+// resource is ended (Cancel) and the client's answer stored through o, in
+// one transaction that re-checks, under the row lock, that the call is
+// still ready and due (a retry resuming it first wins). It returns the
+// resource, and canceled or unresolved.
+func (e *Effect[R, O]) cancel(ctx context.Context, o *Op, id string) (R, string, error) {
+	result := reconcileUnresolved
+	r, err := e.phase3(ctx, o, id, func(ctx context.Context, c *Call, r *R) (err error) {
+		if !e.cancelDue(c) {
+			return nil
+		}
+		if *r, err = e.Cancel(ctx, *r); err != nil {
+			return err
+		}
+		now := e.k.clock.Now()
+		if err := c.move(eventCancel, 0, now); err != nil {
+			return err
+		}
+		if e.Orphan != nil {
+			c.DueAt = now.Add(e.k.cfg.CancelAfter) // the late look
+		}
+		if err := e.k.store.SaveCall(ctx, c); err != nil {
+			return err
+		}
+		result = reconcileCanceled
+		e.k.cfg.Log.InfoContext(ctx, "reconciler: canceled an operation that never reached the outside service",
+			"kind", e.Kind, "scope", c.Scope, "resource_id", c.ID, "attempted_at", c.AttemptedAt)
+		return o.complete(ctx, e.Answer(*r))
+	})
+	return r, result, err
+}
+
+// cancelDue reports whether a ready call has gone without an attempt for
+// CancelAfter, and may be canceled once the outside service has no call.
+func (e *Effect[R, O]) cancelDue(c *Call) bool {
+	cfg := e.k.cfg
+	return e.Cancel != nil && cfg.CancelAfter > 0 && c.State == CallReady &&
+		!c.AttemptedAt.After(e.k.clock.Now().Add(-cfg.CancelAfter))
 }

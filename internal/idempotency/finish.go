@@ -9,21 +9,13 @@ import (
 // reconciler about to settle, re-send or cancel an operation, a webhook
 // about to settle one. It claims the record first, so that a retry arriving
 // meanwhile waits for it, and one that took the record over first makes the
-// claim fail; whatever the claimant then decides, it stores the key's final
-// answer under the claim's fence, in the same transaction as the change it
-// describes.
+// claim fail; the claim is then an Op like a retry's, and runs the same
+// phases: whatever it decides, it stores the key's final answer under its
+// fence, in the same transaction as the change it describes.
 
 // errLocked: a request is running the operation now (its lock holds), or
 // someone else claimed it first; it will store the answer itself.
 var errLocked = errors.New("idempotency record is locked by a running request")
-
-// claim is an open record taken over for work outside any request. Its
-// writes are fenced like an owner's: they fail with ErrFenced once a retry
-// has taken the record over (after the claim's lock ran out).
-type claim struct {
-	k   *Keeper
-	rec *Record
-}
 
 // claim takes the open record of key over, exactly as a retry takes over
 // an abandoned record: the fence goes up and the record is locked for
@@ -31,7 +23,7 @@ type claim struct {
 // point: a key reused for another operation after its TTL is left alone.
 // It returns ErrNotFound (no open record for that operation: nothing can
 // resume it), errLocked, or a store error.
-func (k *Keeper) claim(ctx context.Context, scope, key, resourceID string) (*claim, error) {
+func (k *Keeper) claim(ctx context.Context, scope, key, resourceID string) (*Op, error) {
 	now := k.clock.Now()
 	rec, err := k.store.Get(ctx, scope, key, now)
 	if err != nil {
@@ -50,37 +42,66 @@ func (k *Keeper) claim(ctx context.Context, scope, key, resourceID string) (*cla
 		}
 		return nil, err
 	}
-	return &claim{k: k, rec: taken}, nil
+	return &Op{k: k, scope: scope, key: key, fence: taken.Fence, point: taken.Point, created: taken.CreatedAt,
+		outside: true, taken: taken}, nil
 }
 
-// complete stores a as the claimed record's final answer, in the
+// claimFor claims the client's record of c for whoever settles c outside
+// any request, so that its answer is stored with the settlement. With
+// nothing to claim (no client key, no open record naming c: answered,
+// expired, another operation's), or when the claim fails, it returns an
+// owner that holds no record, and the claim's error: errLocked when a
+// request runs the operation now, and will store the answer itself.
+func (k *Keeper) claimFor(ctx context.Context, c *Call) (*Op, error) {
+	none := &Op{k: k, scope: c.Scope, outside: true}
+	if c.ClientKey == "" {
+		return none, nil
+	}
+	o, err := k.claim(ctx, c.Scope, c.ClientKey, c.ID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return none, nil
+	case err != nil:
+		return none, err
+	}
+	return o, nil
+}
+
+// complete stores a as the answer of the owner's record, in the
 // transaction ctx carries, so the answer commits with the change it
-// describes, and publishes it to the caches once that commits. It returns
-// ErrFenced or a store error.
-func (c *claim) complete(ctx context.Context, a Answer) error {
-	stored := c.k.cfg.stored(a)
-	if err := c.k.store.Complete(ctx, c.rec.Scope, c.rec.Key, c.rec.Fence, stored, c.k.clock.Now()); err != nil {
+// describes. Once that commits, a request answers with what was stored;
+// a claim publishes it to the caches, no request being there to. It
+// returns ErrFenced or a store error; an owner without a record stores
+// nothing.
+func (o *Op) complete(ctx context.Context, a Answer) error {
+	if !o.holds() {
+		return nil
+	}
+	stored := o.k.cfg.stored(a)
+	if err := o.k.store.Complete(ctx, o.scope, o.key, o.fence, stored, o.k.clock.Now()); err != nil {
 		return err
 	}
-	done := *c.rec
-	done.State, done.Answer = StateCompleted, &stored
-	c.k.cfg.Transactor.AfterCommit(ctx, func() { c.k.published(&done) })
+	o.k.cfg.Transactor.AfterCommit(ctx, func() {
+		o.stored = &stored
+		if o.taken != nil {
+			done := *o.taken
+			done.State, done.Answer = StateCompleted, &stored
+			o.k.published(&done)
+		}
+	})
 	return nil
 }
 
-// check fails with ErrFenced when the claim was lost (a retry took the
-// record over after the claim's lock ran out): the claimant must not act.
-func (c *claim) check(ctx context.Context) error {
-	return c.k.store.Checkpoint(ctx, c.rec.Scope, c.rec.Key, c.rec.Fence, c.rec.Point, c.k.clock.Now())
-}
-
-// release gives the record back unchanged and unlocked, for the next retry
-// to resume at once: the claimant decided to leave the operation alone. It
-// returns ErrFenced or a store error.
-func (c *claim) release(ctx context.Context) error {
-	if err := c.k.store.Release(ctx, c.rec.Scope, c.rec.Key, c.rec.Fence, c.k.clock.Now()); err != nil {
+// release gives a claimed record back unchanged and unlocked, for the next
+// retry to resume at once: the claimant decided to leave the operation
+// alone, or could not end it. It returns ErrFenced or a store error.
+func (o *Op) release(ctx context.Context) error {
+	if !o.holds() {
+		return nil
+	}
+	if err := o.k.store.Release(ctx, o.scope, o.key, o.fence, o.k.clock.Now()); err != nil {
 		return err
 	}
-	c.k.released(c.rec.Scope, c.rec.Key)
+	o.k.released(o.scope, o.key)
 	return nil
 }

@@ -158,23 +158,38 @@ func (r *run) execute(rec *Record, outcome string) result {
 // recovery points with it, and every write is fenced, so a request that
 // lost the record cannot write. Only Handle makes one.
 type Op struct {
-	k          *Keeper
-	scope, key string
-	fence      int64
-	point      string
+	k     *Keeper
+	scope string
+	// key is the record's Idempotency-Key; empty when the owner holds no
+	// record (the reconciler or a webhook at a call whose record is
+	// answered, expired or held by a running request, or that the system
+	// started itself): then nothing is checkpointed or answered.
+	key   string
+	fence int64
+	point string
 	// created is the record's CreatedAt: the lifetime of the key whose
 	// calls this owner makes (Call.RecordCreatedAt).
 	created time.Time
+	// outside: the work runs outside any request (the reconciler, a
+	// webhook), on a record it claimed (taken) or on none.
+	outside bool
+	taken   *Record
 	// stored is the final answer an outside call stored with its
 	// settlement, once that committed.
 	stored *Answer
 }
+
+// holds reports whether o owns a record, whose answer it stores.
+func (o *Op) holds() bool { return o.key != "" }
 
 // checkpoint records p as reached, inside the transaction that makes the
 // step durable (the store joins the transaction carried by ctx), so the step
 // and its recovery point commit together. It returns ErrFenced when another
 // request has taken the record over: roll back then.
 func (o *Op) checkpoint(ctx context.Context, p string) error {
+	if !o.holds() {
+		return nil
+	}
 	if err := o.k.store.Checkpoint(ctx, o.scope, o.key, o.fence, p, o.k.clock.Now()); err != nil {
 		return err
 	}

@@ -11,18 +11,11 @@ import (
 // under. A wiring mistake.
 var ErrNoOwner = errors.New("idempotency: no operation owns a record; is the route Guarded?")
 
-// settler is a registered Effect as the reconciler drives it, whatever its
-// types.
+// settler is a registered Effect as the reconciler and an operator drive
+// it, whatever its types.
 type settler interface {
-	reconcile(ctx context.Context, c *Call) (string, error)
+	settleDue(ctx context.Context, c *Call) (string, error)
 	unflag(ctx context.Context, c *Call, accept bool) error
-}
-
-// finisher stores the client's answer of a settled operation: the request
-// that owns the record (its owner), or a claim the reconciler or a webhook
-// took on it.
-type finisher interface {
-	complete(ctx context.Context, a Answer) error
 }
 
 // inTx runs fn in a transaction of the Transactor, joining the one ctx
@@ -92,22 +85,6 @@ func (k *Keeper) backoff(c *Call) {
 // maxBackoff bounds the pause between two looks at an unsettled call.
 const maxBackoff = 5 * time.Minute
 
-// claimFor claims the client's record of c for whoever settles c outside
-// any request, so that its answer is stored with the settlement. It is nil
-// when there is nothing to claim: no client key, no open record naming c
-// (already answered, expired, another operation's), or a request running it
-// now, which will store the answer itself.
-func (k *Keeper) claimFor(ctx context.Context, c *Call) *claim {
-	if c.ClientKey == "" {
-		return nil
-	}
-	cl, err := k.claim(ctx, c.Scope, c.ClientKey, c.ID)
-	if err != nil {
-		return nil
-	}
-	return cl
-}
-
 // flagged tells of a call whose outside answer failed the money check: one
 // log line (never a key), and the observer's count (the alert).
 func (k *Keeper) flagged(ctx context.Context, c *Call, err error) {
@@ -116,15 +93,4 @@ func (k *Keeper) flagged(ctx context.Context, c *Call, err error) {
 	if k.cfg.OnReconcile != nil {
 		k.cfg.OnReconcile(c.Kind, reconcileFlagged)
 	}
-}
-
-// complete stores a as the answer of the request's record, in the
-// transaction ctx carries; the request then answers with what was stored.
-func (l *Op) complete(ctx context.Context, a Answer) error {
-	stored := l.k.cfg.stored(a)
-	if err := l.k.store.Complete(ctx, l.scope, l.key, l.fence, stored, l.k.clock.Now()); err != nil {
-		return err
-	}
-	l.k.cfg.Transactor.AfterCommit(ctx, func() { l.stored = &stored })
-	return nil
 }

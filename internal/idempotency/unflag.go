@@ -103,11 +103,8 @@ func (e *Effect[R, O]) Overrule(ctx context.Context, scope, id string, ruling, h
 		if err := e.k.store.SaveCall(ctx, c); err != nil {
 			return err
 		}
-		var fin finisher
-		if cl := e.k.claimFor(ctx, c); cl != nil {
-			fin = cl
-		}
-		return e.finish(ctx, c, r, fin)
+		o, _ := e.k.claimFor(ctx, c) // unclaimed: nobody's answer to store, or a request stores it
+		return e.finish(ctx, o, c, r)
 	})
 	if err != nil {
 		return r, err
