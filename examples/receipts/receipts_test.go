@@ -22,7 +22,10 @@ import (
 
 // newAPI mounts the receipts route the way a fork does, on a real
 // database of dialect, in front of mailer, its keeper's reconciler running
-// (every 100 ms, as RECONCILE_INTERVAL would say).
+// (every 100 ms, as RECONCILE_INTERVAL would say). The lock timeout is
+// twice the mail client's timeout, as it must be: a lock that runs out
+// while the owner still waits for its outside call lets the reconciler
+// take the record over, and the owner's own answer is then refused (409).
 func newAPI(t *testing.T, dialect database.Dialect, mailer *receipts.Mailer) http.Handler {
 	h, _ := newAPIWithDB(t, dialect, mailer)
 	return h
@@ -36,7 +39,7 @@ func newAPIWithDB(t *testing.T, dialect database.Dialect, mailer *receipts.Maile
 	t.Cleanup(mail.Close)
 
 	store := gormstore.New(db.DB)
-	keeper := idempotency.New(store, idempotency.Config{Transactor: store, LockTimeout: time.Second, Wait: 3 * time.Second,
+	keeper := idempotency.New(store, idempotency.Config{Transactor: store, LockTimeout: 2 * time.Second, Wait: 3 * time.Second,
 		ReconcileInterval: 100 * time.Millisecond})
 	t.Cleanup(func() { _ = keeper.Close(context.Background()) })
 	idem := ginidem.New(keeper, ginidem.Options{Scope: func(c *gin.Context) string { return c.GetString("merchant") }, Answer: receipts.Problem})
