@@ -31,7 +31,7 @@ GOLANGCI_LINT := $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lin
 SWAG := $(GO) run github.com/swaggo/swag/v2/cmd/swag@v2.0.0-rc6
 SWAG_INIT_FLAGS := --v3.1 -g cmd/api/main.go -o api --parseInternal --outputTypes json --requiredByDefault
 
-.PHONY: help run run-pg db provider demo merchant migrate test test-short explore fuzz bench chaos lint fmt \
+.PHONY: help run run-pg db provider demo merchant migrate test test-short explore path fuzz bench chaos lint fmt \
 	swagger swagger-check spec-lint build clean compose-up compose-down ci
 
 help: ## Show this list
@@ -83,6 +83,21 @@ explore: ## Explore the core's schedules at length (~5 min): two preemptions, 20
 	@seed=$${EXPLORE_SEED:-$$(date +%s)}; echo "make explore: first seed $$seed"; \
 		$(GO) test -count=1 -timeout 60m -v -run 'TestSchedules$$' ./internal/idempotency/explore \
 			-preemptions 2 -random $(EXPLORE_RANDOM) -first-seed $$seed | grep -vE '^=== (RUN|PAUSE|CONT)'
+
+# make path: the code that one order create (Atomic) and one payment
+# (Guarded) run, as docs/design/operation.md counts its path: cmd/api built
+# with coverage serves a warm-up, then one more request, and
+# tools/pathcount subtracts the profile without that request from the one
+# with it. Needs PostgreSQL.
+PATH_SKIP := ^internal/(testkit|app/apptest)/|^internal/provider/(server|charges|refunds|ledger|model|inmemory|start|problem)\.go
+path: ## List the functions and files one order create and one payment run (coverage of each request alone)
+	@dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
+		$(GO) build -cover -covermode=atomic -coverpkg=./internal/...,./cmd/... -o $$dir/api ./cmd/api && \
+		PATH_API_BINARY=$$dir/api PATH_PROFILE_DIR=$$dir $(GO) test -count=1 -run '^TestPathOfOneRequest$$' ./internal/app >/dev/null && \
+		for r in base create payment; do $(GO) tool covdata textfmt -i=$$dir/$$r -o=$$dir/$$r.txt || exit 1; done; \
+		$(GO) build -o $$dir/pathcount ./tools/pathcount && \
+		echo "== one order create (Atomic)" && $$dir/pathcount -skip '$(PATH_SKIP)' -base $$dir/base.txt $$dir/create.txt && \
+		echo && echo "== one payment (Guarded)" && $$dir/pathcount -skip '$(PATH_SKIP)' -base $$dir/create.txt $$dir/payment.txt
 
 fuzz: ## Run each fuzz target for FUZZTIME (make fuzz FUZZTIME=5m)
 	FUZZTIME='$(FUZZTIME)' scripts/test.sh fuzz

@@ -1,0 +1,202 @@
+// Command pathcount lists the code one request ran, from a coverage
+// profile of that request alone (internal/app's TestPathOfOneRequest,
+// through make path): the functions, grouped by file and package, and
+// their totals. It is how docs/design/operation.md counts a path, instead
+// of by hand.
+//
+//	pathcount [-skip regexp] [-base before.txt] profile.txt
+//
+// The profiles are the text format (go tool covdata textfmt). With -base,
+// a block counts only if it ran more often in profile.txt than in
+// before.txt: a process profiled twice, once without the request and once
+// with it, leaves the request's own code. A function counts when any
+// statement of its body did; a closure counts as part of the function it
+// is written in. Files whose path matches -skip (the test
+// kit, the mock provider's server: the outside service) are left out.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
+	"os"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+const module = "github.com/idemkeys/payments/"
+
+func main() {
+	skip := flag.String("skip", "", "leave out files whose path matches this regexp")
+	base := flag.String("base", "", "a profile of the same process without the request, to subtract")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: pathcount [-skip regexp] [-base before.txt] profile.txt")
+		os.Exit(2)
+	}
+	var skipRE *regexp.Regexp
+	if *skip != "" {
+		var err error
+		if skipRE, err = regexp.Compile(*skip); err != nil {
+			fmt.Fprintln(os.Stderr, "pathcount: -skip:", err)
+			os.Exit(2)
+		}
+	}
+	before := map[block]int64{}
+	if *base != "" {
+		var err error
+		if before, err = readProfile(*base); err != nil {
+			fmt.Fprintln(os.Stderr, "pathcount:", err)
+			os.Exit(1)
+		}
+	}
+	after, err := readProfile(flag.Arg(0))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pathcount:", err)
+		os.Exit(1)
+	}
+	ran := map[string][][2]int{}
+	for b, n := range after {
+		if n > before[b] {
+			ran[b.file] = append(ran[b.file], [2]int{b.from, b.to})
+		}
+	}
+	if err := report(os.Stdout, ran, skipRE); err != nil {
+		fmt.Fprintln(os.Stderr, "pathcount:", err)
+		os.Exit(1)
+	}
+}
+
+// block is a block of a profile: a file of the module, its lines.
+type block struct {
+	file     string
+	from, to int
+	span     string
+}
+
+// readProfile reads a text coverage profile: how often each block of the
+// module's files ran.
+func readProfile(name string) (map[block]int64, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	counts := map[block]int64{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "mode:") || line == "" {
+			continue
+		}
+		// github.com/…/file.go:12.3,15.4 2 1
+		colon := strings.LastIndex(line, ":")
+		if colon < 0 {
+			return nil, fmt.Errorf("%s: not a coverage line: %q", name, line)
+		}
+		fields := strings.Fields(line[colon+1:])
+		if len(fields) != 3 {
+			return nil, fmt.Errorf("%s: not a coverage line: %q", name, line)
+		}
+		if !strings.HasPrefix(line, module) {
+			continue
+		}
+		span := strings.Split(fields[0], ",")
+		from, err1 := strconv.Atoi(strings.Split(span[0], ".")[0])
+		to, err2 := strconv.Atoi(strings.Split(span[len(span)-1], ".")[0])
+		n, err3 := strconv.ParseInt(fields[2], 10, 64)
+		if len(span) != 2 || err1 != nil || err2 != nil || err3 != nil {
+			return nil, fmt.Errorf("%s: not a coverage line: %q", name, line)
+		}
+		b := block{file: strings.TrimPrefix(line[:colon], module), from: from, to: to, span: fields[0]}
+		counts[b] += n
+	}
+	return counts, sc.Err()
+}
+
+// report prints, per package and file, the functions with a block that
+// ran, and the totals.
+func report(w io.Writer, ran map[string][][2]int, skip *regexp.Regexp) error {
+	files := make([]string, 0, len(ran))
+	for file := range ran {
+		if skip == nil || !skip.MatchString(file) {
+			files = append(files, file)
+		}
+	}
+	sort.Strings(files)
+	packages := map[string]bool{}
+	functions := 0
+	var out strings.Builder
+	for _, file := range files {
+		names, err := functionsRun(file, ran[file])
+		if err != nil {
+			return err
+		}
+		if len(names) == 0 {
+			continue
+		}
+		packages[path.Dir(file)] = true
+		functions += len(names)
+		fmt.Fprintf(&out, "%-48s %s\n", file, strings.Join(names, ", "))
+	}
+	fmt.Fprintf(w, "%d functions in %d files in %d packages\n\n%s", functions, countFiles(out.String()), len(packages), out.String())
+	return nil
+}
+
+func countFiles(listing string) int { return strings.Count(listing, "\n") }
+
+// functionsRun names the top-level functions and methods of file whose body
+// holds a block that ran, in the order they are written.
+func functionsRun(file string, blocks [][2]int) ([]string, error) {
+	fset := token.NewFileSet()
+	parsed, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, decl := range parsed.Decls {
+		fn, ok := decl.(*ast.FuncDecl)
+		if !ok || fn.Body == nil {
+			continue
+		}
+		from, to := fset.Position(fn.Body.Lbrace).Line, fset.Position(fn.Body.Rbrace).Line
+		for _, b := range blocks {
+			if b[0] >= from && b[1] <= to {
+				names = append(names, name(fn))
+				break
+			}
+		}
+	}
+	return names, nil
+}
+
+// name is fn's name, with its receiver's type for a method (Keeper.Handle).
+func name(fn *ast.FuncDecl) string {
+	if fn.Recv == nil || len(fn.Recv.List) == 0 {
+		return fn.Name.Name
+	}
+	t := fn.Recv.List[0].Type
+	for {
+		switch x := t.(type) {
+		case *ast.StarExpr:
+			t = x.X
+			continue
+		case *ast.IndexExpr:
+			t = x.X
+			continue
+		case *ast.IndexListExpr:
+			t = x.X
+			continue
+		case *ast.Ident:
+			return x.Name + "." + fn.Name.Name
+		}
+		return fn.Name.Name
+	}
+}
