@@ -106,7 +106,7 @@ func New() *Metrics {
 		}, []string{"op"}),
 		reconciliations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "payments_reconciliations_total",
-			Help: "Payments and refunds the reconciler looked at, by result: resolved, unresolved, canceled, error.",
+			Help: "Outside calls the reconciler looked at, by result: resolved, unresolved, canceled, flagged, orphan, confirmed, error.",
 		}, []string{"result"}),
 		webhookEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "payments_webhook_events_total",
