@@ -239,6 +239,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	service := paymentsService(store, m.InstrumentProvider(paymentsport.New(providerClient)), keeper,
 		payments.WithProviderEvents(cfg.ProviderTimeout, m.WebhookEvent, log),
 		payments.WithTracer(tr))
+	// Closed first (closers run last first): its lookups set for later
+	// still use the keeper and the database.
+	a.closers = append(a.closers, func() error { service.Close(); return nil })
 	m.WatchDatabase(idemStore, store, 2*time.Second)
 	if sqlDB, err := db.DB.DB(); err == nil {
 		m.WatchPool(sqlDB)

@@ -18,36 +18,38 @@ const (
 	DefaultEventCacheSize = 10_000
 	// DefaultEventLookupInterval is how often the provider is asked again
 	// about a call whose last answer was not final ("no such call", or no
-	// answer): an event that arrives sooner waits for the next lookup
-	// and shares it.
+	// answer): an event that arrives sooner is answered with that answer
+	// at once, and one lookup at the interval's end settles what it finds.
 	DefaultEventLookupInterval = 500 * time.Millisecond
 )
 
 // finalAnswers makes the webhook's provider lookups cheap for the provider,
-// whoever floods the webhook: a signed event costs a lookup only if no
-// lookup of the same provider key is running (concurrent ones share one
-// call, singleflight) and no final answer about it is held (a short-lived
-// cache), and no lookup of it was answered "not final" less than
-// DefaultEventLookupInterval ago (the pace).
+// whoever floods the webhook and however: a signed event costs a lookup
+// only if no lookup of the same provider key is running (concurrent ones
+// share one call, singleflight), no final answer about it is held (a
+// short-lived cache), and no lookup of it was answered "not final" less
+// than DefaultEventLookupInterval ago (the pace).
 //
 // Only the provider's definitive answers are held: a charge or refund it
 // made, succeeded or declined (failed). Those never change at the provider:
 // the outcome under a key is fixed once it exists. "No such call" is never
-// held: the call may land a moment later (a request still in flight, whose
-// webhook races our lookup), and a cached absence would make that real event
-// look forged and drop it until the cache forgets. Errors are never held
-// either. What the flights and the cache leave out, a flood of events
-// about a call the provider does not have yet (a payment still pending),
-// the pace bounds: after an answer that is not final, the next lookup of
-// that key waits until the interval has passed, and every event arriving
-// meanwhile waits for it and shares it. So a flood costs a lookup per
-// interval, and a true event that races the call still meets a fresh
-// answer, at most one interval late, instead of a held absence.
+// held past the interval: the call may land a moment later (a request
+// still in flight, whose webhook races our lookup). What the flights and
+// the cache leave out, a flood of events about a call the provider does not
+// have yet (a payment still pending), the pace bounds: after an answer that
+// is not final, an event about that key inside the interval is answered
+// with that answer at once (it waits for nothing, so one sender at a time
+// costs no more than many), and the first such event schedules one lookup
+// at the interval's end (the trailing lookup). If that lookup finds the
+// call, it settles it (settle, given by the event), so a true event that
+// raced its own call takes effect at most one interval later; if not, the
+// next interval starts. A flood costs one lookup per interval in which
+// events arrived, however they are sent.
 //
-// The shared call runs detached from the context of the event that started
-// it, bounded by the lookup timeout alone, so that a sender who hangs up
-// does not fail the others waiting on the same answer; each waiter still
-// stops waiting when its own context ends.
+// A lookup runs detached from the context of the event that started it,
+// bounded by the lookup timeout alone, so that a sender who hangs up does
+// not fail the others sharing the same answer; each event still stops
+// waiting when its own context ends. close stops the trailing lookups.
 type finalAnswers[T any] struct {
 	ttl     time.Duration
 	size    int
@@ -61,17 +63,21 @@ type finalAnswers[T any] struct {
 	mu     sync.Mutex
 	held   map[string]heldAnswer[T]
 	// paced is, per key whose last answer was not final, when the next
-	// lookup may go, and that answer.
+	// lookup may go, that answer, and whether its trailing lookup is set.
 	paced map[string]pacedKey
+	// trailing are the timers of the trailing lookups to come; closed
+	// stops new ones, and running counts the ones at work.
+	trailing map[*time.Timer]bool
+	closed   bool
+	running  sync.WaitGroup
 }
 
 // pacedKey is a key's last answer that was not final (its error), when the
-// next lookup may go, and how many such answers came before (so that an
-// event that waited knows whether a lookup answered meanwhile).
+// next lookup may go, and whether a trailing lookup is set for then.
 type pacedKey struct {
-	next time.Time
-	err  error
-	gen  int
+	next     time.Time
+	err      error
+	trailing bool
 }
 
 type heldAnswer[T any] struct {
@@ -90,36 +96,35 @@ func newFinalAnswers[T any](ttl time.Duration, size int, timeout time.Duration, 
 		timeout = DefaultEventLookupTimeout
 	}
 	return &finalAnswers[T]{ttl: ttl, size: size, timeout: timeout, now: now, interval: DefaultEventLookupInterval,
-		held: make(map[string]heldAnswer[T]), paced: make(map[string]pacedKey)}
+		held: make(map[string]heldAnswer[T]), paced: make(map[string]pacedKey), trailing: make(map[*time.Timer]bool)}
 }
 
-// find returns the provider's answer about key: held, shared with a lookup
-// already running, or asked now. ask's nil-error answers are definitive
-// (the Provider port's contract), so they are the ones held. Its errors
-// come back as they are.
-func (a *finalAnswers[T]) find(ctx context.Context, key string, ask func(ctx context.Context, key string) (T, error)) (T, error) {
+// find returns the provider's answer about key: held, the last answer
+// inside its interval, shared with a lookup already running, or asked now.
+// ask's nil-error answers are definitive (the Provider port's contract),
+// so they are the ones held. Its errors come back as they are. settle, if
+// not nil, applies a definitive answer that a trailing lookup finds.
+func (a *finalAnswers[T]) find(ctx context.Context, key string, ask func(ctx context.Context, key string) (T, error), settle func(ctx context.Context, answer T)) (T, error) {
 	if answer, ok := a.lookup(key); ok {
 		return answer, nil
 	}
-	if wait, gen := a.pace(key); wait > 0 {
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			var zero T
-			return zero, ctx.Err()
-		}
-		// The lookup this event waited for may have answered already.
-		if answer, ok := a.lookup(key); ok {
-			return answer, nil
-		}
-		if p, ok := a.pacedAt(key); ok && p.gen != gen {
-			var zero T
-			return zero, p.err
-		}
+	if err := a.paceOrTrail(key, ask, settle); err != nil {
+		var zero T
+		return zero, err
 	}
-	ch := a.flight.DoChan(key, func() (any, error) {
+	select {
+	case res := <-a.ask(ctx, key, ask):
+		answer, _ := res.Val.(T)
+		return answer, res.Err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+// ask looks key up, shared with any lookup of it already running.
+func (a *finalAnswers[T]) ask(ctx context.Context, key string, ask func(ctx context.Context, key string) (T, error)) <-chan singleflight.Result {
+	return a.flight.DoChan(key, func() (any, error) {
 		// A lookup that finished while this one queued may have left its
 		// answer.
 		if answer, ok := a.lookup(key); ok {
@@ -135,35 +140,63 @@ func (a *finalAnswers[T]) find(ctx context.Context, key string, ask func(ctx con
 		a.keep(key, answer)
 		return answer, nil
 	})
-	select {
-	case res := <-ch:
-		answer, _ := res.Val.(T)
-		return answer, res.Err
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
-	}
 }
 
-// pace is how long a lookup of key must wait for the interval since the
-// last answer about it that was not final (zero when it may go now), and
-// that answer's generation.
-func (a *finalAnswers[T]) pace(key string) (time.Duration, int) {
-	p, ok := a.pacedAt(key)
-	if !ok {
-		return 0, 0
-	}
-	return max(0, p.next.Sub(a.now())), p.gen
-}
-
-func (a *finalAnswers[T]) pacedAt(key string) (pacedKey, bool) {
+// paceOrTrail returns key's last answer that was not final while its
+// interval runs (nil once it has ended, or for a key not paced), and sets
+// the interval's trailing lookup if none is set.
+func (a *finalAnswers[T]) paceOrTrail(key string, ask func(ctx context.Context, key string) (T, error), settle func(ctx context.Context, answer T)) error {
 	if a.ttl < 0 {
-		return pacedKey{}, false
+		return nil
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p, ok := a.paced[key]
-	return p, ok
+	wait := p.next.Sub(a.now())
+	if !ok || wait <= 0 {
+		return nil
+	}
+	if !p.trailing && !a.closed {
+		p.trailing = true
+		a.paced[key] = p
+		var t *time.Timer
+		a.running.Add(1)
+		t = time.AfterFunc(wait, func() {
+			defer a.running.Done()
+			a.mu.Lock()
+			delete(a.trailing, t)
+			a.mu.Unlock()
+			a.trail(key, ask, settle)
+		})
+		a.trailing[t] = true
+	}
+	return p.err
+}
+
+// trail is a trailing lookup: key asked about once its interval ended,
+// and a definitive answer settled.
+func (a *finalAnswers[T]) trail(key string, ask func(ctx context.Context, key string) (T, error), settle func(ctx context.Context, answer T)) {
+	res := <-a.ask(context.Background(), key, ask)
+	if res.Err != nil || settle == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
+	defer cancel()
+	settle(ctx, res.Val.(T))
+}
+
+// close stops the trailing lookups to come and waits for the ones at work.
+func (a *finalAnswers[T]) close() {
+	a.mu.Lock()
+	a.closed = true
+	for t := range a.trailing {
+		if t.Stop() {
+			a.running.Done()
+		}
+		delete(a.trailing, t)
+	}
+	a.mu.Unlock()
+	a.running.Wait()
 }
 
 // slowDown starts key's interval after an answer that was not final, err.
@@ -180,7 +213,14 @@ func (a *finalAnswers[T]) slowDown(key string, err error) {
 	if !ok && !room(a.paced, a.size, func(q pacedKey) bool { return !now.Before(q.next) }) {
 		return
 	}
-	a.paced[key] = pacedKey{next: now.Add(a.interval), err: err, gen: p.gen + 1}
+	if ok && p.trailing && now.Before(p.next) {
+		// A lookup inside the interval (a flight that started just before
+		// it): the trailing lookup set for its end still goes.
+		p.err = err
+		a.paced[key] = p
+		return
+	}
+	a.paced[key] = pacedKey{next: now.Add(a.interval), err: err}
 }
 
 // room makes room for one more entry in m, bounded to size, by dropping

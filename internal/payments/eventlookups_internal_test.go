@@ -31,7 +31,7 @@ func TestFinalAnswers(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 50 {
 		wg.Go(func() {
-			res, err := a.find(t.Context(), "key", found)
+			res, err := a.find(t.Context(), "key", found, nil)
 			require.NoError(t, err)
 			require.Equal(t, "ch_1", res.ChargeID)
 		})
@@ -41,13 +41,13 @@ func TestFinalAnswers(t *testing.T) {
 	wg.Wait()
 	require.EqualValues(t, 1, calls.Load(), "one call for 50 concurrent lookups")
 
-	_, err := a.find(t.Context(), "key", found)
+	_, err := a.find(t.Context(), "key", found, nil)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, calls.Load(), "held")
 	clockMu.Lock()
 	now = now.Add(time.Second)
 	clockMu.Unlock()
-	_, err = a.find(t.Context(), "key", found)
+	_, err = a.find(t.Context(), "key", found, nil)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, calls.Load(), "asked again once the TTL passed")
 
@@ -57,28 +57,31 @@ func TestFinalAnswers(t *testing.T) {
 		return ChargeResult{}, ErrProviderNoSuchCall
 	}
 	for range 3 {
-		_, err := a.find(t.Context(), "other", none)
+		_, err := a.find(t.Context(), "other", none, nil)
 		require.ErrorIs(t, err, ErrProviderNoSuchCall)
 	}
 	require.EqualValues(t, 3, absent.Load(), "an absence is never held")
 
 	// Full: a new answer is not held, and the bound holds.
 	for _, k := range []string{"k2", "k3", "k4"} {
-		_, err := a.find(t.Context(), k, func(context.Context, string) (ChargeResult, error) { return ChargeResult{ChargeID: k}, nil })
+		_, err := a.find(t.Context(), k, func(context.Context, string) (ChargeResult, error) { return ChargeResult{ChargeID: k}, nil }, nil)
 		require.NoError(t, err)
 	}
 	require.LessOrEqual(t, len(a.held), 2)
 }
 
 // TestFinalAnswersPace: after an answer that is not final, lookups of the
-// key go at most once per interval, every event arriving meanwhile waiting
-// for the next one and sharing it; and once the provider has the call, an
-// event waits at most one interval for it, so a true event that raced its
-// own call is confirmed, not called forged.
+// key go at most once per interval, however the events are sent (20
+// senders at once, or one after another), and no event waits for the
+// interval: it is answered with the last answer at once. Once the
+// provider has the call, the lookup at the interval's end finds it and
+// settles it, so a true event that raced its own call takes effect at most
+// an interval later; then the final answer is held.
 func TestFinalAnswersPace(t *testing.T) {
 	const interval = 50 * time.Millisecond
 	a := newFinalAnswers[ChargeResult](time.Second, 100, time.Second, time.Now)
 	a.interval = interval
+	t.Cleanup(a.close)
 
 	var calls atomic.Int64
 	var made atomic.Bool
@@ -89,41 +92,59 @@ func TestFinalAnswersPace(t *testing.T) {
 		}
 		return ChargeResult{}, ErrProviderNoSuchCall
 	}
+	settled := make(chan string, 10)
+	settle := func(_ context.Context, res ChargeResult) { settled <- res.ChargeID }
 
-	// A flood: 20 senders, 25 events each, back to back.
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range 20 {
-		wg.Go(func() {
-			for range 25 {
-				_, err := a.find(t.Context(), "pending", provider)
-				require.ErrorIs(t, err, ErrProviderNoSuchCall)
-			}
-		})
+	flood := func(senders, each int, gap time.Duration) {
+		start, before := time.Now(), calls.Load()
+		var wg sync.WaitGroup
+		for range senders {
+			wg.Go(func() {
+				for range each {
+					_, err := a.find(t.Context(), "pending", provider, settle)
+					require.ErrorIs(t, err, ErrProviderNoSuchCall)
+					time.Sleep(gap)
+				}
+			})
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		lookups := calls.Load() - before
+		t.Logf("%d senders × %d events about a call the provider does not have: %d lookups in %s",
+			senders, each, lookups, elapsed.Round(time.Millisecond))
+		require.LessOrEqual(t, lookups, int64(elapsed/interval)+2, "one lookup per interval")
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	t.Logf("500 events about a call the provider does not have: %d lookups in %s", calls.Load(), elapsed.Round(time.Millisecond))
-	require.LessOrEqual(t, calls.Load(), int64(elapsed/interval)+2, "one lookup per interval")
+	flood(20, 25, 0)
+	flood(1, 500, 0)
+	flood(1, 100, interval/10) // one sender over some ten intervals
+	require.Empty(t, settled, "nothing to settle while the provider has no call")
 
-	// The call lands; the next event, inside the interval of the last
-	// absence, waits for a fresh lookup and gets the charge.
-	before := calls.Load()
+	// The call lands; an event inside the interval of the last absence is
+	// answered at once with it, and the lookup at the interval's end finds
+	// the charge and settles it.
 	made.Store(true)
-	res, err := a.find(t.Context(), "pending", provider)
+	_, err := a.find(t.Context(), "pending", provider, settle)
+	require.ErrorIs(t, err, ErrProviderNoSuchCall, "inside the interval: the last answer, at once")
+	select {
+	case id := <-settled:
+		require.Equal(t, "ch_1", id)
+	case <-time.After(10 * interval):
+		t.Fatal("the trailing lookup did not settle the call")
+	}
+	before := calls.Load()
+	res, err := a.find(t.Context(), "pending", provider, settle)
 	require.NoError(t, err)
 	require.Equal(t, "ch_1", res.ChargeID)
-	require.EqualValues(t, before+1, calls.Load())
-	_, err = a.find(t.Context(), "pending", provider)
-	require.NoError(t, err)
-	require.EqualValues(t, before+1, calls.Load(), "the final answer is held, the pace gone")
+	require.EqualValues(t, before, calls.Load(), "the final answer is held, the pace gone")
 
-	// An event whose sender gives up while it waits stops waiting.
+	// Closed: no lookup is set for later.
 	made.Store(false)
-	_, err = a.find(t.Context(), "other", provider)
+	_, err = a.find(t.Context(), "other", provider, settle)
 	require.ErrorIs(t, err, ErrProviderNoSuchCall)
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	_, err = a.find(ctx, "other", provider)
-	require.ErrorIs(t, err, context.Canceled)
+	a.close()
+	before = calls.Load()
+	_, err = a.find(t.Context(), "other", provider, settle)
+	require.ErrorIs(t, err, ErrProviderNoSuchCall)
+	time.Sleep(3 * interval)
+	require.EqualValues(t, before, calls.Load(), "no trailing lookup once closed")
 }

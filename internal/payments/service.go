@@ -103,6 +103,14 @@ func NewService(store Store, clock func() time.Time, opts ...Option) *Service {
 	return s
 }
 
+// Close stops the lookups set for the end of a paced interval (see
+// finalAnswers) and waits for the ones at work: call it before the
+// database closes. The service serves nothing after.
+func (s *Service) Close() {
+	s.chargeAnswers.close()
+	s.refundAnswers.close()
+}
+
 // now is the clock in UTC, truncated to microseconds: that is what both
 // PostgreSQL and the SQLite driver keep, so a record read back equals the
 // one that was written.

@@ -66,8 +66,10 @@ const DefaultEventLookupTimeout = 5 * time.Second
 // final answers are reused for DefaultEventCacheTTL (eventlookups.go; never
 // its "no such call", which a racing real event would turn into a lie), and
 // after an answer that is not final the provider is asked about that call
-// again at most every DefaultEventLookupInterval, the events arriving
-// meanwhile waiting for that lookup.
+// again at most every DefaultEventLookupInterval: an event arriving
+// meanwhile is answered with that answer at once (not believed, while the
+// provider has no call), and one lookup at the interval's end settles the
+// payment or refund if the provider has made the call by then.
 //
 // An event that the provider contradicts changes nothing and its id is not
 // recorded (EventForged); a provider whose amount or currency differ from
@@ -169,7 +171,10 @@ func (s *Service) confirmCharge(ctx context.Context, ev ProviderEvent) (EventOut
 		return EventForged, nil, nil
 	}
 	lookupCtx, cancel := s.lookupContext(ctx)
-	res, err := s.chargeAnswers.find(lookupCtx, p.ProviderKey, s.provider.FindCharge)
+	res, err := s.chargeAnswers.find(lookupCtx, p.ProviderKey, s.provider.FindCharge, func(ctx context.Context, res ChargeResult) {
+		_, applied, err := s.charges.Apply(ctx, p.MerchantID, p.ID, res)
+		s.trailed(ctx, "payment", p.ID, applied, err)
+	})
 	cancel()
 	switch {
 	case errors.Is(err, ErrProviderNoSuchCall):
@@ -202,7 +207,10 @@ func (s *Service) confirmRefund(ctx context.Context, ev ProviderEvent) (EventOut
 		return EventForged, nil, nil
 	}
 	lookupCtx, cancel := s.lookupContext(ctx)
-	res, err := s.refundAnswers.find(lookupCtx, r.ProviderKey, s.provider.FindRefund)
+	res, err := s.refundAnswers.find(lookupCtx, r.ProviderKey, s.provider.FindRefund, func(ctx context.Context, res RefundResult) {
+		_, applied, err := s.refunds.Apply(ctx, r.MerchantID, r.ID, res)
+		s.trailed(ctx, "refund", r.ID, applied, err)
+	})
 	cancel()
 	switch {
 	case errors.Is(err, ErrProviderNoSuchCall):
@@ -220,6 +228,21 @@ func (s *Service) confirmRefund(ctx context.Context, ev ProviderEvent) (EventOut
 		_, applied, err := s.refunds.Apply(ctx, r.MerchantID, r.ID, res)
 		return applied, err
 	}, nil
+}
+
+// trailed logs what a trailing lookup (see finalAnswers) did with the
+// provider's answer about a payment or refund that events named while its
+// lookups were paced: settled it, or found it settled already.
+func (s *Service) trailed(ctx context.Context, kind, id, applied string, err error) {
+	if s.log == nil {
+		return
+	}
+	if err != nil {
+		s.log.WarnContext(ctx, "webhook: settling what the provider answered after paced events failed; the reconciler settles it",
+			"kind", kind, "resource_id", id, "error", err)
+		return
+	}
+	s.log.InfoContext(ctx, "webhook: the provider's answer after paced events", "kind", kind, "resource_id", id, "outcome", applied)
 }
 
 // eventClaim is what a charge or refund event says happened, or what the
