@@ -50,7 +50,7 @@ func newAPIWithDB(t *testing.T, dialect database.Dialect, mailer *receipts.Maile
 	r.POST("/v1/orders/:id/receipts", idem.Guarded(receipts.New(keeper, db.DB, mail.URL).Handle)) // the route: wiring
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { keeper.Run(ctx); close(done) }() // the reconciler and the janitor: wiring, once per process
+	go func() { keeper.Run(ctx); close(done) }() // the reconciler: wiring, once per process
 	t.Cleanup(func() { stop(); <-done })
 	return r, db
 }

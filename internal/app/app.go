@@ -29,6 +29,7 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/idempotency/ginidem"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore"
+	"github.com/idemkeys/payments/internal/idempotency/janitor"
 	"github.com/idemkeys/payments/internal/idempotency/locallimit"
 	"github.com/idemkeys/payments/internal/idempotency/redisidem"
 	"github.com/idemkeys/payments/internal/idempotency/seal"
@@ -186,7 +187,6 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	records := m.InstrumentStore(idemStore, string(db.Dialect))
 	idemCfg := keeperConfig(cfg, log, idemStore)
 	idemCfg.Observer = m.IdempotencyObserver()
-	idemCfg.OnPurge = m.Purged
 	idemCfg.OnReconcile = func(_, result string) { m.Reconciled(result) }
 	if tr.Enabled() {
 		idemCfg.TraceParent, idemCfg.Span = tr.TraceParent, tr.StartLinked
@@ -316,7 +316,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		log.Warn("EVENT_RETENTION is shorter than the redelivery window of common providers (3 days): an event redelivered after its inbox row is purged is checked with the provider again",
 			"event_retention", cfg.EventRetention)
 	}
-	a.workers = []func(context.Context){keeper.Run, dispatcher.Run, purge.run}
+	purgeRecords := janitor.New(records, janitor.Config{Interval: cfg.JanitorInterval, OnPurge: m.Purged, Log: log})
+	a.workers = []func(context.Context){keeper.Run, purgeRecords.Run, dispatcher.Run, purge.run}
 	return a, nil
 }
 
@@ -550,8 +551,7 @@ func keeperConfig(cfg config.Config, log *slog.Logger, store *gormstore.Store) i
 		Log:          log,
 		// Without Redis, the same quota of new keys, counted by this
 		// instance alone (serving replaces it with Redis's when set).
-		Limiter:       newKeyLimiter(cfg),
-		PurgeInterval: cfg.JanitorInterval,
+		Limiter: newKeyLimiter(cfg),
 
 		KeySecret:          []byte(cfg.ProviderKeySecret),
 		PreviousKeySecrets: previousKeySecrets(cfg),

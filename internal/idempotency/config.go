@@ -85,16 +85,6 @@ type Config struct {
 	// Defaults 100ms and 2s.
 	RetryMin, RetryMax time.Duration
 
-	// The background work Run does:
-
-	// PurgeInterval is the pause between two purges of expired records;
-	// default 1m. PurgeBatch bounds the records one statement deletes;
-	// default 500. OnPurge, if set, hears how many records each batch
-	// deleted (metrics).
-	PurgeInterval time.Duration
-	PurgeBatch    int
-	OnPurge       func(n int)
-
 	// The outside calls of registered Effects (effect.go):
 
 	// KeySecret derives the ids and keys of outside calls from the
@@ -145,11 +135,7 @@ func (c Config) withDefaults() Config {
 	def(&c.PollMax, 200*time.Millisecond)
 	def(&c.RetryMin, 100*time.Millisecond)
 	def(&c.RetryMax, 2*time.Second)
-	def(&c.PurgeInterval, time.Minute)
 	def(&c.ReconcileInterval, 5*time.Second)
-	if c.PurgeBatch <= 0 {
-		c.PurgeBatch = 500
-	}
 	if c.ReconcileBatch <= 0 {
 		c.ReconcileBatch = 100
 	}

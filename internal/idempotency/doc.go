@@ -107,6 +107,7 @@
 //
 // Every decision about locks and expiry reads an injected Clock, so tests
 // move time instead of sleeping. An expired record is absent for every read;
-// Keeper.Run's janitor deletes expired rows later, in small batches on the
-// expiry index, and correctness never waits for it.
+// the janitor (package janitor, beside the core) deletes expired rows
+// later, in small batches on the expiry index, and correctness never waits
+// for it.
 package idempotency

@@ -88,12 +88,23 @@ func (k *Keeper) Reconcile(ctx context.Context) (int, error) {
 // reconcilePerScope bounds the calls of one scope in one round.
 const reconcilePerScope = 10
 
-// reconcileRound is one round of Run, its outcome logged.
-func (k *Keeper) reconcileRound(ctx context.Context) {
-	if n, err := k.Reconcile(ctx); err != nil && ctx.Err() == nil {
-		k.cfg.Log.WarnContext(ctx, "reconciler: round failed", "error", err, "settled", n)
-	} else if n > 0 {
-		k.cfg.Log.InfoContext(ctx, "reconciler: settled outside calls", "settled", n)
+// Run reconciles the outside calls of registered Effects every
+// ReconcileInterval until ctx ends, each round's outcome logged. (The
+// janitor, which purges expired records, runs beside it: package janitor.)
+func (k *Keeper) Run(ctx context.Context) {
+	t := time.NewTicker(k.cfg.ReconcileInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n, err := k.Reconcile(ctx); err != nil && ctx.Err() == nil {
+			k.cfg.Log.WarnContext(ctx, "reconciler: round failed", "error", err, "settled", n)
+		} else if n > 0 {
+			k.cfg.Log.InfoContext(ctx, "reconciler: settled outside calls", "settled", n)
+		}
 	}
 }
 

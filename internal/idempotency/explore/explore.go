@@ -285,7 +285,6 @@ func (w *World) Config() idempotency.Config {
 		Transactor: w.Store, Clock: w.Clock, Log: log,
 		TTL: TTL, LockTimeout: LockTimeout, CancelAfter: CancelAfter, ReconcileInterval: time.Second,
 		Wait: time.Nanosecond, PollMin: time.Hour, PollMax: time.Hour, RetryMin: time.Hour, RetryMax: time.Hour,
-		PurgeInterval: time.Hour,
 	}
 }
 
