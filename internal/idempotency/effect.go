@@ -84,6 +84,10 @@ var (
 	ErrNoSuchCall = errors.New("the outside service has no call under this key")
 	// ErrMismatch: the outside service's answer is not what we asked for.
 	ErrMismatch = errors.New("the outside service's answer differs from ours")
+	// ErrNoOwner: Effect.Run was given no operation (Op): only a Guarded
+	// request's handler gets one, the owner of a record to run an outside
+	// call under. A wiring mistake.
+	ErrNoOwner = errors.New("idempotency: no operation owns a record; is the route Guarded?")
 )
 
 // Register makes e known to k: its calls are settled by k's reconciler and

@@ -103,3 +103,9 @@ func (k *Keeper) writeContext(ctx context.Context) (context.Context, context.Can
 func (k *Keeper) inProgress() error {
 	return retryable(ErrInProgress, k.cfg.RetryAfter)
 }
+
+// inTx runs fn in a transaction of the Transactor, joining the one ctx
+// carries if any.
+func (k *Keeper) inTx(ctx context.Context, fn func(ctx context.Context) error) error {
+	return k.cfg.Transactor.InTx(ctx, fn)
+}

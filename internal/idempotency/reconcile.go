@@ -48,6 +48,13 @@ const (
 	reconcileError      = "error"      // asking, sending or applying failed
 )
 
+// settler is a registered Effect as the reconciler and an operator drive
+// it, whatever its types.
+type settler interface {
+	settleDue(ctx context.Context, c *Call) (string, error)
+	unflag(ctx context.Context, c *Call, accept bool) error
+}
+
 // Reconcile runs one round and returns how many calls it settled. It
 // claims the due calls nobody holds (ClaimDue: a call whose row an owner
 // has locked, or a frozen instance holds, is skipped and comes back next

@@ -2,27 +2,11 @@ package idempotency
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
-// ErrNoOwner: Effect.Run was given no operation (Op): only a Guarded
-// request's handler gets one, the owner of a record to run an outside call
-// under. A wiring mistake.
-var ErrNoOwner = errors.New("idempotency: no operation owns a record; is the route Guarded?")
-
-// settler is a registered Effect as the reconciler and an operator drive
-// it, whatever its types.
-type settler interface {
-	settleDue(ctx context.Context, c *Call) (string, error)
-	unflag(ctx context.Context, c *Call, accept bool) error
-}
-
-// inTx runs fn in a transaction of the Transactor, joining the one ctx
-// carries if any.
-func (k *Keeper) inTx(ctx context.Context, fn func(ctx context.Context) error) error {
-	return k.cfg.Transactor.InTx(ctx, fn)
-}
+// When the reconciler looks at a call: a new call's schedule, the backoff
+// of one it looked at in vain, and the alert of one flagged.
 
 // newCall is the call of a resource the owner is about to create: its id
 // and key derived from the owner's key with secret, ready, due for a first
