@@ -30,6 +30,7 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency/ginidem"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/idempotency/janitor"
+	"github.com/idemkeys/payments/internal/idempotency/localcache"
 	"github.com/idemkeys/payments/internal/idempotency/locallimit"
 	"github.com/idemkeys/payments/internal/idempotency/redisidem"
 	"github.com/idemkeys/payments/internal/idempotency/seal"
@@ -552,6 +553,8 @@ func keeperConfig(cfg config.Config, log *slog.Logger, store *gormstore.Store) i
 		// Without Redis, the same quota of new keys, counted by this
 		// instance alone (serving replaces it with Redis's when set).
 		Limiter: newKeyLimiter(cfg),
+		// Replays of the keys this instance answered, from its memory.
+		Memory: localcache.New(localcache.DefaultSize),
 
 		KeySecret:          []byte(cfg.ProviderKeySecret),
 		PreviousKeySecrets: previousKeySecrets(cfg),

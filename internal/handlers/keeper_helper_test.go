@@ -12,6 +12,7 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/idempotency/ginidem"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore"
+	"github.com/idemkeys/payments/internal/idempotency/localcache"
 )
 
 // newIdempotency wires the idempotency layer as the API does (its error
@@ -20,6 +21,9 @@ func newIdempotency(t *testing.T, db *gorm.DB, cfg idempotency.Config, log *slog
 	t.Helper()
 	store := gormstore.New(db, gormstore.WithClassify(database.Classify))
 	cfg.Transactor, cfg.Log = store, log
+	if cfg.Memory == nil {
+		cfg.Memory = localcache.New(localcache.DefaultSize) // as the API wires it
+	}
 	keeper := idempotency.New(store, cfg)
 	t.Cleanup(func() { _ = keeper.Close(context.Background()) })
 	return keeper, ginidem.New(keeper, ginidem.Options{Scope: handlers.MerchantID, Answer: handlers.ErrorAnswer}), store

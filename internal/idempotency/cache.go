@@ -6,7 +6,7 @@ import "context"
 // process's memory, then in the cache, if any, within Config.CacheTimeout. A
 // miss and a cache error look alike: nil.
 func (k *Keeper) cached(ctx context.Context, req keyedRequest) *Record {
-	if rec := k.local.get(req.Scope, req.Key, k.clock.Now()); rec != nil {
+	if rec := k.cfg.Memory.Get(req.Scope, req.Key, k.clock.Now()); rec != nil {
 		return rec
 	}
 	if k.cfg.Cache == nil {
@@ -18,7 +18,7 @@ func (k *Keeper) cached(ctx context.Context, req keyedRequest) *Record {
 	if err != nil {
 		return nil
 	}
-	k.local.put(rec)
+	k.cfg.Memory.Put(rec)
 	return rec
 }
 
@@ -26,7 +26,7 @@ func (k *Keeper) cached(ctx context.Context, req keyedRequest) *Record {
 // wakes its waiters everywhere. It runs after the answer is decided, off the
 // request's path, and never fails the request.
 func (k *Keeper) published(rec *Record) {
-	k.local.put(rec)
+	k.cfg.Memory.Put(rec)
 	if k.cfg.Cache == nil || rec == nil {
 		return
 	}

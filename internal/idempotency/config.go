@@ -53,9 +53,9 @@ type Config struct {
 	Observer Observer
 	// Cache, if set, serves replays and cross-instance wake-ups.
 	Cache Cache
-	// LocalCacheSize bounds the completed records kept in this process's
-	// memory for replays (zero: 4096; negative: none).
-	LocalCacheSize int
+	// Memory, if set, keeps completed records in this process for
+	// replays (localcache); nil keeps none.
+	Memory Memory
 	// Limiter, if set, bounds how many new keys a scope may start: one
 	// process's (locallimit) or one shared by every instance
 	// (redisidem.Limiter); nil leaves them unbounded.
@@ -142,8 +142,8 @@ func (c Config) withDefaults() Config {
 	if len(c.KeySecret) == 0 {
 		c.KeySecret = developmentKeySecret
 	}
-	if c.LocalCacheSize == 0 {
-		c.LocalCacheSize = defaultLocalCacheSize
+	if c.Memory == nil {
+		c.Memory = noMemory{}
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = defaultMaxBodyBytes

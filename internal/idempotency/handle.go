@@ -183,7 +183,7 @@ func (r *run) loop(rec *Record) result {
 			return refused(ErrKeyExpired)
 		case stepReplay:
 			r.waitedFor()
-			r.k.local.put(rec)
+			r.k.cfg.Memory.Put(rec)
 			return replayed(rec)
 		case stepExecute, stepReserve:
 			next, refusal := r.allowNew()

@@ -17,7 +17,6 @@ type Keeper struct {
 	clock   Clock
 	obs     Observer
 	flights *flights
-	local   *localCache
 	// kinds are the registered Effects, by Kind, as the reconciler
 	// drives them (settler).
 	kinds sync.Map
@@ -35,7 +34,7 @@ func New(store Store, cfg Config) *Keeper {
 	cfg = cfg.withDefaults()
 	bg, stop := context.WithCancel(context.Background())
 	return &Keeper{
-		store: store, cfg: cfg, clock: cfg.Clock, obs: cfg.Observer, flights: newFlights(), local: newLocalCache(cfg.LocalCacheSize),
+		store: store, cfg: cfg, clock: cfg.Clock, obs: cfg.Observer, flights: newFlights(),
 		bg: bg, stopBG: stop,
 	}
 }

@@ -125,3 +125,21 @@ type Limiter interface {
 	// and if not, when it may.
 	AllowNewKey(ctx context.Context, scope string) (retryAfter time.Duration, ok bool)
 }
+
+// Memory keeps completed records in this process, so that a replay on the
+// instance that stored the answer reads neither the store nor the Cache
+// (package localcache). A completed record is immutable until it expires,
+// so a copy never disagrees with the store.
+type Memory interface {
+	// Get returns the live completed record of key in scope, or nil.
+	Get(scope, key string, now time.Time) *Record
+	// Put keeps rec if it is completed with an answer: a record just
+	// committed so, or read so from the store or the Cache.
+	Put(rec *Record)
+}
+
+// noMemory is the Memory of a Keeper given none: it keeps nothing.
+type noMemory struct{}
+
+func (noMemory) Get(string, string, time.Time) *Record { return nil }
+func (noMemory) Put(*Record)                           {}

@@ -28,6 +28,7 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency/ginidem"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore/gormtest"
+	"github.com/idemkeys/payments/internal/idempotency/localcache"
 	"github.com/idemkeys/payments/internal/idempotency/redisidem"
 	"github.com/idemkeys/payments/internal/redisconn"
 	"github.com/idemkeys/payments/internal/testkit"
@@ -91,7 +92,8 @@ func newBenchEngine(b *testing.B, dialect string, cache idempotency.Cache, store
 		return r
 	}
 	store := gormstore.New(gormtest.Open(b, dialect), storeOpts...)
-	keeper := idempotency.New(store, idempotency.Config{Cache: cache, Transactor: store, Tombstones: len(storeOpts) > 0})
+	keeper := idempotency.New(store, idempotency.Config{Cache: cache, Transactor: store, Tombstones: len(storeOpts) > 0,
+		Memory: localcache.New(localcache.DefaultSize)})
 	b.Cleanup(func() { _ = keeper.Close(context.Background()) })
 	mw := ginidem.New(keeper, ginidem.Options{Scope: func(*gin.Context) string { return "m1" }, Answer: testAnswer})
 	r.POST("/v1/orders", mw.Atomic(benchCreateOrder))

@@ -23,6 +23,7 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency/ginidem"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore/gormtest"
+	"github.com/idemkeys/payments/internal/idempotency/localcache"
 	"github.com/idemkeys/payments/internal/testkit"
 )
 
@@ -85,6 +86,9 @@ func (e *testEnv) middleware(t *testing.T, cfg idempotency.Config) *ginidem.Midd
 // keeper is another Keeper over the env's store and clock.
 func (e *testEnv) keeper(t *testing.T, cfg idempotency.Config) *idempotency.Keeper {
 	cfg.Clock, cfg.Transactor = e.clock, e.store
+	if cfg.Memory == nil {
+		cfg.Memory = localcache.New(localcache.DefaultSize) // as the API wires it
+	}
 	k := idempotency.New(e.store, cfg)
 	t.Cleanup(func() { _ = k.Close(context.Background()) })
 	return k
