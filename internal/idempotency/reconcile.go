@@ -161,7 +161,7 @@ func (e *Effect[R, O]) settleDue(ctx context.Context, seen *Call) (result string
 	c, r, err := e.resume(ctx, o, seen.ID)
 	result = reconcileResolved
 	if err == nil && (!c.State.settled() || seen.State == CallCanceled && c.State == CallCanceled) {
-		r, result, err = e.drive(ctx, o, c, r)
+		_, result, err = e.drive(ctx, o, c, r)
 	}
 	if err != nil {
 		result = reconcileError
