@@ -5,15 +5,34 @@
 // This package is the core, and imports no web framework, ORM or cache
 // client. Beside it: ginidem (the Gin middleware), gormstore (the Store on
 // PostgreSQL and SQLite, and the transaction of Atomic requests), redisidem
-// (a Redis cache and limiter), locallimit (one process's quota of new
-// keys), sendhttp (an outside call over HTTP, its outcome sorted as an
-// Effect needs), storetest (the contract every Store runs) and explore
-// (the schedule explorer, which runs this package's protocol under every
-// interleaving it can reach; docs/design/protocol.md is the protocol as a
-// table of moves).
-// The files follow the sections below: record.go and ports.go, decide.go and
-// handle.go, atomic.go, guarded.go, config.go (what is kept), flights.go,
-// clock.go and janitor.go.
+// (a Redis cache and limiter), localcache (one process's memory of
+// completed records, Config.Memory), locallimit (one process's quota of new
+// keys), janitor (the purge of expired records), sendhttp (an outside call
+// over HTTP, its outcome sorted as an Effect needs), storetest (the
+// contract every Store runs) and explore (the schedule explorer, which runs
+// this package's protocol under every interleaving it can reach;
+// docs/design/protocol.md is the protocol as a table of moves). Each is
+// optional; internal/app wires them.
+//
+// The files, in the order the sections below follow them:
+//
+//	record.go, ports.go        the record, the answer; the Store, Cache, Memory,
+//	                           Limiter and Transactor ports
+//	keeper.go, config.go       the Keeper and what it is told; observer.go,
+//	                           clock.go, errors.go its outcomes, time, refusals
+//	request.go, key.go,        reading a keyed request: the key, the body, its
+//	fingerprint.go             canonical fingerprint
+//	handle.go, decide.go       the loop over one pure decision; cache.go the
+//	                           replays from memory and the Cache; flights.go
+//	                           identical requests in one process
+//	atomic.go, guarded.go      the two ways to run a keyed request; guarded.go
+//	                           holds Op, a Guarded request's operation
+//	effect.go, call.go,        an outside call in phases (Effect.Run), its
+//	derive.go                  states and moves, its derived id and key
+//	claim.go, reconcile.go,    work outside a request: the claim on a record,
+//	schedule.go                the reconciler's loop, when it looks again
+//	operator.go, lookup.go     an operator's commands; a key's record for the
+//	                           introspection endpoint
 //
 // # The record
 //
@@ -71,9 +90,10 @@
 //
 // Work outside any request can take a record over too (Keeper.Reconcile,
 // in reconcile.go): a reconciler that settles or cancels an abandoned call
-// claims its record first, as a retry would, so a late retry of the key
-// waits for it, and stores the key's final answer with the fence in the
-// same transaction as the settle or the cancel. Whichever of the two owns
+// claims its record first, as a retry would (claim.go), so a late retry of
+// the key waits for it; the claim is an Op like a retry's, and runs the
+// same phases, storing the key's final answer with the fence in the same
+// transaction as the settle or the cancel. Whichever of the two owns
 // the record first wins; the other finds it taken. A call whose owner lost
 // the fence after recording its intent is never canceled: its outcome is
 // unknown until the provider answers the same key.

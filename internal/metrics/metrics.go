@@ -9,9 +9,9 @@
 //
 //	idempotency.Config.Observer    IdempotencyObserver: outcomes, waits, processing time
 //	idempotency.Store              InstrumentStore: store errors
-//	idempotency.Config.OnPurge     Purged: records purged
+//	janitor.Config.OnPurge         Purged: records purged
 //	payments.Provider              InstrumentProvider: provider calls and latency
-//	payments.ReconcilerConfig      Reconciled: reconciliation results
+//	idempotency.Config.OnReconcile Reconciled: reconciliation results
 //	provider.BreakerSettings       BreakerChanged, WatchBreakers: circuit breakers
 //	handlers.Deps.Middleware       HTTPMiddleware: latency by route and status
 //	scrape time                    WatchDatabase: executing records, oldest lock, unresolved payments
@@ -192,7 +192,7 @@ func (m *Metrics) HTTPMiddleware() gin.HandlerFunc {
 // idempotency_* metrics.
 func (m *Metrics) IdempotencyObserver() idempotency.Observer { return observer{m} }
 
-// Purged counts records the janitor deleted (idempotency.Config.OnPurge).
+// Purged counts records the janitor deleted (janitor.Config.OnPurge).
 func (m *Metrics) Purged(n int) { m.janitorPurged.Add(float64(n)) }
 
 // WebhookEvent counts one provider event's outcome
