@@ -219,24 +219,17 @@ func (e *Effect[R, O]) drive(ctx context.Context, o *Op, c *Call, r R) (R, strin
 // It returns ErrNotFound when the resource has no call, or the store's,
 // Settle's and Orphan's errors.
 func (e *Effect[R, O]) Apply(ctx context.Context, scope, id string, answer O) (r R, outcome string, err error) {
-	err = e.k.inTx(ctx, func(ctx context.Context) error {
-		c, err := e.k.store.LockCall(ctx, scope, id)
-		if err != nil {
-			return err
-		}
-		if r, err = e.Load(ctx, scope, id); err != nil {
-			return err
-		}
+	r, err = e.locked(ctx, scope, id, func(ctx context.Context, c *Call, r *R) (err error) {
 		if c.State.settled() {
 			outcome = applyRepeat
-			orphan, err := e.orphaned(ctx, c, r, answer)
+			orphan, err := e.orphaned(ctx, c, *r, answer)
 			if orphan {
 				outcome = applyOrphan
 			}
 			return err
 		}
 		o, _ := e.k.claimFor(ctx, c) // unclaimed: a running request stores the answer, or nobody can
-		if r, err = e.settle(ctx, o, c, r, answer); err != nil {
+		if *r, err = e.settle(ctx, o, c, *r, answer); err != nil {
 			return err
 		}
 		outcome = applyApplied
@@ -436,7 +429,7 @@ func (e *Effect[R, O]) intend(ctx context.Context, o *Op, c *Call) (*Call, R, er
 // for the reconciler, how the call ended.
 func (e *Effect[R, O]) answered(ctx context.Context, o *Op, id string, answer O) (R, string, error) {
 	result := reconcileResolved
-	r, err := e.phase3(ctx, o, id, func(ctx context.Context, c *Call, r *R) (err error) {
+	r, err := e.locked(ctx, o.scope, id, func(ctx context.Context, c *Call, r *R) (err error) {
 		if c.State.settled() {
 			// Settled meanwhile (a webhook, the reconciler), or canceled
 			// and asked about once more: an answer that reports an effect
@@ -461,17 +454,18 @@ func (e *Effect[R, O]) answered(ctx context.Context, o *Op, id string, answer O)
 	return r, result, err
 }
 
-// phase3 runs fn in phase 3's one transaction, with the call id locked and
-// its resource loaded: the opening the three endings of a call (answered,
-// not executed, unknown) share. It returns the resource as fn leaves it.
-func (e *Effect[R, O]) phase3(ctx context.Context, o *Op, id string, fn func(ctx context.Context, c *Call, r *R) error) (R, error) {
+// locked runs fn in one transaction (the one ctx carries, or its own), with
+// the call (scope, id) locked and its resource loaded: the opening of phase
+// 3's three endings, of a webhook's news and of an operator's ruling. It
+// returns the resource as fn leaves it.
+func (e *Effect[R, O]) locked(ctx context.Context, scope, id string, fn func(ctx context.Context, c *Call, r *R) error) (R, error) {
 	var r R
 	err := e.k.inTx(ctx, func(ctx context.Context) error {
-		c, err := e.k.store.LockCall(ctx, o.scope, id)
+		c, err := e.k.store.LockCall(ctx, scope, id)
 		if err != nil {
 			return err
 		}
-		if r, err = e.Load(ctx, o.scope, id); err != nil {
+		if r, err = e.Load(ctx, scope, id); err != nil {
 			return err
 		}
 		return fn(ctx, c, &r)
@@ -485,7 +479,7 @@ func (e *Effect[R, O]) phase3(ctx context.Context, o *Op, id string, fn func(ctx
 // outcome stays unknown, and the resource is answered as it stands.
 func (e *Effect[R, O]) notExecuted(ctx context.Context, o *Op, id string, cause error) (R, error) {
 	var ready bool
-	r, err := e.phase3(ctx, o, id, func(ctx context.Context, c *Call, r *R) error {
+	r, err := e.locked(ctx, o.scope, id, func(ctx context.Context, c *Call, r *R) error {
 		if c.State.settled() {
 			return e.finishIfSettled(ctx, o, c, *r)
 		}
@@ -509,7 +503,7 @@ func (e *Effect[R, O]) notExecuted(ctx context.Context, o *Op, id string, cause 
 // recorded so, and the record stays open (a 202) until the reconciler, a
 // webhook or a retry learns the outcome.
 func (e *Effect[R, O]) unknown(ctx context.Context, o *Op, id string) (R, error) {
-	return e.phase3(ctx, o, id, func(ctx context.Context, c *Call, r *R) error {
+	return e.locked(ctx, o.scope, id, func(ctx context.Context, c *Call, r *R) error {
 		if c.State.settled() {
 			return e.finishIfSettled(ctx, o, c, *r)
 		}
@@ -609,7 +603,7 @@ func (e *Effect[R, O]) finish(ctx context.Context, o *Op, c *Call, r R) (err err
 // resource, and canceled or unresolved.
 func (e *Effect[R, O]) cancel(ctx context.Context, o *Op, id string) (R, string, error) {
 	result := reconcileUnresolved
-	r, err := e.phase3(ctx, o, id, func(ctx context.Context, c *Call, r *R) (err error) {
+	r, err := e.locked(ctx, o.scope, id, func(ctx context.Context, c *Call, r *R) (err error) {
 		if !e.cancelDue(c) {
 			return nil
 		}

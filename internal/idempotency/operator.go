@@ -79,22 +79,11 @@ func (e *Effect[R, O]) unflag(ctx context.Context, seen *Call, accept bool) erro
 // itself. It returns the resource as ruled, or ErrNotFound, an error when
 // the call is not flagged, or Settle's, Orphan's and the store's errors.
 func (e *Effect[R, O]) Overrule(ctx context.Context, scope, id string, ruling, held O) (R, error) {
-	var (
-		r R
-		c *Call
-	)
-	err := e.k.inTx(ctx, func(ctx context.Context) error {
-		var err error
-		if c, err = e.k.store.LockCall(ctx, scope, id); err != nil {
-			return err
-		}
+	r, err := e.locked(ctx, scope, id, func(ctx context.Context, c *Call, r *R) (err error) {
 		if c.State != CallFlagged {
 			return fmt.Errorf("%s %s is %s: %w", e.Kind, c.ID, c.State, errNotFlagged)
 		}
-		if r, err = e.Load(ctx, scope, id); err != nil {
-			return err
-		}
-		if r, err = e.Settle(ctx, r, ruling); err != nil {
+		if *r, err = e.Settle(ctx, *r, ruling); err != nil {
 			return err
 		}
 		if err := c.move(eventAccept, 0, e.k.clock.Now()); err != nil {
@@ -104,21 +93,13 @@ func (e *Effect[R, O]) Overrule(ctx context.Context, scope, id string, ruling, h
 			return err
 		}
 		o, _ := e.k.claimFor(ctx, c) // unclaimed: nobody's answer to store, or a request stores it
-		return e.finish(ctx, o, c, r)
+		return e.finish(ctx, o, c, *r)
 	})
 	if err != nil {
 		return r, err
 	}
-	err = e.k.inTx(ctx, func(ctx context.Context) error {
-		c, err := e.k.store.LockCall(ctx, scope, id)
-		if err != nil {
-			return err
-		}
-		if r, err = e.Load(ctx, scope, id); err != nil {
-			return err
-		}
-		_, err = e.orphaned(ctx, c, r, held)
+	return e.locked(ctx, scope, id, func(ctx context.Context, c *Call, r *R) error {
+		_, err := e.orphaned(ctx, c, *r, held)
 		return err
 	})
-	return r, err
 }
