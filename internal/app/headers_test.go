@@ -22,8 +22,10 @@ import (
 )
 
 // otherClient dials from 127.0.0.2: on Linux the whole of 127/8 is
-// loopback, so a test can be two client addresses on one machine.
-var otherClient = &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}, Timeout: 5 * time.Second}
+// loopback, so a test can be two client addresses on one machine. Its
+// dial may wait for the API to accept behind a flood on a loaded machine
+// (a 5 s timeout failed once in a full CI run beside a helper's tests).
+var otherClient = &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}, Timeout: 20 * time.Second}
 
 // rawAnswer writes raw on a connection from dialer and reads the answer.
 func rawAnswer(t *testing.T, dialer *net.Dialer, addr, raw string) (*http.Response, []byte) {
