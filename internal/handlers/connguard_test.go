@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,12 +18,14 @@ import (
 )
 
 // guardedServer serves a small handler behind a ConnGuard with limits on
-// 127.0.0.1; GET /hold answers only once hold is closed.
-func guardedServer(t *testing.T, limits handlers.ConnLimits) (addr string, hold chan struct{}) {
+// 127.0.0.1; GET /hold answers only once the test ends.
+func guardedServer(t *testing.T, limits handlers.ConnLimits) *guardedTestServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	hold = make(chan struct{})
+	hold := make(chan struct{})
+	gs := &guardedTestServer{addr: ln.Addr().String(), idles: map[string]int{}}
+	gs.changed = sync.NewCond(&gs.mu)
 	guard := handlers.GuardListener(ln, limits)
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -31,7 +34,15 @@ func guardedServer(t *testing.T, limits handlers.ConnLimits) (addr string, hold 
 			}
 			w.WriteHeader(http.StatusNoContent)
 		}),
-		ConnState:         guard.ConnState,
+		ConnState: func(c net.Conn, state http.ConnState) {
+			guard.ConnState(c, state)
+			if state == http.StateIdle {
+				gs.mu.Lock()
+				gs.idles[c.RemoteAddr().String()]++
+				gs.changed.Broadcast()
+				gs.mu.Unlock()
+			}
+		},
 		ReadHeaderTimeout: time.Minute,
 	}
 	go func() { _ = srv.Serve(guard) }()
@@ -39,26 +50,60 @@ func guardedServer(t *testing.T, limits handlers.ConnLimits) (addr string, hold 
 		close(hold)
 		_ = srv.Close()
 	})
-	return ln.Addr().String(), hold
+	return gs
+}
+
+// guardedTestServer counts, by client address, the times the server saw
+// a connection go idle: a client reads its answer a moment before the
+// server marks the connection idle, and the test waits for that mark
+// before it counts on which connection is idle the longest.
+type guardedTestServer struct {
+	addr    string
+	mu      sync.Mutex
+	changed *sync.Cond
+	idles   map[string]int
+}
+
+// waitIdle waits until the server has seen the connection from local go
+// idle n times in all.
+func (gs *guardedTestServer) waitIdle(t *testing.T, local string, n int) {
+	t.Helper()
+	stop := time.AfterFunc(30*time.Second, func() {
+		gs.mu.Lock()
+		gs.changed.Broadcast()
+		gs.mu.Unlock()
+	})
+	defer stop.Stop()
+	deadline := time.Now().Add(30 * time.Second)
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	for gs.idles[local] < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server never saw %s go idle %d times", local, n)
+		}
+		gs.changed.Wait()
+	}
 }
 
 // guardClient is one connection to a guarded server from a given
 // loopback address.
 type guardClient struct {
-	conn net.Conn
-	r    *bufio.Reader
+	conn   net.Conn
+	r      *bufio.Reader
+	server *guardedTestServer
+	served int // answers read
 }
 
-func dialFrom(t *testing.T, addr string, from net.IP) *guardClient {
+func (gs *guardedTestServer) dial(t *testing.T, from net.IP) *guardClient {
 	t.Helper()
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: from}, Timeout: 5 * time.Second}
-	conn, err := d.DialContext(t.Context(), "tcp", addr)
+	conn, err := d.DialContext(t.Context(), "tcp", gs.addr)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
 	// The deadline only stops a test that would hang: requireClosed tells
-	// it from the server's close. 10 s ran out once in a loaded full run.
+	// it from the server's close.
 	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
-	return &guardClient{conn: conn, r: bufio.NewReader(conn)}
+	return &guardClient{conn: conn, r: bufio.NewReader(conn), server: gs}
 }
 
 // send writes a request for path on the connection, keeping it alive.
@@ -68,7 +113,8 @@ func (c *guardClient) send(t *testing.T, path string) {
 	require.NoError(t, err)
 }
 
-// get sends a request for path and reads its answer's status.
+// get sends a request for path and reads its answer's status, then waits
+// for the server to see the connection idle again.
 func (c *guardClient) get(t *testing.T, path string) int {
 	t.Helper()
 	c.send(t, path)
@@ -76,6 +122,10 @@ func (c *guardClient) get(t *testing.T, path string) int {
 	require.NoError(t, err)
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		c.served++
+		c.server.waitIdle(t, c.conn.LocalAddr().String(), c.served)
+	}
 	return resp.StatusCode
 }
 
@@ -99,23 +149,23 @@ var (
 // new connection is refused with 429 too_many_connections.
 func TestConnGuardIdleYields(t *testing.T) {
 	t.Run("the longest idle yields", func(t *testing.T) {
-		addr, _ := guardedServer(t, handlers.ConnLimits{PerClient: 4, Total: 4})
-		first, second := dialFrom(t, addr, clientA), dialFrom(t, addr, clientA)
+		srv := guardedServer(t, handlers.ConnLimits{PerClient: 4, Total: 4})
+		first, second := srv.dial(t, clientA), srv.dial(t, clientA)
 		require.Equal(t, 204, first.get(t, "/"))
 		require.Equal(t, 204, second.get(t, "/"))
 		// first is used again: second is now the one idle the longest.
 		require.Equal(t, 204, first.get(t, "/"))
-		fresh := dialFrom(t, addr, clientA) // no request yet: not idle
-		busy := dialFrom(t, addr, clientA)
+		fresh := srv.dial(t, clientA) // no request yet: not idle
+		busy := srv.dial(t, clientA)
 		busy.send(t, "/hold") // a request running: not idle
 
-		newcomer := dialFrom(t, addr, clientB)
+		newcomer := srv.dial(t, clientB)
 		require.Equal(t, 204, newcomer.get(t, "/"), "a new client is served at the total")
 		second.requireClosed(t)
 		require.Equal(t, 204, first.get(t, "/"), "only the longest idle yields")
 
 		// first was used after newcomer: newcomer yields next.
-		late := dialFrom(t, addr, clientB)
+		late := srv.dial(t, clientB)
 		require.Equal(t, 204, late.get(t, "/"))
 		newcomer.requireClosed(t)
 		require.Equal(t, 204, first.get(t, "/"))
@@ -123,11 +173,11 @@ func TestConnGuardIdleYields(t *testing.T) {
 	})
 
 	t.Run("with none idle, a new connection is refused", func(t *testing.T) {
-		addr, _ := guardedServer(t, handlers.ConnLimits{PerClient: 2, Total: 2})
-		dialFrom(t, addr, clientA)                  // no request yet
-		dialFrom(t, addr, clientA).send(t, "/hold") // a request running
+		srv := guardedServer(t, handlers.ConnLimits{PerClient: 2, Total: 2})
+		srv.dial(t, clientA)                  // no request yet
+		srv.dial(t, clientA).send(t, "/hold") // a request running
 
-		refused := dialFrom(t, addr, clientB)
+		refused := srv.dial(t, clientB)
 		refused.send(t, "/")
 		resp, err := http.ReadResponse(refused.r, nil)
 		require.NoError(t, err)
@@ -138,10 +188,10 @@ func TestConnGuardIdleYields(t *testing.T) {
 	})
 
 	t.Run("past the client's own limit, its idle connections do not yield", func(t *testing.T) {
-		addr, _ := guardedServer(t, handlers.ConnLimits{PerClient: 1, Total: 4})
-		idle := dialFrom(t, addr, clientA)
+		srv := guardedServer(t, handlers.ConnLimits{PerClient: 1, Total: 4})
+		idle := srv.dial(t, clientA)
 		require.Equal(t, 204, idle.get(t, "/"))
-		again := dialFrom(t, addr, clientA)
+		again := srv.dial(t, clientA)
 		again.send(t, "/")
 		resp, err := http.ReadResponse(again.r, nil)
 		require.NoError(t, err)
