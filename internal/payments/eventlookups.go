@@ -2,6 +2,7 @@ package payments
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -105,22 +106,34 @@ func newFinalAnswers[T any](ttl time.Duration, size int, timeout time.Duration, 
 // so they are the ones held. Its errors come back as they are. settle, if
 // not nil, applies a definitive answer that a trailing lookup finds.
 func (a *finalAnswers[T]) find(ctx context.Context, key string, ask func(ctx context.Context, key string) (T, error), settle func(ctx context.Context, answer T)) (T, error) {
-	if answer, ok := a.lookup(key); ok {
-		return answer, nil
-	}
-	if err := a.paceOrTrail(key, ask, settle); err != nil {
-		var zero T
-		return zero, err
-	}
-	select {
-	case res := <-a.ask(ctx, key, ask):
-		answer, _ := res.Val.(T)
-		return answer, res.Err
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
+	for {
+		if answer, ok := a.lookup(key); ok {
+			return answer, nil
+		}
+		if err := a.paceOrTrail(key, ask, settle); err != nil {
+			var zero T
+			return zero, err
+		}
+		select {
+		case res := <-a.ask(ctx, key, ask):
+			if errors.Is(res.Err, errPaced) {
+				// A lookup ended between the pace read above and this
+				// one: its interval runs now, read it again.
+				continue
+			}
+			answer, _ := res.Val.(T)
+			return answer, res.Err
+		case <-ctx.Done():
+			var zero T
+			return zero, ctx.Err()
+		}
 	}
 }
+
+// errPaced is ask's answer when key's interval started after its caller
+// read the pace: a lookup that ended a moment before (its flight gone)
+// has set it, and the caller reads it again instead of asking at once.
+var errPaced = errors.New("paced")
 
 // ask looks key up, shared with any lookup of it already running.
 func (a *finalAnswers[T]) ask(ctx context.Context, key string, ask func(ctx context.Context, key string) (T, error)) <-chan singleflight.Result {
@@ -129,6 +142,10 @@ func (a *finalAnswers[T]) ask(ctx context.Context, key string, ask func(ctx cont
 		// answer.
 		if answer, ok := a.lookup(key); ok {
 			return answer, nil
+		}
+		if a.inInterval(key) {
+			var zero T
+			return zero, errPaced
 		}
 		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.timeout)
 		defer cancel()
@@ -140,6 +157,14 @@ func (a *finalAnswers[T]) ask(ctx context.Context, key string, ask func(ctx cont
 		a.keep(key, answer)
 		return answer, nil
 	})
+}
+
+// inInterval tells whether key's interval runs.
+func (a *finalAnswers[T]) inInterval(key string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p, ok := a.paced[key]
+	return ok && a.now().Before(p.next)
 }
 
 // paceOrTrail returns key's last answer that was not final while its

@@ -84,10 +84,11 @@ func TestFinalAnswersPace(t *testing.T) {
 	t.Cleanup(a.close)
 
 	var calls atomic.Int64
-	var made atomic.Bool
-	provider := func(context.Context, string) (ChargeResult, error) {
+	var made atomic.Value // the key of the call the provider has
+	made.Store("")
+	provider := func(_ context.Context, key string) (ChargeResult, error) {
 		calls.Add(1)
-		if made.Load() {
+		if made.Load() == key {
 			return ChargeResult{ChargeID: "ch_1", Succeeded: true}, nil
 		}
 		return ChargeResult{}, ErrProviderNoSuchCall
@@ -121,30 +122,37 @@ func TestFinalAnswersPace(t *testing.T) {
 
 	// The call lands; an event inside the interval of the last absence is
 	// answered at once with it, and the lookup at the interval's end finds
-	// the charge and settles it.
-	made.Store(true)
-	_, err := a.find(t.Context(), "pending", provider, settle)
+	// the charge and settles it. From here the interval is the default
+	// (500 ms): "inside the interval" must outlast a loaded machine's
+	// pause between two of the test's steps.
+	a.mu.Lock() // a trailing lookup of "pending" may be at work
+	a.interval = DefaultEventLookupInterval
+	a.mu.Unlock()
+	_, err := a.find(t.Context(), "landing", provider, settle)
+	require.ErrorIs(t, err, ErrProviderNoSuchCall)
+	made.Store("landing")
+	_, err = a.find(t.Context(), "landing", provider, settle)
 	require.ErrorIs(t, err, ErrProviderNoSuchCall, "inside the interval: the last answer, at once")
 	select {
 	case id := <-settled:
 		require.Equal(t, "ch_1", id)
-	case <-time.After(10 * interval):
+	case <-time.After(10 * a.interval):
 		t.Fatal("the trailing lookup did not settle the call")
 	}
 	before := calls.Load()
-	res, err := a.find(t.Context(), "pending", provider, settle)
+	res, err := a.find(t.Context(), "landing", provider, settle)
 	require.NoError(t, err)
 	require.Equal(t, "ch_1", res.ChargeID)
 	require.EqualValues(t, before, calls.Load(), "the final answer is held, the pace gone")
 
 	// Closed: no lookup is set for later.
-	made.Store(false)
+	made.Store("")
 	_, err = a.find(t.Context(), "other", provider, settle)
 	require.ErrorIs(t, err, ErrProviderNoSuchCall)
 	a.close()
 	before = calls.Load()
 	_, err = a.find(t.Context(), "other", provider, settle)
 	require.ErrorIs(t, err, ErrProviderNoSuchCall)
-	time.Sleep(3 * interval)
+	time.Sleep(2 * a.interval)
 	require.EqualValues(t, before, calls.Load(), "no trailing lookup once closed")
 }
