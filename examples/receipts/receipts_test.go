@@ -80,7 +80,7 @@ func TestReceiptIsMailedOnce(t *testing.T) {
 			require.Equal(t, 201, first.Code, first.Body.String())
 			again := send(h, "receipt-1")
 			require.Equal(t, 201, again.Code)
-			require.Equal(t, "true", again.Header().Get(idempotency.HeaderReplayed))
+			require.Equal(t, "true", again.Header().Get(ginidem.HeaderReplayed))
 			require.Equal(t, first.Body.String(), again.Body.String())
 			require.Equal(t, 1, mailer.Sent())
 
@@ -116,7 +116,7 @@ func TestLostAnswerIsSettledByTheRetry(t *testing.T) {
 			require.Equal(t, 201, retry.Code, retry.Body.String())
 			require.Contains(t, retry.Body.String(), `"message_id":"msg_1"`)
 			require.Equal(t, 1, mailer.Sent(), "the retry got the mail already sent")
-			require.Equal(t, "true", send(h, "receipt-3").Header().Get(idempotency.HeaderReplayed))
+			require.Equal(t, "true", send(h, "receipt-3").Header().Get(ginidem.HeaderReplayed))
 		})
 	}
 }
@@ -134,7 +134,7 @@ func TestRefusedRecipientIsAnsweredForGood(t *testing.T) {
 			require.Contains(t, first.Body.String(), `"status":"refused"`)
 			again := sendTo(h, "receipt-4", "ada@example.invalid")
 			require.Equal(t, 422, again.Code)
-			require.Equal(t, "true", again.Header().Get(idempotency.HeaderReplayed))
+			require.Equal(t, "true", again.Header().Get(ginidem.HeaderReplayed))
 			require.Equal(t, first.Body.String(), again.Body.String())
 			require.Zero(t, mailer.Sent())
 		})
@@ -159,7 +159,7 @@ func TestLostAnswerSettlesWithoutARequest(t *testing.T) {
 			})
 			replay := send(h, "receipt-5")
 			require.Equal(t, 201, replay.Code, replay.Body.String())
-			require.Equal(t, "true", replay.Header().Get(idempotency.HeaderReplayed))
+			require.Equal(t, "true", replay.Header().Get(ginidem.HeaderReplayed))
 			require.Equal(t, 1, mailer.Sent())
 		})
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/handlers"
 	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/ginidem"
 	"github.com/idemkeys/payments/internal/merchants"
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/testkit"
@@ -101,7 +102,7 @@ func TestCustomersEndpoint(t *testing.T) {
 
 			replay := a.do(http.MethodPost, "/v1/customers", acmeKey, "cus-1", `{"name":"Ada","email":"Ada@Example.COM"}`)
 			require.Equal(t, http.StatusCreated, replay.Code, replay.Body.String())
-			require.Equal(t, "true", replay.Header().Get(idempotency.HeaderReplayed))
+			require.Equal(t, "true", replay.Header().Get(ginidem.HeaderReplayed))
 			require.Equal(t, created.Body.String(), replay.Body.String())
 			require.Equal(t, created.Header().Get("Location"), replay.Header().Get("Location"))
 
@@ -112,10 +113,10 @@ func TestCustomersEndpoint(t *testing.T) {
 			exists := a.do(http.MethodPost, "/v1/customers", acmeKey, "cus-2", `{"email":"ADA@example.com","name":"Ada again"}`)
 			require.Equal(t, http.StatusConflict, exists.Code, exists.Body.String())
 			require.Equal(t, "customer_exists", problemCode(t, exists))
-			require.Empty(t, exists.Header().Get(idempotency.HeaderReplayed))
+			require.Empty(t, exists.Header().Get(ginidem.HeaderReplayed))
 			kept := a.do(http.MethodPost, "/v1/customers", acmeKey, "cus-2", `{"email":"ADA@example.com","name":"Ada again"}`)
 			require.Equal(t, http.StatusConflict, kept.Code, kept.Body.String())
-			require.Equal(t, "true", kept.Header().Get(idempotency.HeaderReplayed), "customer_exists is stored")
+			require.Equal(t, "true", kept.Header().Get(ginidem.HeaderReplayed), "customer_exists is stored")
 			require.Equal(t, exists.Body.String(), kept.Body.String())
 			require.Equal(t, http.StatusUnprocessableEntity,
 				a.do(http.MethodPost, "/v1/customers", acmeKey, "cus-2", `{"email":"linus@example.com","name":"Linus"}`).Code)
@@ -126,7 +127,7 @@ func TestCustomersEndpoint(t *testing.T) {
 			// and email.
 			other := a.do(http.MethodPost, "/v1/customers", globexKey, "cus-1", `{"email":"ada@example.com","name":"Ada"}`)
 			require.Equal(t, http.StatusCreated, other.Code, other.Body.String())
-			require.Empty(t, other.Header().Get(idempotency.HeaderReplayed))
+			require.Empty(t, other.Header().Get(ginidem.HeaderReplayed))
 			require.Equal(t, http.StatusNotFound, a.do(http.MethodGet, "/v1/customers/"+cu.ID, globexKey, "", "").Code)
 
 			got := a.do(http.MethodGet, "/v1/customers/"+cu.ID, acmeKey, "", "")

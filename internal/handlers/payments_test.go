@@ -404,8 +404,8 @@ func TestPaymentsBehindTheKeeper(t *testing.T) {
 			}
 			requireReplay := func(t *testing.T, first, second *httptest.ResponseRecorder) {
 				t.Helper()
-				require.Empty(t, first.Header().Get(idempotency.HeaderReplayed))
-				require.Equal(t, "true", second.Header().Get(idempotency.HeaderReplayed))
+				require.Empty(t, first.Header().Get(ginidem.HeaderReplayed))
+				require.Equal(t, "true", second.Header().Get(ginidem.HeaderReplayed))
 				require.Equal(t, first.Code, second.Code)
 				require.Equal(t, first.Body.String(), second.Body.String())
 				require.Equal(t, first.Header().Get("Content-Type"), second.Header().Get("Content-Type"))
@@ -446,7 +446,7 @@ func TestPaymentsBehindTheKeeper(t *testing.T) {
 				first, second := sendTwice("/v1/orders/ord_4/payments", "k-unavailable", `{"payment_method":"pm_fault_unavailable"}`)
 				requireProblem(t, first, http.StatusBadGateway, "provider_unavailable")
 				requireProblem(t, second, http.StatusBadGateway, "provider_unavailable")
-				require.Empty(t, second.Header().Get(idempotency.HeaderReplayed))
+				require.Empty(t, second.Header().Get(ginidem.HeaderReplayed))
 				require.Equal(t, before+2, svc.Calls("pay"))
 			})
 
@@ -460,7 +460,7 @@ func TestPaymentsBehindTheKeeper(t *testing.T) {
 				first, second := sendTwice("/v1/orders/ord_5/payments", key, body)
 				for _, w := range []*httptest.ResponseRecorder{first, second} {
 					require.Equal(t, http.StatusAccepted, w.Code, w.Body.String())
-					require.Empty(t, w.Header().Get(idempotency.HeaderReplayed), "a 202 is never stored")
+					require.Empty(t, w.Header().Get(ginidem.HeaderReplayed), "a 202 is never stored")
 				}
 				require.Equal(t, before+2, svc.Calls("pay"))
 				var pending handlers.PaymentResponse

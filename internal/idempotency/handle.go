@@ -8,8 +8,9 @@ import (
 
 // result is how a keyed request ends: either err, a refusal of the layer's
 // own for the application's error table to answer, or answer. A replayed
-// answer is a stored one, sent with HeaderReplayed and only the headers
-// stored with it; any other is the handler's own answer, sent as it is.
+// answer is a stored one, sent with only the headers stored with it (the
+// HTTP adapter marks it, ginidem.HeaderReplayed); any other is the
+// handler's own answer, sent as it is.
 type result struct {
 	outcome  string
 	err      error
@@ -48,7 +49,7 @@ const maxRounds = 64
 // error table.
 //
 // Handle returns the answer to send (replayed: a stored one, to be sent
-// with HeaderReplayed), or a refusal of its own for the error table:
+// with ginidem.HeaderReplayed), or a refusal of its own for the error table:
 // ErrKeyMissing, ErrKeyInvalid, ErrKeyReused, ErrKeyExpired, ErrInProgress,
 // ErrRateLimited, ErrMalformedBody, ErrBodyRead, an *http.MaxBytesError,
 // or a store's error. The Observer hears exactly one outcome per call, a

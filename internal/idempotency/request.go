@@ -9,12 +9,8 @@ import (
 	"net/http"
 )
 
-// HeaderKey is the request header that carries the client's key, and
-// HeaderReplayed the response header that marks a replayed answer.
-const (
-	HeaderKey      = "Idempotency-Key"
-	HeaderReplayed = "Idempotent-Replayed"
-)
+// HeaderKey is the request header that carries the client's key.
+const HeaderKey = "Idempotency-Key"
 
 // Input is one keyed request as an adapter sees it, before the Keeper has
 // checked anything.

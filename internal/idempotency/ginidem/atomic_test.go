@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/ginidem"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 )
 
@@ -62,17 +63,17 @@ func TestAtomicHandlerWhoseStatementFails(t *testing.T) {
 		require.Equal(t, 201, first.Code, first.Body.String())
 		again := e.post("m1", "/named", "k-ada", `{"name":"ada"}`)
 		require.Equal(t, 201, again.Code, "the replay: %s", again.Body.String())
-		require.Equal(t, "true", again.Header().Get(idempotency.HeaderReplayed))
+		require.Equal(t, "true", again.Header().Get(ginidem.HeaderReplayed))
 		require.Equal(t, first.Body.String(), again.Body.String())
 		reused := e.post("m1", "/named", "k-ada", `{"name":"grace"}`)
 		require.Equal(t, 422, reused.Code, reused.Body.String())
 
 		taken := e.post("m1", "/named", "k-other", `{"name":"ada"}`)
 		require.Equal(t, 409, taken.Code, taken.Body.String())
-		require.Empty(t, taken.Header().Get(idempotency.HeaderReplayed))
+		require.Empty(t, taken.Header().Get(ginidem.HeaderReplayed))
 		taken = e.post("m1", "/named", "k-other", `{"name":"ada"}`)
 		require.Equal(t, 409, taken.Code, "the kept 409 replays: %s", taken.Body.String())
-		require.Equal(t, "true", taken.Header().Get(idempotency.HeaderReplayed))
+		require.Equal(t, "true", taken.Header().Get(ginidem.HeaderReplayed))
 		require.Equal(t, 422, e.post("m1", "/named", "k-other", `{"name":"linus"}`).Code)
 		require.EqualValues(t, 1, count())
 

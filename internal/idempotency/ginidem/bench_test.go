@@ -160,7 +160,7 @@ func BenchmarkMiddlewareNewKey(b *testing.B) {
 			n := 0
 			for b.Loop() {
 				n++
-				if w := bc.post("new-" + strconv.Itoa(n)); w.Code != http.StatusCreated || w.Header().Get(idempotency.HeaderReplayed) != "" {
+				if w := bc.post("new-" + strconv.Itoa(n)); w.Code != http.StatusCreated || w.Header().Get(ginidem.HeaderReplayed) != "" {
 					b.Fatalf("status %d: %s", w.Code, w.Body)
 				}
 			}
@@ -206,7 +206,7 @@ func BenchmarkMiddlewareReplay(b *testing.B) {
 		}
 		b.ReportAllocs()
 		for b.Loop() {
-			if w := bc.post("replay-1"); w.Code != http.StatusCreated || w.Header().Get(idempotency.HeaderReplayed) != "true" {
+			if w := bc.post("replay-1"); w.Code != http.StatusCreated || w.Header().Get(ginidem.HeaderReplayed) != "true" {
 				b.Fatalf("status %d: %s", w.Code, w.Body)
 			}
 		}

@@ -20,6 +20,11 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency"
 )
 
+// HeaderReplayed is the response header that marks a replayed answer: the
+// core tells the adapter that an answer was stored, the adapter says so in
+// HTTP.
+const HeaderReplayed = "Idempotent-Replayed"
+
 // Handler runs a route's work and returns its answer, or an error for the
 // application's error table. On an Atomic route its request context
 // carries the transaction its rows join.
@@ -97,7 +102,7 @@ func (m *Middleware) serve(mode idempotency.Mode, h GuardedHandler) gin.HandlerF
 		case err != nil:
 			answer = m.opts.Answer(c, err)
 		case replayed:
-			c.Header(idempotency.HeaderReplayed, "true")
+			c.Header(HeaderReplayed, "true")
 		}
 		Write(c, answer)
 		c.Abort()

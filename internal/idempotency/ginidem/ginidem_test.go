@@ -320,13 +320,13 @@ func TestAtomicCreate(t *testing.T) {
 
 		first := e.post("m1", "/atomic/things", "key-1", `{"name":"coffee"}`)
 		require.Equal(t, 201, first.Code, first.Body.String())
-		require.Empty(t, first.Header().Get(idempotency.HeaderReplayed))
+		require.Empty(t, first.Header().Get(ginidem.HeaderReplayed))
 		require.EqualValues(t, 1, e.orders(t, "m1"))
 
 		// Same request, other member order and spacing: the same fingerprint.
 		again := e.post("m1", "/atomic/things", "key-1", ` { "name" : "coffee" } `)
 		require.Equal(t, 201, again.Code)
-		require.Equal(t, "true", again.Header().Get(idempotency.HeaderReplayed))
+		require.Equal(t, "true", again.Header().Get(ginidem.HeaderReplayed))
 		require.Equal(t, first.Body.Bytes(), again.Body.Bytes(), "the replay is byte-identical")
 		require.Equal(t, first.Header().Get("Location"), again.Header().Get("Location"))
 		require.Equal(t, first.Header().Get("Content-Type"), again.Header().Get("Content-Type"))
@@ -341,7 +341,7 @@ func TestAtomicCreate(t *testing.T) {
 		// Another merchant's same key is another operation.
 		other := e.post("m2", "/atomic/things", "key-1", `{"name":"tea"}`)
 		require.Equal(t, 201, other.Code)
-		require.Empty(t, other.Header().Get(idempotency.HeaderReplayed))
+		require.Empty(t, other.Header().Get(ginidem.HeaderReplayed))
 		require.EqualValues(t, 1, e.orders(t, "m2"))
 	})
 }
@@ -359,7 +359,7 @@ func TestRetryOfTheSameBytes(t *testing.T) {
 		for range 3 {
 			again := e.post("m1", "/atomic/things", "key-same", body)
 			require.Equal(t, 201, again.Code)
-			require.Equal(t, "true", again.Header().Get(idempotency.HeaderReplayed))
+			require.Equal(t, "true", again.Header().Get(ginidem.HeaderReplayed))
 			require.Equal(t, first.Body.Bytes(), again.Body.Bytes())
 		}
 		require.EqualValues(t, 1, e.orders(t, "m1"))
@@ -372,7 +372,7 @@ func TestRetryOfTheSameBytes(t *testing.T) {
 		require.Less(t, done.Code, 300, done.Body.String())
 		again := e.post("m1", "/guarded/things/t1/actions", "key-action", body)
 		require.Equal(t, done.Code, again.Code)
-		require.Equal(t, "true", again.Header().Get(idempotency.HeaderReplayed))
+		require.Equal(t, "true", again.Header().Get(ginidem.HeaderReplayed))
 		param := e.post("m1", "/guarded/things/t2/actions", "key-action", body)
 		require.Equal(t, 422, param.Code, param.Body.String())
 		require.EqualValues(t, 1, e.orders(t, "m1"))
@@ -478,11 +478,11 @@ func TestAtomicKeyExpires(t *testing.T) {
 		e := newTestEnv(t, d, idempotency.Config{TTL: time.Hour})
 		require.Equal(t, 201, e.post("m1", "/atomic/things", "ttl", `{"name":"a"}`).Code)
 		e.clock.Advance(59 * time.Minute)
-		require.Equal(t, "true", e.post("m1", "/atomic/things", "ttl", `{"name":"a"}`).Header().Get(idempotency.HeaderReplayed))
+		require.Equal(t, "true", e.post("m1", "/atomic/things", "ttl", `{"name":"a"}`).Header().Get(ginidem.HeaderReplayed))
 		e.clock.Advance(time.Minute)
 		w := e.post("m1", "/atomic/things", "ttl", `{"name":"b"}`)
 		require.Equal(t, 201, w.Code, "after the TTL the key is new again")
-		require.Empty(t, w.Header().Get(idempotency.HeaderReplayed))
+		require.Empty(t, w.Header().Get(ginidem.HeaderReplayed))
 		require.EqualValues(t, 2, e.orders(t, "m1"))
 	})
 }
@@ -529,7 +529,7 @@ func TestGuardedDuplicateWaitsThenConflicts(t *testing.T) {
 		require.Equal(t, 201, original.Code)
 		w = e.post("m1", "/guarded/things/t1/actions", "busy", `{"block":true}`)
 		require.Equal(t, 201, w.Code)
-		require.Equal(t, "true", w.Header().Get(idempotency.HeaderReplayed))
+		require.Equal(t, "true", w.Header().Get(ginidem.HeaderReplayed))
 		require.Equal(t, original.Body.String(), w.Body.String())
 		require.EqualValues(t, 1, e.executions.Load())
 	})
@@ -573,7 +573,7 @@ func TestGuardedAcceptedKeepsRecordOpen(t *testing.T) {
 		// A retry resumes at once (the 202 unlocked the record).
 		w = e.post("m1", "/guarded/things/t1/actions", "pending", `{"status":202}`)
 		require.Equal(t, 202, w.Code)
-		require.Empty(t, w.Header().Get(idempotency.HeaderReplayed))
+		require.Empty(t, w.Header().Get(ginidem.HeaderReplayed))
 		seen, _ := e.seen.Load("pending")
 		require.Equal(t, "resumed", seen)
 		require.EqualValues(t, 2, e.executions.Load())
@@ -582,7 +582,7 @@ func TestGuardedAcceptedKeepsRecordOpen(t *testing.T) {
 		w = e.post("m1", "/guarded/things/t1/actions", "released", `{"status":402}`)
 		require.Equal(t, 402, w.Code)
 		w = e.post("m1", "/guarded/things/t1/actions", "released", `{"status":402}`)
-		require.Equal(t, "true", w.Header().Get(idempotency.HeaderReplayed), "a 402 is final and kept")
+		require.Equal(t, "true", w.Header().Get(ginidem.HeaderReplayed), "a 402 is final and kept")
 	})
 }
 
