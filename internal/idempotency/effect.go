@@ -84,11 +84,12 @@ var (
 	ErrNoSuchCall = errors.New("the outside service has no call under this key")
 	// ErrMismatch: the outside service's answer is not what we asked for.
 	ErrMismatch = errors.New("the outside service's answer differs from ours")
-	// ErrNoOwner: Effect.Run was given no operation (Op): only a Guarded
-	// request's handler gets one, the owner of a record to run an outside
-	// call under. A wiring mistake.
-	ErrNoOwner = errors.New("idempotency: no operation owns a record; is the route Guarded?")
 )
+
+// errNoOwner: Effect.Run was given no operation (Op): only a Guarded
+// request's handler gets one, the owner of a record to run an outside call
+// under. A wiring mistake, so it is not part of the API's errors.
+var errNoOwner = errors.New("idempotency: no operation owns a record; is the route Guarded?")
 
 // Register makes e known to k: its calls are settled by k's reconciler and
 // their answers stored by k, whoever learns the outcome. Register it once,
@@ -108,7 +109,7 @@ func Register[R, O any](k *Keeper, e Effect[R, O]) *Effect[R, O] {
 }
 
 // Run runs op, a Guarded request's operation (Handle hands it to the
-// handler; ErrNoOwner for nil), as the owner of its record:
+// handler; an error for nil), as the owner of its record:
 //
 //   - phase 1, one transaction: resume the resource the record's recovery
 //     point names, or make it: create gets the call's id and key, derived
@@ -129,7 +130,7 @@ func Register[R, O any](k *Keeper, e Effect[R, O]) *Effect[R, O] {
 func (e *Effect[R, O]) Run(ctx context.Context, op *Op, create func(ctx context.Context, c Call) (R, error)) (R, error) {
 	var zero R
 	if op == nil {
-		return zero, ErrNoOwner
+		return zero, errNoOwner
 	}
 	// A client that hangs up must not cut the work short: an abandoned
 	// call is exactly the unknown outcome this design avoids.
