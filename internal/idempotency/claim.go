@@ -43,7 +43,7 @@ func (k *Keeper) claim(ctx context.Context, scope, key, resourceID string) (*Op,
 		return nil, err
 	}
 	return &Op{k: k, scope: scope, key: key, fence: taken.Fence, point: taken.Point, created: taken.CreatedAt,
-		outside: true, taken: taken}, nil
+		taken: taken}, nil
 }
 
 // claimFor claims the client's record of c for whoever settles c outside
@@ -53,7 +53,7 @@ func (k *Keeper) claim(ctx context.Context, scope, key, resourceID string) (*Op,
 // owner that holds no record, and the claim's error: errLocked when a
 // request runs the operation now, and will store the answer itself.
 func (k *Keeper) claimFor(ctx context.Context, c *Call) (*Op, error) {
-	none := &Op{k: k, scope: c.Scope, outside: true}
+	none := &Op{k: k, scope: c.Scope}
 	if c.ClientKey == "" {
 		return none, nil
 	}

@@ -158,7 +158,7 @@ func (e *Effect[R, O]) Run(ctx context.Context, op *Op, create func(ctx context.
 // stands and, for the reconciler, how the call ended (reconcile*; empty
 // when the ending told the observer itself).
 func (e *Effect[R, O]) drive(ctx context.Context, o *Op, c *Call, r R) (R, string, error) {
-	if o.outside {
+	if o.outside() {
 		answer, err := e.Find(ctx, r, c.Key)
 		switch {
 		case err == nil:

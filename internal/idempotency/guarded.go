@@ -170,10 +170,9 @@ type Op struct {
 	// created is the record's CreatedAt: the lifetime of the key whose
 	// calls this owner makes (Call.RecordCreatedAt).
 	created time.Time
-	// outside: the work runs outside any request (the reconciler, a
-	// webhook), on a record it claimed (taken) or on none.
-	outside bool
-	taken   *Record
+	// taken is the record work outside any request (the reconciler, a
+	// webhook) claimed, if it claimed one.
+	taken *Record
 	// stored is the final answer an outside call stored with its
 	// settlement, once that committed.
 	stored *Answer
@@ -181,6 +180,11 @@ type Op struct {
 
 // holds reports whether o owns a record, whose answer it stores.
 func (o *Op) holds() bool { return o.key != "" }
+
+// outside reports whether o's work runs outside any request: on a record
+// it claimed, or on none. A request's own operation always holds its
+// record, and never a taken one.
+func (o *Op) outside() bool { return o.taken != nil || !o.holds() }
 
 // checkpoint records p as reached, inside the transaction that makes the
 // step durable (the store joins the transaction carried by ctx), so the step

@@ -170,7 +170,6 @@ func (e *Effect[R, O]) settleDue(ctx context.Context, seen *Call) (result string
 		k.cfg.Log.InfoContext(ctx, "reconciler: settled an outside call; its answer stored",
 			"kind", e.Kind, "scope", seen.Scope, "resource_id", seen.ID)
 	}
-
 	ended := err == nil && result != reconcileError && result != reconcileUnresolved
 	return result, errors.Join(err, k.lookedAt(ctx, seen, true, ended))
 }
