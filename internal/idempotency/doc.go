@@ -12,7 +12,9 @@
 // contract every Store runs) and explore (the schedule explorer, which runs
 // this package's protocol under every interleaving it can reach;
 // docs/design/protocol.md is the protocol as a table of moves). Each is
-// optional; internal/app wires them.
+// optional; internal/app wires them. One is not: flights, which queues
+// identical requests in one process behind one leader, and which the
+// Keeper uses itself.
 //
 // The files, in the order the sections below follow them:
 //
@@ -23,8 +25,7 @@
 //	request.go, key.go,        reading a keyed request: the key, the body, its
 //	fingerprint.go             canonical fingerprint
 //	handle.go, decide.go       the loop over one pure decision; cache.go the
-//	                           replays from memory and the Cache; flights.go
-//	                           identical requests in one process
+//	                           replays from memory and the Cache
 //	atomic.go, guarded.go      the two ways to run a keyed request; guarded.go
 //	                           holds Op, a Guarded request's operation
 //	effect.go, call.go,        an outside call in phases (Effect.Run), its
@@ -115,7 +116,7 @@
 //
 // # Duplicates in flight
 //
-// Concurrent duplicates inside one process queue behind one leader (see
+// Concurrent duplicates inside one process queue behind one leader (package
 // flights) and are handed its stored record when it lands, so a retry storm
 // costs one database conversation per key per process. Across processes, a
 // duplicate polls the record with a growing pause, holding no connection

@@ -6,6 +6,9 @@ import (
 	"time"
 )
 
+// flightID is what identical requests share: only they share a flight.
+type flightID struct{ scope, key, fingerprint string }
+
 // result is how a keyed request ends: either err, a refusal of the layer's
 // own for the application's error table to answer, or answer. A replayed
 // answer is a stored one, sent with only the headers stored with it (the
@@ -115,10 +118,12 @@ func (r *run) handle() result {
 	r.waitFrom = time.Now()
 	defer r.endWait()
 
-	// Only identical requests share a flight: a different request under
-	// the same key goes straight to the store and its 422.
+	// Identical requests in this process queue behind one leader (package
+	// flights) and are handed the completed record it leaves. Only they
+	// share a flight: a different request under the same key goes straight
+	// to the store and its 422.
 	id := flightID{r.req.Scope, r.req.Key, r.req.Fingerprint}
-	fl, handed, waited, err := k.flights.acquire(r.waitContext, id)
+	fl, handed, waited, err := k.flights.Acquire(r.waitContext, id)
 	if waited {
 		k.obs.Waited(r.ctx, r.req.Route, time.Since(r.waitFrom))
 	}
@@ -129,7 +134,7 @@ func (r *run) handle() result {
 		return r.answer(handed)
 	}
 	var res result
-	defer func() { k.flights.land(id, fl, res.stored) }()
+	defer func() { k.flights.Land(id, fl, res.stored) }()
 	defer r.stopWaiting()
 
 	var rec *Record

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/idemkeys/payments/internal/idempotency/flights"
 )
 
 // Keeper is the idempotency layer, independent of any HTTP framework or
@@ -16,7 +18,7 @@ type Keeper struct {
 	cfg     Config
 	clock   Clock
 	obs     Observer
-	flights *flights
+	flights *flights.Group[flightID, Record]
 	// kinds are the registered Effects, by Kind, as the reconciler
 	// drives them (settler).
 	kinds sync.Map
@@ -34,7 +36,7 @@ func New(store Store, cfg Config) *Keeper {
 	cfg = cfg.withDefaults()
 	bg, stop := context.WithCancel(context.Background())
 	return &Keeper{
-		store: store, cfg: cfg, clock: cfg.Clock, obs: cfg.Observer, flights: newFlights(),
+		store: store, cfg: cfg, clock: cfg.Clock, obs: cfg.Observer, flights: flights.New[flightID, Record](),
 		bg: bg, stopBG: stop,
 	}
 }
