@@ -150,10 +150,9 @@ var errorTable = []errorRow{
 	// from the answer.
 	{match: is(errInvalidSignature), status: http.StatusUnauthorized, code: problem.CodeInvalidSignature, title: "Invalid signature",
 		detail: "The Provider-Signature header is missing or malformed, does not match the body, or is older than 5 minutes."},
-	// Built from the decline alone, so that the handler (through this row)
-	// and PaymentAnswer (which the reconciler stores when it learns of a
-	// decline later) write the same bytes for the same payment: a replay
-	// must not depend on who answered first.
+	// Built from the decline alone: PaymentAnswer answers a failed payment
+	// with this row, whoever settles it (a request, the reconciler, a
+	// webhook), so its bytes depend on the payment only.
 	{match: as[*payments.DeclinedError], status: http.StatusPaymentRequired, code: problem.CodePaymentDeclined, title: "Payment declined", kept: true,
 		fill: func(err error, a *problemParts) {
 			e := asErr[*payments.DeclinedError](err)

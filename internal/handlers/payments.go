@@ -15,24 +15,22 @@ import (
 // (payments.Service).
 type PaymentService interface {
 	// PayOrder charges the order's total. It returns the payment
-	// (succeeded, or processing when the provider's outcome is unknown), or:
-	// a *payments.ValidationError; an error wrapping payments.ErrNotFound,
+	// (succeeded, failed, canceled, or processing when the provider's
+	// outcome is unknown: every final outcome is a result), or: a
+	// *payments.ValidationError; an error wrapping payments.ErrNotFound,
 	// payments.ErrOrderAlreadyPaid, payments.ErrPaymentInProgress, a
-	// *payments.DeclinedError (with the failed payment), a
-	// *payments.CanceledError, a *payments.UnavailableError,
-	// idempotency.ErrFenced (rec lost the operation) or
-	// database.ErrUnavailable.
+	// *payments.UnavailableError, idempotency.ErrFenced (op lost the
+	// operation) or database.ErrUnavailable.
 	PayOrder(ctx context.Context, op *idempotency.Op, merchantID, orderID string, in payments.PayInput) (payments.Payment, error)
 	// GetPayment returns an error wrapping payments.ErrNotFound or
 	// database.ErrUnavailable.
 	GetPayment(ctx context.Context, merchantID, id string) (payments.Payment, error)
 	// RefundPayment refunds in.Amount (all that is left when nil). It returns
-	// the refund (succeeded, failed, or processing when the outcome is
-	// unknown), or: a *payments.ValidationError; an error wrapping
-	// payments.ErrNotFound, payments.ErrRefundExceedsPayment,
-	// payments.ErrPaymentInProgress, a *payments.CanceledError, a
-	// *payments.UnavailableError, idempotency.ErrFenced or
-	// database.ErrUnavailable.
+	// the refund (succeeded, failed, canceled, or processing when the
+	// outcome is unknown), or: a *payments.ValidationError; an error
+	// wrapping payments.ErrNotFound, payments.ErrRefundExceedsPayment,
+	// payments.ErrPaymentInProgress, a *payments.UnavailableError,
+	// idempotency.ErrFenced or database.ErrUnavailable.
 	RefundPayment(ctx context.Context, op *idempotency.Op, merchantID, paymentID string, in payments.RefundInput) (payments.Refund, error)
 	// GetRefund returns an error wrapping payments.ErrNotFound or
 	// database.ErrUnavailable.
@@ -112,10 +110,11 @@ type RefundResponse struct {
 //	failed                 402 payment_declined with payment_id and decline_code
 //	canceled               409 payment_canceled with payment_id
 //
-// It is a pure function of p. The handler answers with it, and the
-// RecordFinisher stores it when the reconciler or a webhook settles the
-// payment later; since both build it here, the client's retry replays
-// exactly the answer a request would have given.
+// It is a pure function of p, and the one answer of a payment: the charge
+// Effect stores it in the transaction that settles the payment (a
+// request's, the reconciler's or a webhook's), and the handler answers
+// with it, so the client's first answer and every replay are the same
+// bytes.
 func PaymentAnswer(p payments.Payment) idempotency.Answer {
 	switch p.Status {
 	case payments.StatusFailed:
@@ -259,9 +258,6 @@ func (h *paymentHandlers) payOrder(c *gin.Context, op *idempotency.Op) (idempote
 	if err := decodeJSON(c, &req); err != nil {
 		return idempotency.Answer{}, err
 	}
-	// A decline is an error too: the table answers a
-	// *payments.DeclinedError with the very row PaymentAnswer uses for a
-	// failed payment, so the 402 reads the same whoever stores it.
 	p, err := h.payments.PayOrder(c.Request.Context(), op, MerchantID(c), c.Param("id"), payments.PayInput{PaymentMethod: req.PaymentMethod})
 	if err != nil {
 		return idempotency.Answer{}, err

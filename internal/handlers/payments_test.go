@@ -203,8 +203,8 @@ func TestPaymentAnswer(t *testing.T) {
 	}
 
 	t.Run("the table's 402 is the same bytes", func(t *testing.T) {
-		// A handler answers a decline through RenderError, the finisher
-		// through PaymentAnswer; whichever is stored, a replay reads alike.
+		// The table's row for a decline and PaymentAnswer's 402 (the one
+		// answer of a failed payment) read alike.
 		w := httptest.NewRecorder()
 		c, _ := gin.CreateTestContext(w)
 		c.Request = httptest.NewRequest(http.MethodPost, "/v1/orders/ord_1/payments", nil)
@@ -370,8 +370,7 @@ func TestPaymentsBehindTheKeeper(t *testing.T) {
 					PaymentMethod: in.PaymentMethod, CreatedAt: created, Status: payments.StatusSucceeded, ProviderChargeID: "ch_" + id}
 				switch in.PaymentMethod {
 				case "pm_card_declined":
-					p.Status, p.DeclineCode = payments.StatusFailed, "card_declined"
-					return p, &payments.DeclinedError{PaymentID: p.ID, DeclineCode: p.DeclineCode}
+					p.Status, p.DeclineCode = payments.StatusFailed, "card_declined" // a result, not an error
 				case "pm_fault_lost_response":
 					p.Status, p.ProviderChargeID = payments.StatusProcessing, ""
 				case "pm_fault_unavailable":

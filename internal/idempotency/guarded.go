@@ -1,8 +1,11 @@
 package idempotency
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -88,15 +91,23 @@ func (r *run) execute(rec *Record, outcome string) result {
 
 	if lease.stored != nil {
 		// An outside call stored the final answer in the transaction that
-		// settled it: that is the answer, byte for byte what every replay
-		// sends.
+		// settled it, built by its Effect's Answer from the resource Run
+		// returned; the handler answers with that function of the same
+		// resource, so its answer is the one stored. One that is not is a
+		// defect of the handler: replays send what was stored, so this
+		// client gets that too, and the log says so.
+		if !sameAnswer(k.cfg.stored(answer), *lease.stored) {
+			k.cfg.Log.ErrorContext(r.ctx, "idempotency: the handler's answer differs from the one its outside call stored; sending the stored one",
+				"route", r.req.Route, "status", answer.Status, "stored_status", lease.stored.Status)
+			answer = *lease.stored
+		}
 		done := &Record{
 			Scope: scope, Key: key, Method: r.req.Method, Path: r.req.Path,
 			Fingerprint: r.req.Fingerprint, State: StateCompleted, Fence: fence, Answer: lease.stored,
 			ExpiresAt: expiresAt, sent: r.req.sent,
 		}
 		k.published(done)
-		return fresh(lease.stored, outcome, done)
+		return fresh(&answer, outcome, done)
 	}
 
 	// The answer is stored even if the client has gone.
@@ -199,4 +210,11 @@ func (o *Op) checkpoint(ctx context.Context, p string) error {
 	}
 	o.point = p
 	return nil
+}
+
+// sameAnswer reports whether a and b are the same answer on the wire:
+// status, headers and body.
+func sameAnswer(a, b Answer) bool {
+	return a.Status == b.Status && bytes.Equal(a.Body, b.Body) &&
+		maps.EqualFunc(a.Header, b.Header, slices.Equal[[]string])
 }

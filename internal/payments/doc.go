@@ -85,6 +85,8 @@
 // Order ids are a prefix and a ULID ("ord_01J..."); payment and refund ids
 // are derived, with the same prefix style ("pay_...", "re_..."). Errors are
 // the sentinels in errors.go and payment.go, wrapped with %w, and the typed
-// *ValidationError, *DeclinedError, *CanceledError and *UnavailableError;
-// the HTTP layer maps them to problem+json in one table.
+// *ValidationError and *UnavailableError; the HTTP layer maps them to
+// problem+json in one table. A final outcome is a result, not an error: a
+// declined or canceled payment comes back as the payment, and the HTTP
+// layer answers it (*DeclinedError and *CanceledError name its rows).
 package payments

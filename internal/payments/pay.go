@@ -27,11 +27,12 @@ var errNoPayments = errors.New("payments are not configured on this service")
 //     and applied (the payment, the order, the outbox event) with the
 //     client's answer stored; or the outcome recorded as unknown.
 //
-// It returns the payment (succeeded; or processing, when the provider's
-// outcome is unknown), or: *ValidationError; ErrNotFound;
-// ErrOrderAlreadyPaid; ErrPaymentInProgress (another payment of the order
-// is in flight); *DeclinedError (the payment failed); *CanceledError (the
-// key's payment was canceled); *UnavailableError, wrapping
+// It returns the payment: succeeded, failed (declined) or canceled (the
+// key's payment never reached the provider), each a result and not an
+// error; or processing, when the provider's outcome is unknown. Or it
+// returns: *ValidationError; ErrNotFound; ErrOrderAlreadyPaid;
+// ErrPaymentInProgress (another payment of the order is in flight);
+// *UnavailableError, wrapping
 // ErrProviderUnavailable (nothing charged; the same key resumes it);
 // idempotency.ErrFenced when the operation was taken over; database errors.
 func (s *Service) PayOrder(ctx context.Context, op *idempotency.Op, merchantID, orderID string, in PayInput) (Payment, error) {
@@ -53,7 +54,7 @@ func (s *Service) PayOrder(ctx context.Context, op *idempotency.Op, merchantID, 
 	case err != nil:
 		return p, fmt.Errorf("pay order %s: %w", orderID, err)
 	}
-	return p, paymentOutcome(p)
+	return p, nil
 }
 
 // createPayment is phase 1 of a new payment, in the skeleton's transaction:
@@ -193,18 +194,6 @@ func (s *Service) applyCharge(ctx context.Context, p Payment, r ChargeResult) (P
 		return p, false, err
 	}
 	return next, true, nil
-}
-
-// paymentOutcome is the error that goes with a payment's state: a decline
-// for a failed payment, a cancel for a canceled one, nil otherwise.
-func paymentOutcome(p Payment) error {
-	switch p.Status {
-	case StatusFailed:
-		return &DeclinedError{PaymentID: p.ID, DeclineCode: p.DeclineCode}
-	case StatusCanceled:
-		return &CanceledError{PaymentID: p.ID}
-	}
-	return nil
 }
 
 // GetPayment returns the merchant's payment. It returns ErrNotFound.

@@ -190,7 +190,9 @@ var (
 	ErrPaymentDeclined = errors.New("payment declined")
 )
 
-// DeclinedError is a final decline. It wraps ErrPaymentDeclined.
+// DeclinedError describes a declined (failed) payment as a problem. The
+// service returns the failed payment itself, a result; the HTTP layer
+// answers it with this error's row. It wraps ErrPaymentDeclined.
 type DeclinedError struct {
 	PaymentID   string
 	DeclineCode string
@@ -203,8 +205,9 @@ func (e *DeclinedError) Error() string {
 // Unwrap lets errors.Is(err, ErrPaymentDeclined) match.
 func (e *DeclinedError) Unwrap() error { return ErrPaymentDeclined }
 
-// CanceledError is the final answer of a payment or refund the reconciler
-// canceled. It wraps ErrPaymentCanceled (PaymentID set) or
+// CanceledError describes a payment or refund the reconciler canceled as a
+// problem: the service returns the canceled one itself, and the HTTP layer
+// answers it with this error's row. It wraps ErrPaymentCanceled (PaymentID set) or
 // ErrRefundCanceled (RefundID set).
 type CanceledError struct {
 	PaymentID string

@@ -14,11 +14,12 @@ import (
 // the refund's own key, apply the outcome with the payment's refunded
 // amount.
 //
-// It returns the refund (succeeded, failed, or processing when the outcome
-// is unknown), or: *ValidationError; ErrNotFound; ErrRefundExceedsPayment;
-// ErrPaymentInProgress (the payment is not settled yet); *CanceledError;
-// *UnavailableError (wrapping ErrProviderUnavailable);
-// idempotency.ErrFenced; database errors.
+// It returns the refund (succeeded, failed or canceled, each a result and
+// not an error; or processing when the outcome is unknown), or:
+// *ValidationError; ErrNotFound; ErrRefundExceedsPayment;
+// ErrPaymentInProgress (the payment is not settled yet); *UnavailableError
+// (wrapping ErrProviderUnavailable); idempotency.ErrFenced; database
+// errors.
 func (s *Service) RefundPayment(ctx context.Context, op *idempotency.Op, merchantID, paymentID string, in RefundInput) (Refund, error) {
 	if s.refunds == nil {
 		return Refund{}, errNoPayments
@@ -38,7 +39,7 @@ func (s *Service) RefundPayment(ctx context.Context, op *idempotency.Op, merchan
 	case err != nil:
 		return r, fmt.Errorf("refund payment %s: %w", paymentID, err)
 	}
-	return r, refundOutcome(r)
+	return r, nil
 }
 
 // createRefund reserves the amount under the payment's row lock: the sum of
@@ -150,15 +151,6 @@ func (s *Service) moveRefund(ctx context.Context, r Refund, status Status, also 
 		}
 	}
 	return next, nil
-}
-
-// refundOutcome is the error that goes with a final refund: a cancel is
-// one (the key answers 409 refund_canceled), a failed refund is not (201).
-func refundOutcome(r Refund) error {
-	if r.Status == StatusCanceled {
-		return &CanceledError{RefundID: r.ID}
-	}
-	return nil
 }
 
 // applyRefund moves r to the result's final state inside the caller's

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore/gormtest"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 // The skeleton of outside calls (idempotency.Effect) on a real store, both
@@ -193,6 +195,18 @@ type handled struct {
 // run sends amount under key as a Guarded request of keeper k would, and
 // returns its answer (or refusal) and the resource Run returned.
 func (e *sendEnv) run(k *idempotency.Keeper, eff *idempotency.Effect[send, transfer], key string, amount int64) (handled, send, error) {
+	return e.runAnswering(k, eff, key, amount, func(got send, err error) idempotency.Answer {
+		if err != nil {
+			return idempotency.Answer{Status: 502, Body: []byte(err.Error())}
+		}
+		return eff.Answer(got)
+	})
+}
+
+// runAnswering is run with the handler's answer built by answer from what
+// Run returned.
+func (e *sendEnv) runAnswering(k *idempotency.Keeper, eff *idempotency.Effect[send, transfer], key string, amount int64,
+	answer func(got send, err error) idempotency.Answer) (handled, send, error) {
 	var (
 		got    send
 		runErr error
@@ -206,10 +220,7 @@ func (e *sendEnv) run(k *idempotency.Keeper, eff *idempotency.Effect[send, trans
 			return s, gormstore.Conn(ctx, e.db).Exec(`INSERT INTO sends (scope, id, amount, status) VALUES (?, ?, ?, ?)`,
 				s.Scope, s.ID, s.Amount, s.Status).Error
 		})
-		if runErr != nil {
-			return idempotency.Answer{Status: 502, Body: []byte(runErr.Error())}
-		}
-		return eff.Answer(got)
+		return answer(got, runErr)
 	})
 	return res, got, runErr
 }
@@ -255,6 +266,39 @@ func TestEffectSettlesAndStoresTheAnswerWithIt(t *testing.T) {
 		require.True(t, again.Replayed)
 		require.Equal(t, res.Answer.Body, again.Answer.Body)
 		require.Equal(t, 1, e.bank.count())
+	})
+}
+
+// TestEffectStoredAnswerIsTheAnswer: phase 3 stores the Effect's Answer of
+// the settled resource, and the handler answers with the same function of
+// what Run returned: one answer. A handler that answers otherwise is a
+// defect: its client gets the stored answer, which every replay sends, and
+// the log says so.
+func TestEffectStoredAnswerIsTheAnswer(t *testing.T) {
+	eachDialect(t, func(t *testing.T, e *sendEnv) {
+		var logged testkit.SyncBuffer
+		e.cfg.Log = slog.New(slog.NewTextHandler(&logged, nil))
+		k, eff := e.newKeeper(t)
+		res, s, err := e.runAnswering(k, eff, "k-other", 100, func(send, error) idempotency.Answer {
+			return idempotency.Answer{Status: 200, Body: []byte("not the stored answer"), Final: true}
+		})
+		require.NoError(t, err)
+		require.NoError(t, res.Err)
+		require.Equal(t, 201, res.Answer.Status)
+		require.Equal(t, s.ID+" sent", string(res.Answer.Body), "the stored answer, not the handler's")
+		require.Contains(t, logged.String(), "the handler's answer differs from the one its outside call stored")
+
+		again, _, _ := e.run(k, eff, "k-other", 100)
+		require.True(t, again.Replayed)
+		require.Equal(t, res.Answer.Body, again.Answer.Body)
+		require.Equal(t, 1, e.bank.count())
+
+		// The handler's own answer, the Effect's: no such line.
+		before := logged.String()
+		res, _, err = e.run(k, eff, "k-same", 100)
+		require.NoError(t, err)
+		require.Equal(t, 201, res.Answer.Status)
+		require.Equal(t, before, logged.String(), "nothing more logged")
 	})
 }
 
