@@ -36,6 +36,12 @@ type Limiter struct {
 	interval time.Duration
 	now      func() time.Time
 
+	// syncing lets one sync run at a time: each reads the total as
+	// covering every key no longer pending, which a sync still in flight
+	// beside it would make false (the loop's own syncs never overlap; a
+	// test's Sync beside the loop's would).
+	syncing sync.Mutex
+
 	mu     sync.Mutex
 	scopes map[string]*scopeCount
 	// kick asks the loop for a sync now (buffered: one request pending).
@@ -125,6 +131,8 @@ func (l *Limiter) run(ctx context.Context) {
 // through export_test.go, to skip the wait). On an error the keys stay
 // pending for the next sync.
 func (l *Limiter) sync(ctx context.Context) error {
+	l.syncing.Lock()
+	defer l.syncing.Unlock()
 	start := l.now().Truncate(l.window)
 	type flush struct {
 		scope string
