@@ -32,7 +32,7 @@ type Store struct {
 	// tombstoneTTL, when positive, is how long a purged record's tombstone
 	// is kept after the record expired (WithTombstones).
 	tombstoneTTL time.Duration
-	// insertQuery is InsertSQL, or its tombstone-guarded form; fastInsert
+	// insertQuery is insertSQL, or its tombstone-guarded form; fastInsert
 	// is FastInsertSQL, or its tombstone-guarded form.
 	insertQuery, fastInsert string
 }
@@ -68,7 +68,7 @@ func New(db *gorm.DB, opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
-	s.insertQuery, s.fastInsert = InsertSQL, FastInsertSQL
+	s.insertQuery, s.fastInsert = insertSQL, FastInsertSQL
 	if s.tombstoneTTL > 0 {
 		s.insertQuery, s.fastInsert = s.insertTombstoned(), fastInsertTombstoned
 	}
@@ -97,7 +97,7 @@ type recordRow struct {
 
 func (recordRow) TableName() string { return "idempotency_records" }
 
-// InsertSQL reserves a key: a new row, or the replacement of an expired one
+// insertSQL reserves a key: a new row, or the replacement of an expired one
 // (an expired record counts as absent). A live row makes the statement a
 // no-op that returns nothing, so the unique primary key, not a prior read,
 // decides who owns the key. The fence keeps growing across the key's
@@ -109,7 +109,7 @@ func (recordRow) TableName() string { return "idempotency_records" }
 //
 // It is exported only so that the benchmark can run this very statement straight
 // through pgx, as the database's own limit; nothing else should use it.
-const InsertSQL = `
+const insertSQL = `
 INSERT INTO idempotency_records AS r (
     merchant_id, idempotency_key, method, path, fingerprint, state, recovery_point,
     fence, locked_until, response_status, response_headers, response_body, response_key_id,
@@ -127,19 +127,19 @@ ON CONFLICT (merchant_id, idempotency_key) DO UPDATE SET
 WHERE r.expires_at <= excluded.created_at
 RETURNING fence`
 
-// FastInsertSQL is InsertSQL for the commit's pipeline on PostgreSQL
+// FastInsertSQL is insertSQL for the commit's pipeline on PostgreSQL
 // (pipeline.go), whose transaction commits in the same round trip: the
-// same arguments, numbered. Where InsertSQL would insert into a free key it
-// inserts the same row; where InsertSQL would return nothing or replace an
+// same arguments, numbered. Where insertSQL would insert into a free key it
+// inserts the same row; where insertSQL would return nothing or replace an
 // expired record (a key taken by a request that raced this one past its
 // read), it fails, which rolls the transaction back and sends the pipeline
-// back to InsertSQL. It fails by casting keyTaken to a number, not on the
+// back to insertSQL. It fails by casting keyTaken to a number, not on the
 // primary key: PostgreSQL would log a unique violation with the whole key
 // in its detail, and no statement of ours may put a key in the server's
 // log. The cast hangs on random() so that the planner cannot compute it
 // ahead (a constant would fail always), and COALESCE evaluates it only
 // when the insert returned no row. Exported for the benchmark, as
-// InsertSQL is.
+// insertSQL is.
 const FastInsertSQL = `
 WITH inserted AS (
 INSERT INTO idempotency_records (

@@ -26,7 +26,7 @@ func WithTombstones(ttl time.Duration) Option {
 	return func(s *Store) { s.tombstoneTTL = ttl }
 }
 
-// insertTombstonedSQL is InsertSQL for a store with tombstones: the same
+// insertTombstonedSQL is insertSQL for a store with tombstones: the same
 // columns, inserted only when no live tombstone holds the key, and an
 // expired record replaced only once its tombstone time has passed too
 // (a record the janitor never got to). PostgreSQL cannot infer the types of
