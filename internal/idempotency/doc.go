@@ -12,9 +12,10 @@
 // contract every Store runs) and explore (the schedule explorer, which runs
 // this package's protocol under every interleaving it can reach;
 // docs/design/protocol.md is the protocol as a table of moves). Each is
-// optional; internal/app wires them. One is not: flights, which queues
-// identical requests in one process behind one leader, and which the
-// Keeper uses itself.
+// optional; internal/app wires them. The core imports none of them; it
+// uses two small packages of no domain, internal/canon (canonical JSON) and
+// internal/flights (identical requests in one process queue behind one
+// leader).
 //
 // The files, in the order the sections below follow them:
 //
@@ -116,8 +117,8 @@
 //
 // # Duplicates in flight
 //
-// Concurrent duplicates inside one process queue behind one leader (package
-// flights) and are handed its stored record when it lands, so a retry storm
+// Concurrent duplicates inside one process queue behind one leader
+// (internal/flights) and are handed its stored record when it lands, so a retry storm
 // costs one database conversation per key per process. Across processes, a
 // duplicate polls the record with a growing pause, holding no connection
 // between reads, for at most Config.Wait, and then answers

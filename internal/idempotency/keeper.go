@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemkeys/payments/internal/idempotency/flights"
+	"github.com/idemkeys/payments/internal/flights"
 )
 
 // Keeper is the idempotency layer, independent of any HTTP framework or

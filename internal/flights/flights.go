@@ -2,9 +2,9 @@
 // The first caller becomes the leader and does the work; the others wait
 // on its flight without holding anything, and when it lands they take the
 // value it hands them, or take their turn if it handed none. The
-// idempotency core runs identical keyed requests through it, so a retry
-// storm on one key costs one database conversation per process at a time,
-// not one per request.
+// idempotency core runs identical keyed requests through it (a package of
+// no domain, as internal/canon is), so a retry storm on one key costs one
+// database conversation per process at a time, not one per request.
 package flights
 
 import (

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkeys/payments/internal/idempotency/flights"
+	"github.com/idemkeys/payments/internal/flights"
 )
 
 // TestOneLeaderHandsOver: of several callers on one id, one leads; the
