@@ -118,10 +118,10 @@
 // # Duplicates in flight
 //
 // Concurrent duplicates inside one process queue behind one leader
-// (internal/flights) and are handed its stored record when it lands, so a retry storm
-// costs one database conversation per key per process. Across processes, a
-// duplicate polls the record with a growing pause, holding no connection
-// between reads, for at most Config.Wait, and then answers
+// (internal/flights) and are handed its stored record when it lands, so a
+// retry storm costs one database conversation per key per process. Across
+// processes, a duplicate polls the record with a growing pause, holding no
+// connection between reads, for at most Config.Wait, and then answers
 // InProgressError (409 with Retry-After). Its pauses and hints are the named
 // Config's timeouts (WriteTimeout, PollMin, …).
 //

@@ -119,9 +119,9 @@ func (r *run) handle() result {
 	defer r.endWait()
 
 	// Identical requests in this process queue behind one leader
-	// (internal/flights) and are handed the completed record it leaves. Only they
-	// share a flight: a different request under the same key goes straight
-	// to the store and its 422.
+	// (internal/flights) and are handed the completed record it leaves.
+	// Only they share a flight: a different request under the same key
+	// goes straight to the store and its 422.
 	id := flightID{r.req.Scope, r.req.Key, r.req.Fingerprint}
 	fl, handed, waited, err := k.flights.Acquire(r.waitContext, id)
 	if waited {
