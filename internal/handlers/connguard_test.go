@@ -25,7 +25,6 @@ func guardedServer(t *testing.T, limits handlers.ConnLimits) *guardedTestServer 
 	require.NoError(t, err)
 	hold := make(chan struct{})
 	gs := &guardedTestServer{addr: ln.Addr().String(), idles: map[string]int{}}
-	gs.changed = sync.NewCond(&gs.mu)
 	guard := handlers.GuardListener(ln, limits)
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -39,7 +38,6 @@ func guardedServer(t *testing.T, limits handlers.ConnLimits) *guardedTestServer 
 			if state == http.StateIdle {
 				gs.mu.Lock()
 				gs.idles[c.RemoteAddr().String()]++
-				gs.changed.Broadcast()
 				gs.mu.Unlock()
 			}
 		},
@@ -58,31 +56,20 @@ func guardedServer(t *testing.T, limits handlers.ConnLimits) *guardedTestServer 
 // server marks the connection idle, and the test waits for that mark
 // before it counts on which connection is idle the longest.
 type guardedTestServer struct {
-	addr    string
-	mu      sync.Mutex
-	changed *sync.Cond
-	idles   map[string]int
+	addr  string
+	mu    sync.Mutex
+	idles map[string]int
 }
 
 // waitIdle waits until the server has seen the connection from local go
 // idle n times in all.
 func (gs *guardedTestServer) waitIdle(t *testing.T, local string, n int) {
 	t.Helper()
-	stop := time.AfterFunc(30*time.Second, func() {
+	require.Eventually(t, func() bool {
 		gs.mu.Lock()
-		gs.changed.Broadcast()
-		gs.mu.Unlock()
-	})
-	defer stop.Stop()
-	deadline := time.Now().Add(30 * time.Second)
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	for gs.idles[local] < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the server never saw %s go idle %d times", local, n)
-		}
-		gs.changed.Wait()
-	}
+		defer gs.mu.Unlock()
+		return gs.idles[local] >= n
+	}, 30*time.Second, time.Millisecond, "the server never saw %s go idle %d times", local, n)
 }
 
 // guardClient is one connection to a guarded server from a given
