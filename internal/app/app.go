@@ -547,7 +547,6 @@ func keeperConfig(cfg config.Config, log *slog.Logger, store *gormstore.Store) i
 		Wait:         cfg.IdempotencyWait,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		CacheTimeout: cfg.RedisTimeout,
-		Tombstones:   cfg.IdempotencyTombstones,
 		Transactor:   store,
 		Log:          log,
 		// Without Redis, the same quota of new keys, counted by this

@@ -38,11 +38,6 @@ type Config struct {
 	// Never list Set-Cookie, Date, a request or trace id, or Retry-After:
 	// they belong to one answer, not to the operation.
 	StoredHeaders []string
-	// Tombstones on: a key whose record expired executes nothing again
-	// (ErrKeyExpired for the same request, ErrKeyReused for another) for as
-	// long as the store remembers it (Store.Tombstone; the store must keep
-	// tombstones too, gormstore.WithTombstones). Off, an expired key is new.
-	Tombstones bool
 
 	// Transactor opens the transactions of Atomic requests and of outside
 	// calls; required for both.

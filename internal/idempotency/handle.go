@@ -263,13 +263,14 @@ func (r *run) reread() (*Record, result, bool) {
 	return rec, result{}, false
 }
 
-// get reads the key's live record or, with tombstones on, what the store
-// remembers of it past its expiry. It returns ErrNotFound or a store error.
+// get reads the key's live record or, if the store keeps tombstones, what
+// it remembers of the key past its expiry. It returns ErrNotFound or a
+// store error.
 func (r *run) get() (*Record, error) {
 	k := r.k
 	now := k.clock.Now()
 	rec, err := k.store.Get(r.ctx, r.req.Scope, r.req.Key, now)
-	if errors.Is(err, ErrNotFound) && k.cfg.Tombstones {
+	if errors.Is(err, ErrNotFound) {
 		return k.store.Tombstone(r.ctx, r.req.Scope, r.req.Key, now)
 	}
 	return rec, err

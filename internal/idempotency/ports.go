@@ -47,8 +47,8 @@ type Store interface {
 	// expired: the expired record itself while it is still stored, else the
 	// tombstone its purge left, as a Record in StateExpired (fingerprint,
 	// CreatedAt, ExpiresAt). It returns ErrNotFound when there is neither,
-	// always for a store that keeps no tombstones. The Keeper asks only when
-	// Config.Tombstones is on.
+	// always for a store that keeps no tombstones (which answers without a
+	// query). The Keeper asks whenever Get finds no live record.
 	Tombstone(ctx context.Context, scope, key string, now time.Time) (*Record, error)
 	// PurgeTombstones deletes at most limit tombstones kept past their time
 	// and returns how many it deleted; zero for a store without them.

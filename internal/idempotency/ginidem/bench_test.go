@@ -92,7 +92,7 @@ func newBenchEngine(b *testing.B, dialect string, cache idempotency.Cache, store
 		return r
 	}
 	store := gormstore.New(gormtest.Open(b, dialect), storeOpts...)
-	keeper := idempotency.New(store, idempotency.Config{Cache: cache, Transactor: store, Tombstones: len(storeOpts) > 0,
+	keeper := idempotency.New(store, idempotency.Config{Cache: cache, Transactor: store,
 		Memory: localcache.New(localcache.DefaultSize)})
 	b.Cleanup(func() { _ = keeper.Close(context.Background()) })
 	mw := ginidem.New(keeper, ginidem.Options{Scope: func(*gin.Context) string { return "m1" }, Answer: testAnswer})

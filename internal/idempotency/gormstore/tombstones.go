@@ -20,8 +20,9 @@ import (
 
 // WithTombstones makes the store keep a tombstone of every record it purges
 // for ttl after the record expired, and refuse to insert a record under a
-// key that has one or whose expired record is still there. The Keeper must
-// have idempotency.Config.Tombstones on to tell such keys apart.
+// key that has one or whose expired record is still there. The Keeper then
+// refuses such a key (ErrKeyExpired, ErrKeyReused): it executes nothing
+// again for ttl.
 func WithTombstones(ttl time.Duration) Option {
 	return func(s *Store) { s.tombstoneTTL = ttl }
 }
