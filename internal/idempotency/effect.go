@@ -343,15 +343,15 @@ func (e *Effect[R, O]) begin(ctx context.Context, o *Op, secret []byte, create f
 // locked and the resource loaded, in the transaction ctx carries or one of
 // its own, and the client's answer stored if the call has settled.
 func (e *Effect[R, O]) resume(ctx context.Context, o *Op, id string) (c *Call, r R, err error) {
-	err = e.k.inTx(ctx, func(ctx context.Context) error {
-		if c, err = e.k.store.LockCall(ctx, o.scope, id); err != nil {
-			return fmt.Errorf("resume %s %s: %w", e.Kind, id, err)
+	r, err = e.locked(ctx, o.scope, id, func(ctx context.Context, locked *Call, r *R) error {
+		if c = locked; !c.State.settled() {
+			return nil
 		}
-		if r, err = e.Load(ctx, o.scope, id); err != nil {
-			return fmt.Errorf("resume %s %s: %w", e.Kind, id, err)
-		}
-		return e.finishIfSettled(ctx, o, c, r)
+		return e.finish(ctx, o, c, *r)
 	})
+	if err != nil {
+		err = fmt.Errorf("resume %s %s: %w", e.Kind, id, err)
+	}
 	return c, r, err
 }
 
@@ -387,18 +387,10 @@ func (e *Effect[R, O]) secret(ctx context.Context, o *Op) ([]byte, error) {
 
 // intend is phase 2: the intent to call, under the owner's fence. A call
 // that settled meanwhile (a webhook, the reconciler) is answered as it is.
-func (e *Effect[R, O]) intend(ctx context.Context, o *Op, c *Call) (*Call, R, error) {
-	var r R
-	err := e.k.inTx(ctx, func(ctx context.Context) error {
-		var err error
-		if c, err = e.k.store.LockCall(ctx, o.scope, c.ID); err != nil {
-			return err
-		}
-		if r, err = e.Load(ctx, o.scope, c.ID); err != nil {
-			return err
-		}
-		if c.State.settled() {
-			return e.finishIfSettled(ctx, o, c, r)
+func (e *Effect[R, O]) intend(ctx context.Context, o *Op, seen *Call) (c *Call, r R, err error) {
+	r, err = e.locked(ctx, o.scope, seen.ID, func(ctx context.Context, locked *Call, r *R) (err error) {
+		if c = locked; c.State.settled() {
+			return e.finish(ctx, o, c, *r)
 		}
 		// The fence is checked first: an owner that lost its record must
 		// not open an intent, nor call.
@@ -411,7 +403,7 @@ func (e *Effect[R, O]) intend(ctx context.Context, o *Op, c *Call) (*Call, R, er
 		}
 		if wasCalling && e.Unknown != nil {
 			// Another owner's intent was open: its call may still land.
-			if r, err = e.Unknown(ctx, r); err != nil {
+			if *r, err = e.Unknown(ctx, *r); err != nil {
 				return err
 			}
 		}
@@ -445,7 +437,7 @@ func (e *Effect[R, O]) answered(ctx context.Context, o *Op, id string, answer O)
 			if orphan {
 				result = "" // told by orphaned
 			}
-			return e.finishIfSettled(ctx, o, c, *r)
+			return e.finish(ctx, o, c, *r)
 		}
 		if *r, err = e.settle(ctx, o, c, *r, answer); c.State == CallFlagged {
 			result = "" // told by flagged
@@ -482,7 +474,7 @@ func (e *Effect[R, O]) notExecuted(ctx context.Context, o *Op, id string, cause 
 	var ready bool
 	r, err := e.locked(ctx, o.scope, id, func(ctx context.Context, c *Call, r *R) error {
 		if c.State.settled() {
-			return e.finishIfSettled(ctx, o, c, *r)
+			return e.finish(ctx, o, c, *r)
 		}
 		if err := o.checkpoint(ctx, pointOf(e.Kind+"_created", id)); err != nil {
 			return err
@@ -501,34 +493,27 @@ func (e *Effect[R, O]) notExecuted(ctx context.Context, o *Op, id string, cause 
 }
 
 // unknown is phase 3 when the call's outcome is unknown: the call is
-// recorded so, and the record stays open (a 202) until the reconciler, a
-// webhook or a retry learns the outcome.
+// recorded so, the resource told (Unknown), and the record stays open (a
+// 202) until the reconciler, a webhook or a retry learns the outcome.
 func (e *Effect[R, O]) unknown(ctx context.Context, o *Op, id string) (R, error) {
-	return e.locked(ctx, o.scope, id, func(ctx context.Context, c *Call, r *R) error {
+	return e.locked(ctx, o.scope, id, func(ctx context.Context, c *Call, r *R) (err error) {
 		if c.State.settled() {
-			return e.finishIfSettled(ctx, o, c, *r)
+			return e.finish(ctx, o, c, *r)
 		}
-		if err := e.markUnknown(ctx, c, r); err != nil {
+		if err := c.move(eventUnknown, 0, e.k.clock.Now()); err != nil {
+			return err
+		}
+		if e.Unknown != nil {
+			if *r, err = e.Unknown(ctx, *r); err != nil {
+				return err
+			}
+		}
+		e.k.schedule(c)
+		if err := e.k.store.SaveCall(ctx, c); err != nil {
 			return err
 		}
 		return o.checkpoint(ctx, pointOf(e.Kind+"_unknown", id))
 	})
-}
-
-// markUnknown moves c to unknown (in the caller's transaction) and tells
-// the resource.
-func (e *Effect[R, O]) markUnknown(ctx context.Context, c *Call, r *R) error {
-	if err := c.move(eventUnknown, 0, e.k.clock.Now()); err != nil {
-		return err
-	}
-	if e.Unknown != nil {
-		var err error
-		if *r, err = e.Unknown(ctx, *r); err != nil {
-			return err
-		}
-	}
-	e.k.schedule(c)
-	return e.k.store.SaveCall(ctx, c)
 }
 
 // settle is the one place a definitive answer is applied, whoever learned it
@@ -569,19 +554,11 @@ func (e *Effect[R, O]) settle(ctx context.Context, o *Op, c *Call, r R, answer O
 	return r, e.finish(ctx, o, c, r)
 }
 
-// finishIfSettled stores the answer of a call found settled, through o (a
-// retry resuming an operation that settled meanwhile, or the reconciler's
-// claim on a record whose holder left it open). A flagged call is not answered for good: the record
-// stays open until an operator resolves it.
-func (e *Effect[R, O]) finishIfSettled(ctx context.Context, o *Op, c *Call, r R) error {
-	if !c.State.settled() {
-		return nil
-	}
-	return e.finish(ctx, o, c, r)
-}
-
-// finish stores the client's answer for the settled resource r, through o
-// (nothing to store when it holds no record).
+// finish stores the client's answer for the settled resource r, through o:
+// a retry resuming an operation that settled meanwhile, the request that
+// settled it, or the reconciler's claim. Nothing is stored when o holds no
+// record, nor for a flagged call: the record stays open until an operator
+// rules.
 func (e *Effect[R, O]) finish(ctx context.Context, o *Op, c *Call, r R) (err error) {
 	if !o.holds() || c.State == CallFlagged {
 		return nil
