@@ -496,24 +496,31 @@ func (e *Effect[R, O]) notExecuted(ctx context.Context, o *Op, id string, cause 
 // recorded so, the resource told (Unknown), and the record stays open (a
 // 202) until the reconciler, a webhook or a retry learns the outcome.
 func (e *Effect[R, O]) unknown(ctx context.Context, o *Op, id string) (R, error) {
-	return e.locked(ctx, o.scope, id, func(ctx context.Context, c *Call, r *R) (err error) {
+	return e.locked(ctx, o.scope, id, func(ctx context.Context, c *Call, r *R) error {
 		if c.State.settled() {
 			return e.finish(ctx, o, c, *r)
 		}
-		if err := c.move(eventUnknown, 0, e.k.clock.Now()); err != nil {
-			return err
-		}
-		if e.Unknown != nil {
-			if *r, err = e.Unknown(ctx, *r); err != nil {
-				return err
-			}
-		}
-		e.k.schedule(c)
-		if err := e.k.store.SaveCall(ctx, c); err != nil {
+		if err := e.markUnknown(ctx, c, r, eventUnknown); err != nil {
 			return err
 		}
 		return o.checkpoint(ctx, pointOf(e.Kind+"_unknown", id))
 	})
+}
+
+// markUnknown moves c by ev to unknown, tells the resource (Unknown) and
+// saves c for the reconciler's next look, in the caller's transaction: a
+// call whose outcome is unknown, or a flagged one an operator hands back.
+func (e *Effect[R, O]) markUnknown(ctx context.Context, c *Call, r *R, ev callEvent) (err error) {
+	if err := c.move(ev, 0, e.k.clock.Now()); err != nil {
+		return err
+	}
+	if e.Unknown != nil {
+		if *r, err = e.Unknown(ctx, *r); err != nil {
+			return err
+		}
+	}
+	e.k.schedule(c)
+	return e.k.store.SaveCall(ctx, c)
 }
 
 // settle is the one place a definitive answer is applied, whoever learned it

@@ -43,29 +43,13 @@ func (e *Effect[R, O]) unflag(ctx context.Context, seen *Call, accept bool) erro
 		_, err = e.Overrule(ctx, seen.Scope, seen.ID, held, held)
 		return err
 	}
-	return e.k.inTx(ctx, func(ctx context.Context) error {
-		c, err := e.k.store.LockCall(ctx, seen.Scope, seen.ID)
-		if err != nil {
-			return err
-		}
+	_, err := e.locked(ctx, seen.Scope, seen.ID, func(ctx context.Context, c *Call, r *R) error {
 		if c.State != CallFlagged {
 			return fmt.Errorf("%s %s is %s: %w", e.Kind, c.ID, c.State, errNotFlagged)
 		}
-		r, err := e.Load(ctx, c.Scope, c.ID)
-		if err != nil {
-			return err
-		}
-		if err := c.move(eventRetry, 0, e.k.clock.Now()); err != nil {
-			return err
-		}
-		if e.Unknown != nil {
-			if _, err := e.Unknown(ctx, r); err != nil {
-				return err
-			}
-		}
-		e.k.schedule(c)
-		return e.k.store.SaveCall(ctx, c)
+		return e.markUnknown(ctx, c, r, eventRetry)
 	})
+	return err
 }
 
 // Overrule ends the flagged call (scope, id) with ruling, a definitive
