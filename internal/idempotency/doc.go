@@ -7,7 +7,8 @@
 // PostgreSQL and SQLite, and the transaction of Atomic requests), redisidem
 // (a Redis cache and limiter), localcache (one process's memory of
 // completed records, Config.Memory), locallimit (one process's quota of new
-// keys), janitor (the purge of expired records), sendhttp (an outside call
+// keys), janitor (the purge of expired records), seal (stored answers
+// encrypted at rest, by the stores), sendhttp (an outside call
 // over HTTP, its outcome sorted as an Effect needs), storetest (the
 // contract every Store runs) and explore (the schedule explorer, which runs
 // this package's protocol under every interleaving it can reach;
@@ -38,98 +39,61 @@
 //
 // # The record
 //
-// Each (scope, key) has at most one row in idempotency_records. The row
-// holds the request's fingerprint (method, route, path parameters and the
-// body as RFC 8785 canonical JSON, hashed), a state (executing or completed),
-// a recovery point, a fencing token, a lock deadline, the stored response,
-// and an expiry. The primary key (scope, key) is the only
-// arbiter of who owns a key: a request reserves it with an insert-if-absent
-// (INSERT ... ON CONFLICT DO NOTHING, or DO UPDATE for an expired row), never
-// by reading first and writing after, which two concurrent requests would
-// both pass.
+// Each (scope, key) has at most one row in idempotency_records: the
+// request's fingerprint (method, route, path parameters and the body as RFC
+// 8785 canonical JSON, hashed), a state, a recovery point, a fencing token,
+// a lock deadline, the stored answer and an expiry. Its primary key is the
+// only arbiter of who owns a key: a request reserves it with an
+// insert-if-absent, never by reading first and writing after, which two
+// concurrent requests would both pass.
 //
 // # The path of a request
 //
-// Handle checks the key and the body, looks for a completed record in the
-// cache, and queues behind an identical request already running in this
-// process (see below). Then it loops over one pure decision, decide, from
-// (record, fingerprint, now, mode) to the next step: execute, reserve,
-// replay, refuse a different request (422), wait for the original, or take
-// an abandoned record over. Each step either ends the request or reads the
-// record again; the loop is bounded, and the request ends in exactly one
-// answer or refusal, whose outcome the Observer hears once.
+// Handle checks the key and the body, replays a completed record from
+// memory or the cache, and queues behind an identical request of this
+// process (internal/flights: one database conversation per key per
+// process). Then it loops over one pure decision, decide, from (record,
+// fingerprint, now, mode) to the next step: execute, reserve, replay,
+// refuse another body (422), wait for the original (polling, holding no
+// connection, for at most Config.Wait, then 409 with Retry-After), or take
+// an abandoned record over. The loop is bounded and ends in exactly one
+// answer, whose outcome the Observer hears once. Every decision about
+// locks and expiry reads the injected Clock; an expired record is absent
+// for every read, whenever the janitor deletes it.
 //
 // # Two ways to run a keyed request
 //
-// Atomic, for operations that only touch the database (creating an order).
-// The handler runs inside a transaction owned by the layer (its Transactor),
-// which begins at the handler's first statement, so decoding and validating
-// a body hold no connection. When its answer is a success to keep, the record
-// is inserted already completed, with the response, in the same transaction:
-// the order and its record commit together or not at all. If another request
-// holds the key, the insert is refused, the transaction rolls back, and the
-// request is answered from the other's record. A kept answer that is an
-// error (a business conflict) had no effect, so its transaction rolls back
-// and the record is inserted alone; that is also what keeps a handler whose
-// statement failed right on PostgreSQL, where a failed statement aborts the
-// transaction. A crash at any point leaves either both rows or neither.
-// The contract for an Atomic handler: no effect outside the transaction,
-// and a statement that fails is answered with an error, never a success.
+// Atomic, for an operation that only touches the database (creating an
+// order): the key's record is read first, so a retry replays without
+// running the handler on any instance; a new key's handler runs in a
+// transaction of the layer's (Transactor), and a success to keep is
+// inserted as a completed record in that same transaction, so the order
+// and its record commit together or not at all. A key taken meanwhile
+// rolls the work back and replays the other's record.
+// The handler's contract: no effect outside the transaction, and a failed
+// statement answered with an error.
 //
-// Guarded, for operations with an effect outside the database (a charge at
-// the payment provider), which no database transaction can roll back. The
-// middleware first reserves the key with an executing record that carries
-// its first fence (FirstFence) and a lock deadline. The handler runs its outside call through an
+// Guarded, for an operation with an effect outside the database (a
+// charge), which no transaction can roll back. The key is reserved first
+// (an executing record with its first fence and a lock deadline); the
+// handler gets the operation (Op) and runs its outside call through an
 // Effect (effect.go), whose phases record recovery points in the same
-// transactions as its own durable steps: create the resource and its call,
-// record the intent, call under a key derived from the client's operation
-// (derive.go), settle and store the answer. Every write is conditional on
-// the record's fence.
-// A retry that finds the record locked waits; one that finds the lock run
-// out takes the record over by bumping the fence (compare-and-set) and
-// resumes from the last recovery point. The previous owner, if it was only
-// slow and not dead, now fails every write with ErrFenced.
-//
-// Work outside any request can take a record over too (Keeper.Reconcile,
-// in reconcile.go): a reconciler that settles or cancels an abandoned call
-// claims its record first, as a retry would (claim.go), so a late retry of
-// the key waits for it; the claim is an Op like a retry's, and runs the
-// same phases, storing the key's final answer with the fence in the same
-// transaction as the settle or the cancel. Whichever of the two owns
-// the record first wins; the other finds it taken. A call whose owner lost
-// the fence after recording its intent is never canceled: its outcome is
-// unknown until the provider answers the same key.
+// transactions as their own writes, each fenced. A retry that finds the
+// lock run out takes the record over by bumping the fence and resumes from
+// the point it took; a slow previous owner then fails every write with
+// ErrFenced. The reconciler claims a record the same way (claim.go) and
+// runs the same phases (docs/design/operation.md).
 //
 // # What is stored, and what gives the key back
 //
-// A handler returns its answer as a value (Answer), and the answer says
-// whether it is final: the operation's outcome, stored with its status,
-// body and the headers that describe the result (Config.StoredHeaders), and
-// replayed with Idempotent-Replayed: true and a byte-identical body. The
-// application decides finality where it maps each error to an answer (this
-// API: its error table, where a decline and the business 409s are final).
-// Anything else (validation errors, 404, 5xx, "provider unavailable", a
-// temporary conflict, the layer's own 409 and 422) is not stored: a record
-// with nothing durable behind it is deleted, so the key may be sent again;
-// one past its first recovery point is unlocked, so the next retry resumes
-// it at once. A 202 (outcome unknown at the provider) keeps the record open
-// the same way until a retry or the reconciler learns the outcome.
-//
-// # Duplicates in flight
-//
-// Concurrent duplicates inside one process queue behind one leader
-// (internal/flights) and are handed its stored record when it lands, so a
-// retry storm costs one database conversation per key per process. Across
-// processes, a duplicate polls the record with a growing pause, holding no
-// connection between reads, for at most Config.Wait, and then answers
-// InProgressError (409 with Retry-After). Its pauses and hints are the named
-// Config's timeouts (WriteTimeout, PollMin, …).
-//
-// # Time
-//
-// Every decision about locks and expiry reads an injected Clock, so tests
-// move time instead of sleeping. An expired record is absent for every read;
-// the janitor (package janitor, beside the core) deletes expired rows
-// later, in small batches on the expiry index, and correctness never waits
-// for it.
+// A handler returns its answer as a value (Answer) that says whether it is
+// final: the operation's outcome, stored with its status, body and the
+// headers that describe it (Config.StoredHeaders), and replayed with a
+// byte-identical body. The application decides finality where it maps its
+// errors to answers (this API: a decline and the business 409s are final).
+// Anything else (validation, 404, 5xx, the layer's own 409 and 422) is not
+// stored: a record with nothing durable behind it is deleted, so the key
+// may be sent again, and one past its first recovery point is unlocked, so
+// the next retry resumes it at once. A 202 (an outcome unknown outside)
+// keeps the record open until a retry or the reconciler learns it.
 package idempotency
