@@ -78,7 +78,7 @@ type atomicTx struct {
 func (t *atomicTx) run(ctx context.Context) error {
 	r, k := t.r, t.r.k
 	started := time.Now()
-	t.answer = r.handler(ctx, nil, r.req.Body)
+	t.answer = r.atomicWork(ctx, r.req.Body)
 	k.obs.Processed(r.ctx, r.req.Route, time.Since(started))
 	switch {
 	case !t.answer.Final:

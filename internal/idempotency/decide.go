@@ -2,19 +2,6 @@ package idempotency
 
 import "time"
 
-// Mode is how a route runs its keyed requests.
-type Mode int
-
-const (
-	// Atomic is for operations whose whole effect is rows in the database:
-	// the handler runs inside a transaction that the record commits with.
-	Atomic Mode = iota + 1
-	// Guarded is for operations with an effect outside the database: the
-	// key is reserved first, the handler records recovery points with a
-	// owner, and the final answer is stored at the end.
-	Guarded
-)
-
 // step is what a request does next about its key.
 type step int
 
@@ -63,12 +50,13 @@ func (s step) String() string {
 // decide is the whole decision of the idempotency layer: given the live
 // record under the request's key (nil when there is none, or none was read
 // yet: an insert-if-absent then decides), the request's fingerprint, the
-// time and the route's mode, it says what to do next. It reads nothing and
-// writes nothing; Handle carries its step out and asks again. It is the
-// heart of the layer, and TestDecide is its table.
-func decide(rec *Record, fingerprint string, now time.Time, mode Mode) step {
+// time and whether the route is Guarded (else Atomic), it says what to do
+// next. It reads nothing and writes nothing; the request's loop carries its
+// step out and asks again. It is the heart of the layer, and TestDecide is
+// its table.
+func decide(rec *Record, fingerprint string, now time.Time, guarded bool) step {
 	switch {
-	case rec == nil && mode == Atomic:
+	case rec == nil && !guarded:
 		return stepExecute
 	case rec == nil:
 		return stepReserve
@@ -78,7 +66,7 @@ func decide(rec *Record, fingerprint string, now time.Time, mode Mode) step {
 		return stepExpired
 	case rec.State == StateCompleted && rec.Answer != nil:
 		return stepReplay
-	case rec.State == StateExecuting && mode == Guarded && !rec.LockedUntil.After(now):
+	case rec.State == StateExecuting && guarded && !rec.LockedUntil.After(now):
 		return stepTakeOver
 	default:
 		// Executing under a running lock: its owner is at work. (An Atomic

@@ -49,17 +49,17 @@
 //
 // # The path of a request
 //
-// Handle checks the key and the body, replays a completed record from
-// memory or the cache, and queues behind an identical request of this
-// process (internal/flights: one database conversation per key per
-// process). Then it loops over one pure decision, decide, from (record,
-// fingerprint, now, mode) to the next step: execute, reserve, replay,
-// refuse another body (422), wait for the original (polling, holding no
-// connection, for at most Config.Wait, then 409 with Retry-After), or take
-// an abandoned record over. The loop is bounded and ends in exactly one
-// answer, whose outcome the Observer hears once. Every decision about
-// locks and expiry reads the injected Clock; an expired record is absent
-// for every read, whenever the janitor deletes it.
+// Keeper.Atomic and Keeper.Guarded check the key and the body, replay a
+// completed record from memory or the cache, and queue behind an identical
+// request of this process (internal/flights: one database conversation per
+// key per process). Then they loop over one pure decision, decide, from
+// (record, fingerprint, now, Guarded or not) to the next step: execute,
+// reserve, replay, refuse another body (422), wait for the original
+// (polling, holding no connection, for at most Config.Wait, then 409 with
+// Retry-After), or take an abandoned record over. The loop is bounded and
+// ends in exactly one answer, whose outcome the Observer hears once. Every
+// decision about locks and expiry reads the injected Clock; an expired
+// record is absent for every read, whenever the janitor deletes it.
 //
 // # Two ways to run a keyed request
 //

@@ -108,7 +108,7 @@ func Register[R, O any](k *Keeper, e Effect[R, O]) *Effect[R, O] {
 	return &e
 }
 
-// Run runs op, a Guarded request's operation (Handle hands it to the
+// Run runs op, a Guarded request's operation (Keeper.Guarded hands it to the
 // handler; an error for nil), as the owner of its record:
 //
 //   - phase 1, one transaction: resume the resource the record's recovery

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Refusals Handle returns for the HTTP layer to answer. The adapter hands
+// Refusals Keeper.Atomic and Keeper.Guarded return for the HTTP layer to answer. The adapter hands
 // them to the application's error table; nothing here knows about status
 // codes.
 var (

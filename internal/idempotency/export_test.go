@@ -26,6 +26,6 @@ func StepsForTest() []string {
 }
 
 // DecideForTest is decide, its step by name, for the record diagram's test.
-func DecideForTest(rec *Record, fingerprint string, now time.Time, mode Mode) string {
-	return decide(rec, fingerprint, now, mode).String()
+func DecideForTest(rec *Record, fingerprint string, now time.Time, guarded bool) string {
+	return decide(rec, fingerprint, now, guarded).String()
 }

@@ -86,7 +86,7 @@ func (r *run) execute(rec *Record, outcome string) result {
 		}
 	}()
 	started := time.Now()
-	answer := r.handler(r.ctx, lease, r.req.Body)
+	answer := r.guardedWork(r.ctx, lease, r.req.Body)
 	k.obs.Processed(r.ctx, r.req.Route, time.Since(started))
 
 	if lease.stored != nil {
@@ -164,10 +164,10 @@ func (r *run) execute(rec *Record, outcome string) result {
 }
 
 // Op is a Guarded request's operation: its ownership of the key's record
-// (the fence, the record's lifetime) and how far it got. Handle hands it to
-// the handler, which passes it to Effect.Run; the phases record their
-// recovery points with it, and every write is fenced, so a request that
-// lost the record cannot write. Only Handle makes one.
+// (the fence, the record's lifetime) and how far it got. Keeper.Guarded
+// hands it to the handler, which passes it to Effect.Run; the phases record
+// their recovery points with it, and every write is fenced, so a request
+// that lost the record cannot write. Only the Keeper makes one.
 type Op struct {
 	k     *Keeper
 	scope string

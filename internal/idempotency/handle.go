@@ -40,24 +40,37 @@ func replayed(rec *Record) result {
 // the rest is waiting, which the wait deadline bounds first.
 const maxRounds = 64
 
-// Handle runs one keyed request to its end: it checks the key and the body,
-// looks for a completed record in the cache, queues behind an identical
-// request already running in this process, and then loops over decide,
-// carrying out each step (execute, reserve, replay, refuse, wait, take over)
-// until one ends the request. h runs the application's work at most once,
-// with ctx carrying the request's transaction (Atomic), or with op, the
-// operation that owns the key's record (Guarded: nil for Atomic), for its
-// outside calls (Effect.Run), and the body as the Keeper read it; it
-// returns its answer, its errors already answered by the application's
-// error table.
+// Atomic runs one keyed request whose whole effect is rows in the database
+// (creating an order) to its end: it checks the key and the body, looks for
+// a completed record in memory and the cache, queues behind an identical
+// request already running in this process, reads the key's record, and
+// then loops over decide, carrying out each step (execute, replay, refuse,
+// wait) until one ends the request. h runs the application's work at most
+// once, with ctx carrying the transaction the record commits with
+// (atomic.go) and the body as the Keeper read it; it returns its answer,
+// its errors already answered by the application's error table.
 //
-// Handle returns the answer to send (replayed: a stored one, to be sent
-// with ginidem.HeaderReplayed), or a refusal of its own for the error table:
+// It returns the answer to send (replayed: a stored one, to be sent with
+// ginidem.HeaderReplayed), or a refusal of its own for the error table:
 // ErrKeyMissing, ErrKeyInvalid, ErrKeyReused, ErrKeyExpired, ErrInProgress,
 // ErrRateLimited, ErrMalformedBody, ErrBodyRead, an *http.MaxBytesError,
 // or a store's error. The Observer hears exactly one outcome per call, a
 // panic of h included (the panic goes on up).
-func (k *Keeper) Handle(ctx context.Context, mode Mode, in Input, h func(ctx context.Context, op *Op, body []byte) Answer) (answer Answer, replayed bool, err error) {
+func (k *Keeper) Atomic(ctx context.Context, in Input, h func(ctx context.Context, body []byte) Answer) (answer Answer, replayed bool, err error) {
+	return k.handle(ctx, &run{k: k, ctx: ctx, atomicWork: h}, in)
+}
+
+// Guarded runs one keyed request with an effect outside the database (a
+// charge) as Atomic does, but for its steps: the key is reserved first
+// (guarded.go), and h runs as the owner of the key's record, op, which it
+// passes to its outside calls (Effect.Run); a retry that finds the lock run
+// out takes the record over and runs h again from its recovery point. It
+// answers and refuses as Atomic does.
+func (k *Keeper) Guarded(ctx context.Context, in Input, h func(ctx context.Context, op *Op, body []byte) Answer) (answer Answer, replayed bool, err error) {
+	return k.handle(ctx, &run{k: k, ctx: ctx, guarded: true, guardedWork: h}, in)
+}
+
+func (k *Keeper) handle(ctx context.Context, r *run, in Input) (answer Answer, replayed bool, err error) {
 	var res result
 	defer func() {
 		if p := recover(); p != nil {
@@ -71,7 +84,7 @@ func (k *Keeper) Handle(ctx context.Context, mode Mode, in Input, h func(ctx con
 		res = refused(err)
 		return Answer{}, false, err
 	}
-	r := &run{k: k, ctx: ctx, mode: mode, req: req, handler: h}
+	r.req = req
 	res = r.handle()
 	if res.err != nil {
 		return Answer{}, false, res.err
@@ -79,13 +92,15 @@ func (k *Keeper) Handle(ctx context.Context, mode Mode, in Input, h func(ctx con
 	return *res.answer, res.replayed, nil
 }
 
-// run is one request on its way through Handle.
+// run is one request on its way through Atomic or Guarded, with the
+// application's work of its kind.
 type run struct {
-	k       *Keeper
-	ctx     context.Context
-	mode    Mode
-	req     keyedRequest
-	handler func(ctx context.Context, op *Op, body []byte) Answer
+	k           *Keeper
+	ctx         context.Context
+	guarded     bool
+	req         keyedRequest
+	atomicWork  func(ctx context.Context, body []byte) Answer
+	guardedWork func(ctx context.Context, op *Op, body []byte) Answer
 
 	// waitCtx bounds the whole wait for an original, in this process and
 	// in the store, to Config.Wait from waitFrom; made by waitContext when
@@ -138,7 +153,7 @@ func (r *run) handle() result {
 	defer r.stopWaiting()
 
 	var rec *Record
-	if waited || r.mode == Atomic {
+	if waited || !r.guarded {
 		// Read the key's record before any work. An Atomic handler runs
 		// before its record's insert, which is what learns that the key is
 		// taken: a retry on an instance that has not seen the key would run
@@ -168,7 +183,7 @@ func (r *run) handle() result {
 
 // answer is the end of a request whose key holds the completed record rec.
 func (r *run) answer(rec *Record) result {
-	if decide(rec, r.req.Fingerprint, r.k.clock.Now(), r.mode) == stepMismatch {
+	if decide(rec, r.req.Fingerprint, r.k.clock.Now(), r.guarded) == stepMismatch {
 		return refused(ErrKeyReused)
 	}
 	return replayed(rec)
@@ -182,7 +197,7 @@ func (r *run) loop(rec *Record) result {
 			res  result
 			done bool
 		)
-		switch step := decide(rec, r.req.Fingerprint, r.k.clock.Now(), r.mode); step {
+		switch step := decide(rec, r.req.Fingerprint, r.k.clock.Now(), r.guarded); step {
 		case stepMismatch:
 			return refused(ErrKeyReused)
 		case stepExpired:
@@ -253,7 +268,7 @@ func (r *run) reread() (*Record, result, bool) {
 	k := r.k
 	rec, err := r.get()
 	switch {
-	case errors.Is(err, ErrNotFound) && r.mode == Guarded:
+	case errors.Is(err, ErrNotFound) && r.guarded:
 		return nil, result{}, false
 	case errors.Is(err, ErrNotFound):
 		return nil, refused(k.inProgress()), true

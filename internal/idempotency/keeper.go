@@ -11,8 +11,8 @@ import (
 
 // Keeper is the idempotency layer, independent of any HTTP framework or
 // database library: an adapter (ginidem) turns a request into an Input,
-// calls Handle, and writes the Result; a Store (gormstore) keeps the
-// records. Routes opt in with a Mode.
+// calls Atomic or Guarded (the route's choice), and writes the answer; a
+// Store (gormstore) keeps the records.
 type Keeper struct {
 	store   Store
 	cfg     Config

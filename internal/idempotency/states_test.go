@@ -54,13 +54,13 @@ func TestRecordDiagram(t *testing.T) {
 
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	decided := map[string][]string{}
-	decide := func(from string, rec *idempotency.Record, fingerprint string, mode idempotency.Mode) {
-		if step := idempotency.DecideForTest(rec, fingerprint, now, mode); !slices.Contains(decided[from], step) {
+	decide := func(from string, rec *idempotency.Record, fingerprint string, guarded bool) {
+		if step := idempotency.DecideForTest(rec, fingerprint, now, guarded); !slices.Contains(decided[from], step) {
 			decided[from] = append(decided[from], step)
 		}
 	}
-	for _, mode := range []idempotency.Mode{idempotency.Atomic, idempotency.Guarded} {
-		decide("[*]", nil, "f", mode)
+	for _, guarded := range []bool{false, true} {
+		decide("[*]", nil, "f", guarded)
 		for _, state := range states {
 			for _, lockedUntil := range []time.Time{now.Add(time.Second), now.Add(-time.Second)} {
 				for _, fingerprint := range []string{"f", "another request"} {
@@ -68,7 +68,7 @@ func TestRecordDiagram(t *testing.T) {
 					if rec.State == idempotency.StateCompleted { // a completed record holds its answer
 						rec.Answer = &idempotency.Answer{Status: 201, Final: true}
 					}
-					decide(state, rec, fingerprint, mode)
+					decide(state, rec, fingerprint, guarded)
 				}
 			}
 		}

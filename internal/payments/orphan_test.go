@@ -105,7 +105,7 @@ func newOperatorWorld(t *testing.T, d database.Dialect) *operatorWorld {
 
 // keyed runs fn as a Guarded request under key, as op.
 func (w *operatorWorld) keyed(key string, fn func(ctx context.Context, op *idempotency.Op)) {
-	w.keeper.Handle(context.Background(), idempotency.Guarded, idempotency.Input{
+	w.keeper.Guarded(context.Background(), idempotency.Input{
 		Scope: "mch_a", Keys: []string{key}, Method: "POST", Path: "/x/" + key, Route: "/x",
 	}, func(ctx context.Context, op *idempotency.Op, _ []byte) idempotency.Answer {
 		fn(ctx, op)

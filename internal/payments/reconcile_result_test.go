@@ -103,7 +103,7 @@ func TestReconcilerReportsEachResult(t *testing.T) {
 				order, err := svc.CreateOrder(ctx, "mch_a", validInput())
 				require.NoError(t, err)
 				var p payments.Payment
-				keeper.Handle(ctx, idempotency.Guarded, idempotency.Input{
+				keeper.Guarded(ctx, idempotency.Input{
 					Scope: "mch_a", Keys: []string{"key-" + method}, Method: "POST", Path: "/pay/" + order.ID, Route: "/pay/:id",
 				}, func(ctx context.Context, op *idempotency.Op, _ []byte) idempotency.Answer {
 					p, _ = svc.PayOrder(ctx, op, "mch_a", order.ID, payments.PayInput{PaymentMethod: method})

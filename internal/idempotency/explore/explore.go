@@ -317,11 +317,23 @@ type Answered struct {
 	Refusal  error
 }
 
-// Handle sends one keyed request to k, as a client would, and notes the
-// answer it gets.
-func (w *World) Handle(ctx context.Context, k *idempotency.Keeper, mode idempotency.Mode, in idempotency.Input,
+// Guarded sends one keyed request to k's Guarded, as a client would, and
+// notes the answer it gets.
+func (w *World) Guarded(ctx context.Context, k *idempotency.Keeper, in idempotency.Input,
 	h func(ctx context.Context, op *idempotency.Op, body []byte) idempotency.Answer) Answered {
-	a, replayed, err := k.Handle(ctx, mode, in, h)
+	a, replayed, err := k.Guarded(ctx, in, h)
+	return w.note(ctx, in, a, replayed, err)
+}
+
+// Atomic sends one keyed request to k's Atomic, as a client would, and
+// notes the answer it gets.
+func (w *World) Atomic(ctx context.Context, k *idempotency.Keeper, in idempotency.Input,
+	h func(ctx context.Context, body []byte) idempotency.Answer) Answered {
+	a, replayed, err := k.Atomic(ctx, in, h)
+	return w.note(ctx, in, a, replayed, err)
+}
+
+func (w *World) note(ctx context.Context, in idempotency.Input, a idempotency.Answer, replayed bool, err error) Answered {
 	got := Answered{Scope: in.Scope, Key: in.Keys[0], Status: a.Status, Body: a.Body, Final: a.Final, Replayed: replayed, Refusal: err}
 	if act := w.actorName(ctx); act != "" {
 		got.Actor = act

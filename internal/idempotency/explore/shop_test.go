@@ -250,7 +250,7 @@ func (s *shop) refusal(id string, err error) idempotency.Answer {
 // pay is a client's payment of amount under key, sent to in.
 func (s *shop) pay(ctx context.Context, in *instance, key string, amount int64, decline bool) explore.Answered {
 	body := fmt.Sprintf(`{"amount":%d,"decline":%t}`, amount, decline)
-	return s.w.Handle(ctx, in.k, idempotency.Guarded, input(key, "/orders/ord_1/payments", body),
+	return s.w.Guarded(ctx, in.k, input(key, "/orders/ord_1/payments", body),
 		func(ctx context.Context, op *idempotency.Op, _ []byte) idempotency.Answer {
 			p, err := in.pay.Run(ctx, op, func(ctx context.Context, c idempotency.Call) (payment, error) {
 				p := payment{Scope: c.Scope, ID: c.ID, Amount: amount, Decline: decline, Status: "pending"}
@@ -267,7 +267,7 @@ func (s *shop) pay(ctx context.Context, in *instance, key string, amount int64, 
 // payment paymentID under key, sent to in.
 func (s *shop) refund(ctx context.Context, in *instance, key, paymentID string, amount int64) explore.Answered {
 	body := fmt.Sprintf(`{"amount":%d}`, amount)
-	return s.w.Handle(ctx, in.k, idempotency.Guarded, input(key, "/payments/"+paymentID+"/refunds", body),
+	return s.w.Guarded(ctx, in.k, input(key, "/payments/"+paymentID+"/refunds", body),
 		func(ctx context.Context, op *idempotency.Op, _ []byte) idempotency.Answer {
 			r, err := in.ref.Run(ctx, op, func(ctx context.Context, c idempotency.Call) (refund, error) {
 				return s.createRefund(ctx, c, paymentID, amount)
@@ -315,8 +315,8 @@ func (s *shop) createRefund(ctx context.Context, c idempotency.Call, paymentID s
 
 // createOrder is a client's Atomic order under key, sent to in.
 func (s *shop) createOrder(ctx context.Context, in *instance, key string) explore.Answered {
-	return s.w.Handle(ctx, in.k, idempotency.Atomic, input(key, "/orders", `{"items":1}`),
-		func(ctx context.Context, _ *idempotency.Op, _ []byte) idempotency.Answer {
+	return s.w.Atomic(ctx, in.k, input(key, "/orders", `{"items":1}`),
+		func(ctx context.Context, _ []byte) idempotency.Answer {
 			s.orderN++
 			o := order{Scope: scope, ID: fmt.Sprintf("ord_%d", s.orderN), Key: key}
 			if err := s.orders.Insert(ctx, o.Scope, o.ID, o); err != nil {

@@ -194,9 +194,9 @@ func TestCloseWaitsForBackgroundWork(t *testing.T) {
 	cfg := idempotency.Config{Cache: cache, Clock: e.clock, Transactor: e.store}
 	k := idempotency.New(e.store, cfg)
 
-	_, _, err := k.Handle(context.Background(), idempotency.Atomic, idempotency.Input{
+	_, _, err := k.Atomic(context.Background(), idempotency.Input{
 		Scope: "m1", Keys: []string{"close-1"}, Method: "POST", Path: "/x", Route: "/x",
-	}, func(context.Context, *idempotency.Op, []byte) idempotency.Answer {
+	}, func(context.Context, []byte) idempotency.Answer {
 		return idempotency.Answer{Status: 201, Body: []byte(`{}`), Final: true}
 	})
 	require.NoError(t, err)
@@ -207,9 +207,9 @@ func TestCloseWaitsForBackgroundWork(t *testing.T) {
 	require.ErrorIs(t, k.Close(ctx), context.DeadlineExceeded, "work still running at the deadline is stopped")
 
 	k2 := idempotency.New(e.store, cfg)
-	_, _, err = k2.Handle(context.Background(), idempotency.Atomic, idempotency.Input{
+	_, _, err = k2.Atomic(context.Background(), idempotency.Input{
 		Scope: "m1", Keys: []string{"close-2"}, Method: "POST", Path: "/x", Route: "/x",
-	}, func(context.Context, *idempotency.Op, []byte) idempotency.Answer {
+	}, func(context.Context, []byte) idempotency.Answer {
 		return idempotency.Answer{Status: 201, Body: []byte(`{}`), Final: true}
 	})
 	require.NoError(t, err)

@@ -69,22 +69,33 @@ func New(keeper *idempotency.Keeper, opts Options) *Middleware {
 
 // Atomic serves h as a route whose whole effect is rows in the database
 // (creating an order). h runs inside a transaction that begins at its first
-// statement and that the record commits with (see idempotency.Atomic). Its
+// statement and that the record commits with (see Keeper.Atomic). Its
 // contract: no effect outside the transaction, and a statement that fails is
 // answered with an error, never with a success; a final error answer is
 // stored after the transaction rolled back.
 func (m *Middleware) Atomic(h Handler) gin.HandlerFunc {
-	return m.serve(idempotency.Atomic, func(c *gin.Context, _ *idempotency.Op) (idempotency.Answer, error) { return h(c) })
+	g := func(c *gin.Context, _ *idempotency.Op) (idempotency.Answer, error) { return h(c) }
+	return m.serve(func(c *gin.Context, in idempotency.Input) (idempotency.Answer, bool, error) {
+		return m.keeper.Atomic(c.Request.Context(), in, func(ctx context.Context, body []byte) idempotency.Answer {
+			return m.run(c, g, ctx, nil, body)
+		})
+	})
 }
 
 // Guarded serves h as a route with an effect outside the database (a charge
 // at a payment provider). The key is reserved first; h runs as the owner of
 // the key's record, which it is given (op) to pass to its outside call.
 func (m *Middleware) Guarded(h GuardedHandler) gin.HandlerFunc {
-	return m.serve(idempotency.Guarded, h)
+	return m.serve(func(c *gin.Context, in idempotency.Input) (idempotency.Answer, bool, error) {
+		return m.keeper.Guarded(c.Request.Context(), in, func(ctx context.Context, op *idempotency.Op, body []byte) idempotency.Answer {
+			return m.run(c, h, ctx, op, body)
+		})
+	})
 }
 
-func (m *Middleware) serve(mode idempotency.Mode, h GuardedHandler) gin.HandlerFunc {
+// serve reads the request as the Keeper's Input, hands it to handle (the
+// Keeper's Atomic or Guarded) and writes what comes back.
+func (m *Middleware) serve(handle func(c *gin.Context, in idempotency.Input) (idempotency.Answer, bool, error)) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		in := idempotency.Input{
 			Scope:  m.opts.Scope(c),
@@ -95,9 +106,7 @@ func (m *Middleware) serve(mode idempotency.Mode, h GuardedHandler) gin.HandlerF
 			Params: params(c),
 			Body:   c.Request.Body,
 		}
-		answer, replayed, err := m.keeper.Handle(c.Request.Context(), mode, in, func(ctx context.Context, op *idempotency.Op, body []byte) idempotency.Answer {
-			return m.run(c, h, ctx, op, body)
-		})
+		answer, replayed, err := handle(c, in)
 		switch {
 		case err != nil:
 			answer = m.opts.Answer(c, err)

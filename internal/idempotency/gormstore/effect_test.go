@@ -212,7 +212,7 @@ func (e *sendEnv) runAnswering(k *idempotency.Keeper, eff *idempotency.Effect[se
 		runErr error
 	)
 	var res handled
-	res.Answer, res.Replayed, res.Err = k.Handle(context.Background(), idempotency.Guarded, idempotency.Input{
+	res.Answer, res.Replayed, res.Err = k.Guarded(context.Background(), idempotency.Input{
 		Scope: "m1", Keys: []string{key}, Method: "POST", Path: "/sends", Route: "/sends",
 	}, func(ctx context.Context, op *idempotency.Op, _ []byte) idempotency.Answer {
 		got, runErr = eff.Run(ctx, op, func(ctx context.Context, c idempotency.Call) (send, error) {
@@ -410,7 +410,7 @@ func TestEffectFencedOwnerCallsNothing(t *testing.T) {
 		// (the owner's lock ran out) before the owner records its intent.
 		e.bank.next = []string{"ok"}
 		taken := false
-		_, _, err = e.keeper.Handle(context.Background(), idempotency.Guarded, idempotency.Input{
+		_, _, err = e.keeper.Guarded(context.Background(), idempotency.Input{
 			Scope: "m1", Keys: []string{"k1"}, Method: "POST", Path: "/sends", Route: "/sends",
 		}, func(ctx context.Context, op *idempotency.Op, _ []byte) idempotency.Answer {
 			_, err := e.sends.Run(ctx, op, func(ctx context.Context, c idempotency.Call) (send, error) {
