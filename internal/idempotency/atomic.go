@@ -57,7 +57,7 @@ func (r *run) atomic() (*Record, result, bool) {
 		}
 		return nil, refused(err), true
 	case errors.Is(err, errNotKept):
-		if rec, gerr := k.store.Get(r.ctx, r.req.Scope, r.req.Key, k.clock.Now()); gerr == nil {
+		if rec, gerr := k.store.Get(r.ctx, r.req.Scope, r.req.Key, k.now()); gerr == nil {
 			return rec, result{}, false
 		}
 		return nil, fresh(answer, outcomeExecuted, nil), true

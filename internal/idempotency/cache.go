@@ -6,7 +6,7 @@ import "context"
 // process's memory, then in the cache, if any, within Config.CacheTimeout. A
 // miss and a cache error look alike: nil.
 func (k *Keeper) cached(ctx context.Context, req keyedRequest) *Record {
-	if rec := k.cfg.Memory.Get(req.Scope, req.Key, k.clock.Now()); rec != nil {
+	if rec := k.cfg.Memory.Get(req.Scope, req.Key, k.now()); rec != nil {
 		return rec
 	}
 	if k.cfg.Cache == nil {

@@ -24,7 +24,7 @@ var errLocked = errors.New("idempotency record is locked by a running request")
 // It returns ErrNotFound (no open record for that operation: nothing can
 // resume it), errLocked, or a store error.
 func (k *Keeper) claim(ctx context.Context, scope, key, resourceID string) (*Op, error) {
-	now := k.clock.Now()
+	now := k.now()
 	rec, err := k.store.Get(ctx, scope, key, now)
 	if err != nil {
 		return nil, err
@@ -78,7 +78,7 @@ func (o *Op) complete(ctx context.Context, a Answer) error {
 		return nil
 	}
 	stored := o.k.cfg.stored(a)
-	if err := o.k.store.Complete(ctx, o.scope, o.key, o.fence, stored, o.k.clock.Now()); err != nil {
+	if err := o.k.store.Complete(ctx, o.scope, o.key, o.fence, stored, o.k.now()); err != nil {
 		return err
 	}
 	o.k.cfg.Transactor.AfterCommit(ctx, func() {
@@ -99,7 +99,7 @@ func (o *Op) release(ctx context.Context) error {
 	if !o.holds() {
 		return nil
 	}
-	if err := o.k.store.Release(ctx, o.scope, o.key, o.fence, o.k.clock.Now()); err != nil {
+	if err := o.k.store.Release(ctx, o.scope, o.key, o.fence, o.k.now()); err != nil {
 		return err
 	}
 	o.k.released(o.scope, o.key)

@@ -42,8 +42,9 @@ type Config struct {
 	// Transactor opens the transactions of Atomic requests and of outside
 	// calls; required for both.
 	Transactor Transactor
-	// Clock tells the time of every decision; nil means the wall clock.
-	Clock Clock
+	// Now tells the time of every decision (tests move it instead of
+	// sleeping); nil means the wall clock, in UTC, to the microsecond.
+	Now func() time.Time
 	// Observer hears every outcome (metrics); nil hears nothing.
 	Observer Observer
 	// Cache, if set, serves replays and cross-instance wake-ups.
@@ -151,8 +152,8 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	c.StoredHeaders = stored
-	if c.Clock == nil {
-		c.Clock = systemClock{}
+	if c.Now == nil {
+		c.Now = wallClock
 	}
 	if c.Observer == nil {
 		c.Observer = noObserver{}
@@ -192,3 +193,8 @@ func (c Config) storable(h http.Header) bool {
 	}
 	return true
 }
+
+// wallClock is the time when Config.Now is nil: UTC, truncated to
+// microseconds so that a time read back from PostgreSQL (which keeps
+// microseconds) compares equal to the one written.
+func wallClock() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }

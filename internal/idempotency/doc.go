@@ -22,8 +22,9 @@
 //
 //	record.go, ports.go        the record, the answer; the Store, Cache, Memory,
 //	                           Limiter and Transactor ports
-//	keeper.go, config.go       the Keeper and what it is told; observer.go,
-//	                           clock.go, errors.go its outcomes, time, refusals
+//	keeper.go, config.go       the Keeper and what it is told (its clock
+//	                           too); observer.go, errors.go its outcomes and
+//	                           refusals
 //	request.go, key.go,        reading a keyed request: the key, the body, its
 //	fingerprint.go             canonical fingerprint
 //	handle.go, decide.go       the loop over one pure decision; cache.go the
@@ -58,8 +59,8 @@
 // (polling, holding no connection, for at most Config.Wait, then 409 with
 // Retry-After), or take an abandoned record over. The loop is bounded and
 // ends in exactly one answer, whose outcome the Observer hears once. Every
-// decision about locks and expiry reads the injected Clock; an expired
-// record is absent for every read, whenever the janitor deletes it.
+// decision about locks and expiry reads the injected clock (Config.Now); an
+// expired record is absent for every read, whenever the janitor deletes it.
 //
 // # Two ways to run a keyed request
 //

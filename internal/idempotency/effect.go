@@ -273,7 +273,7 @@ func (e *Effect[R, O]) Start(ctx context.Context, scope, seed string, create fun
 			return err
 		}
 		started = true
-		now := e.k.clock.Now()
+		now := e.k.now()
 		c := &Call{Scope: scope, ID: id, Kind: e.Kind, Key: id, KeyVersion: keyVersion, KeyFingerprint: KeyFingerprint(e.k.cfg.KeySecret),
 			State: CallUnknown, AttemptedAt: now, CreatedAt: now, UpdatedAt: now}
 		if e.k.cfg.TraceParent != nil {
@@ -398,7 +398,7 @@ func (e *Effect[R, O]) intend(ctx context.Context, o *Op, seen *Call) (c *Call, 
 			return err
 		}
 		wasCalling := c.State == CallCalling
-		if err := c.move(eventIntent, o.fence, e.k.clock.Now()); err != nil {
+		if err := c.move(eventIntent, o.fence, e.k.now()); err != nil {
 			return err
 		}
 		if wasCalling && e.Unknown != nil {
@@ -479,7 +479,7 @@ func (e *Effect[R, O]) notExecuted(ctx context.Context, o *Op, id string, cause 
 		if err := o.checkpoint(ctx, pointOf(e.Kind+"_created", id)); err != nil {
 			return err
 		}
-		if c.move(eventNotExecuted, o.fence, e.k.clock.Now()) != nil {
+		if c.move(eventNotExecuted, o.fence, e.k.now()) != nil {
 			return nil
 		}
 		ready = c.State == CallReady
@@ -511,7 +511,7 @@ func (e *Effect[R, O]) unknown(ctx context.Context, o *Op, id string) (R, error)
 // saves c for the reconciler's next look, in the caller's transaction: a
 // call whose outcome is unknown, or a flagged one an operator hands back.
 func (e *Effect[R, O]) markUnknown(ctx context.Context, c *Call, r *R, ev callEvent) (err error) {
-	if err := c.move(ev, 0, e.k.clock.Now()); err != nil {
+	if err := c.move(ev, 0, e.k.now()); err != nil {
 		return err
 	}
 	if e.Unknown != nil {
@@ -530,7 +530,7 @@ func (e *Effect[R, O]) markUnknown(ctx context.Context, c *Call, r *R, ev callEv
 // its record), in the same transaction. It runs in the caller's
 // transaction, with c locked.
 func (e *Effect[R, O]) settle(ctx context.Context, o *Op, c *Call, r R, answer O) (R, error) {
-	now := e.k.clock.Now()
+	now := e.k.now()
 	if err := e.Check(r, answer); err != nil {
 		if !errors.Is(err, ErrMismatch) {
 			return r, err
@@ -595,7 +595,7 @@ func (e *Effect[R, O]) cancel(ctx context.Context, o *Op, id string) (R, string,
 		if *r, err = e.Cancel(ctx, *r); err != nil {
 			return err
 		}
-		now := e.k.clock.Now()
+		now := e.k.now()
 		if err := c.move(eventCancel, 0, now); err != nil {
 			return err
 		}
@@ -618,5 +618,5 @@ func (e *Effect[R, O]) cancel(ctx context.Context, o *Op, id string) (R, string,
 func (e *Effect[R, O]) cancelDue(c *Call) bool {
 	cfg := e.k.cfg
 	return e.Cancel != nil && cfg.CancelAfter > 0 && c.State == CallReady &&
-		!c.AttemptedAt.After(e.k.clock.Now().Add(-cfg.CancelAfter))
+		!c.AttemptedAt.After(e.k.now().Add(-cfg.CancelAfter))
 }

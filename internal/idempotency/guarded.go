@@ -25,7 +25,7 @@ func (r *run) reserve() (*Record, result, bool) {
 	k := r.k
 	ctx, cancel := k.writeContext(r.ctx)
 	defer cancel()
-	now := k.clock.Now()
+	now := k.now()
 	rec := &Record{
 		Scope: r.req.Scope, Key: r.req.Key, Method: r.req.Method, Path: r.req.Path,
 		Fingerprint: r.req.Fingerprint, State: StateExecuting, Point: PointStarted,
@@ -55,7 +55,7 @@ func (r *run) reserve() (*Record, result, bool) {
 func (r *run) takeOver(rec *Record) (*Record, result, bool) {
 	k := r.k
 	ctx, cancel := k.writeContext(r.ctx)
-	now := k.clock.Now()
+	now := k.now()
 	taken, err := k.store.TakeOver(ctx, r.req.Scope, r.req.Key, rec.Fence, now, now.Add(k.cfg.LockTimeout))
 	cancel()
 	switch {
@@ -81,7 +81,7 @@ func (r *run) execute(rec *Record, outcome string) result {
 			// record says truly how far the operation got.
 			ctx, cancel := k.writeContext(r.ctx)
 			defer cancel()
-			_ = k.store.Release(ctx, scope, key, fence, k.clock.Now())
+			_ = k.store.Release(ctx, scope, key, fence, k.now())
 			panic(p)
 		}
 	}()
@@ -114,7 +114,7 @@ func (r *run) execute(rec *Record, outcome string) result {
 	ctx, cancel := k.writeContext(r.ctx)
 	defer cancel()
 	if !answer.Final {
-		err := k.store.Release(ctx, scope, key, fence, k.clock.Now())
+		err := k.store.Release(ctx, scope, key, fence, k.now())
 		if errors.Is(err, ErrFenced) {
 			// Another request took the record over while this one ran:
 			// its answer is the one that counts. Send the client to it.
@@ -127,14 +127,14 @@ func (r *run) execute(rec *Record, outcome string) result {
 			// times out; the write is fenced, so a late one is harmless.
 			k.cfg.Log.WarnContext(ctx, "idempotency: release failed; retrying in the background", "error", err)
 			k.retryLater(func(ctx context.Context) error {
-				return k.store.Release(ctx, scope, key, fence, k.clock.Now())
+				return k.store.Release(ctx, scope, key, fence, k.now())
 			})
 		}
 		k.released(scope, key)
 		return fresh(&answer, outcome, nil)
 	}
 	stored := k.cfg.stored(answer)
-	err := k.store.Complete(ctx, scope, key, fence, stored, k.clock.Now())
+	err := k.store.Complete(ctx, scope, key, fence, stored, k.now())
 	switch {
 	case errors.Is(err, ErrFenced):
 		// Another request took the record over while this one ran (our
@@ -150,7 +150,7 @@ func (r *run) execute(rec *Record, outcome string) result {
 		// resumes there and stores the answer.
 		k.cfg.Log.WarnContext(ctx, "idempotency: storing the response failed; retrying in the background", "error", err)
 		k.retryLater(func(ctx context.Context) error {
-			return k.store.Complete(ctx, scope, key, fence, stored, k.clock.Now())
+			return k.store.Complete(ctx, scope, key, fence, stored, k.now())
 		})
 		return fresh(&answer, outcome, nil)
 	}
@@ -205,7 +205,7 @@ func (o *Op) checkpoint(ctx context.Context, p string) error {
 	if !o.holds() {
 		return nil
 	}
-	if err := o.k.store.Checkpoint(ctx, o.scope, o.key, o.fence, p, o.k.clock.Now()); err != nil {
+	if err := o.k.store.Checkpoint(ctx, o.scope, o.key, o.fence, p, o.k.now()); err != nil {
 		return err
 	}
 	o.point = p

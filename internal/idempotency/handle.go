@@ -161,7 +161,7 @@ func (r *run) handle() result {
 		// request reserves first, with an insert-if-absent that answers a
 		// taken key by itself.) And when another request with this key
 		// just ran here, a record most likely exists.
-		got, err := k.store.Get(r.ctx, r.req.Scope, r.req.Key, k.clock.Now())
+		got, err := k.store.Get(r.ctx, r.req.Scope, r.req.Key, k.now())
 		switch {
 		case err == nil:
 			rec = got
@@ -183,7 +183,7 @@ func (r *run) handle() result {
 
 // answer is the end of a request whose key holds the completed record rec.
 func (r *run) answer(rec *Record) result {
-	if decide(rec, r.req.Fingerprint, r.k.clock.Now(), r.guarded) == stepMismatch {
+	if decide(rec, r.req.Fingerprint, r.k.now(), r.guarded) == stepMismatch {
 		return refused(ErrKeyReused)
 	}
 	return replayed(rec)
@@ -197,7 +197,7 @@ func (r *run) loop(rec *Record) result {
 			res  result
 			done bool
 		)
-		switch step := decide(rec, r.req.Fingerprint, r.k.clock.Now(), r.guarded); step {
+		switch step := decide(rec, r.req.Fingerprint, r.k.now(), r.guarded); step {
 		case stepMismatch:
 			return refused(ErrKeyReused)
 		case stepExpired:
@@ -249,7 +249,7 @@ func (r *run) allowNew() (next *Record, refusal *result) {
 	if ok {
 		return nil, nil
 	}
-	rec, err := k.store.Get(r.ctx, r.req.Scope, r.req.Key, k.clock.Now())
+	rec, err := k.store.Get(r.ctx, r.req.Scope, r.req.Key, k.now())
 	switch {
 	case errors.Is(err, ErrNotFound):
 		res := refused(retryable(ErrRateLimited, retryAfter))
@@ -283,7 +283,7 @@ func (r *run) reread() (*Record, result, bool) {
 // store error.
 func (r *run) get() (*Record, error) {
 	k := r.k
-	now := k.clock.Now()
+	now := k.now()
 	rec, err := k.store.Get(r.ctx, r.req.Scope, r.req.Key, now)
 	if errors.Is(err, ErrNotFound) {
 		return k.store.Tombstone(r.ctx, r.req.Scope, r.req.Key, now)
@@ -349,7 +349,7 @@ func (r *run) stopWaiting() {
 // completed is the record of a final answer, as an Atomic request inserts
 // it.
 func (r *run) completed(a Answer) *Record {
-	now := r.k.clock.Now()
+	now := r.k.now()
 	stored := r.k.cfg.stored(a)
 	return &Record{
 		Scope: r.req.Scope, Key: r.req.Key, Method: r.req.Method, Path: r.req.Path,

@@ -16,7 +16,7 @@ import (
 type Keeper struct {
 	store   Store
 	cfg     Config
-	clock   Clock
+	now     func() time.Time
 	obs     Observer
 	flights *flights.Group[flightID, Record]
 	// kinds are the registered Effects, by Kind, as the reconciler
@@ -36,7 +36,7 @@ func New(store Store, cfg Config) *Keeper {
 	cfg = cfg.withDefaults()
 	bg, stop := context.WithCancel(context.Background())
 	return &Keeper{
-		store: store, cfg: cfg, clock: cfg.Clock, obs: cfg.Observer, flights: flights.New[flightID, Record](),
+		store: store, cfg: cfg, now: cfg.Now, obs: cfg.Observer, flights: flights.New[flightID, Record](),
 		bg: bg, stopBG: stop,
 	}
 }

@@ -11,5 +11,5 @@ func (k *Keeper) Lookup(ctx context.Context, scope, key string) (*Record, error)
 	if err := validateKey(key); err != nil {
 		return nil, err
 	}
-	return k.store.Get(ctx, scope, key, k.clock.Now())
+	return k.store.Get(ctx, scope, key, k.now())
 }

@@ -70,7 +70,7 @@ func (e *Effect[R, O]) Overrule(ctx context.Context, scope, id string, ruling, h
 		if *r, err = e.Settle(ctx, *r, ruling); err != nil {
 			return err
 		}
-		if err := c.move(eventAccept, 0, e.k.clock.Now()); err != nil {
+		if err := c.move(eventAccept, 0, e.k.now()); err != nil {
 			return err
 		}
 		if err := e.k.store.SaveCall(ctx, c); err != nil {

@@ -62,7 +62,7 @@ type settler interface {
 // one stuck call delays the round by that much at most, and is given back
 // well before its claim runs out.
 func (k *Keeper) Reconcile(ctx context.Context) (int, error) {
-	now := k.clock.Now()
+	now := k.now()
 	calls, err := k.store.ClaimDue(ctx, now, now.Add(k.cfg.LockTimeout), k.cfg.ReconcileBatch, reconcilePerScope)
 	if err != nil {
 		k.reconciled("", reconcileError)
@@ -144,7 +144,7 @@ func (e *Effect[R, O]) settleDue(ctx context.Context, seen *Call) (result string
 		return reconcileUnresolved, k.lookedAt(ctx, seen, false, false)
 	case err != nil:
 		return reconcileError, err
-	case seen.State == CallCalling && !o.holds() && k.clock.Now().Before(seen.IntentAt.Add(k.cfg.LockTimeout)):
+	case seen.State == CallCalling && !o.holds() && k.now().Before(seen.IntentAt.Add(k.cfg.LockTimeout)):
 		// No record to claim: its owner's lock has surely run out only
 		// then, and it may still send until it has.
 		return reconcileUnresolved, k.lookedAt(ctx, seen, false, false)
@@ -198,7 +198,7 @@ func (k *Keeper) lookedAt(ctx context.Context, seen *Call, looked, ended bool) e
 			c.Checks = seen.Checks
 			k.backoff(c)
 		default:
-			c.DueAt = k.clock.Now().Add(k.cfg.ReconcileInterval)
+			c.DueAt = k.now().Add(k.cfg.ReconcileInterval)
 		}
 		return k.store.SaveCall(ctx, c)
 	})

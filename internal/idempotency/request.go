@@ -69,7 +69,7 @@ func (k *Keeper) request(ctx context.Context, in Input) (keyedRequest, error) {
 	// A retry that sends the very bytes of a request this process
 	// completed under the key has its fingerprint: canonicalizing again
 	// (most of a replay's work) would find the same one.
-	if rec := k.cfg.Memory.Get(in.Scope, key, k.clock.Now()); rec != nil && rec.sent == req.sent {
+	if rec := k.cfg.Memory.Get(in.Scope, key, k.now()); rec != nil && rec.sent == req.sent {
 		req.Fingerprint, req.known = rec.Fingerprint, rec
 		return req, nil
 	}

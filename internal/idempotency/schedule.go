@@ -17,7 +17,7 @@ func (k *Keeper) newCall(ctx context.Context, o *Op, kind, prefix string, secret
 		return nil, err
 	}
 	id := deriveID(secret, prefix, o.scope, o.key, kind, n)
-	now := k.clock.Now()
+	now := k.now()
 	c := &Call{
 		Scope: o.scope, ID: id, Kind: kind, ClientKey: o.key, RecordCreatedAt: o.created, Key: id, KeyVersion: keyVersion,
 		KeyFingerprint: KeyFingerprint(secret),
@@ -46,7 +46,7 @@ func (k *Keeper) schedule(c *Call) {
 	case CallCalling:
 		c.DueAt = c.IntentAt.Add(k.cfg.LockTimeout)
 	case CallUnknown:
-		c.DueAt = k.clock.Now()
+		c.DueAt = k.now()
 	default:
 		c.DueAt = time.Time{}
 	}
@@ -56,7 +56,7 @@ func (k *Keeper) schedule(c *Call) {
 // a ready call at its cancel, if that is still to come; otherwise after a
 // pause that doubles with every fruitless look, up to maxBackoff.
 func (k *Keeper) backoff(c *Call) {
-	now := k.clock.Now()
+	now := k.now()
 	c.Checks++
 	if cancel := c.AttemptedAt.Add(k.cfg.CancelAfter); c.State == CallReady && k.cfg.CancelAfter > 0 && cancel.After(now) {
 		c.DueAt = cancel

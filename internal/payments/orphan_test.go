@@ -95,7 +95,7 @@ func newOperatorWorld(t *testing.T, d database.Dialect) *operatorWorld {
 	records := gormstore.New(db.DB)
 	prov := newLedgerProvider()
 	keeper := idempotency.New(records, idempotency.Config{
-		Transactor: records, Clock: clock, LockTimeout: 30 * time.Second, CancelAfter: time.Minute,
+		Transactor: records, Now: clock.Now, LockTimeout: 30 * time.Second, CancelAfter: time.Minute,
 	})
 	t.Cleanup(func() { _ = keeper.Close(context.Background()) })
 	svc := payments.NewService(store, clock.Now, payments.WithPayments(store, prov),

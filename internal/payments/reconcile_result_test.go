@@ -88,7 +88,7 @@ func TestReconcilerReportsEachResult(t *testing.T) {
 			var mu sync.Mutex
 			results := map[string]int{}
 			keeper := idempotency.New(crashing, idempotency.Config{
-				Transactor: records, Clock: clock, LockTimeout: 30 * time.Second,
+				Transactor: records, Now: clock.Now, LockTimeout: 30 * time.Second,
 				OnReconcile: func(_, result string) {
 					mu.Lock()
 					defer mu.Unlock()

@@ -244,7 +244,7 @@ type Clock struct {
 	now time.Time
 }
 
-// Now implements idempotency.Clock.
+// Now is the world's time, the Keepers' Config.Now.
 func (c *Clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -282,7 +282,7 @@ func (w *World) Config() idempotency.Config {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	return idempotency.Config{
-		Transactor: w.Store, Clock: w.Clock, Log: log,
+		Transactor: w.Store, Now: w.Clock.Now, Log: log,
 		TTL: TTL, LockTimeout: LockTimeout, CancelAfter: CancelAfter, ReconcileInterval: time.Second,
 		Wait: time.Nanosecond, PollMin: time.Hour, PollMax: time.Hour, RetryMin: time.Hour, RetryMax: time.Hour,
 	}

@@ -76,7 +76,7 @@ func (s noIntentStore) SaveCall(ctx context.Context, c *idempotency.Call) error 
 // while its owner, paused, may still send.
 type expiredIntentStore struct {
 	idempotency.Store
-	clock idempotency.Clock
+	clock *explore.Clock
 }
 
 func (s expiredIntentStore) lie(c *idempotency.Call) {

@@ -191,7 +191,7 @@ func TestObserverHearsOneOutcomePerRequest(t *testing.T) {
 func TestCloseWaitsForBackgroundWork(t *testing.T) {
 	e := newTestEnv(t, "sqlite", idempotency.Config{})
 	cache := &blockingCache{release: make(chan struct{}), entered: make(chan struct{}, 10)}
-	cfg := idempotency.Config{Cache: cache, Clock: e.clock, Transactor: e.store}
+	cfg := idempotency.Config{Cache: cache, Now: e.clock.Now, Transactor: e.store}
 	k := idempotency.New(e.store, cfg)
 
 	_, _, err := k.Atomic(context.Background(), idempotency.Input{

@@ -85,7 +85,7 @@ func (e *testEnv) middleware(t *testing.T, cfg idempotency.Config) *ginidem.Midd
 
 // keeper is another Keeper over the env's store and clock.
 func (e *testEnv) keeper(t *testing.T, cfg idempotency.Config) *idempotency.Keeper {
-	cfg.Clock, cfg.Transactor = e.clock, e.store
+	cfg.Now, cfg.Transactor = e.clock.Now, e.store
 	if cfg.Memory == nil {
 		cfg.Memory = localcache.New(localcache.DefaultSize) // as the API wires it
 	}

@@ -19,7 +19,7 @@ func TestTombstones(t *testing.T) {
 	eachDialect(t, func(t *testing.T, d string) {
 		e := newTestEnv(t, d, idempotency.Config{})
 		store := gormstore.New(e.db, gormstore.WithTombstones(30*24*time.Hour))
-		k := idempotency.New(store, idempotency.Config{TTL: time.Hour, Clock: e.clock, Transactor: store})
+		k := idempotency.New(store, idempotency.Config{TTL: time.Hour, Now: e.clock.Now, Transactor: store})
 		t.Cleanup(func() { _ = k.Close(context.Background()) })
 		mw := e.instance(k)
 		e.engine.POST("/tomb/atomic", mw.Atomic(e.createThing))

@@ -139,7 +139,7 @@ func newSendEnv(t *testing.T, dialect string) *sendEnv {
 	e := &sendEnv{db: gormtest.Open(t, dialect, sendsTable), clock: &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)},
 		bank: &bank{transfers: map[string]transfer{}, held: make(chan struct{})}}
 	e.store = gormstore.New(e.db)
-	e.cfg = idempotency.Config{Transactor: e.store, Clock: e.clock, LockTimeout: 30 * time.Second, CancelAfter: time.Hour, Wait: 50 * time.Millisecond}
+	e.cfg = idempotency.Config{Transactor: e.store, Now: e.clock.Now, LockTimeout: 30 * time.Second, CancelAfter: time.Hour, Wait: 50 * time.Millisecond}
 	e.keeper, e.sends = e.newKeeper(t)
 	return e
 }

@@ -19,30 +19,32 @@ import (
 type Limiter struct {
 	limit  int64
 	window time.Duration
-	clock  idempotency.Clock
+	now    func() time.Time
 
 	mu     sync.Mutex
 	start  time.Time // the window the counts belong to
 	counts map[string]int64
 }
 
+var _ idempotency.Limiter = (*Limiter)(nil)
+
 // New allows limit new keys per scope per window (a second when window
-// is zero), by clock (nil: the wall clock).
-func New(limit int, window time.Duration, clock idempotency.Clock) *Limiter {
+// is zero), by the clock now (nil: the wall clock).
+func New(limit int, window time.Duration, now func() time.Time) *Limiter {
 	if window <= 0 {
 		window = time.Second
 	}
-	if clock == nil {
-		clock = wallClock{}
+	if now == nil {
+		now = time.Now
 	}
-	return &Limiter{limit: int64(limit), window: window, clock: clock, counts: map[string]int64{}}
+	return &Limiter{limit: int64(limit), window: window, now: now, counts: map[string]int64{}}
 }
 
 // AllowNewKey implements idempotency.Limiter. It holds one count per scope seen in the
 // current window and drops them all when the window turns, so its memory is
 // the number of scopes active in one window.
 func (l *Limiter) AllowNewKey(_ context.Context, scope string) (time.Duration, bool) {
-	now := l.clock.Now()
+	now := l.now()
 	start := now.Truncate(l.window)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -55,7 +57,3 @@ func (l *Limiter) AllowNewKey(_ context.Context, scope string) (time.Duration, b
 	l.counts[scope]++
 	return 0, true
 }
-
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }

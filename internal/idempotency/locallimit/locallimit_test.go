@@ -9,7 +9,7 @@ import (
 
 func TestLocalLimiter(t *testing.T) {
 	c := &testClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	l := New(3, time.Second, c)
+	l := New(3, time.Second, c.Now)
 	for range 3 {
 		_, ok := l.AllowNewKey(t.Context(), "m1")
 		require.True(t, ok)
