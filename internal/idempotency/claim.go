@@ -5,13 +5,10 @@ import (
 	"errors"
 )
 
-// Work outside any request takes a record over as a retry would: the
-// reconciler about to settle, re-send or cancel an operation, a webhook
-// about to settle one. It claims the record first, so that a retry arriving
-// meanwhile waits for it, and one that took the record over first makes the
-// claim fail; the claim is then an Op like a retry's, and runs the same
-// phases: whatever it decides, it stores the key's final answer under its
-// fence, in the same transaction as the change it describes.
+// Work outside any request (the reconciler, a webhook's news, an
+// operator's ruling) takes a record over as a retry would, and is then an
+// Op like a retry's: it stores the key's final answer under its fence, in
+// the same transaction as the change it describes.
 
 // errLocked: a request is running the operation now (its lock holds), or
 // someone else claimed it first; it will store the answer itself.

@@ -9,14 +9,8 @@ import (
 	"time"
 )
 
-// The Guarded steps. The key is reserved first (stepReserve: an executing
-// record with its first fence and a lock deadline); the handler then runs as the
-// record's owner, whose outside call (Effect.Run) records recovery points
-// in the same transactions as its own durable steps; at the end the answer is
-// stored (Complete) or the key given back (Release), conditional on the
-// fence. A retry that finds the lock run out takes the record over
-// (stepTakeOver) and resumes from the last recovery point; the previous
-// owner, if it was only slow, now fails every write with ErrFenced.
+// The Guarded steps (doc.go tells them whole): reserve, execute as the
+// record's owner, take an abandoned record over.
 
 // reserve inserts the executing record of a Guarded request and runs it.
 // A record found instead is returned to be decided on; one that vanished

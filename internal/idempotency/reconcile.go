@@ -10,32 +10,15 @@ import (
 // The reconciler settles the outside calls that no request is settling: an
 // unknown outcome (a lost answer, a timeout), an intent whose owner lost
 // its record (a crash, a pause), a call abandoned before it reached the
-// outside service. Each round takes the calls that are due, the longest due
-// first and a few per scope at most (a backlog of one merchant's calls
-// cannot delay another's), and drives each with the phases a retry runs
-// (settleDue: Run's resume and drive, as the owner of a claim on the
-// client's record), whose rules for work outside a request say:
-//
-//	done     whose answer is not stored  store it (phase 1, as a retry)
-//	calling  whose owner lost its lock   the outcome is unknown (below)
-//	unknown                              ask the outside service; if it has no
-//	                                     call, send it again under the same key,
-//	                                     until it executes
-//	ready                                ask; apply what it did; cancel once
-//	                                     CancelAfter has passed without an
-//	                                     attempt, if it has nothing
-//	canceled (with Orphan)               ask once more, CancelAfter later: a
-//	                                     call sent without an intent (by an
-//	                                     instance of before fencing) may
-//	                                     have landed; Orphan undoes it
-//
-// Before any of that it claims the client's record, as a retry would take
-// it over: a retry arriving meanwhile waits, a request still running keeps
-// the call (and the call is looked at again later), and the answer is
-// stored, under the claim, in the transaction that settles the call.
-// Several instances may reconcile at once: every move is made under the
-// call's row lock, re-checked there, and the outside service deduplicates
-// by key.
+// outside service. Each round claims the calls that are due and drives
+// each with the phases a retry runs (settleDue: resume, then drive, whose
+// rules for an owner outside a request are in drive's comment and in
+// docs/design/operation.md, "One driver"), as the owner of a claim on the
+// client's record: a retry arriving meanwhile waits, a request still
+// running keeps the call, and the answer is stored under the claim in the
+// transaction that settles the call. Several instances may reconcile at
+// once: every move is made under the call's row lock, re-checked there,
+// and the outside service deduplicates by key.
 
 // Results of looking at one call, as Config.OnReconcile hears them.
 const (
