@@ -38,6 +38,7 @@ import (
 	"github.com/idemkeys/payments/internal/metrics"
 	"github.com/idemkeys/payments/internal/outbox"
 	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/payments/paymentsdb"
 	"github.com/idemkeys/payments/internal/provider"
 	"github.com/idemkeys/payments/internal/provider/paymentsport"
 	"github.com/idemkeys/payments/internal/redisconn"
@@ -236,7 +237,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	})
 	idem := ginidem.New(keeper, ginidem.Options{Scope: handlers.MerchantID, Answer: handlers.ErrorAnswer})
 
-	store := payments.NewGormStore(db.DB)
+	store := paymentsdb.New(db.DB)
 	service := paymentsService(store, m.InstrumentProvider(paymentsport.New(providerClient)), keeper,
 		payments.WithProviderEvents(cfg.ProviderTimeout, m.WebhookEvent, log),
 		payments.WithTracer(tr))

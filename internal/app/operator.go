@@ -16,6 +16,7 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/merchants"
 	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/payments/paymentsdb"
 	"github.com/idemkeys/payments/internal/provider"
 	"github.com/idemkeys/payments/internal/provider/paymentsport"
 )
@@ -111,7 +112,7 @@ func previousKeySecrets(cfg config.Config) [][]byte {
 // event (an operator's accepted payment wrote none when a command built a
 // Service of its own without them). provider and keeper may be nil for a
 // command that calls neither; extra adds the server's own options.
-func paymentsService(store *payments.GormStore, provider payments.Provider, keeper *idempotency.Keeper, extra ...payments.Option) *payments.Service {
+func paymentsService(store *paymentsdb.Store, provider payments.Provider, keeper *idempotency.Keeper, extra ...payments.Option) *payments.Service {
 	opts := []payments.Option{payments.WithPayments(store, provider), payments.WithEvents(store), payments.WithCustomers(store)}
 	if keeper != nil {
 		opts = append(opts, payments.WithOutsideCalls(keeper, handlers.PaymentAnswer, handlers.RefundAnswer))
@@ -130,7 +131,7 @@ func RepairEvents(ctx context.Context, cfg config.Config, log *slog.Logger, stdo
 		return err
 	}
 	defer db.Close()
-	store := payments.NewGormStore(db.DB)
+	store := paymentsdb.New(db.DB)
 	n, err := paymentsService(store, nil, nil).RepairEvents(ctx, store, time.Now().Add(-cfg.EventRetention))
 	if err != nil {
 		return fmt.Errorf("repair-events: %w (%d written before)", err, n)
@@ -200,7 +201,7 @@ func Flagged(ctx context.Context, cfg config.Config, log *slog.Logger, args []st
 	if err != nil {
 		return err
 	}
-	store := payments.NewGormStore(db.DB)
+	store := paymentsdb.New(db.DB)
 	switch action {
 	case "list":
 		return listFlagged(ctx, idemStore.FlaggedCalls, store, stdout)
@@ -238,7 +239,7 @@ func Flagged(ctx context.Context, cfg config.Config, log *slog.Logger, args []st
 }
 
 // listFlagged prints the flagged calls, then the orphans not refunded.
-func listFlagged(ctx context.Context, flagged func(context.Context, int) ([]idempotency.Call, error), store *payments.GormStore, stdout io.Writer) error {
+func listFlagged(ctx context.Context, flagged func(context.Context, int) ([]idempotency.Call, error), store *paymentsdb.Store, stdout io.Writer) error {
 	calls, err := flagged(ctx, flaggedListLimit)
 	if err != nil {
 		return err

@@ -12,7 +12,7 @@ import (
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/outbox"
-	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/payments/paymentsdb"
 	"github.com/idemkeys/payments/internal/testkit"
 )
 
@@ -64,7 +64,7 @@ func TestRetentionPurgesOldRowsInBatches(t *testing.T) {
 			})
 
 			dispatcher := outbox.NewDispatcher(db.DB, nil, time.Hour, slog.Default())
-			store := payments.NewGormStore(db.DB)
+			store := paymentsdb.New(db.DB)
 			batches := map[string][]int{}
 			counted := func(name string, purge func(context.Context, time.Time, int) (int, error)) retentionPurge {
 				return retentionPurge{name: name, purge: func(ctx context.Context, before time.Time, limit int) (int, error) {

@@ -21,6 +21,7 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency/ginidem"
 	"github.com/idemkeys/payments/internal/merchants"
 	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/payments/paymentsdb"
 	"github.com/idemkeys/payments/internal/testkit"
 )
 
@@ -37,7 +38,7 @@ func newCustomersAPI(t *testing.T, dialect database.Dialect) *customersAPI {
 	ms := merchants.NewStore(db.DB, nil)
 	require.NoError(t, ms.SeedDemo(t.Context()))
 	_, idem, _ := newIdempotency(t, db.DB, idempotency.Config{Wait: 10 * time.Second}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	store := payments.NewGormStore(db.DB)
+	store := paymentsdb.New(db.DB)
 	svc := payments.NewService(store, nil, payments.WithCustomers(store), payments.WithEvents(store))
 	r := handlers.NewRouter(handlers.Deps{
 		Auth: ms, Orders: svc, Customers: svc, Atomic: idem.Atomic, Database: db,

@@ -18,6 +18,7 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/merchants"
 	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/payments/paymentsdb"
 	"github.com/idemkeys/payments/internal/testkit"
 )
 
@@ -53,7 +54,7 @@ func newKeysAPIWith(t *testing.T, dialect database.Dialect, level slog.Level, ha
 	r := handlers.NewRouter(handlers.Deps{
 		Log:             log,
 		Auth:            ms,
-		Orders:          payments.NewService(payments.NewGormStore(db.DB), nil),
+		Orders:          payments.NewService(paymentsdb.New(db.DB), nil),
 		Atomic:          idem.Atomic,
 		IdempotencyKeys: keeper,
 		HashKey:         hash,

@@ -24,6 +24,7 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/merchants"
 	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/payments/paymentsdb"
 	"github.com/idemkeys/payments/internal/problem"
 	"github.com/idemkeys/payments/internal/testkit"
 )
@@ -79,7 +80,7 @@ func newAPI(t *testing.T, dialect database.Dialect, idempotent func(ginidem.Hand
 	r := handlers.NewRouter(handlers.Deps{
 		Log:          slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Auth:         ms,
-		Orders:       payments.NewService(payments.NewGormStore(db.DB), nil),
+		Orders:       payments.NewService(paymentsdb.New(db.DB), nil),
 		Atomic:       idempotent,
 		Database:     db,
 		MaxBodyBytes: maxBody,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/payments/paymentsdb"
 )
 
 // RecordStats counts the executing idempotency records
@@ -20,10 +21,10 @@ type RecordStats interface {
 }
 
 // UnresolvedStats counts the payments and refunds whose provider outcome
-// is unknown (payments.GormStore).
+// is unknown (paymentsdb.Store).
 type UnresolvedStats interface {
 	// CountUnresolved returns a store error.
-	CountUnresolved(ctx context.Context) (payments.UnresolvedCounts, error)
+	CountUnresolved(ctx context.Context) (paymentsdb.UnresolvedCounts, error)
 }
 
 // WatchDatabase adds the gauges read from the database at scrape time:

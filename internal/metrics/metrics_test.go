@@ -20,6 +20,7 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/metrics"
 	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/payments/paymentsdb"
 )
 
 // scrape reads m's /metrics and returns each sample line's value by its
@@ -245,7 +246,7 @@ func TestHTTPLatencyLabelsAreBounded(t *testing.T) {
 
 type fakeStats struct {
 	exec       gormstore.ExecutingStats
-	unresolved payments.UnresolvedCounts
+	unresolved paymentsdb.UnresolvedCounts
 	err        error
 }
 
@@ -253,7 +254,7 @@ func (f fakeStats) ExecutingStats(context.Context, time.Time) (gormstore.Executi
 	return f.exec, f.err
 }
 
-func (f fakeStats) CountUnresolved(context.Context) (payments.UnresolvedCounts, error) {
+func (f fakeStats) CountUnresolved(context.Context) (paymentsdb.UnresolvedCounts, error) {
 	return f.unresolved, f.err
 }
 
@@ -262,11 +263,11 @@ func TestDatabaseGaugesAtScrapeTime(t *testing.T) {
 		m := metrics.New()
 		m.WatchDatabase(fakeStats{
 			exec: gormstore.ExecutingStats{Locked: 2, Unlocked: 1, OldestCreatedAt: time.Now().Add(-time.Minute)},
-			unresolved: payments.UnresolvedCounts{
+			unresolved: paymentsdb.UnresolvedCounts{
 				Payments: map[payments.Status]int{payments.StatusProcessing: 3},
 				Refunds:  map[payments.Status]int{payments.StatusPending: 1},
 			},
-		}, fakeStats{unresolved: payments.UnresolvedCounts{
+		}, fakeStats{unresolved: paymentsdb.UnresolvedCounts{
 			Payments: map[payments.Status]int{payments.StatusProcessing: 3},
 			Refunds:  map[payments.Status]int{payments.StatusPending: 1},
 		}}, time.Second)

@@ -67,7 +67,7 @@ func (in NewCustomerInput) Validate() error {
 	return fe.err()
 }
 
-// CustomerStore keeps customers (GormStore implements it). Errors as for
+// CustomerStore keeps customers (paymentsdb.Store implements it). Errors as for
 // Store, plus those listed.
 type CustomerStore interface {
 	// CreateCustomer inserts c in one statement. It returns

@@ -30,7 +30,7 @@ func (s *Service) emitRefund(ctx context.Context, r Refund) error {
 
 // EventGaps finds the payments and refunds that reached a final state
 // (payments: succeeded, failed, canceled; refunds: succeeded, canceled)
-// since a time and have no outbox event of that state (GormStore).
+// since a time and have no outbox event of that state (paymentsdb.Store).
 type EventGaps interface {
 	WithoutEvents(ctx context.Context, since time.Time, limit int) ([]Payment, []Refund, error)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/payments/paymentsdb"
 	"github.com/idemkeys/payments/internal/testkit"
 )
 
@@ -108,7 +109,7 @@ func readStoredOrder(t *testing.T, db *database.DB, id string) storedOrder {
 // total.
 func startPayment(t *testing.T, db *database.DB, o payments.Order) error {
 	t.Helper()
-	store := payments.NewGormStore(db.DB)
+	store := paymentsdb.New(db.DB)
 	return store.InTx(context.Background(), func(ctx context.Context) error {
 		return startPaymentIn(ctx, store, o, nil, nil)
 	})
@@ -199,7 +200,7 @@ func TestShippingAddressAndPayments(t *testing.T) {
 			_, err = svc.SetShippingAddress(ctx, "mch_a", o.ID, home, payments.Precondition{})
 			require.NoError(t, err, "a payment in flight does not stop it: the amount does not depend on the address")
 
-			require.NoError(t, payments.NewGormStore(db.DB).MarkOrderPaid(ctx, "mch_a", o.ID, time.Now().UTC()))
+			require.NoError(t, paymentsdb.New(db.DB).MarkOrderPaid(ctx, "mch_a", o.ID, time.Now().UTC()))
 			paid := readStoredOrder(t, db, o.ID)
 
 			_, err = svc.SetShippingAddress(ctx, "mch_a", o.ID, office, payments.Precondition{})
@@ -310,7 +311,7 @@ func TestAddOrderItemRefusedOncePaymentTookTheTotal(t *testing.T) {
 					require.NoError(t, startPayment(t, db, o))
 					require.NoError(t, db.Exec("UPDATE payments SET status = ? WHERE order_id = ?", string(tc.status), o.ID).Error)
 					if tc.status == payments.StatusSucceeded {
-						require.NoError(t, payments.NewGormStore(db.DB).MarkOrderPaid(ctx, "mch_a", o.ID, time.Now().UTC()))
+						require.NoError(t, paymentsdb.New(db.DB).MarkOrderPaid(ctx, "mch_a", o.ID, time.Now().UTC()))
 					}
 					before := readStoredOrder(t, db, o.ID)
 
@@ -353,7 +354,7 @@ func TestAddOrderItemWaitsForAPaymentsFirstPhase(t *testing.T) {
 			started, release := make(chan struct{}), make(chan struct{})
 			paid := make(chan error, 1)
 			go func() {
-				store := payments.NewGormStore(db.DB)
+				store := paymentsdb.New(db.DB)
 				paid <- store.InTx(ctx, func(ctx context.Context) error {
 					if d == database.Postgres {
 						if err := database.Conn(ctx, db.DB).Raw("SELECT pg_backend_pid()").Scan(&paymentPID).Error; err != nil {
@@ -398,7 +399,7 @@ func TestAddOrderItemWaitsForAPaymentsFirstPhase(t *testing.T) {
 // startPaymentIn is startPayment inside the caller's transaction. With
 // started, it says when the payment is in, then holds the transaction open
 // until hold is closed.
-func startPaymentIn(ctx context.Context, store *payments.GormStore, o payments.Order, started chan<- struct{}, hold <-chan struct{}) error {
+func startPaymentIn(ctx context.Context, store *paymentsdb.Store, o payments.Order, started chan<- struct{}, hold <-chan struct{}) error {
 	locked, err := store.LockOrder(ctx, o.MerchantID, o.ID)
 	if err != nil {
 		return err

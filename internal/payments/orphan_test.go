@@ -12,6 +12,7 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/payments/paymentsdb"
 	"github.com/idemkeys/payments/internal/testkit"
 )
 
@@ -91,7 +92,7 @@ type operatorWorld struct {
 
 func newOperatorWorld(t *testing.T, d database.Dialect) *operatorWorld {
 	_, db, clock := setup(t, d)
-	store := payments.NewGormStore(db.DB)
+	store := paymentsdb.New(db.DB)
 	records := gormstore.New(db.DB)
 	prov := newLedgerProvider()
 	keeper := idempotency.New(records, idempotency.Config{

@@ -33,7 +33,7 @@ type Event struct {
 	CreatedAt   time.Time
 }
 
-// EventStore appends events to the outbox (GormStore implements it).
+// EventStore appends events to the outbox (paymentsdb.Store implements it).
 type EventStore interface {
 	// AppendEvent inserts ev, joining the transaction carried by ctx.
 	AppendEvent(ctx context.Context, ev Event) error

@@ -12,6 +12,7 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/payments/paymentsdb"
 	"github.com/idemkeys/payments/internal/testkit"
 )
 
@@ -81,7 +82,7 @@ func TestReconcilerReportsEachResult(t *testing.T) {
 			t.Parallel()
 			_, db, clock := setup(t, d)
 			ctx := context.Background()
-			store := payments.NewGormStore(db.DB)
+			store := paymentsdb.New(db.DB)
 			prov := &methodProvider{charges: map[string]payments.ChargeRequest{}}
 			records := gormstore.New(db.DB)
 			crashing := &crashingStore{Store: records}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/payments/paymentsdb"
 	"github.com/idemkeys/payments/internal/testkit"
 )
 
@@ -32,7 +33,7 @@ func setup(t *testing.T, dialect database.Dialect) (*payments.Service, *database
 		require.NoError(t, db.Exec("INSERT INTO merchants (id, name, created_at) VALUES (?, ?, ?)", id, id, time.Now().UTC()).Error)
 	}
 	clock := newFixedClock()
-	return payments.NewService(payments.NewGormStore(db.DB), clock.Now), db, clock
+	return payments.NewService(paymentsdb.New(db.DB), clock.Now), db, clock
 }
 
 func countOrders(t *testing.T, db *database.DB) int64 {
@@ -111,7 +112,7 @@ func TestCreateOrderIsOneInsert(t *testing.T) {
 			db := testkit.OpenDB(t, d)
 			require.NoError(t, db.Exec("INSERT INTO merchants (id, name, created_at) VALUES ('mch_a', 'a', ?)", time.Now().UTC()).Error)
 			counter := &statementCounter{Interface: logger.Discard}
-			svc := payments.NewService(payments.NewGormStore(db.Session(&gorm.Session{Logger: counter})), nil)
+			svc := payments.NewService(paymentsdb.New(db.Session(&gorm.Session{Logger: counter})), nil)
 
 			_, err := svc.CreateOrder(context.Background(), "mch_a", validInput())
 			require.NoError(t, err)

@@ -6,7 +6,7 @@ import (
 )
 
 // Store keeps the domain's records. The Service declares it because the
-// Service is what consumes it; GormStore is the implementation. Every method
+// Service is what consumes it; paymentsdb.Store is the implementation. Every method
 // joins the transaction carried by ctx, if any (database.WithTx), so a
 // caller that owns a transaction decides when the writes become visible.
 //
@@ -34,7 +34,7 @@ type OrderFilter struct {
 	CustomerID string
 }
 
-// PaymentStore keeps payments, refunds and the webhook inbox. GormStore
+// PaymentStore keeps payments, refunds and the webhook inbox. paymentsdb.Store
 // implements it beside Store. Errors as for Store, plus those listed.
 type PaymentStore interface {
 	// InTx runs fn in a transaction carried by the ctx it is given; when
@@ -101,7 +101,7 @@ type PaymentStore interface {
 	EventRecorded(ctx context.Context, id string) (bool, error)
 }
 
-// OrderChangeStore changes orders after they are created. GormStore
+// OrderChangeStore changes orders after they are created. paymentsdb.Store
 // implements it beside Store. The Service finds it on its Store, the way
 // io.Copy finds io.WriterTo on a Writer, so that a Store which only creates
 // and reads orders (a test double) still makes a Service. Errors as for

@@ -1,4 +1,4 @@
-package payments
+package paymentsdb
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/payments"
 )
 
 type paymentRow struct {
@@ -54,14 +55,14 @@ type refundRow struct {
 func (refundRow) TableName() string { return "refunds" }
 
 // InTx implements PaymentStore.
-func (s *GormStore) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
+func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
 	return database.Transaction(ctx, s.db, fn)
 }
 
 // forUpdate locks the selected rows on PostgreSQL. SQLite has no row locks;
 // its transactions take the write lock at BEGIN (database.Open), which
 // serialises them instead.
-func (s *GormStore) forUpdate(q *gorm.DB) *gorm.DB {
+func (s *Store) forUpdate(q *gorm.DB) *gorm.DB {
 	if q.Name() == "postgres" {
 		return q.Clauses(clause.Locking{Strength: "UPDATE"})
 	}
@@ -69,69 +70,69 @@ func (s *GormStore) forUpdate(q *gorm.DB) *gorm.DB {
 }
 
 // LockOrder implements PaymentStore.
-func (s *GormStore) LockOrder(ctx context.Context, merchantID, id string) (Order, error) {
+func (s *Store) LockOrder(ctx context.Context, merchantID, id string) (payments.Order, error) {
 	var row orderRow
 	err := s.forUpdate(database.Conn(ctx, s.db)).
 		Where("merchant_id = ? AND id = ?", merchantID, id).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return Order{}, ErrNotFound
+		return payments.Order{}, payments.ErrNotFound
 	}
 	if err != nil {
-		return Order{}, database.Classify(err)
+		return payments.Order{}, database.Classify(err)
 	}
 	return toDomainOrder(row)
 }
 
 // MarkOrderPaid implements PaymentStore.
-func (s *GormStore) MarkOrderPaid(ctx context.Context, merchantID, id string, now time.Time) error {
+func (s *Store) MarkOrderPaid(ctx context.Context, merchantID, id string, now time.Time) error {
 	return database.Classify(database.Conn(ctx, s.db).Exec(`
 UPDATE orders SET status = ?, version = version + 1, updated_at = ?
 WHERE merchant_id = ? AND id = ? AND status = ?`,
-		string(OrderPaid), now, merchantID, id, string(OrderPendingPayment)).Error)
+		string(payments.OrderPaid), now, merchantID, id, string(payments.OrderPendingPayment)).Error)
 }
 
 // CreatePayment implements PaymentStore. The partial unique index
 // payments_one_active_per_order turns a second active payment into
 // ErrPaymentInProgress, whatever raced.
-func (s *GormStore) CreatePayment(ctx context.Context, p Payment) error {
+func (s *Store) CreatePayment(ctx context.Context, p payments.Payment) error {
 	row := toPaymentRow(p)
 	err := database.Conn(ctx, s.db).Create(&row).Error
 	if database.IsUniqueViolation(err) {
-		return ErrPaymentInProgress
+		return payments.ErrPaymentInProgress
 	}
 	return database.Classify(err)
 }
 
 // GetPayment implements PaymentStore.
-func (s *GormStore) GetPayment(ctx context.Context, merchantID, id string) (Payment, error) {
+func (s *Store) GetPayment(ctx context.Context, merchantID, id string) (payments.Payment, error) {
 	return s.takePayment(database.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id))
 }
 
 // LockPayment implements PaymentStore.
-func (s *GormStore) LockPayment(ctx context.Context, merchantID, id string) (Payment, error) {
+func (s *Store) LockPayment(ctx context.Context, merchantID, id string) (payments.Payment, error) {
 	return s.takePayment(s.forUpdate(database.Conn(ctx, s.db)).Where("merchant_id = ? AND id = ?", merchantID, id))
 }
 
 // FindPayment implements PaymentStore.
-func (s *GormStore) FindPayment(ctx context.Context, id string) (Payment, error) {
+func (s *Store) FindPayment(ctx context.Context, id string) (payments.Payment, error) {
 	return s.takePayment(database.Conn(ctx, s.db).Where("id = ?", id))
 }
 
-func (s *GormStore) takePayment(q *gorm.DB) (Payment, error) {
+func (s *Store) takePayment(q *gorm.DB) (payments.Payment, error) {
 	var row paymentRow
 	err := q.Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return Payment{}, ErrNotFound
+		return payments.Payment{}, payments.ErrNotFound
 	}
 	if err != nil {
-		return Payment{}, database.Classify(err)
+		return payments.Payment{}, database.Classify(err)
 	}
 	return toDomainPayment(row), nil
 }
 
 // MovePayment implements PaymentStore. The status condition is what keeps
 // late or repeated news from moving a payment backwards.
-func (s *GormStore) MovePayment(ctx context.Context, p Payment, from ...Status) (bool, error) {
+func (s *Store) MovePayment(ctx context.Context, p payments.Payment, from ...payments.Status) (bool, error) {
 	return s.execOne(ctx, `
 UPDATE payments SET status = ?, provider_charge_id = ?, decline_code = ?, updated_at = ?
 WHERE merchant_id = ? AND id = ? AND status IN ?`,
@@ -140,47 +141,47 @@ WHERE merchant_id = ? AND id = ? AND status IN ?`,
 }
 
 // LockRefund implements PaymentStore.
-func (s *GormStore) LockRefund(ctx context.Context, merchantID, id string) (Refund, error) {
+func (s *Store) LockRefund(ctx context.Context, merchantID, id string) (payments.Refund, error) {
 	return s.takeRefund(s.forUpdate(database.Conn(ctx, s.db)).Where("merchant_id = ? AND id = ?", merchantID, id))
 }
 
 // AddRefunded implements PaymentStore.
-func (s *GormStore) AddRefunded(ctx context.Context, merchantID, paymentID string, amount int64, now time.Time) error {
+func (s *Store) AddRefunded(ctx context.Context, merchantID, paymentID string, amount int64, now time.Time) error {
 	return database.Classify(database.Conn(ctx, s.db).Exec(`
 UPDATE payments SET amount_refunded = amount_refunded + ?, updated_at = ?
 WHERE merchant_id = ? AND id = ?`, amount, now, merchantID, paymentID).Error)
 }
 
 // CreateRefund implements PaymentStore.
-func (s *GormStore) CreateRefund(ctx context.Context, r Refund) error {
+func (s *Store) CreateRefund(ctx context.Context, r payments.Refund) error {
 	row := toRefundRow(r)
 	return database.Classify(database.Conn(ctx, s.db).Create(&row).Error)
 }
 
 // GetRefund implements PaymentStore.
-func (s *GormStore) GetRefund(ctx context.Context, merchantID, id string) (Refund, error) {
+func (s *Store) GetRefund(ctx context.Context, merchantID, id string) (payments.Refund, error) {
 	return s.takeRefund(database.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id))
 }
 
 // FindRefund implements PaymentStore.
-func (s *GormStore) FindRefund(ctx context.Context, id string) (Refund, error) {
+func (s *Store) FindRefund(ctx context.Context, id string) (payments.Refund, error) {
 	return s.takeRefund(database.Conn(ctx, s.db).Where("id = ?", id))
 }
 
-func (s *GormStore) takeRefund(q *gorm.DB) (Refund, error) {
+func (s *Store) takeRefund(q *gorm.DB) (payments.Refund, error) {
 	var row refundRow
 	err := q.Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return Refund{}, ErrNotFound
+		return payments.Refund{}, payments.ErrNotFound
 	}
 	if err != nil {
-		return Refund{}, database.Classify(err)
+		return payments.Refund{}, database.Classify(err)
 	}
 	return toDomainRefund(row), nil
 }
 
 // ReservedRefunds implements PaymentStore.
-func (s *GormStore) ReservedRefunds(ctx context.Context, merchantID, paymentID string) (int64, error) {
+func (s *Store) ReservedRefunds(ctx context.Context, merchantID, paymentID string) (int64, error) {
 	var sum int64
 	err := database.Conn(ctx, s.db).Raw(`
 SELECT COALESCE(SUM(amount), 0) FROM refunds
@@ -189,7 +190,7 @@ WHERE merchant_id = ? AND payment_id = ? AND status NOT IN ('failed', 'canceled'
 }
 
 // MoveRefund implements PaymentStore.
-func (s *GormStore) MoveRefund(ctx context.Context, r Refund, from ...Status) (bool, error) {
+func (s *Store) MoveRefund(ctx context.Context, r payments.Refund, from ...payments.Status) (bool, error) {
 	return s.execOne(ctx, `
 UPDATE refunds SET status = ?, provider_refund_id = ?, updated_at = ?
 WHERE merchant_id = ? AND id = ? AND status IN ?`,
@@ -197,7 +198,7 @@ WHERE merchant_id = ? AND id = ? AND status IN ?`,
 }
 
 // RecordEvent implements PaymentStore: insert-if-absent on the event id.
-func (s *GormStore) RecordEvent(ctx context.Context, id, eventType string, now time.Time) (bool, error) {
+func (s *Store) RecordEvent(ctx context.Context, id, eventType string, now time.Time) (bool, error) {
 	return s.execOne(ctx, `
 INSERT INTO webhook_events (event_id, type, received_at) VALUES (?, ?, ?)
 ON CONFLICT (event_id) DO NOTHING`,
@@ -205,7 +206,7 @@ ON CONFLICT (event_id) DO NOTHING`,
 }
 
 // EventRecorded implements PaymentStore.
-func (s *GormStore) EventRecorded(ctx context.Context, id string) (bool, error) {
+func (s *Store) EventRecorded(ctx context.Context, id string) (bool, error) {
 	var n int64
 	err := database.Conn(ctx, s.db).Raw(`SELECT count(*) FROM webhook_events WHERE event_id = ?`, id).Scan(&n).Error
 	return n > 0, database.Classify(err)
@@ -218,7 +219,7 @@ func (s *GormStore) EventRecorded(ctx context.Context, id string) (bool, error) 
 // retention must only outlast the provider's redelivery window for the
 // inbox to keep saying "applied once". It returns an error wrapping
 // database.ErrUnavailable when the database cannot answer.
-func (s *GormStore) PurgeWebhookEvents(ctx context.Context, before time.Time, limit int) (int, error) {
+func (s *Store) PurgeWebhookEvents(ctx context.Context, before time.Time, limit int) (int, error) {
 	res := database.Conn(ctx, s.db).Exec(database.DeleteOldest(s.db, "webhook_events",
 		"received_at < ?", "received_at", limit), before.UTC())
 	if res.Error != nil {
@@ -227,7 +228,7 @@ func (s *GormStore) PurgeWebhookEvents(ctx context.Context, before time.Time, li
 	return int(res.RowsAffected), nil
 }
 
-func statusStrings(ss []Status) []string {
+func statusStrings(ss []payments.Status) []string {
 	out := make([]string, len(ss))
 	for i, s := range ss {
 		out[i] = string(s)
@@ -249,7 +250,7 @@ func deref(s *string) string {
 	return *s
 }
 
-func toPaymentRow(p Payment) paymentRow {
+func toPaymentRow(p payments.Payment) paymentRow {
 	return paymentRow{
 		MerchantID: p.MerchantID, ID: p.ID, OrderID: p.OrderID, Amount: p.Amount, Currency: p.Currency,
 		PaymentMethod: p.PaymentMethod, Status: string(p.Status), ProviderKey: p.ProviderKey,
@@ -259,17 +260,17 @@ func toPaymentRow(p Payment) paymentRow {
 	}
 }
 
-func toDomainPayment(r paymentRow) Payment {
-	return Payment{
+func toDomainPayment(r paymentRow) payments.Payment {
+	return payments.Payment{
 		ID: r.ID, MerchantID: r.MerchantID, OrderID: r.OrderID, Amount: r.Amount, Currency: r.Currency,
-		PaymentMethod: r.PaymentMethod, Status: Status(r.Status), ProviderKey: r.ProviderKey,
+		PaymentMethod: r.PaymentMethod, Status: payments.Status(r.Status), ProviderKey: r.ProviderKey,
 		ProviderChargeID: deref(r.ProviderChargeID), DeclineCode: deref(r.DeclineCode),
 		AmountRefunded: r.AmountRefunded, IdempotencyKey: r.IdempotencyKey, TraceParent: r.TraceParent,
 		LastAttemptAt: r.LastAttemptAt.UTC(), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
 }
 
-func toRefundRow(r Refund) refundRow {
+func toRefundRow(r payments.Refund) refundRow {
 	return refundRow{
 		MerchantID: r.MerchantID, ID: r.ID, PaymentID: r.PaymentID, Amount: r.Amount, Currency: r.Currency,
 		Status: string(r.Status), ProviderKey: r.ProviderKey, ProviderRefundID: nullable(r.ProviderRefundID),
@@ -278,17 +279,17 @@ func toRefundRow(r Refund) refundRow {
 	}
 }
 
-func toDomainRefund(r refundRow) Refund {
-	return Refund{
+func toDomainRefund(r refundRow) payments.Refund {
+	return payments.Refund{
 		ID: r.ID, MerchantID: r.MerchantID, PaymentID: r.PaymentID, Amount: r.Amount, Currency: r.Currency,
-		Status: Status(r.Status), ProviderKey: r.ProviderKey, ProviderRefundID: deref(r.ProviderRefundID),
+		Status: payments.Status(r.Status), ProviderKey: r.ProviderKey, ProviderRefundID: deref(r.ProviderRefundID),
 		IdempotencyKey: r.IdempotencyKey, TraceParent: r.TraceParent, LastAttemptAt: r.LastAttemptAt.UTC(),
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
 }
 
 // AppendEvent implements EventStore.
-func (s *GormStore) AppendEvent(ctx context.Context, ev Event) error {
+func (s *Store) AppendEvent(ctx context.Context, ev payments.Event) error {
 	// Deferred with the business write it belongs to (database.Exec): the
 	// event id is made in Go, so the insert cannot clash.
 	return database.Exec(ctx, s.db, `INSERT INTO outbox_events (merchant_id, id, type, payload, trace_parent, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
@@ -297,7 +298,7 @@ func (s *GormStore) AppendEvent(ctx context.Context, ev Event) error {
 
 // execOne runs a statement that changes at most one row and reports
 // whether it did: the conditional moves and the inbox's insert-if-absent.
-func (s *GormStore) execOne(ctx context.Context, query string, args ...any) (bool, error) {
+func (s *Store) execOne(ctx context.Context, query string, args ...any) (bool, error) {
 	res := database.Conn(ctx, s.db).Exec(query, args...)
 	if res.Error != nil {
 		return false, database.Classify(res.Error)
@@ -308,7 +309,7 @@ func (s *GormStore) execOne(ctx context.Context, query string, args ...any) (boo
 // WithoutEvents implements EventGaps: up to limit payments and up to limit
 // refunds that reached a final state at or after since and whose outbox has
 // no event of that state naming them, the oldest first.
-func (s *GormStore) WithoutEvents(ctx context.Context, since time.Time, limit int) ([]Payment, []Refund, error) {
+func (s *Store) WithoutEvents(ctx context.Context, since time.Time, limit int) ([]payments.Payment, []payments.Refund, error) {
 	id := `json_extract(e.payload, '$.id')`
 	if s.db.Name() == "postgres" {
 		id = `e.payload->>'id'`
@@ -327,11 +328,11 @@ ORDER BY t.updated_at, t.id LIMIT ` + strconv.Itoa(limit)
 	if err := database.Conn(ctx, s.db).Raw(missing("refunds", "refund", "'succeeded', 'canceled'"), since).Scan(&rrows).Error; err != nil {
 		return nil, nil, database.Classify(err)
 	}
-	ps := make([]Payment, len(prows))
+	ps := make([]payments.Payment, len(prows))
 	for i, r := range prows {
 		ps[i] = toDomainPayment(r)
 	}
-	rs := make([]Refund, len(rrows))
+	rs := make([]payments.Refund, len(rrows))
 	for i, r := range rrows {
 		rs[i] = toDomainRefund(r)
 	}

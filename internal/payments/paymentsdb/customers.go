@@ -1,10 +1,11 @@
-package payments
+package paymentsdb
 
 import (
 	"context"
 	"time"
 
 	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/payments"
 )
 
 // customerRow is one row of the customers table.
@@ -23,25 +24,25 @@ func (customerRow) TableName() string { return "customers" }
 // email) decides a clash. On PostgreSQL the failed insert aborts the
 // transaction it ran in; the idempotency layer then stores the 409 after a
 // rollback, so nothing more is written into it.
-func (s *GormStore) CreateCustomer(ctx context.Context, c Customer) error {
+func (s *Store) CreateCustomer(ctx context.Context, c payments.Customer) error {
 	row := customerRow{MerchantID: c.MerchantID, ID: c.ID, Email: c.Email, Name: c.Name, CreatedAt: c.CreatedAt}
 	err := database.Conn(ctx, s.db).Create(&row).Error
 	if database.IsUniqueViolation(err) {
-		return ErrCustomerExists
+		return payments.ErrCustomerExists
 	}
 	return database.Classify(err)
 }
 
 // GetCustomer implements CustomerStore.
-func (s *GormStore) GetCustomer(ctx context.Context, merchantID, id string) (Customer, error) {
+func (s *Store) GetCustomer(ctx context.Context, merchantID, id string) (payments.Customer, error) {
 	var rows []customerRow
 	err := database.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id).Limit(1).Find(&rows).Error
 	if err != nil {
-		return Customer{}, database.Classify(err)
+		return payments.Customer{}, database.Classify(err)
 	}
 	if len(rows) == 0 {
-		return Customer{}, ErrNotFound
+		return payments.Customer{}, payments.ErrNotFound
 	}
 	r := rows[0]
-	return Customer{ID: r.ID, MerchantID: r.MerchantID, Email: r.Email, Name: r.Name, CreatedAt: r.CreatedAt.UTC()}, nil
+	return payments.Customer{ID: r.ID, MerchantID: r.MerchantID, Email: r.Email, Name: r.Name, CreatedAt: r.CreatedAt.UTC()}, nil
 }

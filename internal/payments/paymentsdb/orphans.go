@@ -1,4 +1,4 @@
-package payments
+package paymentsdb
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/payments"
 )
 
 type orphanRow struct {
@@ -31,7 +32,7 @@ func (orphanRow) TableName() string { return "orphans" }
 
 // CreateOrphan implements PaymentStore: insert-if-absent on the provider's
 // id, so an orphan found twice is one row.
-func (s *GormStore) CreateOrphan(ctx context.Context, o Orphan) (bool, error) {
+func (s *Store) CreateOrphan(ctx context.Context, o payments.Orphan) (bool, error) {
 	return s.execOne(ctx, `
 INSERT INTO orphans (merchant_id, id, kind, resource_id, provider_id, amount, currency, status, provider_key,
     provider_refund_id, note, created_at, updated_at)
@@ -42,33 +43,33 @@ ON CONFLICT (kind, provider_id) DO NOTHING`,
 }
 
 // GetOrphan implements PaymentStore.
-func (s *GormStore) GetOrphan(ctx context.Context, merchantID, id string) (Orphan, error) {
+func (s *Store) GetOrphan(ctx context.Context, merchantID, id string) (payments.Orphan, error) {
 	var row orphanRow
 	err := database.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id).Take(&row).Error
 	switch {
 	case errors.Is(err, gorm.ErrRecordNotFound):
-		return Orphan{}, ErrNotFound
+		return payments.Orphan{}, payments.ErrNotFound
 	case err != nil:
-		return Orphan{}, database.Classify(err)
+		return payments.Orphan{}, database.Classify(err)
 	}
 	return toDomainOrphan(row), nil
 }
 
 // SaveOrphan implements PaymentStore.
-func (s *GormStore) SaveOrphan(ctx context.Context, o Orphan) error {
+func (s *Store) SaveOrphan(ctx context.Context, o payments.Orphan) error {
 	moved, err := s.execOne(ctx, `
 UPDATE orphans SET status = ?, provider_refund_id = ?, note = ?, updated_at = ?
 WHERE merchant_id = ? AND id = ?`,
 		string(o.Status), o.ProviderRefundID, o.Note, o.UpdatedAt, o.MerchantID, o.ID)
 	if err == nil && !moved {
-		err = ErrNotFound
+		err = payments.ErrNotFound
 	}
 	return err
 }
 
 // Orphans returns the orphans in any of statuses (all when none), oldest
 // first, at most limit: what api flagged lists.
-func (s *GormStore) Orphans(ctx context.Context, limit int, statuses ...OrphanStatus) ([]Orphan, error) {
+func (s *Store) Orphans(ctx context.Context, limit int, statuses ...payments.OrphanStatus) ([]payments.Orphan, error) {
 	q := database.Conn(ctx, s.db).Order("created_at, id").Limit(limit)
 	if len(statuses) > 0 {
 		in := make([]string, len(statuses))
@@ -81,17 +82,17 @@ func (s *GormStore) Orphans(ctx context.Context, limit int, statuses ...OrphanSt
 	if err := q.Find(&rows).Error; err != nil {
 		return nil, database.Classify(err)
 	}
-	out := make([]Orphan, len(rows))
+	out := make([]payments.Orphan, len(rows))
 	for i, r := range rows {
 		out[i] = toDomainOrphan(r)
 	}
 	return out, nil
 }
 
-func toDomainOrphan(r orphanRow) Orphan {
-	return Orphan{
+func toDomainOrphan(r orphanRow) payments.Orphan {
+	return payments.Orphan{
 		ID: r.ID, MerchantID: r.MerchantID, Kind: r.Kind, ResourceID: r.ResourceID, ProviderID: r.ProviderID,
-		Amount: r.Amount, Currency: r.Currency, Status: OrphanStatus(r.Status), ProviderKey: r.ProviderKey,
+		Amount: r.Amount, Currency: r.Currency, Status: payments.OrphanStatus(r.Status), ProviderKey: r.ProviderKey,
 		ProviderRefundID: r.ProviderRefundID, Note: r.Note, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
 }

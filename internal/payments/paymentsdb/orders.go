@@ -1,4 +1,4 @@
-package payments
+package paymentsdb
 
 import (
 	"context"
@@ -10,18 +10,20 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/payments"
 )
 
-// GormStore is the Store on PostgreSQL or SQLite through GORM. Its row types
-// stay in this file: the Service only ever sees domain types.
-type GormStore struct {
+// Store implements the payments domain's store interfaces (payments.Store,
+// PaymentStore, EventStore, CustomerStore, OrderChangeStore) on the
+// database.
+type Store struct {
 	db *gorm.DB
 }
 
-// NewGormStore returns a Store over db. db must not be a transaction: the
+// New returns a Store over db. db must not be a transaction: the
 // transaction of a request travels in its context instead.
-func NewGormStore(db *gorm.DB) *GormStore {
-	return &GormStore{db: db}
+func New(db *gorm.DB) *Store {
+	return &Store{db: db}
 }
 
 // orderRow is one row of the orders table. Items and metadata are JSON
@@ -63,7 +65,7 @@ type itemJSON struct {
 // possible failures are the request's. Inside the idempotency transaction
 // on PostgreSQL it is deferred and sent with the record at the commit
 // (database.Exec).
-func (s *GormStore) CreateOrder(ctx context.Context, o Order) error {
+func (s *Store) CreateOrder(ctx context.Context, o payments.Order) error {
 	row, err := toOrderRow(o)
 	if err != nil {
 		return err
@@ -76,16 +78,16 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 }
 
 // GetOrder implements Store.
-func (s *GormStore) GetOrder(ctx context.Context, merchantID, id string) (Order, error) {
+func (s *Store) GetOrder(ctx context.Context, merchantID, id string) (payments.Order, error) {
 	var row orderRow
 	err := database.Conn(ctx, s.db).
 		Where("merchant_id = ? AND id = ?", merchantID, id).
 		Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return Order{}, ErrNotFound
+		return payments.Order{}, payments.ErrNotFound
 	}
 	if err != nil {
-		return Order{}, database.Classify(err)
+		return payments.Order{}, database.Classify(err)
 	}
 	return toDomainOrder(row)
 }
@@ -93,7 +95,7 @@ func (s *GormStore) GetOrder(ctx context.Context, merchantID, id string) (Order,
 // ListOrders implements Store. Ids are ULIDs, so "id DESC" is newest first
 // and "id < cursor" is the next page; the primary key (merchant_id, id), or
 // orders_customer with a customer filter, serves both without a sort.
-func (s *GormStore) ListOrders(ctx context.Context, merchantID string, f OrderFilter) ([]Order, error) {
+func (s *Store) ListOrders(ctx context.Context, merchantID string, f payments.OrderFilter) ([]payments.Order, error) {
 	q := database.Conn(ctx, s.db).Where("merchant_id = ?", merchantID)
 	if f.CustomerID != "" {
 		q = q.Where("customer_id = ?", f.CustomerID)
@@ -105,7 +107,7 @@ func (s *GormStore) ListOrders(ctx context.Context, merchantID string, f OrderFi
 	if err := q.Order("id DESC").Limit(f.Limit).Find(&rows).Error; err != nil {
 		return nil, database.Classify(err)
 	}
-	orders := make([]Order, 0, len(rows))
+	orders := make([]payments.Order, 0, len(rows))
 	for _, row := range rows {
 		o, err := toDomainOrder(row)
 		if err != nil {
@@ -116,7 +118,7 @@ func (s *GormStore) ListOrders(ctx context.Context, merchantID string, f OrderFi
 	return orders, nil
 }
 
-func toOrderRow(o Order) (orderRow, error) {
+func toOrderRow(o payments.Order) (orderRow, error) {
 	items := make([]itemJSON, len(o.Items))
 	for i, it := range o.Items {
 		items[i] = itemJSON(it)
@@ -156,26 +158,26 @@ func toOrderRow(o Order) (orderRow, error) {
 	return row, nil
 }
 
-func toDomainOrder(row orderRow) (Order, error) {
+func toDomainOrder(row orderRow) (payments.Order, error) {
 	var items []itemJSON
 	if err := json.Unmarshal([]byte(row.Items), &items); err != nil {
-		return Order{}, fmt.Errorf("decode items of order %s: %w", row.ID, err)
+		return payments.Order{}, fmt.Errorf("decode items of order %s: %w", row.ID, err)
 	}
 	var metadata map[string]string
 	if err := json.Unmarshal([]byte(row.Metadata), &metadata); err != nil {
-		return Order{}, fmt.Errorf("decode metadata of order %s: %w", row.ID, err)
+		return payments.Order{}, fmt.Errorf("decode metadata of order %s: %w", row.ID, err)
 	}
 	if metadata == nil {
 		metadata = map[string]string{}
 	}
-	o := Order{
+	o := payments.Order{
 		ID:          row.ID,
 		MerchantID:  row.MerchantID,
 		CustomerID:  row.CustomerID,
 		Currency:    row.Currency,
-		Items:       make([]Item, len(items)),
+		Items:       make([]payments.Item, len(items)),
 		AmountTotal: row.AmountTotal,
-		Status:      OrderStatus(row.Status),
+		Status:      payments.OrderStatus(row.Status),
 		Metadata:    metadata,
 		Version:     row.Version,
 		// The PostgreSQL driver hands back local time; the domain is UTC.
@@ -183,14 +185,14 @@ func toDomainOrder(row orderRow) (Order, error) {
 		UpdatedAt: row.UpdatedAt.UTC(),
 	}
 	for i, it := range items {
-		o.Items[i] = Item(it)
+		o.Items[i] = payments.Item(it)
 	}
 	if row.ShippingAddress != nil {
 		var a addressJSON
 		if err := json.Unmarshal([]byte(*row.ShippingAddress), &a); err != nil {
-			return Order{}, fmt.Errorf("decode shipping address of order %s: %w", row.ID, err)
+			return payments.Order{}, fmt.Errorf("decode shipping address of order %s: %w", row.ID, err)
 		}
-		address := ShippingAddress(a)
+		address := payments.ShippingAddress(a)
 		o.ShippingAddress = &address
 	}
 	return o, nil
@@ -208,12 +210,12 @@ type addressJSON struct {
 	Country    string `json:"country"`
 }
 
-func encodeAddress(a ShippingAddress) (string, error) {
+func encodeAddress(a payments.ShippingAddress) (string, error) {
 	text, err := json.Marshal(addressJSON(a))
 	return string(text), err
 }
 
-func encodeItems(items []Item) (string, error) {
+func encodeItems(items []payments.Item) (string, error) {
 	out := make([]itemJSON, len(items))
 	for i, it := range items {
 		out[i] = itemJSON(it)
@@ -222,23 +224,30 @@ func encodeItems(items []Item) (string, error) {
 	return string(text), err
 }
 
-// The Service finds OrderChangeStore by a type assertion at run time; this
-// makes losing it a build error instead.
-var _ OrderChangeStore = (*GormStore)(nil)
+// Store implements every store interface of the domain. The Service finds
+// OrderChangeStore by a type assertion at run time; this makes losing it
+// (or any other) a build error instead.
+var (
+	_ payments.Store            = (*Store)(nil)
+	_ payments.PaymentStore     = (*Store)(nil)
+	_ payments.EventStore       = (*Store)(nil)
+	_ payments.CustomerStore    = (*Store)(nil)
+	_ payments.OrderChangeStore = (*Store)(nil)
+)
 
 // SetShippingAddress implements OrderChangeStore. The address is replaced
 // whole, so nothing read earlier is written back and no update can be lost;
 // the version condition is added only for a caller that asked for one.
 // RETURNING hands back the row as this UPDATE left it, the version it
 // bumped included, without a second read that could see a later write.
-func (s *GormStore) SetShippingAddress(ctx context.Context, merchantID, id string, addr ShippingAddress, version int64, now time.Time) (Order, bool, error) {
+func (s *Store) SetShippingAddress(ctx context.Context, merchantID, id string, addr payments.ShippingAddress, version int64, now time.Time) (payments.Order, bool, error) {
 	text, err := encodeAddress(addr)
 	if err != nil {
-		return Order{}, false, fmt.Errorf("encode shipping address of order %s: %w", id, err)
+		return payments.Order{}, false, fmt.Errorf("encode shipping address of order %s: %w", id, err)
 	}
 	query := `UPDATE orders SET shipping_address = ?, version = version + 1, updated_at = ?
 WHERE merchant_id = ? AND id = ? AND status = ?`
-	args := []any{text, now, merchantID, id, string(OrderPendingPayment)}
+	args := []any{text, now, merchantID, id, string(payments.OrderPendingPayment)}
 	if version != 0 {
 		query += ` AND version = ?`
 		args = append(args, version)
@@ -249,10 +258,10 @@ WHERE merchant_id = ? AND id = ? AND status = ?`
 // SetItems implements OrderChangeStore. The NOT EXISTS runs on the partial
 // unique index payments_one_active_per_order, the same one that keeps an
 // order to one active payment.
-func (s *GormStore) SetItems(ctx context.Context, merchantID, id string, items []Item, amountTotal, version int64, now time.Time) (Order, bool, error) {
+func (s *Store) SetItems(ctx context.Context, merchantID, id string, items []payments.Item, amountTotal, version int64, now time.Time) (payments.Order, bool, error) {
 	text, err := encodeItems(items)
 	if err != nil {
-		return Order{}, false, fmt.Errorf("encode items of order %s: %w", id, err)
+		return payments.Order{}, false, fmt.Errorf("encode items of order %s: %w", id, err)
 	}
 	return s.updateOrder(ctx, `UPDATE orders SET items = ?, amount_total = ?, version = version + 1, updated_at = ?
 WHERE merchant_id = ? AND id = ? AND version = ? AND status = ?
@@ -260,19 +269,19 @@ WHERE merchant_id = ? AND id = ? AND version = ? AND status = ?
                   WHERE p.merchant_id = orders.merchant_id AND p.order_id = orders.id
                     AND p.status IN ?)
 RETURNING *`,
-		text, amountTotal, now, merchantID, id, version, string(OrderPendingPayment),
-		statusStrings([]Status{StatusPending, StatusProcessing, StatusSucceeded}))
+		text, amountTotal, now, merchantID, id, version, string(payments.OrderPendingPayment),
+		statusStrings([]payments.Status{payments.StatusPending, payments.StatusProcessing, payments.StatusSucceeded}))
 }
 
 // updateOrder runs an UPDATE ... RETURNING * on orders and reports whether
 // it changed a row.
-func (s *GormStore) updateOrder(ctx context.Context, query string, args ...any) (Order, bool, error) {
+func (s *Store) updateOrder(ctx context.Context, query string, args ...any) (payments.Order, bool, error) {
 	var rows []orderRow
 	if err := database.Conn(ctx, s.db).Raw(query, args...).Scan(&rows).Error; err != nil {
-		return Order{}, false, database.Classify(err)
+		return payments.Order{}, false, database.Classify(err)
 	}
 	if len(rows) == 0 {
-		return Order{}, false, nil
+		return payments.Order{}, false, nil
 	}
 	o, err := toDomainOrder(rows[0])
 	return o, err == nil, err

@@ -1,18 +1,19 @@
-package payments
+package paymentsdb
 
 import (
 	"context"
 	"time"
 
 	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/payments"
 )
 
 // UnresolvedCounts is how many payments and refunds wait for their
 // provider outcome, by status (pending or processing). A status with none
 // is absent.
 type UnresolvedCounts struct {
-	Payments map[Status]int
-	Refunds  map[Status]int
+	Payments map[payments.Status]int
+	Refunds  map[payments.Status]int
 	// OldestPendingAttempt is the oldest last attempt of a pending payment
 	// or refund; zero when none is pending. Past PENDING_CANCEL_AFTER (plus
 	// a few reconciler rounds) the reconciler should have canceled it.
@@ -27,11 +28,11 @@ type UnresolvedCounts struct {
 // known yet, for the metrics. Both queries read the reconciler's partial
 // indexes, so the cost follows the unresolved rows, not the tables. It
 // returns an error wrapping database.ErrUnavailable or another store error.
-func (s *GormStore) CountUnresolved(ctx context.Context) (UnresolvedCounts, error) {
-	out := UnresolvedCounts{Payments: map[Status]int{}, Refunds: map[Status]int{}}
+func (s *Store) CountUnresolved(ctx context.Context) (UnresolvedCounts, error) {
+	out := UnresolvedCounts{Payments: map[payments.Status]int{}, Refunds: map[payments.Status]int{}}
 	for _, t := range []struct {
 		table string
-		into  map[Status]int
+		into  map[payments.Status]int
 	}{{"payments", out.Payments}, {"refunds", out.Refunds}} {
 		var rows []struct {
 			Status string
@@ -43,7 +44,7 @@ func (s *GormStore) CountUnresolved(ctx context.Context) (UnresolvedCounts, erro
 			return UnresolvedCounts{}, database.Classify(err)
 		}
 		for _, r := range rows {
-			t.into[Status(r.Status)] = r.N
+			t.into[payments.Status(r.Status)] = r.N
 		}
 	}
 	var flagged struct{ Calls, Orphans int }
@@ -54,7 +55,7 @@ func (s *GormStore) CountUnresolved(ctx context.Context) (UnresolvedCounts, erro
 		return UnresolvedCounts{}, database.Classify(err)
 	}
 	out.FlaggedCalls, out.FlaggedOrphans = flagged.Calls, flagged.Orphans
-	if out.Payments[StatusPending] == 0 && out.Refunds[StatusPending] == 0 {
+	if out.Payments[payments.StatusPending] == 0 && out.Refunds[payments.StatusPending] == 0 {
 		return out, nil
 	}
 	// The last attempt is the outside call's: a retry that resumes a
