@@ -1,13 +1,14 @@
 // Package payments is the domain of the API: orders, customers, payments and
 // refunds, their rules and state machines, the Service that runs the use
 // cases, and the interfaces the Service consumes (its stores and the payment
-// provider), with their GORM implementation.
+// provider). The stores' GORM implementation is package paymentsdb.
 //
-// The package knows nothing of HTTP. It does know that a caller may own a
-// database transaction: every store method works through database.Conn, so
-// when the idempotency layer runs a request inside a transaction it carries
-// in the context, the order (and its outbox event) is written in that same
-// transaction and commits together with the idempotency record.
+// The package knows nothing of HTTP nor of SQL. It does know that a caller
+// may own a database transaction: every method of paymentsdb works through
+// database.Conn, so when the idempotency layer runs a request inside a
+// transaction it carries in the context, the order (and its outbox event)
+// is written in that same transaction and commits together with the
+// idempotency record.
 //
 // # Payments and refunds run on the core's skeleton
 //
