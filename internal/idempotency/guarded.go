@@ -95,13 +95,7 @@ func (r *run) execute(rec *Record, outcome string) result {
 				"route", r.req.Route, "status", answer.Status, "stored_status", lease.stored.Status)
 			answer = *lease.stored
 		}
-		done := &Record{
-			Scope: scope, Key: key, Method: r.req.Method, Path: r.req.Path,
-			Fingerprint: r.req.Fingerprint, State: StateCompleted, Fence: fence, Answer: lease.stored,
-			ExpiresAt: expiresAt, sent: r.req.sent,
-		}
-		k.published(done)
-		return fresh(&answer, outcome, done)
+		return r.stored(&answer, outcome, fence, expiresAt, lease.stored)
 	}
 
 	// The answer is stored even if the client has gone.
@@ -148,13 +142,20 @@ func (r *run) execute(rec *Record, outcome string) result {
 		})
 		return fresh(&answer, outcome, nil)
 	}
+	return r.stored(&answer, outcome, fence, expiresAt, &stored)
+}
+
+// stored ends a Guarded request whose record now holds its final answer
+// (stored under fence): the completed record goes to memory and the
+// caches, and to the duplicates queued behind this request.
+func (r *run) stored(a *Answer, outcome string, fence int64, expiresAt time.Time, stored *Answer) result {
 	done := &Record{
-		Scope: scope, Key: key, Method: r.req.Method, Path: r.req.Path,
-		Fingerprint: r.req.Fingerprint, State: StateCompleted, Fence: fence, Answer: &stored,
+		Scope: r.req.Scope, Key: r.req.Key, Method: r.req.Method, Path: r.req.Path,
+		Fingerprint: r.req.Fingerprint, State: StateCompleted, Fence: fence, Answer: stored,
 		ExpiresAt: expiresAt, sent: r.req.sent,
 	}
-	k.published(done)
-	return fresh(&answer, outcome, done)
+	r.k.published(done)
+	return fresh(a, outcome, done)
 }
 
 // Op is a Guarded request's operation: its ownership of the key's record
