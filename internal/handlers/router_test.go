@@ -189,17 +189,18 @@ func TestCreateOrderPassesTheRequestContext(t *testing.T) {
 			// Like the idempotency Keeper: a transaction in the request's
 			// context, which this one rolls back after the handler.
 			var a *api
+			errRollback := errors.New("rolled back by the test")
 			rollback := func(h ginidem.Handler) gin.HandlerFunc {
-				return passThrough(func(c *gin.Context) (idempotency.Answer, error) {
-					tx := a.db.Begin()
-					require.NoError(t, tx.Error)
+				return passThrough(func(c *gin.Context) (answer idempotency.Answer, err error) {
 					base := c.Request.Context()
-					c.Request = c.Request.WithContext(gormstore.WithTx(base, tx))
-					defer func() {
-						c.Request = c.Request.WithContext(base)
-						require.NoError(t, tx.Rollback().Error)
-					}()
-					return h(c)
+					txErr := gormstore.Transaction(base, a.db.DB, func(ctx context.Context) error {
+						c.Request = c.Request.WithContext(ctx)
+						answer, err = h(c)
+						return errRollback
+					})
+					c.Request = c.Request.WithContext(base)
+					require.ErrorIs(t, txErr, errRollback)
+					return answer, err
 				})
 			}
 			a = newAPI(t, d, rollback)

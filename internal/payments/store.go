@@ -6,9 +6,10 @@ import (
 )
 
 // Store keeps the domain's records. The Service declares it because the
-// Service is what consumes it; paymentsdb.Store is the implementation. Every method
-// joins the transaction carried by ctx, if any (database.WithTx), so a
-// caller that owns a transaction decides when the writes become visible.
+// Service is what consumes it; paymentsdb.Store is the implementation.
+// Every method joins the transaction carried by ctx, if any (InTx, or the
+// idempotency layer's), so a caller that owns a transaction decides when
+// the writes become visible.
 //
 // Any method may also return an error wrapping database.ErrUnavailable when
 // the database cannot be reached; nothing was written then.

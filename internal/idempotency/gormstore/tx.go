@@ -16,7 +16,7 @@ import (
 type txKey struct{}
 
 // unit is a transaction carried by a context. A lazy one (InTx) begins at
-// the first Conn; one given to WithTx has begun already.
+// the first Conn; one of Transaction has begun already.
 type unit struct {
 	mu  sync.Mutex
 	ctx context.Context
@@ -92,11 +92,6 @@ func (u *unit) end(commit bool) error {
 		return nil
 	}
 	return err
-}
-
-// WithTx returns a context that carries tx; Conn and Transaction pick it up.
-func WithTx(ctx context.Context, tx *gorm.DB) context.Context {
-	return context.WithValue(ctx, txKey{}, &unit{tx: tx})
 }
 
 // Conn returns the transaction carried by ctx (beginning it, if it is the
