@@ -176,7 +176,7 @@ func functionsRun(file string, blocks [][2]int) ([]string, error) {
 	return names, nil
 }
 
-// name is fn's name, with its receiver's type for a method (Keeper.Handle).
+// name is fn's name, with its receiver's type for a method (Keeper.Guarded).
 func name(fn *ast.FuncDecl) string {
 	if fn.Recv == nil || len(fn.Recv.List) == 0 {
 		return fn.Name.Name

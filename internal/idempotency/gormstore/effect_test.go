@@ -185,7 +185,7 @@ func (e *sendEnv) newKeeper(t *testing.T) (*idempotency.Keeper, *idempotency.Eff
 	return k, eff
 }
 
-// handled is what Keeper.Handle returned.
+// handled is what Keeper.Guarded returned.
 type handled struct {
 	Answer   idempotency.Answer
 	Replayed bool
