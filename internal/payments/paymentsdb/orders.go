@@ -3,7 +3,6 @@ package paymentsdb
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -79,15 +78,9 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 
 // GetOrder implements Store.
 func (s *Store) GetOrder(ctx context.Context, merchantID, id string) (payments.Order, error) {
-	var row orderRow
-	err := database.Conn(ctx, s.db).
-		Where("merchant_id = ? AND id = ?", merchantID, id).
-		Take(&row).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return payments.Order{}, payments.ErrNotFound
-	}
+	row, err := takeRow[orderRow](database.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id))
 	if err != nil {
-		return payments.Order{}, database.Classify(err)
+		return payments.Order{}, err
 	}
 	return toDomainOrder(row)
 }

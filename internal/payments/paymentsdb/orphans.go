@@ -2,10 +2,7 @@ package paymentsdb
 
 import (
 	"context"
-	"errors"
 	"time"
-
-	"gorm.io/gorm"
 
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/payments"
@@ -44,13 +41,9 @@ ON CONFLICT (kind, provider_id) DO NOTHING`,
 
 // GetOrphan implements PaymentStore.
 func (s *Store) GetOrphan(ctx context.Context, merchantID, id string) (payments.Orphan, error) {
-	var row orphanRow
-	err := database.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id).Take(&row).Error
-	switch {
-	case errors.Is(err, gorm.ErrRecordNotFound):
-		return payments.Orphan{}, payments.ErrNotFound
-	case err != nil:
-		return payments.Orphan{}, database.Classify(err)
+	row, err := takeRow[orphanRow](database.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id))
+	if err != nil {
+		return payments.Orphan{}, err
 	}
 	return toDomainOrphan(row), nil
 }

@@ -71,14 +71,9 @@ func (s *Store) forUpdate(q *gorm.DB) *gorm.DB {
 
 // LockOrder implements PaymentStore.
 func (s *Store) LockOrder(ctx context.Context, merchantID, id string) (payments.Order, error) {
-	var row orderRow
-	err := s.forUpdate(database.Conn(ctx, s.db)).
-		Where("merchant_id = ? AND id = ?", merchantID, id).Take(&row).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return payments.Order{}, payments.ErrNotFound
-	}
+	row, err := takeRow[orderRow](s.forUpdate(database.Conn(ctx, s.db)).Where("merchant_id = ? AND id = ?", merchantID, id))
 	if err != nil {
-		return payments.Order{}, database.Classify(err)
+		return payments.Order{}, err
 	}
 	return toDomainOrder(row)
 }
@@ -119,15 +114,25 @@ func (s *Store) FindPayment(ctx context.Context, id string) (payments.Payment, e
 }
 
 func (s *Store) takePayment(q *gorm.DB) (payments.Payment, error) {
-	var row paymentRow
-	err := q.Take(&row).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return payments.Payment{}, payments.ErrNotFound
-	}
+	row, err := takeRow[paymentRow](q)
 	if err != nil {
-		return payments.Payment{}, database.Classify(err)
+		return payments.Payment{}, err
 	}
 	return toDomainPayment(row), nil
+}
+
+// takeRow reads the one row q selects. It returns payments.ErrNotFound
+// when there is none, or the database's error classified.
+func takeRow[Row any](q *gorm.DB) (Row, error) {
+	var row Row
+	err := q.Take(&row).Error
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return row, payments.ErrNotFound
+	case err != nil:
+		return row, database.Classify(err)
+	}
+	return row, nil
 }
 
 // MovePayment implements PaymentStore. The status condition is what keeps
@@ -169,13 +174,9 @@ func (s *Store) FindRefund(ctx context.Context, id string) (payments.Refund, err
 }
 
 func (s *Store) takeRefund(q *gorm.DB) (payments.Refund, error) {
-	var row refundRow
-	err := q.Take(&row).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return payments.Refund{}, payments.ErrNotFound
-	}
+	row, err := takeRow[refundRow](q)
 	if err != nil {
-		return payments.Refund{}, database.Classify(err)
+		return payments.Refund{}, err
 	}
 	return toDomainRefund(row), nil
 }
