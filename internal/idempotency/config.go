@@ -18,6 +18,20 @@ const (
 	defaultMaxBodyBytes = 1 << 20
 )
 
+// The Keeper's own deadlines and hints.
+const (
+	// writeTimeout bounds one record write that must finish whatever the
+	// client does (a reservation, a stored answer, a release): once the
+	// Keeper tries to own a key, a disconnect must not leave it unsure.
+	writeTimeout = 10 * time.Second
+	// retryAfter is the hint ErrInProgress carries.
+	retryAfter = time.Second
+	// reconcileBatch bounds the calls one round of the reconciler claims,
+	// reconcilePerScope those of one scope.
+	reconcileBatch    = 100
+	reconcilePerScope = 10
+)
+
 // Config holds the rules of the contract and the Keeper's collaborators.
 // Every field has a default; New requires only a Store.
 type Config struct {
@@ -26,91 +40,69 @@ type Config struct {
 	// LockTimeout is how long an executing record stays locked to its
 	// owner before a retry may take it over; default 30s.
 	LockTimeout time.Duration
-	// Wait is how long a duplicate waits for the original to finish before
-	// it answers ErrInProgress; default 2s.
+	// Wait is how long a duplicate waits for the original before it
+	// answers ErrInProgress; default 2s.
 	Wait time.Duration
-	// MaxBodyBytes bounds the body the Keeper reads for the fingerprint;
-	// a longer one is an *http.MaxBytesError, read no further. Default 1 MiB.
+	// MaxBodyBytes bounds the body read for the fingerprint (beyond it, an
+	// *http.MaxBytesError); default 1 MiB.
 	MaxBodyBytes int64
-	// StoredHeaders names the headers of a final answer that are stored
-	// and replayed with it besides Content-Type, Location, ETag and
-	// Last-Modified, which always are: those that describe the result.
-	// Never list Set-Cookie, Date, a request or trace id, or Retry-After:
-	// they belong to one answer, not to the operation.
+	// StoredHeaders are the headers of a final answer stored and replayed
+	// with it besides Content-Type, Location, ETag and Last-Modified:
+	// those that describe the result, never Set-Cookie, Date, a request or
+	// trace id, or Retry-After.
 	StoredHeaders []string
 
 	// Transactor opens the transactions of Atomic requests and of outside
 	// calls; required for both.
 	Transactor Transactor
-	// Now tells the time of every decision (tests move it instead of
-	// sleeping); nil means the wall clock, in UTC, to the microsecond.
+	// Now tells the time of every decision (tests move it); nil means the
+	// wall clock, in UTC, to the microsecond.
 	Now func() time.Time
 	// Observer hears every outcome (metrics); nil hears nothing.
 	Observer Observer
 	// Cache, if set, serves replays and cross-instance wake-ups.
 	Cache Cache
-	// Memory, if set, keeps completed records in this process for
-	// replays (localcache); nil keeps none.
+	// Memory, if set, keeps completed records in this process (localcache).
 	Memory Memory
-	// Limiter, if set, bounds how many new keys a scope may start: one
-	// process's (locallimit) or one shared by every instance
-	// (redisidem.Limiter); nil leaves them unbounded.
+	// Limiter, if set, bounds how many new keys a scope may start
+	// (locallimit, or redisidem.Limiter shared by every instance).
 	Limiter Limiter
 	// Log receives the Keeper's warnings; nil means slog.Default().
 	Log *slog.Logger
 
-	// The Keeper's own deadlines and hints, named so that an operator can
-	// find and tune them; zero takes the default given.
-
-	// WriteTimeout bounds one write of a record that must finish whatever
-	// the client does (a reservation, a stored answer, a release): once
-	// the Keeper tries to own a key, a disconnect must not leave it unsure
-	// whether it does. Default 10s.
-	WriteTimeout time.Duration
-	// CacheTimeout bounds one cache call made on a request's path; a slow
-	// cache costs at most this before the Store answers. Default 150ms;
-	// set it to the cache client's own timeout.
+	// CacheTimeout bounds one cache call on a request's path; default
+	// 150ms (set it to the cache client's own timeout).
 	CacheTimeout time.Duration
-	// RetryAfter is the hint ErrInProgress carries. Default 1s.
-	RetryAfter time.Duration
 	// PollMin and PollMax bound the growing pause between two reads of a
-	// record a duplicate waits for. Defaults 5ms and 200ms.
+	// record a duplicate waits for; defaults 5ms and 200ms.
 	PollMin, PollMax time.Duration
 	// RetryMin and RetryMax bound the growing pause between two background
-	// attempts of a record write that failed (the database was away).
-	// Defaults 100ms and 2s.
+	// attempts of a failed record write; defaults 100ms and 2s.
 	RetryMin, RetryMax time.Duration
 
 	// The outside calls of registered Effects (effect.go):
 
-	// KeySecret derives the ids and keys of outside calls from the
-	// client's operation (derive.go): the same on every instance. Empty
-	// means a fixed development secret, fit for development and tests only.
-	// PreviousKeySecrets are the secrets it replaced, while operations
-	// they derived may still be retried: a new operation's key is looked
-	// for under them first (derive.go).
+	// KeySecret derives the ids and keys of outside calls (derive.go), the
+	// same on every instance; empty means a development secret, for tests
+	// only. PreviousKeySecrets are the secrets it replaced, looked under
+	// while their operations may still be retried.
 	KeySecret          []byte
 	PreviousKeySecrets [][]byte
 	// ReconcileInterval is the pause between two rounds of the reconciler
 	// (Run); default 5s.
 	ReconcileInterval time.Duration
-	// ReconcileBatch bounds the calls one round looks at; default 100.
-	ReconcileBatch int
 	// CancelAfter is how long a call that never reached the outside
-	// service may go without an attempt before the reconciler cancels it
-	// (PENDING_CANCEL_AFTER); zero never cancels. It must exceed
-	// LockTimeout.
+	// service may go unattempted before the reconciler cancels it
+	// (PENDING_CANCEL_AFTER; zero never). It must exceed LockTimeout.
 	CancelAfter time.Duration
-	// OnReconcile, if set, hears the result of each call the reconciler
-	// looks at, with the call's kind (metrics): resolved, unresolved,
-	// canceled, flagged or error.
+	// OnReconcile, if set, hears what became of each call the reconciler
+	// looks at, by kind (metrics): resolved, unresolved, canceled, ….
 	OnReconcile func(kind, result string)
-	// TraceParent, if set, returns the W3C trace context of ctx, stored
-	// with a new call so that the reconciler's work links back to it.
+	// TraceParent, if set, returns ctx's W3C trace context, stored with a
+	// new call so that the reconciler's work links back to it.
 	TraceParent func(ctx context.Context) string
 	// Span, if set, starts a span called name with the attribute
-	// key=value, a child of ctx's, linked to the trace context link, and
-	// returns its end (which marks it failed unless its error is nil).
+	// key=value, a child of ctx's linked to link, and returns its end.
 	Span func(ctx context.Context, name, link, key, value string) (context.Context, func(error))
 }
 
@@ -124,17 +116,12 @@ func (c Config) withDefaults() Config {
 	def(&c.TTL, defaultTTL)
 	def(&c.LockTimeout, defaultLockTimeout)
 	def(&c.Wait, defaultWait)
-	def(&c.WriteTimeout, 10*time.Second)
 	def(&c.CacheTimeout, 150*time.Millisecond)
-	def(&c.RetryAfter, time.Second)
 	def(&c.PollMin, 5*time.Millisecond)
 	def(&c.PollMax, 200*time.Millisecond)
 	def(&c.RetryMin, 100*time.Millisecond)
 	def(&c.RetryMax, 2*time.Second)
 	def(&c.ReconcileInterval, 5*time.Second)
-	if c.ReconcileBatch <= 0 {
-		c.ReconcileBatch = 100
-	}
 	if len(c.KeySecret) == 0 {
 		c.KeySecret = developmentKeySecret
 	}

@@ -9,20 +9,16 @@ import (
 // flightID is what identical requests share: only they share a flight.
 type flightID struct{ scope, key, fingerprint string }
 
-// result is how a keyed request ends: either err, a refusal of the layer's
-// own for the application's error table to answer, or answer. A replayed
-// answer is a stored one, sent with only the headers stored with it (the
-// HTTP adapter marks it, ginidem.HeaderReplayed); any other is the
-// handler's own answer, sent as it is.
+// result is how a keyed request ends: err, a refusal for the application's
+// error table, or answer, the handler's own or a stored one (replayed).
+// stored is the completed record it stored or replayed, for the duplicates
+// queued behind it.
 type result struct {
 	outcome  string
 	err      error
 	answer   *Answer
 	replayed bool
-
-	// stored is the completed record this request stored or replayed, for
-	// the duplicates queued behind it in this process.
-	stored *Record
+	stored   *Record
 }
 
 func refused(err error) result { return result{outcome: outcomeOf(err), err: err} }
@@ -35,37 +31,33 @@ func replayed(rec *Record) result {
 	return result{outcome: outcomeReplayed, answer: rec.Answer, replayed: true, stored: rec}
 }
 
-// maxRounds bounds the decide-and-act loop of one request. A request takes a
-// few rounds at most (a reservation that finds a record, a read, a replay);
-// the rest is waiting, which the wait deadline bounds first.
+// maxRounds bounds the decide-and-act loop of one request, which takes a
+// few rounds at most; waiting is bounded by the wait deadline first.
 const maxRounds = 64
 
 // Atomic runs one keyed request whose whole effect is rows in the database
-// (creating an order) to its end: it checks the key and the body, looks for
-// a completed record in memory and the cache, queues behind an identical
-// request already running in this process, reads the key's record, and
-// then loops over decide, carrying out each step (execute, replay, refuse,
-// wait) until one ends the request. h runs the application's work at most
-// once, with ctx carrying the transaction the record commits with
-// (atomic.go) and the body as the Keeper read it; it returns its answer,
-// its errors already answered by the application's error table.
+// (an order): it checks the key and the body, looks for a completed record
+// in memory and the cache, queues behind an identical request running in
+// this process, reads the key's record, and loops over decide's steps
+// until one ends the request. h, the application's work, runs at most
+// once, with ctx carrying the transaction its record commits with
+// (atomic.go); its errors are already answers.
 //
-// It returns the answer to send (replayed: a stored one, to be sent with
-// ginidem.HeaderReplayed), or a refusal of its own for the error table:
-// ErrKeyMissing, ErrKeyInvalid, ErrKeyReused, ErrKeyExpired, ErrInProgress,
+// It returns the answer to send (replayed: a stored one, for
+// ginidem.HeaderReplayed), or a refusal for the error table: ErrKeyMissing,
+// ErrKeyInvalid, ErrKeyReused, ErrKeyExpired, ErrInProgress,
 // ErrRateLimited, ErrMalformedBody, ErrBodyRead, an *http.MaxBytesError,
-// or a store's error. The Observer hears exactly one outcome per call, a
-// panic of h included (the panic goes on up).
+// or a store's error. The Observer hears one outcome per call, a panic of
+// h included.
 func (k *Keeper) Atomic(ctx context.Context, in Input, h func(ctx context.Context, body []byte) Answer) (answer Answer, replayed bool, err error) {
 	return k.handle(ctx, &run{k: k, ctx: ctx, atomicWork: h}, in)
 }
 
 // Guarded runs one keyed request with an effect outside the database (a
-// charge) as Atomic does, but for its steps: the key is reserved first
-// (guarded.go), and h runs as the owner of the key's record, op, which it
-// passes to its outside calls (Effect.Run); a retry that finds the lock run
-// out takes the record over and runs h again from its recovery point. It
-// answers and refuses as Atomic does.
+// charge) as Atomic does, but the key is reserved first (guarded.go) and h
+// runs as op, the owner of the key's record, which it passes to
+// Effect.Run; a retry that finds the lock run out takes the record over
+// and runs h again from its recovery point.
 func (k *Keeper) Guarded(ctx context.Context, in Input, h func(ctx context.Context, op *Op, body []byte) Answer) (answer Answer, replayed bool, err error) {
 	return k.handle(ctx, &run{k: k, ctx: ctx, guarded: true, guardedWork: h}, in)
 }
@@ -92,8 +84,7 @@ func (k *Keeper) handle(ctx context.Context, r *run, in Input) (answer Answer, r
 	return *res.answer, res.replayed, nil
 }
 
-// run is one request on its way through Atomic or Guarded, with the
-// application's work of its kind.
+// run is one request on its way through Atomic or Guarded.
 type run struct {
 	k           *Keeper
 	ctx         context.Context
@@ -102,14 +93,12 @@ type run struct {
 	atomicWork  func(ctx context.Context, body []byte) Answer
 	guardedWork func(ctx context.Context, op *Op, body []byte) Answer
 
-	// waitCtx bounds the whole wait for an original, in this process and
-	// in the store, to Config.Wait from waitFrom; made by waitContext when
-	// a request first waits (most never do), ended by endWait.
+	// waitCtx bounds the whole wait for an original, here and in the
+	// store, to Config.Wait from waitFrom; made on first use (waitContext).
 	waitFrom   time.Time
 	waitCtx    context.Context
 	cancelWait context.CancelFunc
-	// limited: the Limiter has been asked already.
-	limited bool
+	limited    bool // the Limiter has been asked
 
 	// The state of waiting for an original (stepWait).
 	polling   bool
@@ -122,7 +111,7 @@ type run struct {
 func (r *run) handle() result {
 	k := r.k
 	// A completed record in the cache answers without the store: a replay,
-	// or the 422 of a different request. Neither waits.
+	// or a 422.
 	done := r.req.known
 	if done == nil {
 		done = k.cached(r.ctx, r.req)
@@ -134,9 +123,8 @@ func (r *run) handle() result {
 	defer r.endWait()
 
 	// Identical requests in this process queue behind one leader
-	// (internal/flights) and are handed the completed record it leaves.
-	// Only they share a flight: a different request under the same key
-	// goes straight to the store and its 422.
+	// (internal/flights) and are handed the completed record it leaves; a
+	// different request under the same key goes on to its 422.
 	id := flightID{r.req.Scope, r.req.Key, r.req.Fingerprint}
 	fl, handed, waited, err := k.flights.Acquire(r.waitContext, id)
 	if waited {
@@ -154,24 +142,20 @@ func (r *run) handle() result {
 
 	var rec *Record
 	if waited || !r.guarded {
-		// Read the key's record before any work. An Atomic handler runs
-		// before its record's insert, which is what learns that the key is
-		// taken: a retry on an instance that has not seen the key would run
-		// the handler, roll it back, and only then replay. (A Guarded
-		// request reserves first, with an insert-if-absent that answers a
-		// taken key by itself.) And when another request with this key
-		// just ran here, a record most likely exists.
+		// Read the key's record before any work: an Atomic handler runs
+		// before the insert that would find the key taken, so a retry on
+		// an instance that never saw the key would run it for nothing. (A
+		// Guarded request's reservation finds a taken key by itself.) And
+		// after a flight here, a record most likely exists.
 		got, err := k.store.Get(r.ctx, r.req.Scope, r.req.Key, k.now())
 		switch {
 		case err == nil:
 			rec = got
 		case errors.Is(err, ErrNotFound):
 		case !waited:
-			// The read is the retry's shortcut, not what decides: the
-			// record's insert-if-absent does. Without it (the database
-			// away), the handler still refuses a bad body without a
-			// connection, and a good one meets the database's error at its
-			// first statement.
+			// The read is a shortcut, not what decides (the insert does):
+			// without it, the handler still refuses a bad body without a
+			// connection, and a good one meets the database's error.
 		default:
 			res = refused(err)
 			return res
@@ -190,7 +174,7 @@ func (r *run) answer(rec *Record) result {
 }
 
 // loop carries out decide's steps until one ends the request. Each step
-// returns its Result and done, or the record to decide on next.
+// returns its result and done, or the record to decide on next.
 func (r *run) loop(rec *Record) result {
 	for range maxRounds {
 		var (
@@ -236,9 +220,8 @@ func (r *run) loop(rec *Record) result {
 }
 
 // allowNew asks the Limiter, once per request, whether the scope may start
-// a new key. A refusal applies to new keys only, so it reads the record
-// first: a live one is returned, to be decided on (a replay, a 422, a
-// wait). Both results nil: go on.
+// a new key. A refusal applies to new keys only: a live record found is
+// returned, to be decided on. Both nil: go on.
 func (r *run) allowNew() (next *Record, refusal *result) {
 	k := r.k
 	if r.limited || k.cfg.Limiter == nil {
@@ -261,9 +244,9 @@ func (r *run) allowNew() (next *Record, refusal *result) {
 	return rec, nil
 }
 
-// reread reads the key's record again after a wait or a lost race. A
-// record that is gone was given back: a Guarded request may reserve the key
-// itself; an Atomic one cannot tell what happened and answers in progress.
+// reread reads the key's record again after a wait or a lost race. One that
+// is gone was given back: a Guarded request may reserve the key; an Atomic
+// one cannot tell what happened and answers in progress.
 func (r *run) reread() (*Record, result, bool) {
 	k := r.k
 	rec, err := r.get()
@@ -278,9 +261,7 @@ func (r *run) reread() (*Record, result, bool) {
 	return rec, result{}, false
 }
 
-// get reads the key's live record or, if the store keeps tombstones, what
-// it remembers of the key past its expiry. It returns ErrNotFound or a
-// store error.
+// get reads the key's live record or, past its expiry, its tombstone.
 func (r *run) get() (*Record, error) {
 	k := r.k
 	now := k.now()
@@ -291,18 +272,16 @@ func (r *run) get() (*Record, error) {
 	return rec, err
 }
 
-// wait pauses until the record may have changed: a growing pause, or a
-// wake-up from the cache when the original completes on any instance. It
-// reports false when the wait deadline ran out first. It holds no
-// connection.
+// wait pauses, holding no connection, until the record may have changed: a
+// growing pause, or the cache's wake-up when the original ends anywhere.
+// It reports false when the wait deadline ran out first.
 func (r *run) wait() bool {
 	t := r.k.cfg
 	if !r.polling {
 		r.polling, r.pollStart, r.pause = true, time.Now(), t.PollMin
 		if c := r.k.cfg.Cache; c != nil {
-			// Only a request that waits subscribes: a replay has nothing
-			// to wait for. The polling stays as the fallback when the
-			// cache cannot deliver.
+			// Only a request that waits subscribes; polling stays as the
+			// fallback.
 			r.wake, r.stopWake = c.Subscribe(r.req.Scope, r.req.Key)
 		}
 	}
@@ -346,8 +325,7 @@ func (r *run) stopWaiting() {
 	}
 }
 
-// completed is the record of a final answer, as an Atomic request inserts
-// it.
+// completed is the record of an Atomic request's final answer.
 func (r *run) completed(a Answer) *Record {
 	now := r.k.now()
 	stored := r.k.cfg.stored(a)

@@ -96,13 +96,13 @@ func (k *Keeper) retryLater(write func(ctx context.Context) error) {
 }
 
 // writeContext is the context of a record write that must finish whatever
-// the client does: not cancelled by a disconnect, bounded by Timeouts.Write.
+// the client does: not cancelled by a disconnect, bounded by writeTimeout.
 func (k *Keeper) writeContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), k.cfg.WriteTimeout)
+	return context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 }
 
 func (k *Keeper) inProgress() error {
-	return retryable(ErrInProgress, k.cfg.RetryAfter)
+	return retryable(ErrInProgress, retryAfter)
 }
 
 // inTx runs fn in a transaction of the Transactor, joining the one ctx

@@ -46,7 +46,7 @@ type settler interface {
 // well before its claim runs out.
 func (k *Keeper) Reconcile(ctx context.Context) (int, error) {
 	now := k.now()
-	calls, err := k.store.ClaimDue(ctx, now, now.Add(k.cfg.LockTimeout), k.cfg.ReconcileBatch, reconcilePerScope)
+	calls, err := k.store.ClaimDue(ctx, now, now.Add(k.cfg.LockTimeout), reconcileBatch, reconcilePerScope)
 	if err != nil {
 		k.reconciled("", reconcileError)
 		return 0, err
@@ -74,9 +74,6 @@ func (k *Keeper) Reconcile(ctx context.Context) (int, error) {
 	}
 	return settled, errors.Join(errs...)
 }
-
-// reconcilePerScope bounds the calls of one scope in one round.
-const reconcilePerScope = 10
 
 // Run reconciles the outside calls of registered Effects every
 // ReconcileInterval until ctx ends, each round's outcome logged. (The
