@@ -7,31 +7,27 @@ import (
 )
 
 // The Atomic step (stepExecute). The handler runs inside the Transactor's
-// transaction, which begins at its first statement, so decoding and
-// validating before it hold no connection. Then the answer decides:
+// transaction, which begins at its first statement (decoding and
+// validating hold no connection). Then the answer decides:
 //
-//   - final and a success: the record is inserted, completed, in the same
-//     transaction, and the business rows and the record commit together or
-//     not at all. A live record under the key makes the insert fail with
-//     ErrKeyExists; the transaction rolls back and that record answers.
-//   - final but an error (a business conflict): an error answer has no
-//     effect, so the transaction rolls back and the record is inserted in a
-//     statement of its own. This is also what keeps a handler whose
-//     statement failed right on PostgreSQL, where the failure aborts the
-//     transaction and nothing more may be written into it.
+//   - final and a success: the completed record is inserted in the same
+//     transaction, so the business rows and the record commit together or
+//     not at all; a live record under the key fails the insert
+//     (ErrKeyExists), the transaction rolls back and that record answers.
+//   - final but an error: an error has no effect, so the transaction rolls
+//     back and the record is inserted by itself (also right on PostgreSQL,
+//     where a failed statement aborts the transaction).
 //   - not final: the transaction rolls back; a live record under the key
-//     answers if there is one (a retry whose handler now sees the world
-//     changed by its first attempt), else the handler's answer does.
+//     answers if there is one, else the handler's answer does.
 //
 // The contract for an Atomic handler: no effect outside the transaction;
 // a statement that fails is answered with an error, never with a success.
 
 var (
-	// errNotKept rolls back an Atomic transaction whose answer is not
-	// final, so not stored.
+	// errNotKept rolls back a transaction whose answer is not final.
 	errNotKept = errors.New("answer not kept")
-	// errKeptAlone rolls back an Atomic transaction whose answer is a final
-	// error: the record is stored after the rollback, by itself.
+	// errKeptAlone rolls back a transaction whose answer is a final error,
+	// whose record is inserted after the rollback.
 	errKeptAlone = errors.New("error answer kept without its transaction")
 )
 
@@ -68,7 +64,7 @@ func (r *run) atomic() (*Record, result, bool) {
 }
 
 // atomicTx is what runs in an Atomic request's transaction: the handler,
-// then the record of its answer when the answer is kept with it.
+// then the record of its answer when it is kept with it.
 type atomicTx struct {
 	r      *run
 	answer Answer
@@ -90,10 +86,9 @@ func (t *atomicTx) run(ctx context.Context) error {
 	return k.store.Insert(ctx, t.stored)
 }
 
-// lostRace reads the record of the request that holds the key after ours
-// was refused; our work is rolled back. A record that is gone already
-// (expired or released between the insert and the read) means nothing was
-// done: the client's retry runs afresh.
+// lostRace reads the record that holds the key after ours was refused (our
+// work rolled back). One gone already means nothing was done: the
+// client's retry runs afresh.
 func (r *run) lostRace() (*Record, result, bool) {
 	rec, err := r.get()
 	switch {

@@ -2,9 +2,8 @@ package idempotency
 
 import "context"
 
-// cached looks for a completed record of the request's key in this
-// process's memory, then in the cache, if any, within Config.CacheTimeout. A
-// miss and a cache error look alike: nil.
+// cached looks for the key's completed record in memory, then in the
+// cache within CacheTimeout; a miss and a cache error alike are nil.
 func (k *Keeper) cached(ctx context.Context, req keyedRequest) *Record {
 	if rec := k.cfg.Memory.Get(req.Scope, req.Key, k.now()); rec != nil {
 		return rec
@@ -22,9 +21,8 @@ func (k *Keeper) cached(ctx context.Context, req keyedRequest) *Record {
 	return rec
 }
 
-// published caches a record that has just been committed as completed and
-// wakes its waiters everywhere. It runs after the answer is decided, off the
-// request's path, and never fails the request.
+// published caches a record just committed as completed and wakes its
+// waiters everywhere, off the request's path.
 func (k *Keeper) published(rec *Record) {
 	k.cfg.Memory.Put(rec)
 	if k.cfg.Cache == nil || rec == nil {

@@ -5,26 +5,20 @@ import (
 	"time"
 )
 
-// Call is the outside call of one operation as the core keeps it: a row of
-// outside_calls per resource (a payment, a refund, a fork's receipt), beside
-// the application's own row. It says which key the outside service gets,
-// whether an owner may be calling it right now (the intent), and what is
-// known of the outcome. The application's row says what the outcome means.
+// Call is the outside call of one resource (a payment, a refund), a row of
+// outside_calls beside the application's own: the key the outside service
+// gets, whether an owner may be calling it now (the intent), and what is
+// known of the outcome.
 type Call struct {
-	// Scope and ID name the resource (a merchant, and pay_…); Kind is its
-	// Effect's.
+	// Scope and ID name the resource (a merchant, and pay_…).
 	Scope, ID, Kind string
-	// ClientKey is the Idempotency-Key of the operation: the record the
-	// answer is stored under. Empty for a call the system started itself.
-	ClientKey string
-	// RecordCreatedAt is the CreatedAt of the client's record the call was
-	// made under: which lifetime of the key it belongs to (a key may be
-	// used again once its record expired). Zero for a call the system
-	// started itself.
+	// ClientKey is the Idempotency-Key the answer is stored under, and
+	// RecordCreatedAt its record's CreatedAt (which lifetime of the key);
+	// both empty for a call the system started itself.
+	ClientKey       string
 	RecordCreatedAt time.Time
-	// Key is sent to the outside service on every attempt, derived from the
-	// client's operation (see derive.go); KeyVersion names the scheme, and
-	// KeyFingerprint the secret that derived it (KeyFingerprint).
+	// Key is sent to the outside service on every attempt (derive.go);
+	// KeyVersion names the scheme, KeyFingerprint the secret.
 	Key            string
 	KeyVersion     int
 	KeyFingerprint string
@@ -33,16 +27,13 @@ type Call struct {
 	// calling); IntentAt when it opened it.
 	IntentFence int64
 	IntentAt    time.Time
-	// AttemptedAt is when a request last worked on the operation: its
-	// creation, or a retry resuming it. A ready call is canceled only after
-	// CancelAfter without one.
+	// AttemptedAt is when a request last worked on it (made or resumed it).
 	AttemptedAt time.Time
-	// DueAt is when the reconciler next looks at the call; zero when it is
-	// settled. Checks counts its looks that settled nothing, for backoff.
+	// DueAt is when the reconciler next looks (zero once settled); Checks
+	// counts its looks that settled nothing, for backoff.
 	DueAt  time.Time
 	Checks int
-	// TraceParent is the W3C trace context of the request that made the
-	// call: the reconciler's spans link back to it.
+	// TraceParent is the trace context of the request that made the call.
 	TraceParent string
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
@@ -53,22 +44,12 @@ type CallState string
 
 // The states of an outside call.
 const (
-	// CallReady: no call is in flight. Nothing was sent, or every attempt
-	// ended "not executed".
-	CallReady CallState = "ready"
-	// CallCalling: an owner recorded its intent and may be sending the call.
-	CallCalling CallState = "calling"
-	// CallUnknown: a call may have reached the outside service and its
-	// outcome is not known. Re-sent under the same key until it executes.
-	CallUnknown CallState = "unknown"
-	// CallDone: the outside service executed the call; its answer applied.
-	CallDone CallState = "done"
-	// CallCanceled: it never reached the outside service and was abandoned.
-	CallCanceled CallState = "canceled"
-	// CallFlagged: the outside service's answer disagrees with ours (the
-	// money check); nothing applied, out of the reconcile rounds until an
-	// operator acts.
-	CallFlagged CallState = "flagged"
+	CallReady    CallState = "ready"    // nothing in flight: never sent, or "not executed"
+	CallCalling  CallState = "calling"  // an owner's intent is open: it may be sending
+	CallUnknown  CallState = "unknown"  // may have been executed; re-sent under its key until known
+	CallDone     CallState = "done"     // executed; its answer applied
+	CallCanceled CallState = "canceled" // never reached the outside service; abandoned
+	CallFlagged  CallState = "flagged"  // the answer failed Check; nothing applied until an operator acts
 )
 
 // settled reports whether the call can no longer change (but by an
@@ -124,14 +105,12 @@ var callMoves = map[CallState]map[callEvent]CallState{
 }
 
 // errNoMove: the call's state does not allow the event (it settled
-// meanwhile, or another owner's intent is open). The caller reads the call
-// again and decides anew.
+// meanwhile, or another owner's intent is open).
 var errNoMove = errors.New("the outside call cannot make this move")
 
-// move applies ev to c, for the owner holding fence (0 for none), at now. An
-// owner's intent on a call another owner is calling makes the outcome
-// unknown (that owner may still send); an owner's "not executed" closes only
-// its own intent. It returns errNoMove when the table refuses.
+// move applies ev to c for the owner holding fence (0 for none), at now:
+// an owner's "not executed" closes only its own intent. It returns
+// errNoMove when the table refuses.
 func (c *Call) move(ev callEvent, fence int64, now time.Time) error {
 	if ev == eventIntent && c.State == CallCalling {
 		// Another owner's intent is open: it lost its fence (we hold the

@@ -5,21 +5,17 @@ import (
 	"errors"
 )
 
-// Work outside any request (the reconciler, a webhook's news, an
-// operator's ruling) takes a record over as a retry would, and is then an
-// Op like a retry's: it stores the key's final answer under its fence, in
-// the same transaction as the change it describes.
+// Work outside any request (the reconciler, a webhook, an operator) takes
+// a record over as a retry would, and is then an Op like a retry's.
 
-// errLocked: a request is running the operation now (its lock holds), or
-// someone else claimed it first; it will store the answer itself.
+// errLocked: a request runs the operation now, or someone claimed it
+// first; it will store the answer itself.
 var errLocked = errors.New("idempotency record is locked by a running request")
 
-// claim takes the open record of key over, exactly as a retry takes over
-// an abandoned record: the fence goes up and the record is locked for
-// LockTimeout. resourceID must be the resource of the record's recovery
-// point: a key reused for another operation after its TTL is left alone.
-// It returns ErrNotFound (no open record for that operation: nothing can
-// resume it), errLocked, or a store error.
+// claim takes the open record of key over as a retry takes over an
+// abandoned one, if its recovery point names resourceID (a key reused after
+// its TTL is left alone). It returns ErrNotFound, errLocked, or a store
+// error.
 func (k *Keeper) claim(ctx context.Context, scope, key, resourceID string) (*Op, error) {
 	now := k.now()
 	rec, err := k.store.Get(ctx, scope, key, now)
@@ -44,11 +40,9 @@ func (k *Keeper) claim(ctx context.Context, scope, key, resourceID string) (*Op,
 }
 
 // claimFor claims the client's record of c for whoever settles c outside
-// any request, so that its answer is stored with the settlement. With
-// nothing to claim (no client key, no open record naming c: answered,
-// expired, another operation's), or when the claim fails, it returns an
-// owner that holds no record, and the claim's error: errLocked when a
-// request runs the operation now, and will store the answer itself.
+// any request, so that the answer is stored with the settlement. With
+// nothing to claim, or when the claim fails, it returns an owner of no
+// record, and the claim's error (errLocked).
 func (k *Keeper) claimFor(ctx context.Context, c *Call) (*Op, error) {
 	none := &Op{k: k, scope: c.Scope}
 	if c.ClientKey == "" {
@@ -64,12 +58,9 @@ func (k *Keeper) claimFor(ctx context.Context, c *Call) (*Op, error) {
 	return o, nil
 }
 
-// complete stores a as the answer of the owner's record, in the
-// transaction ctx carries, so the answer commits with the change it
-// describes. Once that commits, a request answers with what was stored;
-// a claim publishes it to the caches, no request being there to. It
-// returns ErrFenced or a store error; an owner without a record stores
-// nothing.
+// complete stores a as the answer of the owner's record (if any), in ctx's
+// transaction, so it commits with the change it describes; then a claim
+// publishes it to the caches. It returns ErrFenced or a store error.
 func (o *Op) complete(ctx context.Context, a Answer) error {
 	if !o.holds() {
 		return nil
@@ -90,8 +81,7 @@ func (o *Op) complete(ctx context.Context, a Answer) error {
 }
 
 // release gives a claimed record back unchanged and unlocked, for the next
-// retry to resume at once: the claimant decided to leave the operation
-// alone, or could not end it. It returns ErrFenced or a store error.
+// retry to resume at once. It returns ErrFenced or a store error.
 func (o *Op) release(ctx context.Context) error {
 	if !o.holds() {
 		return nil

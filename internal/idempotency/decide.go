@@ -27,33 +27,12 @@ const (
 	stepExpired
 )
 
-func (s step) String() string {
-	switch s {
-	case stepExecute:
-		return "execute"
-	case stepReserve:
-		return "reserve"
-	case stepMismatch:
-		return "mismatch"
-	case stepReplay:
-		return "replay"
-	case stepWait:
-		return "wait"
-	case stepTakeOver:
-		return "take over"
-	case stepExpired:
-		return "expired"
-	}
-	return "unknown"
-}
-
 // decide is the whole decision of the idempotency layer: given the live
 // record under the request's key (nil when there is none, or none was read
-// yet: an insert-if-absent then decides), the request's fingerprint, the
-// time and whether the route is Guarded (else Atomic), it says what to do
-// next. It reads nothing and writes nothing; the request's loop carries its
-// step out and asks again. It is the heart of the layer, and TestDecide is
-// its table.
+// yet), the request's fingerprint, the time and whether the route is
+// Guarded, it says what to do next. It reads and writes nothing; the
+// request's loop carries its step out and asks again. TestDecide is its
+// table.
 func decide(rec *Record, fingerprint string, now time.Time, guarded bool) step {
 	switch {
 	case rec == nil && !guarded:
@@ -69,9 +48,7 @@ func decide(rec *Record, fingerprint string, now time.Time, guarded bool) step {
 	case rec.State == StateExecuting && guarded && !rec.LockedUntil.After(now):
 		return stepTakeOver
 	default:
-		// Executing under a running lock: its owner is at work. (An Atomic
-		// request never sees its own record executing: Atomic records are
-		// inserted completed.)
+		// Executing under a running lock: its owner is at work.
 		return stepWait
 	}
 }

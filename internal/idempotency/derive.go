@@ -9,41 +9,29 @@ import (
 )
 
 // The id of a resource with an outside call, and the key the outside
-// service gets for it, are derived from the client's operation instead of
-// drawn at random:
+// service gets for it, are derived from the client's operation, not drawn
+// at random:
 //
 //	id = prefix + base32(HMAC-SHA256(secret, scope, client key, kind, n))[:26]
 //
-// each part length-prefixed, n the number of calls of that kind that
-// survive under (scope, client key). A retry after a failover lost the
-// resource and its record computes the same n, id and key, so the outside
-// service sees the request it already executed and answers it again rather
-// than executing it twice. A key legitimately reused after its TTL
-// (tombstones off) finds the earlier call, n is 1, and it gets a new id and
-// key: never the earlier call's outcome. A derived key deduplicates only
-// for as long as the outside service keeps keys (24 hours at Stripe).
-//
-// The secret is the same on every instance. Each call records which secret
-// derived it (KeyFingerprint, never the secret), so that a changed secret is
-// noticed before it derives anything: an instance whose secret differs from
-// the recent calls' must be told the old one too (Config.PreviousKeySecrets),
-// and a new operation then asks the outside service whether the old
-// secret's key of the same operation holds a call already (its rows lost
-// in a failover, its client retrying) before it derives with the new one.
+// each part length-prefixed, n the number of calls of that kind under the
+// key's earlier records. A retry after a failover lost our rows computes
+// the same id and key, so the outside service answers what it already did
+// instead of doing it twice; a key reused after its TTL gets n = 1, a new
+// key. Each call records which secret derived it (KeyFingerprint), so a
+// changed secret is noticed; the old one, kept in PreviousKeySecrets, is
+// asked about first (Effect.secret).
 
-// startedN stands for n in the id of a call the system starts itself
-// (Effect.Start), whose seed takes the client key's place: no client's
-// call is ever numbered so.
+// startedN is n for a call the system starts itself (Effect.Start).
 const startedN = -1
 
 // keyVersion names this scheme in Call.KeyVersion; 0 is the ids drawn at
 // random before it.
 const keyVersion = 1
 
-// DevelopmentKeySecret derives keys when Config.KeySecret is empty: fine
-// for development and tests, where nobody else derives them; it is public,
-// so production sets its own (the application refuses to start without
-// one, or with this one).
+// DevelopmentKeySecret derives keys when Config.KeySecret is empty: public,
+// so for development and tests only (the application refuses it in
+// production).
 const DevelopmentKeySecret = "idempotency-development-key-secret"
 
 var developmentKeySecret = []byte(DevelopmentKeySecret)
@@ -52,9 +40,8 @@ var developmentKeySecret = []byte(DevelopmentKeySecret)
 // random ones before them (pay_01J…).
 var crockford = base32.NewEncoding("0123456789ABCDEFGHJKMNPQRSTVWXYZ").WithPadding(base32.NoPadding)
 
-// KeyFingerprint names secret without revealing it: the first 16 hex
-// characters of an HMAC of a fixed text under it. Calls store it, and an
-// instance compares it with its own before it derives any key.
+// KeyFingerprint names secret without revealing it: 16 hex characters of
+// an HMAC of a fixed text under it.
 func KeyFingerprint(secret []byte) string {
 	if len(secret) == 0 {
 		secret = developmentKeySecret

@@ -2,21 +2,18 @@
 // a merchant) and one Idempotency-Key, the business effect happens at most
 // once, and every answer the client gets is consistent with it.
 //
-// This package is the core, and imports no web framework, ORM or cache
-// client. Beside it: ginidem (the Gin middleware), gormstore (the Store on
-// PostgreSQL and SQLite, and the transaction of Atomic requests), redisidem
-// (a Redis cache and limiter), localcache (one process's memory of
-// completed records, Config.Memory), locallimit (one process's quota of new
-// keys), janitor (the purge of expired records), seal (stored answers
-// encrypted at rest, by the stores), sendhttp (an outside call
-// over HTTP, its outcome sorted as an Effect needs), storetest (the
-// contract every Store runs) and explore (the schedule explorer, which runs
-// this package's protocol under every interleaving it can reach;
-// docs/design/protocol.md is the protocol as a table of moves). Each is
-// optional; internal/app wires them. The core imports none of them; it
-// uses two small packages of no domain, internal/canon (canonical JSON) and
-// internal/flights (identical requests in one process queue behind one
-// leader).
+// This package is the core: no web framework, ORM or cache client. Beside
+// it, each optional and wired in internal/app: ginidem (the Gin
+// middleware), gormstore (the Store on PostgreSQL and SQLite, and the
+// Transactor), redisidem (a Redis cache and limiter), localcache (one
+// process's memory of completed records), locallimit (one process's quota
+// of new keys), janitor (the purge of expired records), seal (answers
+// encrypted at rest), sendhttp (an outside call over HTTP, its outcome
+// sorted), storetest (the contract every Store runs) and explore (the
+// protocol run under every interleaving it can reach; the protocol as a
+// table of moves is docs/design/protocol.md). The core uses internal/canon
+// (canonical JSON) and internal/flights (identical requests in one process
+// queue behind one leader).
 //
 // The files, in the order the sections below follow them:
 //
@@ -52,15 +49,13 @@
 //
 // Keeper.Atomic and Keeper.Guarded check the key and the body, replay a
 // completed record from memory or the cache, and queue behind an identical
-// request of this process (internal/flights: one database conversation per
-// key per process). Then they loop over one pure decision, decide, from
-// (record, fingerprint, now, Guarded or not) to the next step: execute,
-// reserve, replay, refuse another body (422), wait for the original
-// (polling, holding no connection, for at most Config.Wait, then 409 with
-// Retry-After), or take an abandoned record over. The loop is bounded and
-// ends in exactly one answer, whose outcome the Observer hears once. Every
-// decision about locks and expiry reads the injected clock (Config.Now); an
-// expired record is absent for every read, whenever the janitor deletes it.
+// request of this process. Then they loop over one pure decision, decide,
+// from (record, fingerprint, now, Guarded or not) to the next step:
+// execute, reserve, replay, refuse another body (422), wait for the
+// original (holding no connection, at most Config.Wait, then 409 with
+// Retry-After), or take an abandoned record over. The loop ends in exactly
+// one answer, whose outcome the Observer hears once. Locks and expiry read
+// Config.Now; an expired record is absent for every read.
 //
 // # Two ways to run a keyed request
 //
@@ -87,14 +82,12 @@
 //
 // # What is stored, and what gives the key back
 //
-// A handler returns its answer as a value (Answer) that says whether it is
-// final: the operation's outcome, stored with its status, body and the
-// headers that describe it (Config.StoredHeaders), and replayed with a
-// byte-identical body. The application decides finality where it maps its
-// errors to answers (this API: a decline and the business 409s are final).
-// Anything else (validation, 404, 5xx, the layer's own 409 and 422) is not
-// stored: a record with nothing durable behind it is deleted, so the key
-// may be sent again, and one past its first recovery point is unlocked, so
-// the next retry resumes it at once. A 202 (an outcome unknown outside)
-// keeps the record open until a retry or the reconciler learns it.
+// A handler's Answer says whether it is final: the operation's outcome,
+// stored with its status, body and the headers that describe it, and
+// replayed byte for byte (this API: a success, a decline and the business
+// 409s). Anything else (validation, 404, 5xx, the layer's own 409 and 422)
+// is not stored: a record with nothing durable behind it is deleted, so the
+// key may be sent again, and one past its first recovery point is
+// unlocked, for the next retry to resume. A 202 keeps the record open
+// until a retry or the reconciler learns the outcome.
 package idempotency

@@ -5,35 +5,30 @@ import (
 	"time"
 )
 
-// Refusals Keeper.Atomic and Keeper.Guarded return for the HTTP layer to answer. The adapter hands
-// them to the application's error table; nothing here knows about status
-// codes.
+// Refusals of Keeper.Atomic and Keeper.Guarded, for the application's
+// error table to answer: nothing here knows status codes.
 var (
 	// ErrKeyMissing: a request without an Idempotency-Key.
 	ErrKeyMissing = errors.New("idempotency key missing")
 	// ErrKeyInvalid: the key is empty, too long, repeated, or has characters
 	// outside visible ASCII. Returned wrapped with the reason.
 	ErrKeyInvalid = errors.New("idempotency key invalid")
-	// ErrKeyReused: the key was used for a different request (other body,
-	// route or path) in the same scope.
+	// ErrKeyReused: the key holds a different request (body, route, path).
 	ErrKeyReused = errors.New("idempotency key reused with a different request")
-	// ErrKeyExpired: with tombstones on, the key's record expired; the
-	// same request again executes nothing.
+	// ErrKeyExpired: with tombstones on, the key's record expired.
 	ErrKeyExpired = errors.New("idempotency key expired")
-	// ErrBodyRead: reading the request body failed: the client hung up or
-	// stopped sending. Returned wrapped with the reader's error.
+	// ErrBodyRead: reading the body failed (the client hung up), wrapped.
 	ErrBodyRead = errors.New("reading the request body failed")
 	// ErrMalformedBody: the body is not valid JSON, repeats a member name,
-	// or is beyond the canonicalization limits. Returned wrapped with the
-	// reason.
+	// or is beyond the canonicalization limits; wrapped with the reason.
 	ErrMalformedBody = errors.New("malformed JSON body")
 )
 
-// Refusals that clear with time: a client may send the same request again
-// after RetryAfter(err).
+// Refusals that clear with time: send the request again after
+// RetryAfter(err).
 var (
-	// ErrInProgress: the original request with this key still runs after
-	// Config.Wait, or another request has taken its operation over.
+	// ErrInProgress: the original still runs after Config.Wait, or another
+	// request took its operation over.
 	ErrInProgress = errors.New("a request with this idempotency key is still in progress")
 	// ErrRateLimited: the scope started too many new keys.
 	ErrRateLimited = errors.New("too many new idempotency keys")
@@ -66,7 +61,7 @@ var (
 	ErrKeyExists = errors.New("idempotency record exists")
 	// ErrNotFound: no live record for the key.
 	ErrNotFound = errors.New("idempotency record not found")
-	// ErrFenced: the caller's fencing token is stale; another owner took the
-	// record over, so the caller must not write.
+	// ErrFenced: another owner took the record over; the caller must not
+	// write.
 	ErrFenced = errors.New("idempotency record owned by another request")
 )

@@ -29,3 +29,24 @@ func StepsForTest() []string {
 func DecideForTest(rec *Record, fingerprint string, now time.Time, guarded bool) string {
 	return decide(rec, fingerprint, now, guarded).String()
 }
+
+// String names a step, for the tests' messages and the diagrams.
+func (s step) String() string {
+	switch s {
+	case stepExecute:
+		return "execute"
+	case stepReserve:
+		return "reserve"
+	case stepMismatch:
+		return "mismatch"
+	case stepReplay:
+		return "replay"
+	case stepWait:
+		return "wait"
+	case stepTakeOver:
+		return "take over"
+	case stepExpired:
+		return "expired"
+	}
+	return "unknown"
+}

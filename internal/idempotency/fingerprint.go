@@ -15,8 +15,7 @@ import (
 )
 
 // fingerprint identifies a request for one key: method, route template,
-// path parameters (sorted by name) and the canonical body. Two requests with
-// the same fingerprint are the same logical request.
+// path parameters and the canonical body.
 func fingerprint(method, route string, params map[string]string, canonicalBody []byte) string {
 	sum := requestDigest(method, route, params, canonicalBody)
 	var out [2 * sha256.Size]byte
@@ -25,10 +24,8 @@ func fingerprint(method, route string, params map[string]string, canonicalBody [
 }
 
 // requestDigest is the SHA-256 of method, route template, path parameters
-// (sorted by name) and body. Each part but the body is length-prefixed, so
-// no two different requests can be concatenated into the same byte stream.
-// fingerprint hashes the canonical body with it; Keeper.request hashes the
-// body as sent, to know a retry that sends the very same bytes again.
+// (sorted by name) and body, each part but the body length-prefixed so
+// that no two requests hash the same bytes.
 func requestDigest(method, route string, params map[string]string, body []byte) (sum [sha256.Size]byte) {
 	d := digesters.Get().(*digester)
 	defer digesters.Put(d)
@@ -67,10 +64,9 @@ type digester struct {
 
 var digesters = sync.Pool{New: func() any { return &digester{h: sha256.New()} }}
 
-// canonicalize is body as canonical JSON (RFC 8785; the canon package),
-// what the fingerprint hashes so that member order, whitespace, number
-// spelling and escapes do not make two requests differ. A body canon
-// refuses is ErrMalformedBody, with its reason.
+// canonicalize is body as canonical JSON (RFC 8785), so that member order,
+// whitespace, number spelling and escapes do not make two requests differ;
+// or ErrMalformedBody, with the reason.
 func canonicalize(ctx context.Context, body []byte) ([]byte, error) {
 	out, err := canon.Limits{}.Canonicalize(ctx, body)
 	if e, ok := errors.AsType[*canon.Error](err); ok {

@@ -9,22 +9,19 @@ import (
 	"github.com/idemkeys/payments/internal/flights"
 )
 
-// Keeper is the idempotency layer, independent of any HTTP framework or
-// database library: an adapter (ginidem) turns a request into an Input,
-// calls Atomic or Guarded (the route's choice), and writes the answer; a
-// Store (gormstore) keeps the records.
+// Keeper is the idempotency layer, free of any HTTP framework or database
+// library: an adapter (ginidem) turns a request into an Input, calls Atomic
+// or Guarded, and writes the answer; a Store (gormstore) keeps the records.
 type Keeper struct {
 	store   Store
 	cfg     Config
 	now     func() time.Time
 	obs     Observer
 	flights *flights.Group[flightID, Record]
-	// kinds are the registered Effects, by Kind, as the reconciler
-	// drives them (settler).
-	kinds sync.Map
+	kinds   sync.Map // the registered Effects by Kind (settler)
 
-	// Background work (record writes retried after a failure, cache
-	// updates) runs under bg until Close, and is counted in work.
+	// Background work (retried record writes, cache updates) runs under bg
+	// until Close, counted in work.
 	bg     context.Context
 	stopBG context.CancelFunc
 	work   sync.WaitGroup
@@ -41,10 +38,9 @@ func New(store Store, cfg Config) *Keeper {
 	}
 }
 
-// Close waits for the Keeper's background work (retried record writes,
-// cache updates) to end, up to ctx; what is still running then is stopped.
-// A record write abandoned this way leaves its record to the lock timeout,
-// as a crash would. It returns ctx's error if it had to stop work.
+// Close waits for the Keeper's background work to end, up to ctx, then
+// stops it (a record write stopped so leaves its record to the lock
+// timeout, as a crash would) and returns ctx's error.
 func (k *Keeper) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
@@ -73,8 +69,7 @@ func (k *Keeper) background(fn func(ctx context.Context)) {
 }
 
 // retryLater runs a fenced write again with a growing pause until it
-// succeeds, is fenced out, or the lock it protects would have run out
-// anyway.
+// succeeds, is fenced out, or the lock it protects runs out.
 func (k *Keeper) retryLater(write func(ctx context.Context) error) {
 	k.background(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, k.cfg.LockTimeout)
@@ -95,8 +90,8 @@ func (k *Keeper) retryLater(write func(ctx context.Context) error) {
 	})
 }
 
-// writeContext is the context of a record write that must finish whatever
-// the client does: not cancelled by a disconnect, bounded by writeTimeout.
+// writeContext is that of a record write that must finish whatever the
+// client does: not cancelled by a disconnect, bounded by writeTimeout.
 func (k *Keeper) writeContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 }
@@ -105,8 +100,7 @@ func (k *Keeper) inProgress() error {
 	return retryable(ErrInProgress, retryAfter)
 }
 
-// inTx runs fn in a transaction of the Transactor, joining the one ctx
-// carries if any.
+// inTx runs fn in a transaction of the Transactor (ctx's, if any).
 func (k *Keeper) inTx(ctx context.Context, fn func(ctx context.Context) error) error {
 	return k.cfg.Transactor.InTx(ctx, fn)
 }

@@ -9,10 +9,9 @@ const MaxKeyLength = 255
 // syntax alike), for the OpenAPI document's Idempotency-Key parameters.
 const KeyPattern = `^[\x21-\x7E]{1,255}$`
 
-// validateKey checks a key's shape: 1 to 255 characters, each visible ASCII
-// (0x21-0x7E). Spaces, control characters and anything non-ASCII are refused,
-// which also rules out header injection and keys that log or compare oddly.
-// It returns nil or an error wrapping ErrKeyInvalid.
+// validateKey checks a key's shape: 1 to 255 characters of visible ASCII
+// (no header injection, nothing that logs or compares oddly). It returns
+// nil or an error wrapping ErrKeyInvalid.
 func validateKey(key string) error {
 	if key == "" {
 		return fmt.Errorf("%w: the key is empty", ErrKeyInvalid)

@@ -2,11 +2,9 @@ package idempotency
 
 import "context"
 
-// Lookup returns the live record of key in scope, for the key introspection
-// endpoint (GET /v1/idempotency-keys/{key}). Keys are scoped, so another
-// scope's record under the same key is not found. It returns an error
-// wrapping ErrKeyInvalid for a malformed key, ErrNotFound, or a store error
-// (seal.ErrKeyUnknown and seal.ErrUndecryptable included, from a store that seals answers).
+// Lookup returns the live record of key in scope (GET
+// /v1/idempotency-keys/{key}), or an error wrapping ErrKeyInvalid,
+// ErrNotFound, or a store's error (seal's included).
 func (k *Keeper) Lookup(ctx context.Context, scope, key string) (*Record, error) {
 	if err := validateKey(key); err != nil {
 		return nil, err

@@ -21,13 +21,9 @@ const (
 	outcomeError       = "error"        // the store failed (503 and the like)
 )
 
-// Observer hears what the middleware decides, for metrics and tracing.
-// ctx is the request's context (a tracing Observer finds the request's span
-// in it); route is the route template (never a key or an id). An outcome
-// is one of executed, recovered, replayed, mismatch, expired, in_progress,
-// invalid_key, missing_key, invalid_body, rate_limited, client_gone and
-// error: every keyed request ends in exactly one. Implementations must be
-// cheap and safe for concurrent use.
+// Observer hears what the Keeper decides, for metrics and tracing: ctx is
+// the request's, route its template (never a key or an id), and an
+// outcome one of those above. It must be cheap and safe for concurrent use.
 type Observer interface {
 	Outcome(ctx context.Context, route string, outcome string)
 	// Waited is how long a duplicate waited for its original.

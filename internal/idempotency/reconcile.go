@@ -7,17 +7,12 @@ import (
 	"time"
 )
 
-// The reconciler settles the outside calls that no request is settling: an
-// unknown outcome (a lost answer, a timeout), an intent whose owner lost
-// its record (a crash, a pause), a call abandoned before it reached the
-// outside service. Each round claims the calls that are due and drives
-// each with the phases a retry runs (settleDue: resume, then drive, whose
-// rules for an owner outside a request are in drive's comment and in
-// docs/design/operation.md, "One driver"), as the owner of a claim on the
-// client's record: a retry arriving meanwhile waits, a request still
-// running keeps the call, and the answer is stored under the claim in the
-// transaction that settles the call. Several instances may reconcile at
-// once: every move is made under the call's row lock, re-checked there,
+// The reconciler settles the outside calls no request is settling (an
+// unknown outcome, an intent whose owner crashed, a call abandoned before
+// it went out): each round claims the due calls and drives each with the
+// phases a retry runs, as the owner of a claim on the client's record
+// (docs/design/operation.md, "One driver"). Several instances may
+// reconcile at once: every move is re-checked under the call's row lock,
 // and the outside service deduplicates by key.
 
 // Results of looking at one call, as Config.OnReconcile hears them.
@@ -32,18 +27,16 @@ const (
 )
 
 // settler is a registered Effect as the reconciler and an operator drive
-// it, whatever its types.
+// it.
 type settler interface {
 	settleDue(ctx context.Context, c *Call) (string, error)
 	unflag(ctx context.Context, c *Call, accept bool) error
 }
 
 // Reconcile runs one round and returns how many calls it settled. It
-// claims the due calls nobody holds (ClaimDue: a call whose row an owner
-// has locked, or a frozen instance holds, is skipped and comes back next
-// round), each for the lock timeout, and gives each at most half of that:
-// one stuck call delays the round by that much at most, and is given back
-// well before its claim runs out.
+// claims the due calls nobody holds, each for the lock timeout, and gives
+// each at most half of that, so a stuck one is given back before its claim
+// runs out.
 func (k *Keeper) Reconcile(ctx context.Context) (int, error) {
 	now := k.now()
 	calls, err := k.store.ClaimDue(ctx, now, now.Add(k.cfg.LockTimeout), reconcileBatch, reconcilePerScope)
@@ -75,9 +68,8 @@ func (k *Keeper) Reconcile(ctx context.Context) (int, error) {
 	return settled, errors.Join(errs...)
 }
 
-// Run reconciles the outside calls of registered Effects every
-// ReconcileInterval until ctx ends, each round's outcome logged. (The
-// janitor, which purges expired records, runs beside it: package janitor.)
+// Run reconciles every ReconcileInterval until ctx ends. (The janitor,
+// which purges expired records, runs beside it.)
 func (k *Keeper) Run(ctx context.Context) {
 	t := time.NewTicker(k.cfg.ReconcileInterval)
 	defer t.Stop()
@@ -101,14 +93,12 @@ func (k *Keeper) reconciled(kind, result string) {
 	}
 }
 
-// settleDue is the reconciler's turn at one due call. It claims the
-// client's record as a retry would take it over, and then runs the call
-// from where it stands with Run's own phases, as the owner of that claim
-// (or of nothing, when no open record names the call): phase 1 stores the
-// answer of a call that settled while another held its record; drive asks
-// the outside service, and settles, sends again or cancels. A canceled
-// call is asked about once more (its late look), for Orphan. It runs in a
-// span of its own, linked to the request that made the call.
+// settleDue is the reconciler's turn at one due call: it claims the
+// client's record as a retry would take it over, and runs Run's phases as
+// the claim's owner (or of nothing, when no open record names the call):
+// phase 1 stores the answer of a call settled meanwhile; drive asks the
+// outside service, and settles, sends again or cancels. A canceled call is
+// asked once more (its late look), for Orphan.
 func (e *Effect[R, O]) settleDue(ctx context.Context, seen *Call) (result string, err error) {
 	k := e.k
 	if k.cfg.Span != nil {
@@ -119,14 +109,12 @@ func (e *Effect[R, O]) settleDue(ctx context.Context, seen *Call) (result string
 	o, err := k.claimFor(ctx, seen)
 	switch {
 	case errors.Is(err, errLocked):
-		// A request is working on it: it settles the call, or stores its
-		// answer, itself.
+		// A request is at work on it, and stores the answer itself.
 		return reconcileUnresolved, k.lookedAt(ctx, seen, false, false)
 	case err != nil:
 		return reconcileError, err
 	case seen.State == CallCalling && !o.holds() && k.now().Before(seen.IntentAt.Add(k.cfg.LockTimeout)):
-		// No record to claim: its owner's lock has surely run out only
-		// then, and it may still send until it has.
+		// No record to claim: its owner may send until its lock runs out.
 		return reconcileUnresolved, k.lookedAt(ctx, seen, false, false)
 	}
 	defer func() {
@@ -154,12 +142,10 @@ func (e *Effect[R, O]) settleDue(ctx context.Context, seen *Call) (result string
 	return result, errors.Join(err, k.lookedAt(ctx, seen, true, ended))
 }
 
-// lookedAt puts a call back on the reconciler's list after its turn at it
-// (seen, as it was claimed). A call that ended is not looked at again: its
-// answer is stored, or nobody's to store, its late look made (but for the
-// late look still to come of one this turn canceled). One the turn could
-// not settle comes back after a backoff (looked), or, when nobody could
-// look (its record running), at its due time anew.
+// lookedAt puts a call back on the reconciler's list after its turn (seen,
+// as claimed): one that ended, never again (but for the late look of one
+// just canceled); one not settled after a backoff (looked), or at the next
+// round when nobody could look.
 func (k *Keeper) lookedAt(ctx context.Context, seen *Call, looked, ended bool) error {
 	return k.inTx(ctx, func(ctx context.Context) error {
 		c, err := k.store.LockCall(ctx, seen.Scope, seen.ID)

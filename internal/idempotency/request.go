@@ -15,32 +15,24 @@ const HeaderKey = "Idempotency-Key"
 // Input is one keyed request as an adapter sees it, before the Keeper has
 // checked anything.
 type Input struct {
-	// Scope is who the key belongs to (the authenticated merchant).
-	Scope string
-	// Keys are the values of every Idempotency-Key header the request has.
-	Keys []string
+	Scope string   // who the key belongs to (the authenticated merchant)
+	Keys  []string // the values of every Idempotency-Key header
 	// Method and Path are the request's; Route is the route template that
 	// matched (never a key or an id: it labels metrics).
 	Method, Path, Route string
-	// Params are the path parameters, by name.
-	Params map[string]string
-	// Body is read once, at most Config.MaxBodyBytes of it, and handed to
-	// the handler.
-	Body io.Reader
+	Params              map[string]string // the path parameters
+	Body                io.Reader         // read once, up to Config.MaxBodyBytes
 }
 
-// keyedRequest is what the Keeper knows of one keyed request once its key
-// is valid and its fingerprint computed.
+// keyedRequest is one keyed request once its key is valid and its
+// fingerprint computed.
 type keyedRequest struct {
 	Scope, Key, Method, Path, Route string
 	Fingerprint                     string
-	// Body is the request's body as it was read.
-	Body []byte
-	// sent is the requestDigest of the request as sent (its body
-	// uncanonicalized).
-	sent [sha256.Size]byte
+	Body                            []byte
+	sent                            [sha256.Size]byte // requestDigest of the body as sent
 	// known is the completed record that gave a retry its fingerprint:
-	// it answers without a second look in the cache.
+	// it answers without a look in the cache.
 	known *Record
 }
 
@@ -66,9 +58,8 @@ func (k *Keeper) request(ctx context.Context, in Input) (keyedRequest, error) {
 		Scope: in.Scope, Key: key, Method: in.Method, Path: in.Path, Route: in.Route,
 		Body: body, sent: requestDigest(in.Method, in.Route, in.Params, body),
 	}
-	// A retry that sends the very bytes of a request this process
-	// completed under the key has its fingerprint: canonicalizing again
-	// (most of a replay's work) would find the same one.
+	// A retry of the very bytes of a request completed here has its
+	// fingerprint: canonicalizing (most of a replay's work) is skipped.
 	if rec := k.cfg.Memory.Get(in.Scope, key, k.now()); rec != nil && rec.sent == req.sent {
 		req.Fingerprint, req.known = rec.Fingerprint, rec
 		return req, nil
@@ -81,8 +72,7 @@ func (k *Keeper) request(ctx context.Context, in Input) (keyedRequest, error) {
 	return req, nil
 }
 
-// readBody reads r whole, or refuses it past limit bytes without reading
-// further.
+// readBody reads r whole, or refuses it past limit bytes.
 func readBody(r io.Reader, limit int64) ([]byte, error) {
 	if r == nil {
 		return nil, nil

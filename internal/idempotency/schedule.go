@@ -8,9 +8,8 @@ import (
 // When the reconciler looks at a call: a new call's schedule, the backoff
 // of one it looked at in vain, and the alert of one flagged.
 
-// newCall is the call of a resource the owner is about to create: its id
-// and key derived from the owner's key with secret, ready, due for a first
-// look once the owner's lock has surely run out.
+// newCall is the ready call of a resource the owner is about to create,
+// its id and key derived from the owner's key with secret.
 func (k *Keeper) newCall(ctx context.Context, o *Op, kind, prefix string, secret []byte) (*Call, error) {
 	n, err := k.store.CountCalls(ctx, o.scope, o.key, kind, o.created)
 	if err != nil {
@@ -30,14 +29,9 @@ func (k *Keeper) newCall(ctx context.Context, o *Op, kind, prefix string, secret
 	return c, nil
 }
 
-// schedule sets when the reconciler next looks at c, from its state:
-//
-//	ready     once the lock of whoever made it has run out: the provider
-//	          may hold a call made before calls were fenced; then at
-//	          its cancel (see due below)
-//	calling   once the intent's owner has surely lost its lock
-//	unknown   at the next round
-//	settled   never
+// schedule sets when the reconciler next looks at c, from its state: a
+// ready or calling call once its maker's or intent's lock has run out, an
+// unknown one at the next round, a settled one never.
 func (k *Keeper) schedule(c *Call) {
 	c.Checks = 0
 	switch c.State {
@@ -52,9 +46,9 @@ func (k *Keeper) schedule(c *Call) {
 	}
 }
 
-// backoff reschedules a call the reconciler looked at without settling it:
-// a ready call at its cancel, if that is still to come; otherwise after a
-// pause that doubles with every fruitless look, up to maxBackoff.
+// backoff reschedules a call the reconciler looked at in vain: a ready call
+// at its cancel, if still to come; else after a pause that doubles with
+// every look, up to maxBackoff.
 func (k *Keeper) backoff(c *Call) {
 	now := k.now()
 	c.Checks++
@@ -74,7 +68,5 @@ const maxBackoff = 5 * time.Minute
 func (k *Keeper) flagged(ctx context.Context, c *Call, err error) {
 	k.cfg.Log.ErrorContext(ctx, "outside call flagged: the outside service's answer differs from ours; nothing applied",
 		"kind", c.Kind, "scope", c.Scope, "resource_id", c.ID, "error", err)
-	if k.cfg.OnReconcile != nil {
-		k.cfg.OnReconcile(c.Kind, reconcileFlagged)
-	}
+	k.reconciled(c.Kind, reconcileFlagged)
 }
