@@ -225,12 +225,12 @@ func Flagged(ctx context.Context, cfg config.Config, log *slog.Logger, args []st
 		}
 		fmt.Fprintf(stdout, "%s: failed; its key's answer stored, the provider's charge or refund handed to the orphans (a charge is refunded at the reconciler's next round)\n", *id)
 	case "accept":
-		if err := keeper.Unflag(ctx, *merchant, *id, true); err != nil {
+		if err := service.AcceptFlagged(ctx, *merchant, *id); err != nil {
 			return fmt.Errorf("flagged accept: %w", err)
 		}
 		fmt.Fprintf(stdout, "%s: the provider's answer applied as it is; the client's answer stored\n", *id)
 	default:
-		if err := keeper.Unflag(ctx, *merchant, *id, false); err != nil {
+		if err := service.RetryFlagged(ctx, *merchant, *id); err != nil {
 			return fmt.Errorf("flagged retry: %w", err)
 		}
 		fmt.Fprintf(stdout, "%s: back to the reconciler, which asks the provider at its next round\n", *id)

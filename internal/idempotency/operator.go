@@ -6,44 +6,16 @@ import (
 	"fmt"
 )
 
-// errNotFlagged: Unflag named a call that is not flagged.
+// errNotFlagged: an operator's command named a call that is not flagged.
 var errNotFlagged = errors.New("the outside call is not flagged")
 
-// Unflag hands a flagged call back once an operator has looked (api
-// flagged). With accept false, the call goes back to unknown and the
-// reconciler's next round asks the outside service again and checks its
-// answer anew: after the operator corrected what differed, on our side or
-// the outside service's. With accept true, the outside service's answer is
-// applied as it is, without the money check (the operator vouches for it),
-// and the client's answer is stored. It returns ErrNotFound when the scope
-// has no such call, an error when the call is not flagged, or the outside
-// service's and the store's errors.
-func (k *Keeper) Unflag(ctx context.Context, scope, id string, accept bool) error {
-	c, err := k.store.LockCall(ctx, scope, id)
-	if err != nil {
-		return err
-	}
-	s, ok := k.kinds.Load(c.Kind)
-	if !ok {
-		return fmt.Errorf("outside call %s is of kind %q, which this program does not register", id, c.Kind)
-	}
-	return s.(settler).unflag(ctx, c, accept)
-}
-
-func (e *Effect[R, O]) unflag(ctx context.Context, seen *Call, accept bool) error {
-	if accept {
-		r, err := e.Load(ctx, seen.Scope, seen.ID)
-		if err != nil {
-			return err
-		}
-		held, err := e.Find(ctx, r, seen.Key)
-		if err != nil {
-			return fmt.Errorf("ask the outside service about %s %s: %w", e.Kind, seen.ID, err)
-		}
-		_, err = e.Overrule(ctx, seen.Scope, seen.ID, held, held)
-		return err
-	}
-	_, err := e.locked(ctx, seen.Scope, seen.ID, func(ctx context.Context, c *Call, r *R) error {
+// Unflag hands the flagged call (scope, id) back once an operator has
+// looked (api flagged retry): it goes back to unknown, and the reconciler's
+// next round asks the outside service again and checks its answer anew. It
+// returns ErrNotFound, an error when the call is not flagged, or the
+// store's.
+func (e *Effect[R, O]) Unflag(ctx context.Context, scope, id string) error {
+	_, err := e.locked(ctx, scope, id, func(ctx context.Context, c *Call, r *R) error {
 		if c.State != CallFlagged {
 			return fmt.Errorf("%s %s is %s: %w", e.Kind, c.ID, c.State, errNotFlagged)
 		}
@@ -59,8 +31,8 @@ func (e *Effect[R, O]) unflag(ctx context.Context, seen *Call, accept bool) erro
 // applied it goes to Orphan, in a transaction of its own: an effect the
 // ruling says never happened (a wrong charge under our key, for a payment
 // the operator failed) is undone the way an orphan is, through a call of
-// its own. An operator accepting the outside service's answer rules held
-// itself. It returns the resource as ruled, or ErrNotFound, an error when
+// its own. An operator accepting the outside service's answer (api flagged
+// accept) rules held itself. It returns the resource as ruled, or ErrNotFound, an error when
 // the call is not flagged, or Settle's, Orphan's and the store's errors.
 func (e *Effect[R, O]) Overrule(ctx context.Context, scope, id string, ruling, held O) (R, error) {
 	r, err := e.locked(ctx, scope, id, func(ctx context.Context, c *Call, r *R) (err error) {

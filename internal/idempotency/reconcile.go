@@ -26,11 +26,9 @@ const (
 	reconcileError      = "error"      // asking, sending or applying failed
 )
 
-// settler is a registered Effect as the reconciler and an operator drive
-// it.
+// settler is a registered Effect as the reconciler drives it.
 type settler interface {
 	settleDue(ctx context.Context, c *Call) (string, error)
-	unflag(ctx context.Context, c *Call, accept bool) error
 }
 
 // Reconcile runs one round and returns how many calls it settled. It

@@ -24,6 +24,38 @@ const DeclineChargeMismatch = "charge_mismatch"
 // It returns ErrNotFound, an error when the call is not flagged, the
 // provider's errors (it is asked what it holds first), and the store's.
 func (s *Service) FailFlagged(ctx context.Context, merchantID, id string) error {
+	return s.overrule(ctx, merchantID, id, true)
+}
+
+// AcceptFlagged is api flagged accept: the provider's answer for a flagged
+// payment or refund is applied as it is, without the money check (the
+// operator vouches for it), and its key's answer stored. It returns what
+// FailFlagged returns.
+func (s *Service) AcceptFlagged(ctx context.Context, merchantID, id string) error {
+	return s.overrule(ctx, merchantID, id, false)
+}
+
+// RetryFlagged is api flagged retry: a flagged payment or refund goes back
+// to the reconciler, whose next round asks the provider again and checks
+// its answer anew, once the operator has corrected what differed. It
+// returns ErrNotFound, an error when the call is not flagged, and the
+// store's.
+func (s *Service) RetryFlagged(ctx context.Context, merchantID, id string) error {
+	switch {
+	case s.charges == nil:
+		return errNoPayments
+	case strings.HasPrefix(id, paymentIDPrefix):
+		return s.charges.Unflag(ctx, merchantID, id)
+	case strings.HasPrefix(id, refundIDPrefix):
+		return s.refunds.Unflag(ctx, merchantID, id)
+	}
+	return notFlaggable(id)
+}
+
+// overrule ends the flagged payment or refund id with the provider's
+// answer (accept), or with a failure (fail), once the provider has said
+// what it holds under the call's key.
+func (s *Service) overrule(ctx context.Context, merchantID, id string, fail bool) error {
 	if s.charges == nil {
 		return errNoPayments
 	}
@@ -37,7 +69,10 @@ func (s *Service) FailFlagged(ctx context.Context, merchantID, id string) error 
 		if err != nil {
 			return fmt.Errorf("ask the provider about payment %s: %w", id, err)
 		}
-		ruling := ChargeResult{ChargeID: held.ChargeID, DeclineCode: DeclineChargeMismatch, Reference: p.ID, Key: p.ProviderKey}
+		ruling := held
+		if fail {
+			ruling = ChargeResult{ChargeID: held.ChargeID, DeclineCode: DeclineChargeMismatch, Reference: p.ID, Key: p.ProviderKey}
+		}
 		_, err = s.charges.Overrule(ctx, merchantID, id, ruling, held)
 		return err
 	case strings.HasPrefix(id, refundIDPrefix):
@@ -49,9 +84,16 @@ func (s *Service) FailFlagged(ctx context.Context, merchantID, id string) error 
 		if err != nil {
 			return fmt.Errorf("ask the provider about refund %s: %w", id, err)
 		}
-		ruling := RefundResult{RefundID: held.RefundID, Reference: r.ID, Key: r.ProviderKey}
+		ruling := held
+		if fail {
+			ruling = RefundResult{RefundID: held.RefundID, Reference: r.ID, Key: r.ProviderKey}
+		}
 		_, err = s.refunds.Overrule(ctx, merchantID, id, ruling, held)
 		return err
 	}
+	return notFlaggable(id)
+}
+
+func notFlaggable(id string) error {
 	return fmt.Errorf("%s is neither a payment (pay_…) nor a refund (re_…): %w", id, ErrNotFound)
 }

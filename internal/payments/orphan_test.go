@@ -216,23 +216,23 @@ func TestFlaggedChargeWaitsForAnOperator(t *testing.T) {
 			require.NoError(t, err)
 			require.EqualValues(t, 1, flagged(), "outside the reconcile rounds")
 
-			require.Error(t, w.keeper.Unflag(ctx, "mch_a", "pay_nope", false))
-			require.ErrorIs(t, w.keeper.Unflag(ctx, "mch_b", p.ID, false), idempotency.ErrNotFound, "another merchant's")
+			require.Error(t, w.svc.RetryFlagged(ctx, "mch_a", "pay_nope"))
+			require.ErrorIs(t, w.svc.RetryFlagged(ctx, "mch_b", p.ID), idempotency.ErrNotFound, "another merchant's")
 
-			require.NoError(t, w.keeper.Unflag(ctx, "mch_a", p.ID, false))
+			require.NoError(t, w.svc.RetryFlagged(ctx, "mch_a", p.ID))
 			require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM outside_calls WHERE id = ? AND state = 'unknown'", p.ID))
 			_, err = w.keeper.Reconcile(ctx)
 			require.NoError(t, err)
 			require.EqualValues(t, 1, flagged(), "asked again, and the provider still disagrees")
 			require.Len(t, w.prov.charges, 1, "asked, not charged again")
 
-			require.NoError(t, w.keeper.Unflag(ctx, "mch_a", p.ID, true))
+			require.NoError(t, w.svc.AcceptFlagged(ctx, "mch_a", p.ID))
 			p, err = w.svc.GetPayment(ctx, "mch_a", p.ID)
 			require.NoError(t, err)
 			require.Equal(t, payments.StatusSucceeded, p.Status)
 			require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM orders WHERE id = ? AND status = 'paid'", order.ID))
 			require.EqualValues(t, 1, w.count(t, "SELECT count(*) FROM outside_calls WHERE id = ? AND state = 'done'", p.ID))
-			require.Error(t, w.keeper.Unflag(ctx, "mch_a", p.ID, true), "not flagged any more")
+			require.Error(t, w.svc.AcceptFlagged(ctx, "mch_a", p.ID), "not flagged any more")
 		})
 	}
 }
