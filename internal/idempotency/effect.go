@@ -242,13 +242,7 @@ func (e *Effect[R, O]) Start(ctx context.Context, scope, seed string, create fun
 			return err
 		}
 		started = true
-		now := e.k.now()
-		c := &Call{Scope: scope, ID: id, Kind: e.Kind, Key: id, KeyVersion: keyVersion, KeyFingerprint: KeyFingerprint(e.k.cfg.KeySecret),
-			State: CallUnknown, AttemptedAt: now, CreatedAt: now, UpdatedAt: now}
-		if e.k.cfg.TraceParent != nil {
-			c.TraceParent = e.k.cfg.TraceParent(ctx)
-		}
-		e.k.schedule(c)
+		c := e.k.call(ctx, scope, id, e.Kind, e.k.cfg.KeySecret, CallUnknown)
 		if r, err = create(ctx, *c); err != nil {
 			return err
 		}

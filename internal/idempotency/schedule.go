@@ -15,18 +15,22 @@ func (k *Keeper) newCall(ctx context.Context, o *Op, kind, prefix string, secret
 	if err != nil {
 		return nil, err
 	}
-	id := deriveID(secret, prefix, o.scope, o.key, kind, n)
+	c := k.call(ctx, o.scope, deriveID(secret, prefix, o.scope, o.key, kind, n), kind, secret, CallReady)
+	c.ClientKey, c.RecordCreatedAt = o.key, o.created
+	return c, nil
+}
+
+// call is a new call in state, its key its id, derived with secret, and
+// scheduled.
+func (k *Keeper) call(ctx context.Context, scope, id, kind string, secret []byte, state CallState) *Call {
 	now := k.now()
-	c := &Call{
-		Scope: o.scope, ID: id, Kind: kind, ClientKey: o.key, RecordCreatedAt: o.created, Key: id, KeyVersion: keyVersion,
-		KeyFingerprint: KeyFingerprint(secret),
-		State:          CallReady, AttemptedAt: now, CreatedAt: now, UpdatedAt: now,
-	}
+	c := &Call{Scope: scope, ID: id, Kind: kind, Key: id, KeyVersion: keyVersion, KeyFingerprint: KeyFingerprint(secret),
+		State: state, AttemptedAt: now, CreatedAt: now, UpdatedAt: now}
 	if k.cfg.TraceParent != nil {
 		c.TraceParent = k.cfg.TraceParent(ctx)
 	}
 	k.schedule(c)
-	return c, nil
+	return c
 }
 
 // schedule sets when the reconciler next looks at c, from its state: a
