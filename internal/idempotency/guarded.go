@@ -93,41 +93,28 @@ func (r *run) execute(rec *Record, outcome string) result {
 		return r.stored(&answer, outcome, fence, expiresAt, lease.stored)
 	}
 
-	// The answer is stored even if the client has gone.
-	ctx, cancel := k.writeContext(r.ctx)
-	defer cancel()
 	if !answer.Final {
-		err := k.store.Release(ctx, scope, key, fence, k.now())
+		err := k.write(r.ctx, "release", func(ctx context.Context) error {
+			return k.store.Release(ctx, scope, key, fence, k.now())
+		})
 		if errors.Is(err, ErrFenced) {
 			// Another request took the record over: its answer counts.
 			return refused(k.inProgress())
-		}
-		if err != nil {
-			// Most likely the database is away: keep trying (fenced) in
-			// the background, to free the key as soon as it is back.
-			k.cfg.Log.WarnContext(ctx, "idempotency: release failed; retrying in the background", "error", err)
-			k.retryLater(func(ctx context.Context) error {
-				return k.store.Release(ctx, scope, key, fence, k.now())
-			})
 		}
 		k.released(scope, key)
 		return fresh(&answer, outcome, nil)
 	}
 	stored := k.cfg.stored(answer)
-	err := k.store.Complete(ctx, scope, key, fence, stored, k.now())
-	switch {
+	switch err := k.write(r.ctx, "storing the response", func(ctx context.Context) error {
+		return k.store.Complete(ctx, scope, key, fence, stored, k.now())
+	}); {
 	case errors.Is(err, ErrFenced):
 		// Another request took the record over (our lock had run out):
 		// its answer will be kept; send the client to fetch it.
 		return refused(k.inProgress())
 	case err != nil:
-		// The answer is true but could not be stored: keep trying (fenced)
-		// in the background; failing that, a retry after the lock timeout
-		// resumes from the last recovery point and stores it.
-		k.cfg.Log.WarnContext(ctx, "idempotency: storing the response failed; retrying in the background", "error", err)
-		k.retryLater(func(ctx context.Context) error {
-			return k.store.Complete(ctx, scope, key, fence, stored, k.now())
-		})
+		// True, but not stored yet: failing the retries, a retry after the
+		// lock timeout resumes from the last recovery point and stores it.
 		return fresh(&answer, outcome, nil)
 	}
 	return r.stored(&answer, outcome, fence, expiresAt, &stored)

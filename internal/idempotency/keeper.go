@@ -68,26 +68,33 @@ func (k *Keeper) background(fn func(ctx context.Context)) {
 	}()
 }
 
-// retryLater runs a fenced write again with a growing pause until it
-// succeeds, is fenced out, or the lock it protects runs out.
-func (k *Keeper) retryLater(write func(ctx context.Context) error) {
+// write runs a fenced record write that must finish whatever the client
+// does. A failure other than ErrFenced (most likely the database away) is
+// logged and the write retried in the background with a growing pause,
+// until it succeeds, is fenced out, or the lock it protects runs out.
+func (k *Keeper) write(ctx context.Context, what string, w func(ctx context.Context) error) error {
+	wctx, cancel := k.writeContext(ctx)
+	defer cancel()
+	err := w(wctx)
+	if err == nil || errors.Is(err, ErrFenced) {
+		return err
+	}
+	k.cfg.Log.WarnContext(ctx, "idempotency: "+what+" failed; retrying in the background", "error", err)
 	k.background(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, k.cfg.LockTimeout)
 		defer cancel()
-		pause := k.cfg.RetryMin
-		for {
+		for pause := k.cfg.RetryMin; ; pause = min(pause*2, k.cfg.RetryMax) {
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(pause):
 			}
-			err := write(ctx)
-			if err == nil || errors.Is(err, ErrFenced) {
+			if err := w(ctx); err == nil || errors.Is(err, ErrFenced) {
 				return
 			}
-			pause = min(pause*2, k.cfg.RetryMax)
 		}
 	})
+	return err
 }
 
 // writeContext is that of a record write that must finish whatever the
