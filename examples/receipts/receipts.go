@@ -19,8 +19,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
 
+	"github.com/idemkeys/payments/internal/dbtx"
 	"github.com/idemkeys/payments/internal/idempotency"
-	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/idempotency/sendhttp"
 )
 
@@ -73,7 +73,7 @@ func (s *Service) Handle(c *gin.Context, op *idempotency.Op) (idempotency.Answer
 	scope, order := c.GetString("merchant"), c.Param("id")
 	r, err := s.effect.Run(c.Request.Context(), op, func(ctx context.Context, call idempotency.Call) (Receipt, error) { // wiring
 		r := Receipt{ID: call.ID, Scope: scope, OrderID: order, To: in.To, Status: "sending", CreatedAt: time.Now().UTC()} // wiring: the call's derived id
-		return r, gormstore.Conn(ctx, s.db).Create(&r).Error                                                               // wiring: in the phase's transaction
+		return r, dbtx.Conn(ctx, s.db).Create(&r).Error                                                                    // wiring: in the phase's transaction
 	}) // wiring
 	if err != nil {
 		return idempotency.Answer{}, err
@@ -83,7 +83,7 @@ func (s *Service) Handle(c *gin.Context, op *idempotency.Op) (idempotency.Answer
 
 func (s *Service) load(ctx context.Context, scope, id string) (Receipt, error) {
 	var r Receipt
-	err := gormstore.Conn(ctx, s.db).Where("scope = ? AND id = ?", scope, id).Take(&r).Error
+	err := dbtx.Conn(ctx, s.db).Where("scope = ? AND id = ?", scope, id).Take(&r).Error
 	return r, err
 }
 
@@ -97,7 +97,7 @@ func (s *Service) settle(ctx context.Context, r Receipt, m Message) (Receipt, er
 
 func (s *Service) move(ctx context.Context, r Receipt, status, messageID string) (Receipt, error) {
 	r.Status, r.MessageID = status, messageID
-	return r, gormstore.Conn(ctx, s.db).Model(&r).Select("status", "message_id").Updates(&r).Error
+	return r, dbtx.Conn(ctx, s.db).Model(&r).Select("status", "message_id").Updates(&r).Error
 }
 
 // mail sends the receipt (POST) or asks about it (GET) under the call's

@@ -29,7 +29,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
-	"github.com/idemkeys/payments/internal/idempotency/gormstore"
+	"github.com/idemkeys/payments/internal/dbtx"
 )
 
 // Dialect names the SQL flavour behind a DB.
@@ -208,39 +208,18 @@ func (db *DB) Close() error {
 	return sqlDB.Close()
 }
 
-// Conn returns the transaction carried by ctx (beginning it if it is the
-// lazy transaction of an Atomic request and this is its first statement),
-// or db bound to ctx.
-func Conn(ctx context.Context, db *gorm.DB) *gorm.DB { return gormstore.Conn(ctx, db) }
-
-// DeleteOldest spells the statement of a retention purge: at most limit
-// rows of table that match where, the first in order, chosen and deleted
-// as gormstore.Oldest explains, for db's dialect.
-func DeleteOldest(db *gorm.DB, table, where, order string, limit int) string {
-	return gormstore.DeleteOldest(db, table, where, order, limit)
-}
-
-// Oldest spells the condition that picks a batch of at most limit rows of
-// table that match where, the first in order, for a statement that changes
-// exactly those rows (gormstore.Oldest).
-func Oldest(db *gorm.DB, table, where, order string, limit int) string {
-	return gormstore.Oldest(db, table, where, order, limit)
-}
-
-// Exec runs a write whose failure can only be the request's failure (an
-// insert of rows whose ids are made in Go). Inside an Atomic request's
-// transaction on PostgreSQL it is deferred and sent with the idempotency
-// record in one pipeline at the commit (gormstore.Exec), whose error is then
-// the commit's. A write whose failure is an answer (a unique clash) must use
-// Conn instead.
+// Exec is dbtx.Exec, its error classified: a write whose failure can only
+// be the request's failure (an insert of rows whose ids are made in Go),
+// which inside an Atomic request's transaction on PostgreSQL is deferred
+// and sent with the idempotency record in one pipeline at the commit. A
+// write whose failure is an answer (a unique clash) must use dbtx.Conn.
 func Exec(ctx context.Context, db *gorm.DB, query string, args ...any) error {
-	return Classify(gormstore.Exec(ctx, db, query, args...))
+	return Classify(dbtx.Exec(ctx, db, query, args...))
 }
 
-// Transaction runs fn in a transaction carried by the context it is given.
-// When ctx already carries one, fn joins it: the outer owner commits.
+// Transaction is dbtx.Transaction, its error classified.
 func Transaction(ctx context.Context, db *gorm.DB, fn func(ctx context.Context) error) error {
-	return Classify(gormstore.Transaction(ctx, db, fn))
+	return Classify(dbtx.Transaction(ctx, db, fn))
 }
 
 // ErrUnavailable marks an error as "the database could not be reached or

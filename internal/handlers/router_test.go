@@ -18,10 +18,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/dbtx"
 	"github.com/idemkeys/payments/internal/handlers"
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/idempotency/ginidem"
-	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/merchants"
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/payments/paymentsdb"
@@ -193,7 +193,7 @@ func TestCreateOrderPassesTheRequestContext(t *testing.T) {
 			rollback := func(h ginidem.Handler) gin.HandlerFunc {
 				return passThrough(func(c *gin.Context) (answer idempotency.Answer, err error) {
 					base := c.Request.Context()
-					txErr := gormstore.Transaction(base, a.db.DB, func(ctx context.Context) error {
+					txErr := dbtx.Transaction(base, a.db.DB, func(ctx context.Context) error {
 						c.Request = c.Request.WithContext(ctx)
 						answer, err = h(c)
 						return errRollback

@@ -46,6 +46,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/dbtx"
 )
 
 // Errors of the Store, wrapped with %w where they carry context.
@@ -195,7 +196,7 @@ func (s *Store) Create(ctx context.Context, name string) (Merchant, string, erro
 	apiKey := newAPIKey()
 
 	err = database.Transaction(ctx, s.db, func(ctx context.Context) error {
-		conn := database.Conn(ctx, s.db)
+		conn := dbtx.Conn(ctx, s.db)
 		err := conn.Create(&merchantRow{ID: m.ID, Name: m.Name, CreatedAt: m.CreatedAt}).Error
 		if database.IsUniqueViolation(err) {
 			// The id is fresh, so the clash is on the name.
@@ -267,7 +268,7 @@ func (s *Store) read(ctx context.Context, hash string) func() (any, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
 		defer cancel()
 		var row apiKeyRow
-		err := database.Conn(ctx, s.db).Select("merchant_id").Where("key_hash = ?", hash).Take(&row).Error
+		err := dbtx.Conn(ctx, s.db).Select("merchant_id").Where("key_hash = ?", hash).Take(&row).Error
 		if errors.Is(err, gorm.ErrRecordNotFound) {
 			s.unknown.put(hash, "", s.clock())
 			s.heard("unknown")
@@ -335,7 +336,7 @@ func (s *Store) SeedDemo(ctx context.Context) error {
 			// A fresh chain per statement: a GORM chain reused after a
 			// finisher carries the first statement's state into the second.
 			insertIfAbsent := func() *gorm.DB {
-				return database.Conn(ctx, s.db).Clauses(clause.OnConflict{DoNothing: true})
+				return dbtx.Conn(ctx, s.db).Clauses(clause.OnConflict{DoNothing: true})
 			}
 			if err := insertIfAbsent().Create(&merchantRow{ID: d.id, Name: d.name, CreatedAt: now}).Error; err != nil {
 				return err
@@ -360,7 +361,7 @@ func (s *Store) DemoKeysHeld(ctx context.Context) ([]string, error) {
 	var held []string
 	for _, d := range demoMerchants {
 		var n int64
-		err := database.Conn(ctx, s.db).Model(&apiKeyRow{}).Where("key_hash = ?", hashKey(d.apiKey)).Count(&n).Error
+		err := dbtx.Conn(ctx, s.db).Model(&apiKeyRow{}).Where("key_hash = ?", hashKey(d.apiKey)).Count(&n).Error
 		if err != nil {
 			return nil, fmt.Errorf("look for demo keys: %w", database.Classify(err))
 		}
@@ -378,7 +379,7 @@ func (s *Store) DemoKeysHeld(ctx context.Context) ([]string, error) {
 func (s *Store) RevokeDemoKeys(ctx context.Context) ([]string, error) {
 	var revoked []string
 	for _, d := range demoMerchants {
-		res := database.Conn(ctx, s.db).Where("key_hash = ?", hashKey(d.apiKey)).Delete(&apiKeyRow{})
+		res := dbtx.Conn(ctx, s.db).Where("key_hash = ?", hashKey(d.apiKey)).Delete(&apiKeyRow{})
 		if res.Error != nil {
 			return revoked, fmt.Errorf("revoke demo key of %s: %w", d.name, database.Classify(res.Error))
 		}

@@ -28,6 +28,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/dbtx"
 )
 
 // Event is one outbox row as published.
@@ -142,7 +143,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 // each batch cannot be chosen, whatever the table's statistics say.
 func claimSQL(db *gorm.DB, batch int) string {
 	return `UPDATE outbox_events SET published_at = ?
-WHERE ` + database.Oldest(db, "outbox_events", "published_at IS NULL", "created_at", batch) + `
+WHERE ` + dbtx.Oldest(db, "outbox_events", "published_at IS NULL", "created_at", batch) + `
 RETURNING merchant_id, id, type, payload, trace_parent, created_at`
 }
 
@@ -154,7 +155,7 @@ RETURNING merchant_id, id, type, payload, trace_parent, created_at`
 func (d *Dispatcher) DispatchOnce(ctx context.Context) (int, error) {
 	var n int
 	err := database.Transaction(ctx, d.db, func(ctx context.Context) error {
-		rows, err := database.Conn(ctx, d.db).Raw(d.claim, time.Now().UTC()).Rows()
+		rows, err := dbtx.Conn(ctx, d.db).Raw(d.claim, time.Now().UTC()).Rows()
 		if err != nil {
 			return err
 		}

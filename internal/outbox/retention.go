@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/dbtx"
 )
 
 // PurgePublished deletes at most limit events published before before,
@@ -13,7 +14,7 @@ import (
 // the table is the truth until the event is out. It returns an error
 // wrapping database.ErrUnavailable when the database cannot answer.
 func (d *Dispatcher) PurgePublished(ctx context.Context, before time.Time, limit int) (int, error) {
-	res := database.Conn(ctx, d.db).Exec(database.DeleteOldest(d.db, "outbox_events",
+	res := dbtx.Conn(ctx, d.db).Exec(dbtx.DeleteOldest(d.db, "outbox_events",
 		"published_at IS NOT NULL AND published_at < ?", "published_at", limit), before.UTC())
 	if res.Error != nil {
 		return 0, database.Classify(res.Error)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/dbtx"
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/payments/paymentsdb"
 	"github.com/idemkeys/payments/internal/testkit"
@@ -357,7 +358,7 @@ func TestAddOrderItemWaitsForAPaymentsFirstPhase(t *testing.T) {
 				store := paymentsdb.New(db.DB)
 				paid <- store.InTx(ctx, func(ctx context.Context) error {
 					if d == database.Postgres {
-						if err := database.Conn(ctx, db.DB).Raw("SELECT pg_backend_pid()").Scan(&paymentPID).Error; err != nil {
+						if err := dbtx.Conn(ctx, db.DB).Raw("SELECT pg_backend_pid()").Scan(&paymentPID).Error; err != nil {
 							return err
 						}
 					}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkeys/payments/internal/database"
-	"github.com/idemkeys/payments/internal/idempotency/gormstore"
+	"github.com/idemkeys/payments/internal/dbtx"
 	"github.com/idemkeys/payments/migrations"
 )
 
@@ -134,7 +134,7 @@ func queryOne[T any](t testing.TB, url, query string, args ...any) T {
 	}
 	defer db.Close()
 	var v T
-	if err := gormstore.ScanRow(db.Raw(query, args...), &v); err != nil {
+	if err := dbtx.ScanRow(db.Raw(query, args...), &v); err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
 	return v

@@ -12,9 +12,9 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkeys/payments/internal/dbtx"
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/idempotency/ginidem"
-	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 )
 
 // uniqueThings is a business table with a natural unique key, the usual
@@ -43,7 +43,7 @@ func TestAtomicHandlerWhoseStatementFails(t *testing.T) {
 			seq++
 			id := "nt_" + string(rune('a'+seq%26)) + time.Now().Format("150405.000000000")
 			mu.Unlock()
-			err := gormstore.Conn(c.Request.Context(), e.db).Exec(
+			err := dbtx.Conn(c.Request.Context(), e.db).Exec(
 				"INSERT INTO named_things (scope, name, id) VALUES (?, ?, ?)", c.GetHeader("X-Merchant"), in.Name, id).Error
 			if err != nil {
 				// The pattern a fork copies: a unique violation is a
@@ -112,7 +112,7 @@ func TestAtomicDecodesBeforeTheTransaction(t *testing.T) {
 			if c.Query("write") == "" {
 				return idempotency.Answer{}, errValidation
 			}
-			require.NoError(t, gormstore.Conn(c.Request.Context(), e.db).Exec(
+			require.NoError(t, dbtx.Conn(c.Request.Context(), e.db).Exec(
 				"INSERT INTO things (scope, id, name) VALUES ('m1', 'inspect', 'x')").Error)
 			inUse = append(inUse, sqlDB.Stats().InUse)
 			return reply(201, gin.H{"ok": true}), nil

@@ -19,6 +19,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/idemkeys/payments/internal/dbtx"
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/idempotency/ginidem"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore"
@@ -157,7 +158,7 @@ func (e *testEnv) createThing(c *gin.Context) (idempotency.Answer, error) {
 	}
 	ctx := c.Request.Context()
 	id := fmt.Sprintf("th_%d", thingSeq.Add(1))
-	err := gormstore.Conn(ctx, e.db).Exec(`INSERT INTO things (scope, id, name) VALUES (?, ?, ?)`,
+	err := dbtx.Conn(ctx, e.db).Exec(`INSERT INTO things (scope, id, name) VALUES (?, ?, ?)`,
 		c.GetHeader("X-Merchant"), id, in.Name).Error
 	if err != nil {
 		return idempotency.Answer{}, err
@@ -200,13 +201,13 @@ func (e *testEnv) registerActionsHeld(k *idempotency.Keeper, hold <-chan struct{
 func (e *testEnv) actionEffect() idempotency.Effect[action, int] {
 	set := func(ctx context.Context, a action, status string) (action, error) {
 		a.Status = status
-		return a, gormstore.Conn(ctx, e.db).Exec(`UPDATE actions SET status = ? WHERE scope = ? AND id = ?`, status, a.Scope, a.ID).Error
+		return a, dbtx.Conn(ctx, e.db).Exec(`UPDATE actions SET status = ? WHERE scope = ? AND id = ?`, status, a.Scope, a.ID).Error
 	}
 	return idempotency.Effect[action, int]{
 		Kind: "action", Prefix: "act_",
 		Load: func(ctx context.Context, scope, id string) (action, error) {
 			a := action{Scope: scope, ID: id}
-			err := gormstore.Conn(ctx, e.db).Raw(`SELECT want, status FROM actions WHERE scope = ? AND id = ?`, scope, id).
+			err := dbtx.Conn(ctx, e.db).Raw(`SELECT want, status FROM actions WHERE scope = ? AND id = ?`, scope, id).
 				Row().Scan(&a.Want, &a.Status)
 			return a, err
 		},
@@ -264,7 +265,7 @@ func (e *testEnv) guardedAction(mw *ginidem.Middleware) ginidem.GuardedHandler {
 		a, err := actions.Run(c.Request.Context(), op, func(ctx context.Context, call idempotency.Call) (action, error) {
 			how = "fresh"
 			a := action{Scope: call.Scope, ID: call.ID, Want: in.Status, Status: "pending"}
-			return a, gormstore.Conn(ctx, e.db).Exec(`INSERT INTO actions (scope, id, want, status) VALUES (?, ?, ?, ?)`,
+			return a, dbtx.Conn(ctx, e.db).Exec(`INSERT INTO actions (scope, id, want, status) VALUES (?, ?, ?, ?)`,
 				a.Scope, a.ID, a.Want, a.Status).Error
 		})
 		e.seen.Store(c.GetHeader(idempotency.HeaderKey), how)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/idemkeys/payments/internal/dbtx"
 	"github.com/idemkeys/payments/internal/idempotency"
 )
 
@@ -21,7 +22,7 @@ const callColumns = `merchant_id, id, kind, client_key, record_created_at, call_
 // the statement skips the row instead of failing, which on PostgreSQL
 // would abort the transaction (and log an error naming the row's key).
 func (s *Store) InsertCall(ctx context.Context, c *idempotency.Call) error {
-	res := Conn(ctx, s.db).Exec(`INSERT INTO outside_calls (`+callColumns+`)
+	res := dbtx.Conn(ctx, s.db).Exec(`INSERT INTO outside_calls (`+callColumns+`)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 		c.Scope, c.ID, c.Kind, c.ClientKey, nullTime(c.RecordCreatedAt), c.Key, c.KeyVersion, nullString(c.KeyFingerprint),
 		string(c.State), c.IntentFence,
@@ -41,7 +42,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHIN
 // them anyway.
 func (s *Store) LockCall(ctx context.Context, scope, id string) (*idempotency.Call, error) {
 	q := `SELECT ` + callColumns + ` FROM outside_calls WHERE merchant_id = ? AND id = ?`
-	if s.db.Name() == "postgres" && InTx(ctx) {
+	if s.db.Name() == "postgres" && dbtx.Carried(ctx) {
 		q += ` FOR UPDATE`
 	}
 	rows, err := s.scanCalls(ctx, q, scope, id)
@@ -56,7 +57,7 @@ func (s *Store) LockCall(ctx context.Context, scope, id string) (*idempotency.Ca
 
 // SaveCall implements idempotency.Store.
 func (s *Store) SaveCall(ctx context.Context, c *idempotency.Call) error {
-	res := Conn(ctx, s.db).Exec(`UPDATE outside_calls SET state = ?, intent_fence = ?, intent_at = ?,
+	res := dbtx.Conn(ctx, s.db).Exec(`UPDATE outside_calls SET state = ?, intent_fence = ?, intent_at = ?,
     attempted_at = ?, due_at = ?, checks = ?, updated_at = ?
 WHERE merchant_id = ? AND id = ?`,
 		string(c.State), c.IntentFence, nullTime(c.IntentAt), c.AttemptedAt, nullTime(c.DueAt), c.Checks, c.UpdatedAt,
@@ -74,7 +75,7 @@ WHERE merchant_id = ? AND id = ?`,
 // their record (record_created_at NULL) counts as an earlier record's.
 func (s *Store) CountCalls(ctx context.Context, scope, clientKey, kind string, recordCreatedAt time.Time) (int, error) {
 	var n int
-	err := ScanRow(Conn(ctx, s.db).Raw(`SELECT count(*) FROM outside_calls
+	err := dbtx.ScanRow(dbtx.Conn(ctx, s.db).Raw(`SELECT count(*) FROM outside_calls
 WHERE merchant_id = ? AND client_key = ? AND kind = ? AND (record_created_at IS NULL OR record_created_at < ?)`,
 		scope, clientKey, kind, recordCreatedAt), &n)
 	return n, s.classifyErr(err)
@@ -84,7 +85,7 @@ WHERE merchant_id = ? AND client_key = ? AND kind = ? AND (record_created_at IS 
 // each scope's due calls, oldest due first; the first perScope of each, up
 // to limit, are then locked by address with SKIP LOCKED (a row another
 // transaction holds drops out, the rest are re-checked against "due" if
-// they changed meanwhile, as Oldest explains) and moved to until. The
+// they changed meanwhile, as dbtx.Oldest explains) and moved to until. The
 // limits are written into the statement, as PurgeExpired explains.
 func (s *Store) ClaimDue(ctx context.Context, now, until time.Time, limit, perScope int) ([]idempotency.Call, error) {
 	due := `
@@ -117,7 +118,7 @@ ORDER BY updated_at, id LIMIT `+strconv.Itoa(limit))
 }
 
 func (s *Store) scanCalls(ctx context.Context, q string, args ...any) ([]idempotency.Call, error) {
-	rows, err := Conn(ctx, s.db).Raw(q, args...).Rows()
+	rows, err := dbtx.Conn(ctx, s.db).Raw(q, args...).Rows()
 	if err != nil {
 		return nil, s.classify(err)
 	}
@@ -165,12 +166,12 @@ func nullString(s string) any {
 // returns a fingerprint none of known is (another secret derived those
 // calls), or "" when all agree.
 func (s *Store) KeyFingerprints(ctx context.Context, current string, known []string, since time.Time) (string, error) {
-	err := Conn(ctx, s.db).Exec(`UPDATE outside_calls SET key_fingerprint = ? WHERE key_fingerprint IS NULL AND key_version = 1`, current).Error
+	err := dbtx.Conn(ctx, s.db).Exec(`UPDATE outside_calls SET key_fingerprint = ? WHERE key_fingerprint IS NULL AND key_version = 1`, current).Error
 	if err != nil {
 		return "", s.classify(err)
 	}
 	var other []string
-	err = Conn(ctx, s.db).Raw(`SELECT key_fingerprint FROM outside_calls
+	err = dbtx.Conn(ctx, s.db).Raw(`SELECT key_fingerprint FROM outside_calls
 WHERE created_at >= ? AND key_fingerprint IS NOT NULL AND key_fingerprint NOT IN ? LIMIT 1`, since, append(known, current)).Scan(&other).Error
 	if err != nil || len(other) == 0 {
 		return "", s.classifyErr(err)

@@ -2,11 +2,13 @@ package gormstore_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkeys/payments/internal/dbtx"
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore/gormtest"
@@ -30,10 +32,27 @@ func TestClaimDueSkipsACallAnotherHolds(t *testing.T) {
 			AttemptedAt: now, DueAt: now.Add(-time.Minute), CreatedAt: now, UpdatedAt: now,
 		}))
 	}
-	held := db.Begin()
-	t.Cleanup(func() { held.Rollback() })
-	_, err := s.LockCall(gormstore.WithTx(ctx, held), "th_frozen", "th_frozen")
-	require.NoError(t, err)
+	// The frozen owner: a transaction that locks its call and holds it
+	// until release, then rolls back.
+	locked, release, ended := make(chan error, 1), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		_ = dbtx.Transaction(ctx, db, func(ctx context.Context) error {
+			_, err := s.LockCall(ctx, "th_frozen", "th_frozen")
+			locked <- err
+			<-release
+			return errors.New("roll back")
+		})
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+		<-ended
+	})
+	require.NoError(t, <-locked)
 
 	claimCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -42,7 +61,8 @@ func TestClaimDueSkipsACallAnotherHolds(t *testing.T) {
 	require.Len(t, due, 1)
 	require.Equal(t, "th_other", due[0].ID)
 
-	require.NoError(t, held.Rollback().Error)
+	close(release)
+	<-ended
 	due, err = s.ClaimDue(ctx, now, now.Add(30*time.Second), 10, 10)
 	require.NoError(t, err)
 	require.Len(t, due, 1, "the held call is due the next round")

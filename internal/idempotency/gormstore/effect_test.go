@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
+	"github.com/idemkeys/payments/internal/dbtx"
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore/gormtest"
@@ -148,7 +149,7 @@ func newSendEnv(t *testing.T, dialect string) *sendEnv {
 func (e *sendEnv) newKeeper(t *testing.T) (*idempotency.Keeper, *idempotency.Effect[send, transfer]) {
 	k := idempotency.New(e.store, e.cfg)
 	t.Cleanup(func() { _ = k.Close(context.Background()) })
-	conn := func(ctx context.Context) *gorm.DB { return gormstore.Conn(ctx, e.db) }
+	conn := func(ctx context.Context) *gorm.DB { return dbtx.Conn(ctx, e.db) }
 	load := func(ctx context.Context, scope, id string) (send, error) {
 		var s send
 		err := conn(ctx).Raw(`SELECT scope, id, amount, status FROM sends WHERE scope = ? AND id = ?`, scope, id).
@@ -217,7 +218,7 @@ func (e *sendEnv) runAnswering(k *idempotency.Keeper, eff *idempotency.Effect[se
 	}, func(ctx context.Context, op *idempotency.Op, _ []byte) idempotency.Answer {
 		got, runErr = eff.Run(ctx, op, func(ctx context.Context, c idempotency.Call) (send, error) {
 			s := send{Scope: c.Scope, ID: c.ID, Amount: amount, Status: "pending"}
-			return s, gormstore.Conn(ctx, e.db).Exec(`INSERT INTO sends (scope, id, amount, status) VALUES (?, ?, ?, ?)`,
+			return s, dbtx.Conn(ctx, e.db).Exec(`INSERT INTO sends (scope, id, amount, status) VALUES (?, ?, ?, ?)`,
 				s.Scope, s.ID, s.Amount, s.Status).Error
 		})
 		return answer(got, runErr)
@@ -415,11 +416,11 @@ func TestEffectFencedOwnerCallsNothing(t *testing.T) {
 		}, func(ctx context.Context, op *idempotency.Op, _ []byte) idempotency.Answer {
 			_, err := e.sends.Run(ctx, op, func(ctx context.Context, c idempotency.Call) (send, error) {
 				s := send{Scope: c.Scope, ID: c.ID, Amount: 100, Status: "pending"}
-				if err := gormstore.Conn(ctx, e.db).Exec(`INSERT INTO sends (scope, id, amount, status) VALUES (?, ?, ?, ?)`,
+				if err := dbtx.Conn(ctx, e.db).Exec(`INSERT INTO sends (scope, id, amount, status) VALUES (?, ?, ?, ?)`,
 					s.Scope, s.ID, s.Amount, s.Status).Error; err != nil {
 					return s, err
 				}
-				gormstore.AfterCommit(ctx, func() {
+				dbtx.AfterCommit(ctx, func() {
 					// Another owner takes the record over right after
 					// phase 1 commits.
 					rec, err := e.store.Get(context.Background(), "m1", "k1", e.clock.Now())

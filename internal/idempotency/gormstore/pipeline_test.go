@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkeys/payments/internal/dbtx"
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore/gormtest"
@@ -32,7 +33,7 @@ func TestRefusedRecordRollsBackTheDeferredWrites(t *testing.T) {
 			}
 			create := func(thing string, rec *idempotency.Record) error {
 				return s.InTx(ctx, func(ctx context.Context) error {
-					if err := gormstore.Exec(ctx, db, "INSERT INTO things (id) VALUES (?)", thing); err != nil {
+					if err := dbtx.Exec(ctx, db, "INSERT INTO things (id) VALUES (?)", thing); err != nil {
 						return err
 					}
 					return s.Insert(ctx, rec)

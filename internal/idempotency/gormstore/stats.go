@@ -3,6 +3,8 @@ package gormstore
 import (
 	"context"
 	"time"
+
+	"github.com/idemkeys/payments/internal/dbtx"
 )
 
 // ExecutingStats describes the live records that are still executing: the
@@ -25,7 +27,7 @@ type ExecutingStats struct {
 // cost follows the few open records, not the table. It returns a store
 // error.
 func (s *Store) ExecutingStats(ctx context.Context, now time.Time) (ExecutingStats, error) {
-	conn := Conn(ctx, s.db)
+	conn := dbtx.Conn(ctx, s.db)
 	var counts struct {
 		Total    int
 		Unlocked int

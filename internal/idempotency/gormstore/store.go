@@ -1,8 +1,8 @@
 // Package gormstore is the idempotency Store on GORM, for PostgreSQL and
-// SQLite, with the transaction an Atomic request runs in (a Transactor
-// whose transaction begins at the first statement) and the context that
-// carries it to the application's own stores (Conn). Its schema is embedded
-// (Schema) for a service that starts fresh.
+// SQLite, and the Transactor of Atomic requests and outside calls (dbtx's
+// lazy transaction, which the application's own stores join with
+// dbtx.Conn). Its schema is embedded (Schema) for a service that starts
+// fresh.
 package gormstore
 
 import (
@@ -10,11 +10,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 
+	"github.com/idemkeys/payments/internal/dbtx"
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/idempotency/seal"
 )
@@ -128,7 +131,7 @@ WHERE r.expires_at <= excluded.created_at
 RETURNING fence`
 
 // FastInsertSQL is insertSQL for the commit's pipeline on PostgreSQL
-// (pipeline.go), whose transaction commits in the same round trip: the
+// (dbtx's pipeline), whose transaction commits in the same round trip: the
 // same arguments, numbered. Where insertSQL would insert into a free key it
 // inserts the same row; where insertSQL would return nothing or replace an
 // expired record (a key taken by a request that raced this one past its
@@ -154,6 +157,15 @@ SELECT coalesce((SELECT fence FROM inserted), ('` + keyTaken + `' || left(random
 // keyTaken is the text FastInsertSQL fails with: no key in it.
 const keyTaken = "the idempotency key is taken"
 
+// keyNotPlainlyFree reports whether err is the fast insert's failure: a row
+// under the key (keyTaken), or a live tombstone (tombstoneTaken). The
+// pipeline then sends the writes again with the insert-if-absent, which
+// decides.
+func keyNotPlainlyFree(err error) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pgErr.Code == "22P02" && (strings.Contains(pgErr.Message, keyTaken) || strings.Contains(pgErr.Message, tombstoneTaken))
+}
+
 // Insert implements idempotency.Store.
 func (s *Store) Insert(ctx context.Context, rec *idempotency.Record) error {
 	status, headers, body, keyID, err := s.encodeAnswer(rec.Scope, rec.Key, rec.Answer)
@@ -172,13 +184,14 @@ func (s *Store) Insert(ctx context.Context, rec *idempotency.Record) error {
 		args = append(args, rec.Scope, rec.Key, rec.CreatedAt, rec.CreatedAt.Add(-s.tombstoneTTL))
 	}
 	// In an Atomic request's transaction on PostgreSQL the insert goes in
-	// the commit's pipeline (pipeline.go), and a refusal comes back from
-	// the commit as ErrKeyExists.
-	if u, ok := ctx.Value(txKey{}).(*unit); ok && u.deferWrite(pendingWrite{query: s.insertQuery, args: args, into: &rec.Fence, fast: s.fastInsert, fastArgs: fastArgs}) {
+	// the commit's pipeline (dbtx), and a refusal comes back from the
+	// commit as ErrKeyExists.
+	if dbtx.Defer(ctx, dbtx.Write{Query: s.insertQuery, Args: args, Into: &rec.Fence, NoRow: idempotency.ErrKeyExists,
+		Fast: s.fastInsert, FastArgs: fastArgs, Slow: keyNotPlainlyFree}) {
 		return nil
 	}
 	var fence int64
-	err = ScanRow(Conn(ctx, s.db).Raw(s.insertQuery, args...), &fence)
+	err = dbtx.ScanRow(dbtx.Conn(ctx, s.db).Raw(s.insertQuery, args...), &fence)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		// The conflict clause kept a live record: the key is taken.
@@ -202,11 +215,11 @@ func (s *Store) Get(ctx context.Context, scope, key string, now time.Time) (*ide
 		&row.Fence, &row.LockedUntil, &row.ResponseStatus, &row.ResponseHeaders, &row.ResponseBody, &row.ResponseKeyID,
 		&row.CreatedAt, &row.UpdatedAt, &row.ExpiresAt}
 	var err error
-	if s.db.Name() == "postgres" && !InTx(ctx) {
+	if s.db.Name() == "postgres" && !dbtx.Carried(ctx) {
 		// Every retry that an instance does not hold in memory starts
 		// here: straight through pgx, as the pipeline writes, it costs
 		// about half of what GORM and database/sql add to one row.
-		err = onPgx(ctx, s.db, func(pc *pgx.Conn) error {
+		err = dbtx.OnPgx(ctx, s.db, func(pc *pgx.Conn) error {
 			err := pc.QueryRow(ctx, getSQLDollars, scope, key, now).Scan(dest...)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return sql.ErrNoRows
@@ -214,7 +227,7 @@ func (s *Store) Get(ctx context.Context, scope, key string, now time.Time) (*ide
 			return err
 		})
 	} else {
-		err = ScanRow(Conn(ctx, s.db).Raw(getSQL, scope, key, now), dest...)
+		err = dbtx.ScanRow(dbtx.Conn(ctx, s.db).Raw(getSQL, scope, key, now), dest...)
 	}
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -232,14 +245,14 @@ const getSQL = `SELECT merchant_id, idempotency_key, method, path, fingerprint, 
 FROM idempotency_records WHERE merchant_id = ? AND idempotency_key = ? AND expires_at > ?`
 
 // getSQLDollars is getSQL as pgx takes it.
-var getSQLDollars = dollars(getSQL)
+var getSQLDollars = dbtx.Dollars(getSQL)
 
 // TakeOver implements idempotency.Store: one statement moves the record
 // and returns it as moved, recovery point included, so that no checkpoint
 // committed between the caller's read and the takeover is lost.
 func (s *Store) TakeOver(ctx context.Context, scope, key string, seen int64, now, lockedUntil time.Time) (*idempotency.Record, error) {
 	var rows []recordRow
-	err := Conn(ctx, s.db).Raw(`
+	err := dbtx.Conn(ctx, s.db).Raw(`
 UPDATE idempotency_records SET fence = fence + 1, locked_until = ?, updated_at = ?
 WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executing'
   AND locked_until <= ? AND expires_at > ?
@@ -256,7 +269,7 @@ RETURNING *`,
 
 // Checkpoint implements idempotency.Store.
 func (s *Store) Checkpoint(ctx context.Context, scope, key string, fence int64, point string, now time.Time) error {
-	return s.fenced(Conn(ctx, s.db).Exec(`
+	return s.fenced(dbtx.Conn(ctx, s.db).Exec(`
 UPDATE idempotency_records SET recovery_point = ?, updated_at = ?
 WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executing'`,
 		point, now, scope, key, fence))
@@ -268,7 +281,7 @@ func (s *Store) Complete(ctx context.Context, scope, key string, fence int64, a 
 	if err != nil {
 		return err
 	}
-	return s.fenced(Conn(ctx, s.db).Exec(`
+	return s.fenced(dbtx.Conn(ctx, s.db).Exec(`
 UPDATE idempotency_records SET state = 'completed', locked_until = ?, updated_at = ?,
     response_status = ?, response_headers = ?, response_body = ?, response_key_id = ?
 WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executing'`,
@@ -277,7 +290,7 @@ WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executi
 
 // Release implements idempotency.Store.
 func (s *Store) Release(ctx context.Context, scope, key string, fence int64, now time.Time) error {
-	conn := Conn(ctx, s.db)
+	conn := dbtx.Conn(ctx, s.db)
 	// Nothing durable happened: give the key back entirely.
 	res := conn.Exec(`
 DELETE FROM idempotency_records
@@ -299,12 +312,12 @@ WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executi
 
 // PurgeExpired implements idempotency.Store: one batch of the records
 // longest expired, chosen on the expiry index and deleted by address, as
-// Oldest explains.
+// dbtx.Oldest explains.
 func (s *Store) PurgeExpired(ctx context.Context, now time.Time, limit int) (int, error) {
 	if s.tombstoneTTL > 0 {
 		return s.purgeTombstoning(ctx, now, limit)
 	}
-	res := Conn(ctx, s.db).Exec(s.deleteExpired(limit), now)
+	res := dbtx.Conn(ctx, s.db).Exec(s.deleteExpired(limit), now)
 	if res.Error != nil {
 		return 0, s.classify(res.Error)
 	}
@@ -314,7 +327,7 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time, limit int) (int
 // deleteExpired is the statement that deletes at most limit records
 // expired at its argument, the longest expired first.
 func (s *Store) deleteExpired(limit int) string {
-	return DeleteOldest(s.db, "idempotency_records", "expires_at <= ?", "expires_at", limit)
+	return dbtx.DeleteOldest(s.db, "idempotency_records", "expires_at <= ?", "expires_at", limit)
 }
 
 func (s *Store) fenced(res *gorm.DB) error {
@@ -390,3 +403,19 @@ func (s *Store) toRecord(row recordRow) (*idempotency.Record, error) {
 }
 
 var errBadHeaders = errors.New("stored response headers are corrupt")
+
+// InTx implements idempotency.Transactor with dbtx.Lazy: fn's transaction
+// begins at its first statement, and on PostgreSQL the writes deferred in
+// it (the record's insert among them) go in one pipeline at the commit. A
+// record insert refused at the commit returns idempotency.ErrKeyExists,
+// and nothing commits.
+func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
+	err := dbtx.Lazy(ctx, s.db, fn)
+	if err != nil && !dbtx.Carried(ctx) {
+		return s.classify(err)
+	}
+	return err
+}
+
+// AfterCommit implements idempotency.Transactor (dbtx.AfterCommit).
+func (s *Store) AfterCommit(ctx context.Context, fn func()) { dbtx.AfterCommit(ctx, fn) }

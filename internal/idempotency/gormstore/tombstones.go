@@ -7,6 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/idemkeys/payments/internal/dbtx"
 	"github.com/idemkeys/payments/internal/idempotency"
 )
 
@@ -106,7 +107,7 @@ func (s *Store) Tombstone(ctx context.Context, scope, key string, now time.Time)
 	if s.tombstoneTTL <= 0 {
 		return nil, idempotency.ErrNotFound
 	}
-	conn := Conn(ctx, s.db)
+	conn := dbtx.Conn(ctx, s.db)
 	var recs []recordRow
 	err := conn.Select("merchant_id", "idempotency_key", "fingerprint", "created_at", "expires_at").
 		Where("merchant_id = ? AND idempotency_key = ? AND expires_at <= ? AND expires_at > ?", scope, key, now, now.Add(-s.tombstoneTTL)).
@@ -144,8 +145,8 @@ func expired(scope, key, fingerprint string, firstSeen, expiresAt time.Time) *id
 // PostgreSQL longer to plan than to run: some 130 ms a batch, against 20.)
 func (s *Store) purgeTombstoning(ctx context.Context, now time.Time, limit int) (int, error) {
 	n := 0
-	err := Transaction(ctx, s.db, func(ctx context.Context) error {
-		conn := Conn(ctx, s.db)
+	err := dbtx.Transaction(ctx, s.db, func(ctx context.Context) error {
+		conn := dbtx.Conn(ctx, s.db)
 		var batch []recordRow
 		err := conn.Raw(s.deleteExpired(limit)+`
 RETURNING merchant_id, idempotency_key, fingerprint, created_at, expires_at`, now).Scan(&batch).Error
@@ -193,7 +194,7 @@ func (s *Store) PurgeTombstones(ctx context.Context, now time.Time, limit int) (
 	if s.tombstoneTTL <= 0 {
 		return 0, nil
 	}
-	res := Conn(ctx, s.db).Exec(DeleteOldest(s.db, "idempotency_tombstones", "expires_at <= ?", "expires_at", limit), now)
+	res := dbtx.Conn(ctx, s.db).Exec(dbtx.DeleteOldest(s.db, "idempotency_tombstones", "expires_at <= ?", "expires_at", limit), now)
 	if res.Error != nil {
 		return 0, s.classify(res.Error)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/dbtx"
 	"github.com/idemkeys/payments/internal/payments"
 )
 
@@ -26,7 +27,7 @@ func (customerRow) TableName() string { return "customers" }
 // rollback, so nothing more is written into it.
 func (s *Store) CreateCustomer(ctx context.Context, c payments.Customer) error {
 	row := customerRow{MerchantID: c.MerchantID, ID: c.ID, Email: c.Email, Name: c.Name, CreatedAt: c.CreatedAt}
-	err := database.Conn(ctx, s.db).Create(&row).Error
+	err := dbtx.Conn(ctx, s.db).Create(&row).Error
 	if database.IsUniqueViolation(err) {
 		return payments.ErrCustomerExists
 	}
@@ -36,7 +37,7 @@ func (s *Store) CreateCustomer(ctx context.Context, c payments.Customer) error {
 // GetCustomer implements CustomerStore.
 func (s *Store) GetCustomer(ctx context.Context, merchantID, id string) (payments.Customer, error) {
 	var rows []customerRow
-	err := database.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id).Limit(1).Find(&rows).Error
+	err := dbtx.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id).Limit(1).Find(&rows).Error
 	if err != nil {
 		return payments.Customer{}, database.Classify(err)
 	}

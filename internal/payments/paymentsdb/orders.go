@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/dbtx"
 	"github.com/idemkeys/payments/internal/payments"
 )
 
@@ -78,7 +79,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 
 // GetOrder implements Store.
 func (s *Store) GetOrder(ctx context.Context, merchantID, id string) (payments.Order, error) {
-	row, err := takeRow[orderRow](database.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id))
+	row, err := takeRow[orderRow](dbtx.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id))
 	if err != nil {
 		return payments.Order{}, err
 	}
@@ -89,7 +90,7 @@ func (s *Store) GetOrder(ctx context.Context, merchantID, id string) (payments.O
 // and "id < cursor" is the next page; the primary key (merchant_id, id), or
 // orders_customer with a customer filter, serves both without a sort.
 func (s *Store) ListOrders(ctx context.Context, merchantID string, f payments.OrderFilter) ([]payments.Order, error) {
-	q := database.Conn(ctx, s.db).Where("merchant_id = ?", merchantID)
+	q := dbtx.Conn(ctx, s.db).Where("merchant_id = ?", merchantID)
 	if f.CustomerID != "" {
 		q = q.Where("customer_id = ?", f.CustomerID)
 	}
@@ -270,7 +271,7 @@ RETURNING *`,
 // it changed a row.
 func (s *Store) updateOrder(ctx context.Context, query string, args ...any) (payments.Order, bool, error) {
 	var rows []orderRow
-	if err := database.Conn(ctx, s.db).Raw(query, args...).Scan(&rows).Error; err != nil {
+	if err := dbtx.Conn(ctx, s.db).Raw(query, args...).Scan(&rows).Error; err != nil {
 		return payments.Order{}, false, database.Classify(err)
 	}
 	if len(rows) == 0 {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/dbtx"
 	"github.com/idemkeys/payments/internal/payments"
 )
 
@@ -41,7 +42,7 @@ ON CONFLICT (kind, provider_id) DO NOTHING`,
 
 // GetOrphan implements PaymentStore.
 func (s *Store) GetOrphan(ctx context.Context, merchantID, id string) (payments.Orphan, error) {
-	row, err := takeRow[orphanRow](database.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id))
+	row, err := takeRow[orphanRow](dbtx.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id))
 	if err != nil {
 		return payments.Orphan{}, err
 	}
@@ -63,7 +64,7 @@ WHERE merchant_id = ? AND id = ?`,
 // Orphans returns the orphans in any of statuses (all when none), oldest
 // first, at most limit: what api flagged lists.
 func (s *Store) Orphans(ctx context.Context, limit int, statuses ...payments.OrphanStatus) ([]payments.Orphan, error) {
-	q := database.Conn(ctx, s.db).Order("created_at, id").Limit(limit)
+	q := dbtx.Conn(ctx, s.db).Order("created_at, id").Limit(limit)
 	if len(statuses) > 0 {
 		in := make([]string, len(statuses))
 		for i, st := range statuses {

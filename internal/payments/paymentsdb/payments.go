@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/dbtx"
 	"github.com/idemkeys/payments/internal/payments"
 )
 
@@ -71,7 +72,7 @@ func (s *Store) forUpdate(q *gorm.DB) *gorm.DB {
 
 // LockOrder implements PaymentStore.
 func (s *Store) LockOrder(ctx context.Context, merchantID, id string) (payments.Order, error) {
-	row, err := takeRow[orderRow](s.forUpdate(database.Conn(ctx, s.db)).Where("merchant_id = ? AND id = ?", merchantID, id))
+	row, err := takeRow[orderRow](s.forUpdate(dbtx.Conn(ctx, s.db)).Where("merchant_id = ? AND id = ?", merchantID, id))
 	if err != nil {
 		return payments.Order{}, err
 	}
@@ -80,7 +81,7 @@ func (s *Store) LockOrder(ctx context.Context, merchantID, id string) (payments.
 
 // MarkOrderPaid implements PaymentStore.
 func (s *Store) MarkOrderPaid(ctx context.Context, merchantID, id string, now time.Time) error {
-	return database.Classify(database.Conn(ctx, s.db).Exec(`
+	return database.Classify(dbtx.Conn(ctx, s.db).Exec(`
 UPDATE orders SET status = ?, version = version + 1, updated_at = ?
 WHERE merchant_id = ? AND id = ? AND status = ?`,
 		string(payments.OrderPaid), now, merchantID, id, string(payments.OrderPendingPayment)).Error)
@@ -91,7 +92,7 @@ WHERE merchant_id = ? AND id = ? AND status = ?`,
 // ErrPaymentInProgress, whatever raced.
 func (s *Store) CreatePayment(ctx context.Context, p payments.Payment) error {
 	row := toPaymentRow(p)
-	err := database.Conn(ctx, s.db).Create(&row).Error
+	err := dbtx.Conn(ctx, s.db).Create(&row).Error
 	if database.IsUniqueViolation(err) {
 		return payments.ErrPaymentInProgress
 	}
@@ -100,17 +101,17 @@ func (s *Store) CreatePayment(ctx context.Context, p payments.Payment) error {
 
 // GetPayment implements PaymentStore.
 func (s *Store) GetPayment(ctx context.Context, merchantID, id string) (payments.Payment, error) {
-	return s.takePayment(database.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id))
+	return s.takePayment(dbtx.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id))
 }
 
 // LockPayment implements PaymentStore.
 func (s *Store) LockPayment(ctx context.Context, merchantID, id string) (payments.Payment, error) {
-	return s.takePayment(s.forUpdate(database.Conn(ctx, s.db)).Where("merchant_id = ? AND id = ?", merchantID, id))
+	return s.takePayment(s.forUpdate(dbtx.Conn(ctx, s.db)).Where("merchant_id = ? AND id = ?", merchantID, id))
 }
 
 // FindPayment implements PaymentStore.
 func (s *Store) FindPayment(ctx context.Context, id string) (payments.Payment, error) {
-	return s.takePayment(database.Conn(ctx, s.db).Where("id = ?", id))
+	return s.takePayment(dbtx.Conn(ctx, s.db).Where("id = ?", id))
 }
 
 func (s *Store) takePayment(q *gorm.DB) (payments.Payment, error) {
@@ -147,12 +148,12 @@ WHERE merchant_id = ? AND id = ? AND status IN ?`,
 
 // LockRefund implements PaymentStore.
 func (s *Store) LockRefund(ctx context.Context, merchantID, id string) (payments.Refund, error) {
-	return s.takeRefund(s.forUpdate(database.Conn(ctx, s.db)).Where("merchant_id = ? AND id = ?", merchantID, id))
+	return s.takeRefund(s.forUpdate(dbtx.Conn(ctx, s.db)).Where("merchant_id = ? AND id = ?", merchantID, id))
 }
 
 // AddRefunded implements PaymentStore.
 func (s *Store) AddRefunded(ctx context.Context, merchantID, paymentID string, amount int64, now time.Time) error {
-	return database.Classify(database.Conn(ctx, s.db).Exec(`
+	return database.Classify(dbtx.Conn(ctx, s.db).Exec(`
 UPDATE payments SET amount_refunded = amount_refunded + ?, updated_at = ?
 WHERE merchant_id = ? AND id = ?`, amount, now, merchantID, paymentID).Error)
 }
@@ -160,17 +161,17 @@ WHERE merchant_id = ? AND id = ?`, amount, now, merchantID, paymentID).Error)
 // CreateRefund implements PaymentStore.
 func (s *Store) CreateRefund(ctx context.Context, r payments.Refund) error {
 	row := toRefundRow(r)
-	return database.Classify(database.Conn(ctx, s.db).Create(&row).Error)
+	return database.Classify(dbtx.Conn(ctx, s.db).Create(&row).Error)
 }
 
 // GetRefund implements PaymentStore.
 func (s *Store) GetRefund(ctx context.Context, merchantID, id string) (payments.Refund, error) {
-	return s.takeRefund(database.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id))
+	return s.takeRefund(dbtx.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id))
 }
 
 // FindRefund implements PaymentStore.
 func (s *Store) FindRefund(ctx context.Context, id string) (payments.Refund, error) {
-	return s.takeRefund(database.Conn(ctx, s.db).Where("id = ?", id))
+	return s.takeRefund(dbtx.Conn(ctx, s.db).Where("id = ?", id))
 }
 
 func (s *Store) takeRefund(q *gorm.DB) (payments.Refund, error) {
@@ -184,7 +185,7 @@ func (s *Store) takeRefund(q *gorm.DB) (payments.Refund, error) {
 // ReservedRefunds implements PaymentStore.
 func (s *Store) ReservedRefunds(ctx context.Context, merchantID, paymentID string) (int64, error) {
 	var sum int64
-	err := database.Conn(ctx, s.db).Raw(`
+	err := dbtx.Conn(ctx, s.db).Raw(`
 SELECT COALESCE(SUM(amount), 0) FROM refunds
 WHERE merchant_id = ? AND payment_id = ? AND status NOT IN ('failed', 'canceled')`, merchantID, paymentID).Scan(&sum).Error
 	return sum, database.Classify(err)
@@ -209,7 +210,7 @@ ON CONFLICT (event_id) DO NOTHING`,
 // EventRecorded implements PaymentStore.
 func (s *Store) EventRecorded(ctx context.Context, id string) (bool, error) {
 	var n int64
-	err := database.Conn(ctx, s.db).Raw(`SELECT count(*) FROM webhook_events WHERE event_id = ?`, id).Scan(&n).Error
+	err := dbtx.Conn(ctx, s.db).Raw(`SELECT count(*) FROM webhook_events WHERE event_id = ?`, id).Scan(&n).Error
 	return n > 0, database.Classify(err)
 }
 
@@ -221,7 +222,7 @@ func (s *Store) EventRecorded(ctx context.Context, id string) (bool, error) {
 // inbox to keep saying "applied once". It returns an error wrapping
 // database.ErrUnavailable when the database cannot answer.
 func (s *Store) PurgeWebhookEvents(ctx context.Context, before time.Time, limit int) (int, error) {
-	res := database.Conn(ctx, s.db).Exec(database.DeleteOldest(s.db, "webhook_events",
+	res := dbtx.Conn(ctx, s.db).Exec(dbtx.DeleteOldest(s.db, "webhook_events",
 		"received_at < ?", "received_at", limit), before.UTC())
 	if res.Error != nil {
 		return 0, database.Classify(res.Error)
@@ -300,7 +301,7 @@ func (s *Store) AppendEvent(ctx context.Context, ev payments.Event) error {
 // execOne runs a statement that changes at most one row and reports
 // whether it did: the conditional moves and the inbox's insert-if-absent.
 func (s *Store) execOne(ctx context.Context, query string, args ...any) (bool, error) {
-	res := database.Conn(ctx, s.db).Exec(query, args...)
+	res := dbtx.Conn(ctx, s.db).Exec(query, args...)
 	if res.Error != nil {
 		return false, database.Classify(res.Error)
 	}
@@ -322,11 +323,11 @@ AND NOT EXISTS (SELECT 1 FROM outbox_events e WHERE e.merchant_id = t.merchant_i
 ORDER BY t.updated_at, t.id LIMIT ` + strconv.Itoa(limit)
 	}
 	var prows []paymentRow
-	if err := database.Conn(ctx, s.db).Raw(missing("payments", "payment", "'succeeded', 'failed', 'canceled'"), since).Scan(&prows).Error; err != nil {
+	if err := dbtx.Conn(ctx, s.db).Raw(missing("payments", "payment", "'succeeded', 'failed', 'canceled'"), since).Scan(&prows).Error; err != nil {
 		return nil, nil, database.Classify(err)
 	}
 	var rrows []refundRow
-	if err := database.Conn(ctx, s.db).Raw(missing("refunds", "refund", "'succeeded', 'canceled'"), since).Scan(&rrows).Error; err != nil {
+	if err := dbtx.Conn(ctx, s.db).Raw(missing("refunds", "refund", "'succeeded', 'canceled'"), since).Scan(&rrows).Error; err != nil {
 		return nil, nil, database.Classify(err)
 	}
 	ps := make([]payments.Payment, len(prows))

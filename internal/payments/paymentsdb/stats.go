@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idemkeys/payments/internal/database"
+	"github.com/idemkeys/payments/internal/dbtx"
 	"github.com/idemkeys/payments/internal/payments"
 )
 
@@ -38,7 +39,7 @@ func (s *Store) CountUnresolved(ctx context.Context) (UnresolvedCounts, error) {
 			Status string
 			N      int
 		}
-		err := database.Conn(ctx, s.db).Raw(`SELECT status, count(*) AS n FROM ` + t.table +
+		err := dbtx.Conn(ctx, s.db).Raw(`SELECT status, count(*) AS n FROM ` + t.table +
 			` WHERE status IN ('pending', 'processing') GROUP BY status`).Scan(&rows).Error
 		if err != nil {
 			return UnresolvedCounts{}, database.Classify(err)
@@ -48,7 +49,7 @@ func (s *Store) CountUnresolved(ctx context.Context) (UnresolvedCounts, error) {
 		}
 	}
 	var flagged struct{ Calls, Orphans int }
-	err := database.Conn(ctx, s.db).Raw(`SELECT
+	err := dbtx.Conn(ctx, s.db).Raw(`SELECT
     (SELECT count(*) FROM outside_calls WHERE state = 'flagged') AS calls,
     (SELECT count(*) FROM orphans WHERE status = 'flagged') AS orphans`).Scan(&flagged).Error
 	if err != nil {
@@ -61,7 +62,7 @@ func (s *Store) CountUnresolved(ctx context.Context) (UnresolvedCounts, error) {
 	// The last attempt is the outside call's: a retry that resumes a
 	// payment records it there (internal/idempotency/call.go).
 	var oldest struct{ At *time.Time }
-	err = database.Conn(ctx, s.db).Raw(`SELECT min(attempted_at) AS at FROM outside_calls
+	err = dbtx.Conn(ctx, s.db).Raw(`SELECT min(attempted_at) AS at FROM outside_calls
 WHERE state = 'ready' AND kind IN ('payment', 'refund') AND due_at IS NOT NULL`).Scan(&oldest).Error
 	if err != nil {
 		return UnresolvedCounts{}, database.Classify(err)

@@ -1,4 +1,4 @@
-package gormstore
+package dbtx
 
 import (
 	"strconv"

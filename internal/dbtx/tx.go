@@ -1,4 +1,10 @@
-package gormstore
+// Package dbtx is the one way this program opens a database transaction:
+// it travels in the context, so that whoever owns it (the idempotency
+// Keeper, a service) never hands a *gorm.DB to a handler, and every store
+// joins it the same way, with Conn. Transaction begins at once; Lazy
+// begins at the first statement and, on PostgreSQL, may send its deferred
+// writes (Exec, Defer) in one pipeline at the commit (pipeline.go).
+package dbtx
 
 import (
 	"context"
@@ -9,13 +15,9 @@ import (
 	"gorm.io/gorm"
 )
 
-// A transaction travels in the context, so that the layer owning it (the
-// idempotency Keeper, a service) never hands a *gorm.DB to a handler, and
-// every store method written with Conn joins it.
-
 type txKey struct{}
 
-// unit is a transaction carried by a context. A lazy one (InTx) begins at
+// unit is a transaction carried by a context. A lazy one (Lazy) begins at
 // the first Conn; one of Transaction has begun already.
 type unit struct {
 	mu  sync.Mutex
@@ -26,9 +28,9 @@ type unit struct {
 	// pipelined: writes may be deferred (Exec) and sent together at the
 	// commit (PostgreSQL only); pending holds them until then.
 	pipelined bool
-	pending   []pendingWrite
+	pending   []Write
 	// few is pending's first array: a create defers three writes.
-	few [4]pendingWrite
+	few [4]Write
 	// after runs once the transaction has committed (AfterCommit).
 	after []func()
 }
@@ -55,7 +57,7 @@ func (u *unit) conn() *gorm.DB {
 
 // deferWrite queues w if the unit may still pipeline: nothing has begun
 // the transaction yet. It reports whether it did.
-func (u *unit) deferWrite(w pendingWrite) bool {
+func (u *unit) deferWrite(w Write) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if !u.pipelined || u.tx != nil {
@@ -94,8 +96,8 @@ func (u *unit) end(commit bool) error {
 	return err
 }
 
-// Conn returns the transaction carried by ctx (beginning it, if it is the
-// lazy one of InTx and this is its first statement), or db bound to ctx.
+// Conn returns the transaction carried by ctx (beginning it, if it is a
+// lazy one and this is its first statement), or db bound to ctx.
 func Conn(ctx context.Context, db *gorm.DB) *gorm.DB {
 	if u, ok := ctx.Value(txKey{}).(*unit); ok {
 		// The transaction's connection, with the caller's context: a
@@ -106,8 +108,8 @@ func Conn(ctx context.Context, db *gorm.DB) *gorm.DB {
 	return db.WithContext(ctx)
 }
 
-// InTx reports whether ctx carries a transaction (begun or not).
-func InTx(ctx context.Context) bool {
+// Carried reports whether ctx carries a transaction (begun or not).
+func Carried(ctx context.Context) bool {
 	_, ok := ctx.Value(txKey{}).(*unit)
 	return ok
 }
@@ -115,7 +117,7 @@ func InTx(ctx context.Context) bool {
 // Transaction runs fn in a transaction carried by the context it is given.
 // When ctx already carries one, fn joins it: the outer owner commits.
 func Transaction(ctx context.Context, db *gorm.DB, fn func(ctx context.Context) error) error {
-	if InTx(ctx) {
+	if Carried(ctx) {
 		return fn(ctx)
 	}
 	u := &unit{}
@@ -155,19 +157,19 @@ func (u *unit) committed() {
 	}
 }
 
-// InTx implements idempotency.Transactor: fn runs with a context carrying a
-// transaction that begins at its first statement, so that what fn does
-// before any statement (decoding and validating a body) holds no pool
-// connection; when ctx carries a transaction already, fn joins it. On PostgreSQL, writes made with Exec (and the record's own
-// insert) are deferred and sent at the commit in one pipeline (see
-// pipeline.go). It commits when fn returns nil, and rolls back otherwise,
-// or when fn panics (the panic goes on up). A record insert refused at the
-// commit returns idempotency.ErrKeyExists, and nothing commits.
-func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) (err error) {
-	if InTx(ctx) {
+// Lazy runs fn with a context carrying a transaction that begins at its
+// first statement, so that what fn does before any statement (decoding and
+// validating a body) holds no pool connection; when ctx carries a
+// transaction already, fn joins it. On PostgreSQL, writes made with Exec
+// or Defer are sent at the commit in one pipeline (pipeline.go). It
+// commits when fn returns nil, and rolls back otherwise, or when fn panics
+// (the panic goes on up). A deferred write refused at the commit returns
+// its Write.NoRow, and nothing commits.
+func Lazy(ctx context.Context, db *gorm.DB, fn func(ctx context.Context) error) (err error) {
+	if Carried(ctx) {
 		return fn(ctx)
 	}
-	u := &unit{ctx: ctx, db: s.db, pipelined: s.db.Name() == "postgres"}
+	u := &unit{ctx: ctx, db: db, pipelined: db.Name() == "postgres"}
 	u.pending = u.few[:0]
 	defer func() {
 		if p := recover(); p != nil {
@@ -180,14 +182,11 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) (e
 		return err
 	}
 	if err := u.end(true); err != nil {
-		return s.classify(err)
+		return err
 	}
 	u.committed()
 	return nil
 }
-
-// AfterCommit implements idempotency.Transactor (see the function).
-func (s *Store) AfterCommit(ctx context.Context, fn func()) { AfterCommit(ctx, fn) }
 
 // ScanRow runs tx's query for one row and scans it into dest, returning
 // sql.ErrNoRows when there is none. It stands in for GORM's

@@ -1,4 +1,4 @@
-package gormstore_test
+package dbtx_test
 
 import (
 	"database/sql"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkeys/payments/internal/idempotency/gormstore"
+	"github.com/idemkeys/payments/internal/dbtx"
 	"github.com/idemkeys/payments/internal/testkit"
 )
 
@@ -21,15 +21,15 @@ func TestScanRowReturnsTheErrorOfAStatementThatNeverRan(t *testing.T) {
 		t.Run(string(dialect), func(t *testing.T) {
 			db := testkit.OpenDB(t, dialect)
 			var n int
-			require.NoError(t, gormstore.ScanRow(db.Raw("SELECT 1"), &n))
+			require.NoError(t, dbtx.ScanRow(db.Raw("SELECT 1"), &n))
 			require.Equal(t, 1, n)
-			require.ErrorIs(t, gormstore.ScanRow(db.Raw("SELECT 1 WHERE 1 = 0"), &n), sql.ErrNoRows)
+			require.ErrorIs(t, dbtx.ScanRow(db.Raw("SELECT 1 WHERE 1 = 0"), &n), sql.ErrNoRows)
 
 			away := errors.New("the database is away")
 			broken := db.Raw("SELECT 1")
 			_ = broken.AddError(away)
 			require.NotPanics(t, func() {
-				require.ErrorIs(t, gormstore.ScanRow(broken, &n), away)
+				require.ErrorIs(t, dbtx.ScanRow(broken, &n), away)
 			})
 			require.Nil(t, func() *sql.Row { b := db.Raw("SELECT 1"); _ = b.AddError(away); return b.Row() }(),
 				"GORM's Row is nil for a statement that never ran: Row().Scan would panic")

@@ -1,4 +1,4 @@
-package gormstore
+package dbtx
 
 import (
 	"context"
@@ -11,11 +11,8 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
-
-	"github.com/idemkeys/payments/internal/idempotency"
 )
 
 // The pipeline is the one place that goes around GORM, and why: an Atomic
@@ -29,15 +26,12 @@ import (
 // PostgreSQL runs as one transaction: one round trip instead of five, the
 // same statements.
 //
-// That transaction may commit on its own only because the record goes in
-// by an insert there (FastInsertSQL) that fails, and so rolls the whole
-// back, whenever the key is not plainly free: a row under it, live or
-// expired, or a live tombstone. The request read the key's record before
-// its handler ran (idempotency.Keeper), so that happens only when another
-// request took the key in between, or its record had expired. A refusal
-// then costs two more round trips: BEGIN and the writes again with the
-// store's insert-if-absent, which decides (a live record: ErrKeyExists; an
-// expired one: replaced), then ROLLBACK or COMMIT.
+// That transaction may commit on its own only because a write whose row
+// decides (the idempotency record's insert-if-absent) has a fast form that
+// fails, and so rolls the whole back, wherever its slow form would return
+// no row or do more (gormstore's FastInsertSQL: the key not plainly free).
+// A fast form that fails so costs two more round trips: BEGIN and the
+// writes again in their slow forms, which decide, then ROLLBACK or COMMIT.
 //
 // Only writes whose failure can be nothing but the request's failure may be
 // deferred: a write whose failure is an answer (a unique clash told to the
@@ -45,18 +39,22 @@ import (
 // flushes what was deferred first, into the transaction it begins. SQLite
 // runs every write at once.
 
-// pendingWrite is a deferred statement: its SQL with ? placeholders and
-// its arguments. When into is set the statement returns one row of one
-// integer column, and no row means the key is taken (the record's insert).
-type pendingWrite struct {
-	query string
-	args  []any
-	into  *int64
-	// fast, for the record's insert, is the plain insert (PostgreSQL's $n
-	// placeholders, over fastArgs: the first of args) that fails where
-	// query would return no row or replace an expired one.
-	fast     string
-	fastArgs []any
+// Write is a deferred statement: its SQL with ? placeholders and its
+// arguments.
+type Write struct {
+	Query string
+	Args  []any
+	// Into, if set, receives the one integer column of the one row the
+	// statement returns; no row is NoRow, the write's refusal.
+	Into  *int64
+	NoRow error
+	// Fast, if set, is the form sent in a pipeline that commits by itself
+	// (PostgreSQL's $n placeholders, over FastArgs), which fails where
+	// Query would return no row or do more; Slow reports whether an error
+	// is that failure, and the writes are sent again in a transaction.
+	Fast     string
+	FastArgs []any
+	Slow     func(err error) bool
 }
 
 // Exec runs a write whose failure can only be the request's failure (an
@@ -65,10 +63,18 @@ type pendingWrite struct {
 // others when the transaction commits. Its error then comes back from the
 // commit; it returns nil here.
 func Exec(ctx context.Context, db *gorm.DB, query string, args ...any) error {
-	if u, ok := ctx.Value(txKey{}).(*unit); ok && u.deferWrite(pendingWrite{query: query, args: args}) {
+	if Defer(ctx, Write{Query: query, Args: args}) {
 		return nil
 	}
 	return Conn(ctx, db).Exec(query, args...).Error
+}
+
+// Defer queues w in the lazy transaction ctx carries, if that may still
+// pipeline (PostgreSQL, nothing begun yet), and reports whether it did.
+// Its error, w.NoRow included, then comes back from the commit.
+func Defer(ctx context.Context, w Write) bool {
+	u, ok := ctx.Value(txKey{}).(*unit)
+	return ok && u.deferWrite(w)
 }
 
 // flushInto runs the deferred writes one by one in an open transaction (a
@@ -77,17 +83,17 @@ func (u *unit) flushInto(tx *gorm.DB) error {
 	pending := u.pending
 	u.pending = nil
 	for _, w := range pending {
-		if w.into != nil {
-			err := ScanRow(tx.Raw(w.query, w.args...), w.into)
+		if w.Into != nil {
+			err := ScanRow(tx.Raw(w.Query, w.Args...), w.Into)
 			if errors.Is(err, sql.ErrNoRows) {
-				return idempotency.ErrKeyExists
+				return w.NoRow
 			}
 			if err != nil {
 				return err
 			}
 			continue
 		}
-		if err := tx.Exec(w.query, w.args...).Error; err != nil {
+		if err := tx.Exec(w.Query, w.Args...).Error; err != nil {
 			return err
 		}
 	}
@@ -98,17 +104,16 @@ func (u *unit) flushInto(tx *gorm.DB) error {
 // connection's pgx, with no BEGIN or COMMIT: statements pipelined up to one
 // Sync run in one implicit transaction, which the Sync commits when all of
 // them succeeded and rolls back when one failed (PostgreSQL's protocol
-// docs, "Pipelining"). When the record's plain insert fails on its own
-// table (the key not plainly free), it sends BEGIN and the writes again
-// with the insert-if-absent, then COMMIT, or ROLLBACK after a failure or a
-// refused record.
+// docs, "Pipelining"). When a fast form fails as its Slow says, it sends
+// BEGIN and the writes again in their slow forms, then COMMIT, or ROLLBACK
+// after a failure or a refusal.
 func (u *unit) pipeline() error {
 	pending := u.pending
 	u.pending = nil
-	return onPgx(u.ctx, u.db, func(pc *pgx.Conn) error {
+	return OnPgx(u.ctx, u.db, func(pc *pgx.Conn) error {
 		if commitsAlone(pending) {
 			err := u.send(pc, pending, true)
-			if !keyNotPlainlyFree(err) {
+			if err == nil || !slow(pending, err) {
 				return err
 			}
 		}
@@ -121,10 +126,10 @@ func (u *unit) pipeline() error {
 	})
 }
 
-// onPgx runs fn on the pgx connection under one of db's pool connections,
+// OnPgx runs fn on the pgx connection under one of db's pool connections,
 // for what goes around GORM and database/sql: a pipeline, or a read that
 // is on every retry's path.
-func onPgx(ctx context.Context, db *gorm.DB, fn func(*pgx.Conn) error) error {
+func OnPgx(ctx context.Context, db *gorm.DB, fn func(*pgx.Conn) error) error {
 	sqlDB, err := db.DB()
 	if err != nil {
 		return err
@@ -137,38 +142,48 @@ func onPgx(ctx context.Context, db *gorm.DB, fn func(*pgx.Conn) error) error {
 	return conn.Raw(func(dc any) error {
 		sc, ok := dc.(*stdlib.Conn)
 		if !ok {
-			return fmt.Errorf("gormstore: needs the pgx driver, got %T", dc)
+			return fmt.Errorf("dbtx: needs the pgx driver, got %T", dc)
 		}
 		return fn(sc.Conn())
 	})
 }
 
 // commitsAlone reports whether pending may go in a transaction that
-// commits by itself: every write whose row decides (the record's) has its
-// plain form, which fails rather than return no row.
-func commitsAlone(pending []pendingWrite) bool {
+// commits by itself: every write whose row decides has its fast form.
+func commitsAlone(pending []Write) bool {
 	for _, w := range pending {
-		if w.into != nil && w.fast == "" {
+		if w.Into != nil && w.Fast == "" {
 			return false
 		}
 	}
 	return true
 }
 
+// slow reports whether err is a fast form's failure that the slow forms
+// decide.
+func slow(pending []Write, err error) bool {
+	for _, w := range pending {
+		if w.Slow != nil && w.Slow(err) {
+			return true
+		}
+	}
+	return false
+}
+
 // send queues the writes on one batch and reads their answers: when fast,
-// the record's by its plain insert, in the batch's implicit transaction;
-// else after a BEGIN, leaving the transaction open.
-func (u *unit) send(pc *pgx.Conn, pending []pendingWrite, fast bool) error {
+// in their fast forms, in the batch's implicit transaction; else after a
+// BEGIN, leaving the transaction open.
+func (u *unit) send(pc *pgx.Conn, pending []Write, fast bool) error {
 	batch := &pgx.Batch{}
 	if !fast {
 		batch.Queue("BEGIN")
 	}
 	for _, w := range pending {
-		if fast && w.fast != "" {
-			batch.Queue(w.fast, w.fastArgs...)
+		if fast && w.Fast != "" {
+			batch.Queue(w.Fast, w.FastArgs...)
 			continue
 		}
-		batch.Queue(dollars(w.query), w.args...)
+		batch.Queue(Dollars(w.Query), w.Args...)
 	}
 	results := pc.SendBatch(u.ctx, batch)
 	var err error
@@ -179,9 +194,9 @@ func (u *unit) send(pc *pgx.Conn, pending []pendingWrite, fast bool) error {
 		if err != nil {
 			break
 		}
-		if w.into != nil {
-			if err = results.QueryRow().Scan(w.into); errors.Is(err, pgx.ErrNoRows) {
-				err = idempotency.ErrKeyExists
+		if w.Into != nil {
+			if err = results.QueryRow().Scan(w.Into); errors.Is(err, pgx.ErrNoRows) {
+				err = w.NoRow
 			}
 			continue
 		}
@@ -206,18 +221,10 @@ func finish(ctx context.Context, pc *pgx.Conn, end string, err error) error {
 	return err
 }
 
-// keyNotPlainlyFree reports whether err is the fast insert's failure: a row
-// under the key (FastInsertSQL's keyTaken), or the tombstone's refusal
-// (fastInsertTombstoned).
-func keyNotPlainlyFree(err error) bool {
-	pgErr, ok := errors.AsType[*pgconn.PgError](err)
-	return ok && pgErr.Code == "22P02" && (strings.Contains(pgErr.Message, keyTaken) || strings.Contains(pgErr.Message, tombstoneTaken))
-}
-
-// dollars rewrites the ? placeholders of a statement as PostgreSQL's $n,
-// once per statement: the deferred statements are this package's and the
-// stores' own constants, with no ? inside a literal.
-func dollars(query string) string {
+// Dollars rewrites the ? placeholders of a statement as PostgreSQL's $n,
+// once per statement: the deferred statements are the stores' own
+// constants, with no ? inside a literal.
+func Dollars(query string) string {
 	if q, ok := numbered.Load(query); ok {
 		return q.(string)
 	}
@@ -237,5 +244,5 @@ func dollars(query string) string {
 	return q.(string)
 }
 
-// numbered holds dollars' rewrites by statement.
+// numbered holds Dollars' rewrites by statement.
 var numbered sync.Map
