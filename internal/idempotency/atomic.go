@@ -49,7 +49,7 @@ func (r *run) atomic() (*Record, result, bool) {
 			k.published(stored)
 			return nil, fresh(answer, outcomeExecuted, stored), true
 		case errors.Is(err, ErrKeyExists):
-			return r.lostRace()
+			return r.reread()
 		}
 		return nil, refused(err), true
 	case errors.Is(err, errNotKept):
@@ -58,7 +58,7 @@ func (r *run) atomic() (*Record, result, bool) {
 		}
 		return nil, fresh(answer, outcomeExecuted, nil), true
 	case errors.Is(err, ErrKeyExists):
-		return r.lostRace()
+		return r.reread() // our work rolled back: the key's holder answers
 	}
 	return nil, refused(err), true
 }
@@ -84,18 +84,4 @@ func (t *atomicTx) run(ctx context.Context) error {
 	}
 	t.stored = r.completed(t.answer)
 	return k.store.Insert(ctx, t.stored)
-}
-
-// lostRace reads the record that holds the key after ours was refused (our
-// work rolled back). One gone already means nothing was done: the
-// client's retry runs afresh.
-func (r *run) lostRace() (*Record, result, bool) {
-	rec, err := r.get()
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return nil, refused(r.k.inProgress()), true
-	case err != nil:
-		return nil, refused(err), true
-	}
-	return rec, result{}, false
 }
