@@ -13,7 +13,7 @@ import (
 // record's owner, take an abandoned record over.
 
 // reserve inserts the executing record of a Guarded request and runs it;
-// a record found instead is returned to be decided on.
+// a record found instead is read and decided on.
 func (r *run) reserve() (*Record, result, bool) {
 	k := r.k
 	ctx, cancel := k.writeContext(r.ctx)
@@ -29,14 +29,7 @@ func (r *run) reserve() (*Record, result, bool) {
 	case err == nil:
 		return nil, r.execute(rec, outcomeExecuted), true
 	case errors.Is(err, ErrKeyExists):
-		existing, err := r.get()
-		switch {
-		case errors.Is(err, ErrNotFound):
-			return nil, result{}, false
-		case err != nil:
-			return nil, refused(err), true
-		}
-		return existing, result{}, false
+		return r.reread()
 	}
 	return nil, refused(err), true
 }
