@@ -138,7 +138,6 @@ func (r *run) handle() result {
 	}
 	var res result
 	defer func() { k.flights.Land(id, fl, res.stored) }()
-	defer r.stopWaiting()
 
 	var rec *Record
 	if waited || !r.guarded {
@@ -312,14 +311,12 @@ func (r *run) waitContext() context.Context {
 	return r.waitCtx
 }
 
-// endWait releases waitCtx's timer, if it was made.
+// endWait releases what waiting took, if it was taken: waitCtx's timer,
+// the cache's wake-up.
 func (r *run) endWait() {
 	if r.cancelWait != nil {
 		r.cancelWait()
 	}
-}
-
-func (r *run) stopWaiting() {
 	if r.stopWake != nil {
 		r.stopWake()
 	}
