@@ -316,8 +316,9 @@ func authenticate(auth Authenticator) gin.HandlerFunc {
 			return
 		}
 		// The client's address (as the trusted-proxy setting defines it)
-		// keeps the budget of unknown keys (merchants.LimitUnknownKeys).
-		merchantID, err := auth.Authenticate(merchants.WithClient(c.Request.Context(), c.ClientIP()), key)
+		// keeps the budget of unknown keys (merchants.LimitUnknownKeys);
+		// it is worked out only for a key the cache does not know.
+		merchantID, err := auth.Authenticate(merchants.WithClientFunc(c.Request.Context(), c.ClientIP), key)
 		if err != nil {
 			RenderError(c, err)
 			return
