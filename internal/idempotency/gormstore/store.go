@@ -205,7 +205,9 @@ func (s *Store) Get(ctx context.Context, scope, key string, now time.Time) (*ide
 		// here: straight through pgx, as the pipeline writes, it costs
 		// about half of what GORM and database/sql add to one row.
 		err = onPgx(ctx, s.db, func(pc *pgx.Conn) error {
-			err := scanPgx(pc.QueryRow(ctx, getSQLDollars, scope, key, now), &row)
+			// now as a pgtype.Timestamptz, which pgx encodes without
+			// the wrapper it makes for a time.Time on every query.
+			err := scanPgx(pc.QueryRow(ctx, getSQLDollars, scope, key, pgtype.Timestamptz{Time: now, Valid: true}), &row)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return sql.ErrNoRows
 			}
