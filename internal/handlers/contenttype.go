@@ -69,6 +69,10 @@ func isRequestJSON(values []string) bool {
 	if len(values) != 1 {
 		return false
 	}
+	if values[0] == "application/json" {
+		// What nearly every client sends: no need to parse it.
+		return true
+	}
 	mt, params, err := mime.ParseMediaType(values[0])
 	if err != nil || mt != "application/json" {
 		return false

@@ -166,14 +166,30 @@ func scrubPath(path, route string, words map[string]bool, hashKey func(string) s
 	if strings.HasPrefix(route, "/swagger/") || strings.HasPrefix(route, "/dev/") {
 		return path
 	}
+	// Nearly every path is words and ids only, and is shown as it is:
+	// checked without splitting it, it costs no allocation.
+	shown := true
+	for seg := range strings.SplitSeq(path, "/") {
+		if !shownSegment(seg, words) {
+			shown = false
+			break
+		}
+	}
+	if shown {
+		return path
+	}
 	segs := strings.Split(path, "/")
 	for i, seg := range segs {
-		if seg == "" || words[seg] || idShape.MatchString(seg) {
-			continue
+		if !shownSegment(seg, words) {
+			segs[i] = "~" + hashKey(seg)
 		}
-		segs[i] = "~" + hashKey(seg)
 	}
 	return strings.Join(segs, "/")
+}
+
+// shownSegment reports whether scrubPath shows seg as it is.
+func shownSegment(seg string, words map[string]bool) bool {
+	return seg == "" || words[seg] || idShape.MatchString(seg)
 }
 
 // keysSegment is the path segment after which a path holds an idempotency key.
@@ -300,8 +316,9 @@ func authenticate(auth Authenticator) gin.HandlerFunc {
 			return
 		}
 		// The client's address (as the trusted-proxy setting defines it)
-		// keeps the budget of unknown keys (merchants.LimitUnknownKeys).
-		merchantID, err := auth.Authenticate(merchants.WithClient(c.Request.Context(), c.ClientIP()), key)
+		// keeps the budget of unknown keys (merchants.LimitUnknownKeys);
+		// it is worked out only for a key the cache does not know.
+		merchantID, err := auth.Authenticate(merchants.WithClientFunc(c.Request.Context(), c.ClientIP), key)
 		if err != nil {
 			RenderError(c, err)
 			return

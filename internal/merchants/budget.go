@@ -24,12 +24,21 @@ type clientKey struct{}
 // from (the HTTP layer puts it there), which the budget of unknown keys is
 // kept by. Without it Authenticate spends no budget.
 func WithClient(ctx context.Context, client string) context.Context {
+	return WithClientFunc(ctx, func() string { return client })
+}
+
+// WithClientFunc is WithClient with the address told by client, which
+// Authenticate calls only when it reads a key from the database: a key
+// its cache knows, nearly every request's, costs no address.
+func WithClientFunc(ctx context.Context, client func() string) context.Context {
 	return context.WithValue(ctx, clientKey{}, client)
 }
 
 func clientFrom(ctx context.Context) string {
-	c, _ := ctx.Value(clientKey{}).(string)
-	return c
+	if client, ok := ctx.Value(clientKey{}).(func() string); ok {
+		return client()
+	}
+	return ""
 }
 
 // maxBudgetClients bounds the clients a budget remembers; past it, a new

@@ -13,7 +13,7 @@ type keyCache struct {
 	mu      sync.Mutex
 	ttl     time.Duration
 	max     int
-	entries map[string]cacheEntry
+	entries map[keyHash]cacheEntry
 }
 
 type cacheEntry struct {
@@ -22,10 +22,10 @@ type cacheEntry struct {
 }
 
 func newKeyCache(ttl time.Duration, maxEntries int) *keyCache {
-	return &keyCache{ttl: ttl, max: maxEntries, entries: make(map[string]cacheEntry)}
+	return &keyCache{ttl: ttl, max: maxEntries, entries: make(map[keyHash]cacheEntry)}
 }
 
-func (c *keyCache) get(hash string, now time.Time) (string, bool) {
+func (c *keyCache) get(hash keyHash, now time.Time) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[hash]
@@ -39,7 +39,7 @@ func (c *keyCache) get(hash string, now time.Time) (string, bool) {
 	return e.merchantID, true
 }
 
-func (c *keyCache) put(hash, merchantID string, now time.Time) {
+func (c *keyCache) put(hash keyHash, merchantID string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.entries[hash]; !ok && len(c.entries) >= c.max {
@@ -51,7 +51,7 @@ func (c *keyCache) put(hash, merchantID string, now time.Time) {
 	c.entries[hash] = cacheEntry{merchantID: merchantID, expires: now.Add(c.ttl)}
 }
 
-func (c *keyCache) drop(hash string) {
+func (c *keyCache) drop(hash keyHash) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.entries, hash)

@@ -107,7 +107,7 @@ type Store struct {
 	onLookup func(result string)
 	// demoHashes maps the hashes of the demo keys to their merchants'
 	// names when RefuseDemoKeys is on; nil otherwise.
-	demoHashes map[string]string
+	demoHashes map[keyHash]string
 	// onDemoKey hears, once (demoWarned), which demo merchants' keys the
 	// database holds.
 	onDemoKey  func(names []string)
@@ -123,9 +123,9 @@ type Store struct {
 // once, so that a client retrying a public key cannot flood the log. It
 // must be called before the Store is used.
 func (s *Store) RefuseDemoKeys(warn func(names []string)) {
-	s.demoHashes = make(map[string]string, len(demoMerchants))
+	s.demoHashes = make(map[keyHash]string, len(demoMerchants))
 	for _, d := range demoMerchants {
-		s.demoHashes[hashKey(d.apiKey)] = d.name
+		s.demoHashes[sumKey(d.apiKey)] = d.name
 	}
 	s.onDemoKey = warn
 }
@@ -212,7 +212,7 @@ func (s *Store) Create(ctx context.Context, name string) (Merchant, string, erro
 	if err != nil {
 		return Merchant{}, "", fmt.Errorf("create merchant: %w", err)
 	}
-	s.unknown.drop(hashKey(apiKey))
+	s.unknown.drop(sumKey(apiKey))
 	return m, apiKey, nil
 }
 
@@ -223,7 +223,9 @@ func (s *Store) Authenticate(ctx context.Context, apiKey string) (string, error)
 	if apiKey == "" || len(apiKey) > MaxKeyLength {
 		return "", ErrUnauthorized
 	}
-	hash := hashKey(apiKey)
+	// The caches are keyed by the hash itself: its hex text, which the
+	// database holds, is made only for a read.
+	hash := sumKey(apiKey)
 	if merchantID, ok := s.cache.get(hash, s.clock()); ok {
 		return merchantID, nil
 	}
@@ -234,12 +236,12 @@ func (s *Store) Authenticate(ctx context.Context, apiKey string) (string, error)
 	// everyone because the first caller hung up, so it runs on its own
 	// deadline; and it is the read that costs, so the caller that makes it
 	// pays from its client's budget, once however many requests share it.
-	id, err, shared := s.lookups.Do(hash, s.read(ctx, hash))
+	id, err, shared := s.lookups.Do(hash.String(), s.read(ctx, hash))
 	var refused *KeyBudgetError
 	if shared && errors.As(err, &refused) {
 		// The read was refused on another client's budget: this
 		// client's own budget decides.
-		id, err, _ = s.lookups.Do(hash, s.read(ctx, hash))
+		id, err, _ = s.lookups.Do(hash.String(), s.read(ctx, hash))
 	}
 	if errors.As(err, &refused) {
 		return "", refused
@@ -255,7 +257,7 @@ func (s *Store) Authenticate(ctx context.Context, apiKey string) (string, error)
 
 // read is the database read of hash, paid for from the budget of the
 // client ctx names: a known key, or a read that failed, gives it back.
-func (s *Store) read(ctx context.Context, hash string) func() (any, error) {
+func (s *Store) read(ctx context.Context, hash keyHash) func() (any, error) {
 	return func() (any, error) {
 		client := clientFrom(ctx)
 		if s.budget != nil && client != "" {
@@ -268,7 +270,7 @@ func (s *Store) read(ctx context.Context, hash string) func() (any, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
 		defer cancel()
 		var row apiKeyRow
-		err := dbtx.Conn(ctx, s.db).Select("merchant_id").Where("key_hash = ?", hash).Take(&row).Error
+		err := dbtx.Conn(ctx, s.db).Select("merchant_id").Where("key_hash = ?", hash.String()).Take(&row).Error
 		if errors.Is(err, gorm.ErrRecordNotFound) {
 			s.unknown.put(hash, "", s.clock())
 			s.heard("unknown")
@@ -348,7 +350,7 @@ func (s *Store) SeedDemo(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("seed merchant %s: %w", d.name, err)
 		}
-		s.unknown.drop(hashKey(d.apiKey))
+		s.unknown.drop(sumKey(d.apiKey))
 	}
 	return nil
 }
@@ -383,7 +385,7 @@ func (s *Store) RevokeDemoKeys(ctx context.Context) ([]string, error) {
 		if res.Error != nil {
 			return revoked, fmt.Errorf("revoke demo key of %s: %w", d.name, database.Classify(res.Error))
 		}
-		s.cache.drop(hashKey(d.apiKey))
+		s.cache.drop(sumKey(d.apiKey))
 		if res.RowsAffected > 0 {
 			revoked = append(revoked, d.name)
 		}
@@ -412,12 +414,19 @@ func newAPIKey() string {
 	return "sk_live_" + hex.EncodeToString(b)
 }
 
-func hashKey(apiKey string) string {
-	sum := sha256.Sum256([]byte(apiKey))
+// keyHash is the SHA-256 of an API key.
+type keyHash [sha256.Size]byte
+
+func sumKey(apiKey string) keyHash { return sha256.Sum256([]byte(apiKey)) }
+
+// String is the hash as the database holds it: 64 hex digits.
+func (h keyHash) String() string {
 	var text [2 * sha256.Size]byte
-	hex.Encode(text[:], sum[:])
+	hex.Encode(text[:], h[:])
 	return string(text[:])
 }
+
+func hashKey(apiKey string) string { return sumKey(apiKey).String() }
 
 // displayPrefix is what a dashboard may show of a key to tell keys apart:
 // the kind ("sk_live_") and at most 4 characters of the secret, never more

@@ -25,6 +25,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -61,7 +62,19 @@ type Metrics struct {
 	webhookEvents    *prometheus.CounterVec
 	breakerChanges   *prometheus.CounterVec
 	apiKeyLookups    *prometheus.CounterVec
+
+	// The children of the two vectors every request counts in, by label
+	// values (children).
+	durations *children[httpLabels, prometheus.Observer]
+	outcomes  *children[outcomeLabels, prometheus.Counter]
 }
+
+type httpLabels struct {
+	method, route string
+	status        int
+}
+
+type outcomeLabels struct{ route, outcome string }
 
 // New returns the API's metrics on a fresh registry, with the Go runtime
 // and process collectors.
@@ -124,6 +137,12 @@ func New() *Metrics {
 	for _, r := range []string{"known", "unknown", "demo", "limited"} {
 		m.apiKeyLookups.WithLabelValues(r)
 	}
+	m.durations = newChildren(func(l httpLabels) prometheus.Observer {
+		return m.httpDuration.WithLabelValues(l.method, l.route, strconv.Itoa(l.status))
+	})
+	m.outcomes = newChildren(func(l outcomeLabels) prometheus.Counter {
+		return m.idemRequests.WithLabelValues(l.route, l.outcome)
+	})
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -178,7 +197,7 @@ func (m *Metrics) HTTPMiddleware() gin.HandlerFunc {
 				// The recovery middleware further out answers 500.
 				status = http.StatusInternalServerError
 			}
-			m.httpDuration.WithLabelValues(methodLabel(c.Request.Method), routeLabel(c.FullPath()), strconv.Itoa(status)).
+			m.durations.get(httpLabels{methodLabel(c.Request.Method), routeLabel(c.FullPath()), status}).
 				Observe(time.Since(start).Seconds())
 			if p != nil {
 				panic(p)
@@ -228,7 +247,7 @@ func (m *Metrics) StoreError(store, op string) { m.storeErrors.WithLabelValues(s
 type observer struct{ m *Metrics }
 
 func (o observer) Outcome(_ context.Context, route string, out string) {
-	o.m.idemRequests.WithLabelValues(routeLabel(route), string(out)).Inc()
+	o.m.outcomes.get(outcomeLabels{routeLabel(route), out}).Inc()
 }
 
 func (o observer) Waited(_ context.Context, route string, d time.Duration) {
@@ -255,4 +274,33 @@ func methodLabel(m string) string {
 		return m
 	}
 	return "other"
+}
+
+// children keeps the child metric of each set of label values a vector was
+// asked for. WithLabelValues checks, hashes and looks up its values on
+// every call, and every request makes two such calls; a map of the few
+// dozen sets in use (methods, routes, statuses, outcomes: all bounded)
+// answers for less.
+type children[L comparable, M any] struct {
+	mu    sync.RWMutex
+	m     map[L]M
+	child func(L) M
+}
+
+func newChildren[L comparable, M any](child func(L) M) *children[L, M] {
+	return &children[L, M]{m: map[L]M{}, child: child}
+}
+
+func (c *children[L, M]) get(labels L) M {
+	c.mu.RLock()
+	m, ok := c.m[labels]
+	c.mu.RUnlock()
+	if ok {
+		return m
+	}
+	m = c.child(labels)
+	c.mu.Lock()
+	c.m[labels] = m
+	c.mu.Unlock()
+	return m
 }

@@ -5,7 +5,7 @@
 //
 // The package knows nothing of HTTP nor of SQL. It does know that a caller
 // may own a database transaction: every method of paymentsdb works through
-// database.Conn, so when the idempotency layer runs a request inside a
+// dbtx.Conn, so when the idempotency layer runs a request inside a
 // transaction it carries in the context, the order (and its outbox event)
 // is written in that same transaction and commits together with the
 // idempotency record.

@@ -164,6 +164,9 @@ func Write(c *gin.Context, a idempotency.Answer) {
 }
 
 func params(c *gin.Context) map[string]string {
+	if len(c.Params) == 0 {
+		return nil // a route without parameters (POST /v1/orders): no map to make
+	}
 	out := make(map[string]string, len(c.Params))
 	for _, p := range c.Params {
 		out[p.Key] = p.Value

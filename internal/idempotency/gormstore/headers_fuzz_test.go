@@ -1,8 +1,10 @@
 package gormstore
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
+	"reflect"
 	"testing"
 	"unicode/utf8"
 
@@ -54,4 +56,34 @@ func TestEncodeHeadersAsBefore(t *testing.T) {
 	if enc := encodeHeaders(in); enc != encodeHeaders(in.Clone()) || enc[0] != '{' {
 		t.Fatalf("not stable: %s", enc)
 	}
+}
+
+// FuzzPlainHeaders: whatever decodePlainHeaders reads, it reads as
+// encoding/json does.
+func FuzzPlainHeaders(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{"Content-Type":"application/json","Location":"/v1/orders/ord_1"}`,
+		`{"content-type":"a","Etag":"\"1\""}`, `{"A":"1","a":"2"}`, `{"A":"1","A":"2"}`,
+		`{"A":"1",}`, `{"A":"}"}`, `{"A" :"1"}`, `{"A":"x,y","B":""}`, `{"":"1"}`, `null`,
+		`{"Etag":"\"1\""}`, `{"A":"\u00e9\/"}`, `{"A":"\ud800"}`, `{"A":"\ud83d\ude00"}`, `{"A":"\"}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, stored string) {
+		got, ok := decodePlainHeaders(stored)
+		if !ok {
+			return
+		}
+		var flat map[string]string
+		if err := json.Unmarshal([]byte(stored), &flat); err != nil {
+			t.Fatalf("read %q, which encoding/json refuses: %v", stored, err)
+		}
+		want := http.Header{}
+		for name, v := range flat {
+			want.Set(name, v)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: got %v, encoding/json %v", stored, got, want)
+		}
+	})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"gorm.io/gorm"
 
 	"github.com/idemkeys/payments/internal/dbtx"
@@ -211,23 +212,24 @@ func (s *Store) Insert(ctx context.Context, rec *idempotency.Record) error {
 // fill the row by reflection on every call.
 func (s *Store) Get(ctx context.Context, scope, key string, now time.Time) (*idempotency.Record, error) {
 	var row recordRow
-	dest := []any{&row.MerchantID, &row.IdempotencyKey, &row.Method, &row.Path, &row.Fingerprint, &row.State, &row.RecoveryPoint,
-		&row.Fence, &row.LockedUntil, &row.ResponseStatus, &row.ResponseHeaders, &row.ResponseBody, &row.ResponseKeyID,
-		&row.CreatedAt, &row.UpdatedAt, &row.ExpiresAt}
 	var err error
 	if s.db.Name() == "postgres" && !dbtx.Carried(ctx) {
 		// Every retry that an instance does not hold in memory starts
 		// here: straight through pgx, as the pipeline writes, it costs
 		// about half of what GORM and database/sql add to one row.
 		err = dbtx.OnPgx(ctx, s.db, func(pc *pgx.Conn) error {
-			err := pc.QueryRow(ctx, getSQLDollars, scope, key, now).Scan(dest...)
+			// now as a pgtype.Timestamptz, which pgx encodes without
+			// the wrapper it makes for a time.Time on every query.
+			err := scanPgx(pc.QueryRow(ctx, getSQLDollars, scope, key, pgtype.Timestamptz{Time: now, Valid: true}), &row)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return sql.ErrNoRows
 			}
 			return err
 		})
 	} else {
-		err = dbtx.ScanRow(dbtx.Conn(ctx, s.db).Raw(getSQL, scope, key, now), dest...)
+		err = dbtx.ScanRow(dbtx.Conn(ctx, s.db).Raw(getSQL, scope, key, now), &row.MerchantID, &row.IdempotencyKey, &row.Method, &row.Path,
+			&row.Fingerprint, &row.State, &row.RecoveryPoint, &row.Fence, &row.LockedUntil, &row.ResponseStatus, &row.ResponseHeaders,
+			&row.ResponseBody, &row.ResponseKeyID, &row.CreatedAt, &row.UpdatedAt, &row.ExpiresAt)
 	}
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -236,6 +238,48 @@ func (s *Store) Get(ctx context.Context, scope, key string, now time.Time) (*ide
 		return nil, s.classify(err)
 	}
 	return s.toRecord(row)
+}
+
+// scanPgx scans Get's row (getSQL's columns) from pgx. The times and the
+// nullable columns go through pgtype's own types, which pgx scans with
+// plans it makes without allocating: a *time.Time or a **string costs
+// two or three allocations each to plan and fill, on every row, since
+// pgx plans the scan of each row a QueryRow returns. What reaches row is
+// what scanning into its fields gave: a NULL or infinite time is an
+// error, as pgx makes it for a *time.Time.
+func scanPgx(r pgx.Row, row *recordRow) error {
+	// One value, so that what Scan's pointers make escape is one
+	// allocation, not seven.
+	var v struct {
+		lockedUntil, createdAt, updatedAt, expiresAt pgtype.Timestamptz
+		status                                       pgtype.Int4
+		headers, keyID                               pgtype.Text
+	}
+	err := r.Scan(&row.MerchantID, &row.IdempotencyKey, &row.Method, &row.Path, &row.Fingerprint, &row.State, &row.RecoveryPoint,
+		&row.Fence, &v.lockedUntil, &v.status, &v.headers, &row.ResponseBody, &v.keyID, &v.createdAt, &v.updatedAt, &v.expiresAt)
+	if err != nil {
+		return err
+	}
+	for _, t := range [...]struct {
+		from *pgtype.Timestamptz
+		to   *time.Time
+	}{{&v.lockedUntil, &row.LockedUntil}, {&v.createdAt, &row.CreatedAt}, {&v.updatedAt, &row.UpdatedAt}, {&v.expiresAt, &row.ExpiresAt}} {
+		if !t.from.Valid || t.from.InfinityModifier != pgtype.Finite {
+			return fmt.Errorf("gormstore: record time %v is not a time", t.from)
+		}
+		*t.to = t.from.Time
+	}
+	if v.status.Valid {
+		code := int(v.status.Int32)
+		row.ResponseStatus = &code
+	}
+	if v.headers.Valid {
+		row.ResponseHeaders = &v.headers.String
+	}
+	if v.keyID.Valid {
+		row.ResponseKeyID = &v.keyID.String
+	}
+	return nil
 }
 
 // getSQL is Get's statement, its columns in recordRow's order.

@@ -27,19 +27,22 @@ const DefaultSize = 4096
 type Cache struct {
 	mu   sync.Mutex
 	max  int
-	recs map[string]*idempotency.Record
+	recs map[localKey]*idempotency.Record
 }
 
 // New returns a cache of at most size records.
 func New(size int) *Cache {
-	return &Cache{max: max(size, 1), recs: make(map[string]*idempotency.Record, min(size, 1024))}
+	return &Cache{max: max(size, 1), recs: make(map[localKey]*idempotency.Record, min(size, 1024))}
 }
 
-func localKey(scope, key string) string { return scope + "\x00" + key }
+// localKey is a record's key in the map: the two strings as they are,
+// where joining them into one made a string on every lookup of a key
+// longer than a few dozen bytes (a UUID), a replay's included.
+type localKey struct{ scope, key string }
 
 // Get returns the live completed record of the key, or nil.
 func (c *Cache) Get(scope, key string, now time.Time) *idempotency.Record {
-	k := localKey(scope, key)
+	k := localKey{scope, key}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	rec := c.recs[k]
@@ -56,7 +59,7 @@ func (c *Cache) Put(rec *idempotency.Record) {
 	if rec == nil || rec.State != idempotency.StateCompleted || rec.Answer == nil {
 		return
 	}
-	k := localKey(rec.Scope, rec.Key)
+	k := localKey{rec.Scope, rec.Key}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.recs[k]; !ok && len(c.recs) >= c.max {

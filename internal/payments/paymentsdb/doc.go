@@ -3,6 +3,6 @@
 // webhook inbox and the outbox. Its row types stay here; the Service
 // (package payments) sees only domain types, through the store interfaces
 // it declares where it consumes them. Every method starts from
-// database.Conn, so it joins the transaction the context carries, and
+// dbtx.Conn, so it joins the transaction the context carries, and
 // passes errors through database.Classify.
 package paymentsdb
