@@ -42,11 +42,7 @@ ON CONFLICT (kind, provider_id) DO NOTHING`,
 
 // GetOrphan implements PaymentStore.
 func (s *Store) GetOrphan(ctx context.Context, merchantID, id string) (payments.Orphan, error) {
-	row, err := takeRow[orphanRow](dbtx.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id))
-	if err != nil {
-		return payments.Orphan{}, err
-	}
-	return toDomainOrphan(row), nil
+	return takeAs(dbtx.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id), toDomainOrphan)
 }
 
 // SaveOrphan implements PaymentStore.

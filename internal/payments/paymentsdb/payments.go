@@ -101,25 +101,27 @@ func (s *Store) CreatePayment(ctx context.Context, p payments.Payment) error {
 
 // GetPayment implements PaymentStore.
 func (s *Store) GetPayment(ctx context.Context, merchantID, id string) (payments.Payment, error) {
-	return s.takePayment(dbtx.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id))
+	return takeAs(dbtx.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id), toDomainPayment)
 }
 
 // LockPayment implements PaymentStore.
 func (s *Store) LockPayment(ctx context.Context, merchantID, id string) (payments.Payment, error) {
-	return s.takePayment(s.forUpdate(dbtx.Conn(ctx, s.db)).Where("merchant_id = ? AND id = ?", merchantID, id))
+	return takeAs(s.forUpdate(dbtx.Conn(ctx, s.db)).Where("merchant_id = ? AND id = ?", merchantID, id), toDomainPayment)
 }
 
 // FindPayment implements PaymentStore.
 func (s *Store) FindPayment(ctx context.Context, id string) (payments.Payment, error) {
-	return s.takePayment(dbtx.Conn(ctx, s.db).Where("id = ?", id))
+	return takeAs(dbtx.Conn(ctx, s.db).Where("id = ?", id), toDomainPayment)
 }
 
-func (s *Store) takePayment(q *gorm.DB) (payments.Payment, error) {
-	row, err := takeRow[paymentRow](q)
+// takeAs reads the one row q selects, as the domain's type (to).
+func takeAs[Row, T any](q *gorm.DB, to func(Row) T) (T, error) {
+	row, err := takeRow[Row](q)
 	if err != nil {
-		return payments.Payment{}, err
+		var zero T
+		return zero, err
 	}
-	return toDomainPayment(row), nil
+	return to(row), nil
 }
 
 // takeRow reads the one row q selects. It returns payments.ErrNotFound
@@ -148,7 +150,7 @@ WHERE merchant_id = ? AND id = ? AND status IN ?`,
 
 // LockRefund implements PaymentStore.
 func (s *Store) LockRefund(ctx context.Context, merchantID, id string) (payments.Refund, error) {
-	return s.takeRefund(s.forUpdate(dbtx.Conn(ctx, s.db)).Where("merchant_id = ? AND id = ?", merchantID, id))
+	return takeAs(s.forUpdate(dbtx.Conn(ctx, s.db)).Where("merchant_id = ? AND id = ?", merchantID, id), toDomainRefund)
 }
 
 // AddRefunded implements PaymentStore.
@@ -166,20 +168,12 @@ func (s *Store) CreateRefund(ctx context.Context, r payments.Refund) error {
 
 // GetRefund implements PaymentStore.
 func (s *Store) GetRefund(ctx context.Context, merchantID, id string) (payments.Refund, error) {
-	return s.takeRefund(dbtx.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id))
+	return takeAs(dbtx.Conn(ctx, s.db).Where("merchant_id = ? AND id = ?", merchantID, id), toDomainRefund)
 }
 
 // FindRefund implements PaymentStore.
 func (s *Store) FindRefund(ctx context.Context, id string) (payments.Refund, error) {
-	return s.takeRefund(dbtx.Conn(ctx, s.db).Where("id = ?", id))
-}
-
-func (s *Store) takeRefund(q *gorm.DB) (payments.Refund, error) {
-	row, err := takeRow[refundRow](q)
-	if err != nil {
-		return payments.Refund{}, err
-	}
-	return toDomainRefund(row), nil
+	return takeAs(dbtx.Conn(ctx, s.db).Where("id = ?", id), toDomainRefund)
 }
 
 // ReservedRefunds implements PaymentStore.
