@@ -1,6 +1,7 @@
 package dbtx
 
 import (
+	"context"
 	"strconv"
 
 	"gorm.io/gorm"
@@ -15,6 +16,17 @@ import (
 func DeleteOldest(db *gorm.DB, table, where, order string, limit int) string {
 	return `
 DELETE FROM ` + table + ` WHERE ` + Oldest(db, table, where, order, limit)
+}
+
+// Purge runs DeleteOldest's statement for table in the transaction ctx
+// carries, if any, and returns how many rows it deleted: one batch of a
+// retention purge. Its error is the driver's, for the caller to classify.
+func Purge(ctx context.Context, db *gorm.DB, table, where, order string, limit int, args ...any) (int, error) {
+	res := Conn(ctx, db).Exec(DeleteOldest(db, table, where, order, limit), args...)
+	if res.Error != nil {
+		return 0, res.Error
+	}
+	return int(res.RowsAffected), nil
 }
 
 // Oldest spells, for db's dialect, the condition that picks a batch of at

@@ -14,10 +14,6 @@ import (
 // the table is the truth until the event is out. It returns an error
 // wrapping database.ErrUnavailable when the database cannot answer.
 func (d *Dispatcher) PurgePublished(ctx context.Context, before time.Time, limit int) (int, error) {
-	res := dbtx.Conn(ctx, d.db).Exec(dbtx.DeleteOldest(d.db, "outbox_events",
-		"published_at IS NOT NULL AND published_at < ?", "published_at", limit), before.UTC())
-	if res.Error != nil {
-		return 0, database.Classify(res.Error)
-	}
-	return int(res.RowsAffected), nil
+	n, err := dbtx.Purge(ctx, d.db, "outbox_events", "published_at IS NOT NULL AND published_at < ?", "published_at", limit, before.UTC())
+	return n, database.Classify(err)
 }

@@ -194,9 +194,6 @@ func (s *Store) PurgeTombstones(ctx context.Context, now time.Time, limit int) (
 	if s.tombstoneTTL <= 0 {
 		return 0, nil
 	}
-	res := dbtx.Conn(ctx, s.db).Exec(dbtx.DeleteOldest(s.db, "idempotency_tombstones", "expires_at <= ?", "expires_at", limit), now)
-	if res.Error != nil {
-		return 0, s.classify(res.Error)
-	}
-	return int(res.RowsAffected), nil
+	n, err := dbtx.Purge(ctx, s.db, "idempotency_tombstones", "expires_at <= ?", "expires_at", limit, now)
+	return n, s.classifyErr(err)
 }

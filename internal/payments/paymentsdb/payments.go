@@ -216,12 +216,8 @@ func (s *Store) EventRecorded(ctx context.Context, id string) (bool, error) {
 // inbox to keep saying "applied once". It returns an error wrapping
 // database.ErrUnavailable when the database cannot answer.
 func (s *Store) PurgeWebhookEvents(ctx context.Context, before time.Time, limit int) (int, error) {
-	res := dbtx.Conn(ctx, s.db).Exec(dbtx.DeleteOldest(s.db, "webhook_events",
-		"received_at < ?", "received_at", limit), before.UTC())
-	if res.Error != nil {
-		return 0, database.Classify(res.Error)
-	}
-	return int(res.RowsAffected), nil
+	n, err := dbtx.Purge(ctx, s.db, "webhook_events", "received_at < ?", "received_at", limit, before.UTC())
+	return n, database.Classify(err)
 }
 
 func statusStrings(ss []payments.Status) []string {
