@@ -2,12 +2,10 @@ package idempotency
 
 import "context"
 
-// cached looks for the key's completed record in memory, then in the
-// cache within CacheTimeout; a miss and a cache error alike are nil.
+// cached looks for the key's completed record in the cache within
+// CacheTimeout (memory was asked already, by request); a miss and a cache
+// error alike are nil.
 func (k *Keeper) cached(ctx context.Context, req keyedRequest) *Record {
-	if rec := k.cfg.Memory.Get(req.Scope, req.Key, k.now()); rec != nil {
-		return rec
-	}
 	if k.cfg.Cache == nil {
 		return nil
 	}

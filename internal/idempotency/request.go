@@ -31,8 +31,8 @@ type keyedRequest struct {
 	Fingerprint                     string
 	Body                            []byte
 	sent                            [sha256.Size]byte // requestDigest of the body as sent
-	// known is the completed record that gave a retry its fingerprint:
-	// it answers without a look in the cache.
+	// known is the key's completed record in this process's memory, if
+	// any: it answers without a look in the cache.
 	known *Record
 }
 
@@ -60,8 +60,9 @@ func (k *Keeper) request(ctx context.Context, in Input) (keyedRequest, error) {
 	}
 	// A retry of the very bytes of a request completed here has its
 	// fingerprint: canonicalizing (most of a replay's work) is skipped.
-	if rec := k.cfg.Memory.Get(in.Scope, key, k.now()); rec != nil && rec.sent == req.sent {
-		req.Fingerprint, req.known = rec.Fingerprint, rec
+	req.known = k.cfg.Memory.Get(in.Scope, key, k.now())
+	if req.known != nil && req.known.sent == req.sent {
+		req.Fingerprint = req.known.Fingerprint
 		return req, nil
 	}
 	canonical, err := canonicalize(ctx, body)
