@@ -210,12 +210,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 			_ = a.close(ctx)
 			return nil, err
 		}
-		cache := redisidem.NewCache(client, cfg.RedisKeySecret(), log.With("component", "redis"))
+		cache := redisidem.NewCache(client, cfg.RedisKeySecret(), log.With("component", "redis")).WithTimeout(cfg.RedisTimeout)
 		if cipher != nil {
 			cache.WithCipher(cipher)
 		}
 		a.closers = append(a.closers, func() error { cache.Close(); return client.Close() })
-		idemCfg.Cache = cache
+		// This instance's memory first, then Redis.
+		idemCfg.Cache = localcache.New(localcache.DefaultSize, cache)
 		redisPinger, redisClient = cache, client
 		if cfg.RateLimitNewKeys > 0 {
 			limiter := redisidem.NewLimiter(client, cfg.RateLimitNewKeys, cfg.RateLimitWindow, cfg.RedisTimeout)
@@ -547,14 +548,13 @@ func keeperConfig(cfg config.Config, log *slog.Logger, store *gormstore.Store) i
 		LockTimeout:  cfg.IdempotencyLockTimeout,
 		Wait:         cfg.IdempotencyWait,
 		MaxBodyBytes: cfg.MaxBodyBytes,
-		CacheTimeout: cfg.RedisTimeout,
 		Transactor:   store,
 		Log:          log,
 		// Without Redis, the same quota of new keys, counted by this
 		// instance alone (serving replaces it with Redis's when set).
 		Limiter: newKeyLimiter(cfg),
 		// Replays of the keys this instance answered, from its memory.
-		Memory: localcache.New(localcache.DefaultSize),
+		Cache: localcache.New(localcache.DefaultSize, nil),
 
 		KeySecret:          []byte(cfg.ProviderKeySecret),
 		PreviousKeySecrets: previousKeySecrets(cfg),

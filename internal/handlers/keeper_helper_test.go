@@ -21,8 +21,8 @@ func newIdempotency(t *testing.T, db *gorm.DB, cfg idempotency.Config, log *slog
 	t.Helper()
 	store := gormstore.New(db, gormstore.WithClassify(database.Classify))
 	cfg.Transactor, cfg.Log = store, log
-	if cfg.Memory == nil {
-		cfg.Memory = localcache.New(localcache.DefaultSize) // as the API wires it
+	if cfg.Cache == nil {
+		cfg.Cache = localcache.New(localcache.DefaultSize, nil) // as the API wires it
 	}
 	keeper := idempotency.New(store, cfg)
 	t.Cleanup(func() { _ = keeper.Close(context.Background()) })

@@ -89,6 +89,6 @@ func (o *Op) release(ctx context.Context) error {
 	if err := o.k.store.Release(ctx, o.scope, o.key, o.fence, o.k.now()); err != nil {
 		return err
 	}
-	o.k.released(o.scope, o.key)
+	o.k.cfg.Cache.Changed(o.scope, o.key)
 	return nil
 }

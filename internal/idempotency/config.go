@@ -60,19 +60,15 @@ type Config struct {
 	Now func() time.Time
 	// Observer hears every outcome (metrics); nil hears nothing.
 	Observer Observer
-	// Cache, if set, serves replays and cross-instance wake-ups.
+	// Cache, if set, serves replays without the Store and wakes waiters
+	// (localcache, in front of redisidem for every instance).
 	Cache Cache
-	// Memory, if set, keeps completed records in this process (localcache).
-	Memory Memory
 	// Limiter, if set, bounds how many new keys a scope may start
 	// (locallimit, or redisidem.Limiter shared by every instance).
 	Limiter Limiter
 	// Log receives the Keeper's warnings; nil means slog.Default().
 	Log *slog.Logger
 
-	// CacheTimeout bounds one cache call on a request's path; default
-	// 150ms (set it to the cache client's own timeout).
-	CacheTimeout time.Duration
 	// PollMin and PollMax bound the growing pause between two reads of a
 	// record a duplicate waits for; defaults 5ms and 200ms.
 	PollMin, PollMax time.Duration
@@ -116,7 +112,6 @@ func (c Config) withDefaults() Config {
 	def(&c.TTL, defaultTTL)
 	def(&c.LockTimeout, defaultLockTimeout)
 	def(&c.Wait, defaultWait)
-	def(&c.CacheTimeout, 150*time.Millisecond)
 	def(&c.PollMin, 5*time.Millisecond)
 	def(&c.PollMax, 200*time.Millisecond)
 	def(&c.RetryMin, 100*time.Millisecond)
@@ -125,8 +120,8 @@ func (c Config) withDefaults() Config {
 	if len(c.KeySecret) == 0 {
 		c.KeySecret = developmentKeySecret
 	}
-	if c.Memory == nil {
-		c.Memory = noMemory{}
+	if c.Cache == nil {
+		c.Cache = noCache{}
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = defaultMaxBodyBytes

@@ -6,7 +6,7 @@
 // it, each optional and wired in internal/app: ginidem (the Gin
 // middleware), gormstore (the Store on PostgreSQL and SQLite, and the
 // Transactor), redisidem (a Redis cache and limiter), localcache (one
-// process's memory of completed records), locallimit (one process's quota
+// process's memory of completed records, in front of Redis's), locallimit (one process's quota
 // of new keys), janitor (the purge of expired records), seal (answers
 // encrypted at rest), sendhttp (an outside call over HTTP, its outcome
 // sorted), storetest (the contract every Store runs) and explore (the
@@ -17,15 +17,14 @@
 //
 // The files, in the order the sections below follow them:
 //
-//	record.go, ports.go        the record, the answer; the Store, Cache, Memory,
+//	record.go, ports.go        the record, the answer; the Store, Cache,
 //	                           Limiter and Transactor ports
 //	keeper.go, config.go       the Keeper and what it is told (its clock
 //	                           too); observer.go, errors.go its outcomes and
 //	                           refusals
 //	request.go, key.go,        reading a keyed request: the key, the body, its
 //	fingerprint.go             canonical fingerprint
-//	handle.go, decide.go       the loop over one pure decision; cache.go the
-//	                           replays from memory and the Cache
+//	handle.go, decide.go       the loop over one pure decision
 //	atomic.go, guarded.go      the two ways to run a keyed request; guarded.go
 //	                           holds Op, a Guarded request's operation
 //	effect.go, call.go,        an outside call in phases (Effect.Run), its

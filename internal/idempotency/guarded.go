@@ -94,7 +94,7 @@ func (r *run) execute(rec *Record, outcome string) result {
 			// Another request took the record over: its answer counts.
 			return refused(k.inProgress())
 		}
-		k.released(scope, key)
+		k.cfg.Cache.Changed(scope, key)
 		return fresh(&answer, outcome, nil)
 	}
 	stored := k.cfg.stored(answer)

@@ -112,11 +112,7 @@ func (r *run) handle() result {
 	k := r.k
 	// A completed record in the cache answers without the store: a replay,
 	// or a 422.
-	done := r.req.known
-	if done == nil {
-		done = k.cached(r.ctx, r.req)
-	}
-	if done != nil {
+	if done := r.req.known; done != nil {
 		return r.answer(done)
 	}
 	r.waitFrom = time.Now()
@@ -187,7 +183,7 @@ func (r *run) loop(rec *Record) result {
 			return refused(ErrKeyExpired)
 		case stepReplay:
 			r.waitedFor()
-			r.k.cfg.Memory.Put(rec)
+			r.k.cfg.Cache.Keep(rec)
 			return replayed(rec)
 		case stepExecute, stepReserve:
 			next, refusal := r.allowNew()
@@ -278,11 +274,9 @@ func (r *run) wait() bool {
 	t := r.k.cfg
 	if !r.polling {
 		r.polling, r.pollStart, r.pause = true, time.Now(), t.PollMin
-		if c := r.k.cfg.Cache; c != nil {
-			// Only a request that waits subscribes; polling stays as the
-			// fallback.
-			r.wake, r.stopWake = c.Subscribe(r.req.Scope, r.req.Key)
-		}
+		// Only a request that waits subscribes; polling stays as the
+		// fallback.
+		r.wake, r.stopWake = t.Cache.Subscribe(r.req.Scope, r.req.Key)
 	}
 	timer := time.NewTimer(r.pause)
 	defer timer.Stop()

@@ -20,8 +20,8 @@ type Keeper struct {
 	flights *flights.Group[flightID, Record]
 	kinds   sync.Map // the registered Effects by Kind (settler)
 
-	// Background work (retried record writes, cache updates) runs under bg
-	// until Close, counted in work.
+	// Retried record writes run in the background under bg until Close,
+	// counted in work.
 	bg     context.Context
 	stopBG context.CancelFunc
 	work   sync.WaitGroup
@@ -101,6 +101,13 @@ func (k *Keeper) write(ctx context.Context, what string, w func(ctx context.Cont
 // client does: not cancelled by a disconnect, bounded by writeTimeout.
 func (k *Keeper) writeContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+}
+
+// published keeps a record just committed as completed and wakes its
+// waiters everywhere.
+func (k *Keeper) published(rec *Record) {
+	k.cfg.Cache.Keep(rec)
+	k.cfg.Cache.Changed(rec.Scope, rec.Key)
 }
 
 func (k *Keeper) inProgress() error {

@@ -76,20 +76,23 @@ type Transactor interface {
 	AfterCommit(ctx context.Context, fn func())
 }
 
-// Cache is an optional accelerator in front of the Store (Redis): it holds
-// only records committed as completed, until they expire, and any error of
-// its own sends the Keeper to the Store. A cache down, slow or flushed
-// costs speed, never correctness.
+// Cache keeps completed records so that a replay reads no Store: this
+// process's memory (localcache), Redis for every instance (redisidem), or
+// both, memory in front. It also wakes a key's waiters when its record
+// changes. A cache down, slow or flushed costs speed, never correctness:
+// nothing of it fails a request, and nothing of it blocks one for long.
 type Cache interface {
-	// GetCompleted returns the cached completed record, or ErrNotFound.
-	GetCompleted(ctx context.Context, scope, key string) (*Record, error)
-	// PutCompleted caches rec (completed, committed) until rec.ExpiresAt.
-	PutCompleted(ctx context.Context, rec *Record) error
-	// Notify tells every instance that the key's record changed (completed
-	// or released), waking its waiters.
-	Notify(ctx context.Context, scope, key string) error
-	// Subscribe returns a channel that receives after a Notify for the
-	// key, from any instance, and its stop; waiters also poll.
+	// Get returns the live completed record of key in scope, or nil (a
+	// miss, whatever the cause).
+	Get(ctx context.Context, scope, key string, now time.Time) *Record
+	// Keep keeps rec, committed as completed, until it expires.
+	Keep(rec *Record)
+	// Changed wakes the key's waiters on every instance: its record was
+	// completed or given back.
+	Changed(scope, key string)
+	// Subscribe returns a channel that receives after a Changed for the
+	// key, and its stop; a nil channel when the cache cannot tell (the
+	// waiters poll anyway).
 	Subscribe(scope, key string) (<-chan struct{}, func())
 }
 
@@ -101,18 +104,10 @@ type Limiter interface {
 	AllowNewKey(ctx context.Context, scope string) (retryAfter time.Duration, ok bool)
 }
 
-// Memory keeps completed records in this process (localcache), so that a
-// replay here reads neither the Store nor the Cache: a completed record
-// never changes until it expires.
-type Memory interface {
-	// Get returns the live completed record of key in scope, or nil.
-	Get(scope, key string, now time.Time) *Record
-	// Put keeps rec if it is completed with an answer.
-	Put(rec *Record)
-}
+// noCache is the Cache of a Keeper given none: it keeps nothing.
+type noCache struct{}
 
-// noMemory is the Memory of a Keeper given none: it keeps nothing.
-type noMemory struct{}
-
-func (noMemory) Get(string, string, time.Time) *Record { return nil }
-func (noMemory) Put(*Record)                           {}
+func (noCache) Get(context.Context, string, string, time.Time) *Record { return nil }
+func (noCache) Keep(*Record)                                           {}
+func (noCache) Changed(string, string)                                 {}
+func (noCache) Subscribe(string, string) (<-chan struct{}, func())     { return nil, func() {} }

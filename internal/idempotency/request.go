@@ -31,8 +31,7 @@ type keyedRequest struct {
 	Fingerprint                     string
 	Body                            []byte
 	sent                            [sha256.Size]byte // requestDigest of the body as sent
-	// known is the key's completed record in this process's memory, if
-	// any: it answers without a look in the cache.
+	// known is the key's completed record in the cache, if any.
 	known *Record
 }
 
@@ -60,7 +59,7 @@ func (k *Keeper) request(ctx context.Context, in Input) (keyedRequest, error) {
 	}
 	// A retry of the very bytes of a request completed here has its
 	// fingerprint: canonicalizing (most of a replay's work) is skipped.
-	req.known = k.cfg.Memory.Get(in.Scope, key, k.now())
+	req.known = k.cfg.Cache.Get(ctx, in.Scope, key, k.now())
 	if req.known != nil && req.known.sent == req.sent {
 		req.Fingerprint = req.known.Fingerprint
 		return req, nil

@@ -92,8 +92,8 @@ func newBenchEngine(b *testing.B, dialect string, cache idempotency.Cache, store
 		return r
 	}
 	store := gormstore.New(gormtest.Open(b, dialect), storeOpts...)
-	keeper := idempotency.New(store, idempotency.Config{Cache: cache, Transactor: store,
-		Memory: localcache.New(localcache.DefaultSize)})
+	keeper := idempotency.New(store, idempotency.Config{Transactor: store,
+		Cache: localcache.New(localcache.DefaultSize, cache)})
 	b.Cleanup(func() { _ = keeper.Close(context.Background()) })
 	mw := ginidem.New(keeper, ginidem.Options{Scope: func(*gin.Context) string { return "m1" }, Answer: testAnswer})
 	r.POST("/v1/orders", mw.Atomic(benchCreateOrder))
@@ -232,8 +232,7 @@ func BenchmarkMiddlewareReplay(b *testing.B) {
 	b.Run("cache=memory", func(b *testing.B) {
 		cache := newMemCache()
 		run(b, newBenchEngine(b, "sqlite", cache), func() bool {
-			_, err := cache.GetCompleted(context.Background(), "m1", "replay-1")
-			return err == nil
+			return cache.Get(context.Background(), "m1", "replay-1", time.Now()) != nil
 		})
 	})
 }
@@ -247,23 +246,18 @@ type memCache struct {
 
 func newMemCache() *memCache { return &memCache{recs: map[string]*idempotency.Record{}} }
 
-func (m *memCache) GetCompleted(_ context.Context, merchantID, key string) (*idempotency.Record, error) {
+func (m *memCache) Get(_ context.Context, merchantID, key string, _ time.Time) *idempotency.Record {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	rec, ok := m.recs[merchantID+"\x00"+key]
-	if !ok {
-		return nil, idempotency.ErrNotFound
-	}
-	return rec, nil
+	return m.recs[merchantID+"\x00"+key]
 }
 
-func (m *memCache) PutCompleted(_ context.Context, rec *idempotency.Record) error {
+func (m *memCache) Keep(rec *idempotency.Record) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.recs[rec.Scope+"\x00"+rec.Key] = rec
-	return nil
 }
 
-func (m *memCache) Notify(context.Context, string, string) error { return nil }
+func (m *memCache) Changed(string, string) {}
 
 func (m *memCache) Subscribe(string, string) (<-chan struct{}, func()) { return nil, func() {} }

@@ -87,8 +87,8 @@ func (e *testEnv) middleware(t *testing.T, cfg idempotency.Config) *ginidem.Midd
 // keeper is another Keeper over the env's store and clock.
 func (e *testEnv) keeper(t *testing.T, cfg idempotency.Config) *idempotency.Keeper {
 	cfg.Now, cfg.Transactor = e.clock.Now, e.store
-	if cfg.Memory == nil {
-		cfg.Memory = localcache.New(localcache.DefaultSize) // as the API wires it
+	if cfg.Cache == nil {
+		cfg.Cache = localcache.New(localcache.DefaultSize, nil) // as the API wires it
 	}
 	k := idempotency.New(e.store, cfg)
 	t.Cleanup(func() { _ = k.Close(context.Background()) })

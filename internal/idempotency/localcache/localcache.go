@@ -1,11 +1,13 @@
 // Package localcache keeps completed idempotency records in one process's
-// memory (idempotency.Memory), so that a replay on the instance that
-// stored the answer touches neither the database nor Redis. It is wired
-// beside the core (internal/app sets Config.Memory); a core without it
-// reads every replay from the cache or the store.
+// memory, so that a replay on the instance that stored the answer touches
+// neither the database nor Redis. It is an idempotency.Cache, in front of
+// another one when given it (redisidem's, shared by every instance), and
+// wired beside the core (internal/app sets Config.Cache); a core without
+// it reads every replay from the store.
 package localcache
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -28,11 +30,13 @@ type Cache struct {
 	mu   sync.Mutex
 	max  int
 	recs map[localKey]*idempotency.Record
+	next idempotency.Cache // asked on a miss, told everything; nil for none
 }
 
-// New returns a cache of at most size records.
-func New(size int) *Cache {
-	return &Cache{max: max(size, 1), recs: make(map[localKey]*idempotency.Record, min(size, 1024))}
+// New returns a cache of at most size records in front of next (nil for
+// none).
+func New(size int, next idempotency.Cache) *Cache {
+	return &Cache{max: max(size, 1), recs: make(map[localKey]*idempotency.Record, min(size, 1024)), next: next}
 }
 
 // localKey is a record's key in the map: the two strings as they are,
@@ -40,8 +44,18 @@ func New(size int) *Cache {
 // longer than a few dozen bytes (a UUID), a replay's included.
 type localKey struct{ scope, key string }
 
-// Get returns the live completed record of the key, or nil.
-func (c *Cache) Get(scope, key string, now time.Time) *idempotency.Record {
+// Get returns the live completed record of the key from memory, or else
+// from next, kept in memory then.
+func (c *Cache) Get(ctx context.Context, scope, key string, now time.Time) *idempotency.Record {
+	if rec := c.get(scope, key, now); rec != nil || c.next == nil {
+		return rec
+	}
+	rec := c.next.Get(ctx, scope, key, now)
+	c.put(rec)
+	return rec
+}
+
+func (c *Cache) get(scope, key string, now time.Time) *idempotency.Record {
 	k := localKey{scope, key}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -53,9 +67,16 @@ func (c *Cache) Get(scope, key string, now time.Time) *idempotency.Record {
 	return rec
 }
 
-// Put keeps rec, a record just committed as completed or read completed
-// from the store.
-func (c *Cache) Put(rec *idempotency.Record) {
+// Keep keeps rec, a record just committed as completed or read completed
+// from the store, here and in next.
+func (c *Cache) Keep(rec *idempotency.Record) {
+	c.put(rec)
+	if c.next != nil {
+		c.next.Keep(rec)
+	}
+}
+
+func (c *Cache) put(rec *idempotency.Record) {
 	if rec == nil || rec.State != idempotency.StateCompleted || rec.Answer == nil {
 		return
 	}
@@ -69,4 +90,19 @@ func (c *Cache) Put(rec *idempotency.Record) {
 		}
 	}
 	c.recs[k] = rec
+}
+
+// Changed tells next; this process's waiters poll.
+func (c *Cache) Changed(scope, key string) {
+	if c.next != nil {
+		c.next.Changed(scope, key)
+	}
+}
+
+// Subscribe is next's; without it, a nil channel (the waiters poll).
+func (c *Cache) Subscribe(scope, key string) (<-chan struct{}, func()) {
+	if c.next != nil {
+		return c.next.Subscribe(scope, key)
+	}
+	return nil, func() {}
 }

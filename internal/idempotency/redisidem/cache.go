@@ -50,6 +50,11 @@ type Cache struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	// timeout bounds every call of the port's (WithTimeout); the writes
+	// run in the background, counted in work until Close.
+	timeout time.Duration
+	work    sync.WaitGroup
+
 	// cipher, when set, encrypts cached bodies as the store encrypts them
 	// at rest: turning encryption on must not leave a clear copy in Redis.
 	cipher *seal.Cipher
@@ -59,6 +64,16 @@ type Cache struct {
 // of the store. It returns the cache for chaining.
 func (c *Cache) WithCipher(rc *seal.Cipher) *Cache {
 	c.cipher = rc
+	return c
+}
+
+// WithTimeout bounds each of the cache's calls for a request to d (default
+// 150ms; set it to the client's own timeout). It returns the cache for
+// chaining.
+func (c *Cache) WithTimeout(d time.Duration) *Cache {
+	if d > 0 {
+		c.timeout = d
+	}
 	return c
 }
 
@@ -77,13 +92,15 @@ func NewCache(client redis.UniversalClient, keySecret []byte, log *slog.Logger) 
 		log = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Cache{client: client, log: log, secret: bytes.Clone(keySecret), waiters: map[string]map[chan struct{}]struct{}{}, healthy: true, cancel: cancel, done: make(chan struct{})}
+	c := &Cache{client: client, log: log, secret: bytes.Clone(keySecret), waiters: map[string]map[chan struct{}]struct{}{}, healthy: true, cancel: cancel, done: make(chan struct{}), timeout: 150 * time.Millisecond}
 	go c.listen(ctx)
 	return c
 }
 
-// Close stops listening.
+// Close waits for the writes under way (each ends within the timeout),
+// then stops listening.
 func (c *Cache) Close() {
+	c.work.Wait()
 	c.cancel()
 	<-c.done
 }
@@ -129,7 +146,44 @@ func (c *Cache) skipping() bool {
 	return time.Now().Before(c.skipUntil)
 }
 
-// GetCompleted implements idempotency.Cache.
+// Get implements idempotency.Cache: GetCompleted within the timeout, any
+// failure a miss.
+func (c *Cache) Get(ctx context.Context, scope, key string, _ time.Time) *idempotency.Record {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	rec, err := c.GetCompleted(ctx, scope, key)
+	if err != nil {
+		return nil
+	}
+	return rec
+}
+
+// Keep implements idempotency.Cache: PutCompleted of a completed record,
+// off the caller's path.
+func (c *Cache) Keep(rec *idempotency.Record) {
+	if rec.State == idempotency.StateCompleted && rec.Answer != nil {
+		c.background(func(ctx context.Context) error { return c.PutCompleted(ctx, rec) })
+	}
+}
+
+// Changed implements idempotency.Cache: Notify, off the caller's path.
+func (c *Cache) Changed(scope, key string) {
+	c.background(func(ctx context.Context) error { return c.Notify(ctx, scope, key) })
+}
+
+// background runs a write within the timeout, off the caller's path; its
+// failure is the Store's to make up for (observe logs an outage).
+func (c *Cache) background(write func(ctx context.Context) error) {
+	c.work.Add(1)
+	go func() {
+		defer c.work.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		defer cancel()
+		_ = write(ctx)
+	}()
+}
+
+// GetCompleted returns the cached completed record, or ErrNotFound.
 func (c *Cache) GetCompleted(ctx context.Context, scope, key string) (*idempotency.Record, error) {
 	if c.skipping() {
 		return nil, errSkipped
@@ -177,7 +231,7 @@ func (c *Cache) GetCompleted(ctx context.Context, scope, key string) (*idempoten
 	}, nil
 }
 
-// PutCompleted implements idempotency.Cache. The entry expires with the record (a
+// PutCompleted caches rec until its record expires. The entry expires with the record (a
 // second early, to absorb clock skew), so the cache never outlives what the
 // database holds.
 func (c *Cache) PutCompleted(ctx context.Context, rec *idempotency.Record) error {
@@ -212,7 +266,7 @@ func (c *Cache) PutCompleted(ctx context.Context, rec *idempotency.Record) error
 	return err
 }
 
-// Notify implements idempotency.Cache.
+// Notify wakes the key's waiters on every instance.
 func (c *Cache) Notify(ctx context.Context, scope, key string) error {
 	if c.skipping() {
 		return errSkipped
@@ -222,7 +276,8 @@ func (c *Cache) Notify(ctx context.Context, scope, key string) error {
 	return err
 }
 
-// Subscribe implements idempotency.Cache.
+// Subscribe implements idempotency.Cache: a waiter registered here, woken
+// by any instance's Notify.
 func (c *Cache) Subscribe(scope, key string) (<-chan struct{}, func()) {
 	id := scope + "\x00" + c.keyHash(scope, key)
 	ch := make(chan struct{}, 1)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkeys/payments/internal/idempotency/seal"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/idempotency"
@@ -251,4 +252,78 @@ func TestRedisCacheEncryptsBodiesWhenTheStoreDoes(t *testing.T) {
 	got, err := c.GetCompleted(ctx, "m1", "enc")
 	require.NoError(t, err)
 	require.Equal(t, secret, got.Answer.Body)
+}
+
+// TestCloseWaitsForBackgroundWork: Keep and Changed write off the caller's
+// path; Close returns once the writes under way are done, and a write that
+// Redis holds is stopped at the cache's timeout.
+func TestCloseWaitsForBackgroundWork(t *testing.T) {
+	rs := testkit.StartRedis(t)
+	open := func(timeout time.Duration) (*redisidem.Cache, *holdingHook) {
+		client, err := redisconn.Open(rs.URL(), redisconn.Options{Timeout: time.Second})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = client.Close() })
+		hold := &holdingHook{release: make(chan struct{}), entered: make(chan struct{}, 10)}
+		client.AddHook(hold)
+		return redisidem.NewCache(client, testKeySecret, nil).WithTimeout(timeout), hold
+	}
+	rec := func(key string) *idempotency.Record {
+		return &idempotency.Record{Scope: "m1", Key: key, Fingerprint: "fp", State: idempotency.StateCompleted,
+			Answer: &idempotency.Answer{Status: 201, Body: []byte(`{}`), Final: true}, ExpiresAt: time.Now().Add(time.Hour)}
+	}
+
+	c, hold := open(time.Minute)
+	c.Keep(rec("close-1"))
+	<-hold.entered // the write is under way, held
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while the cache write still ran")
+	case <-time.After(20 * time.Millisecond):
+	}
+	hold.release <- struct{}{}
+	<-closed
+	reader := redisidem.NewCache(rsClient(t, rs), testKeySecret, nil)
+	defer reader.Close()
+	got, err := reader.GetCompleted(t.Context(), "m1", "close-1")
+	require.NoError(t, err, "the write Close waited for is done")
+	require.Equal(t, "fp", got.Fingerprint)
+
+	c, hold = open(50 * time.Millisecond)
+	c.Keep(rec("close-2"))
+	<-hold.entered
+	c.Close() // returns: the held write is stopped at the timeout
+}
+
+// rsClient is a client of rs, closed with the test.
+func rsClient(t *testing.T, rs *testkit.Redis) redis.UniversalClient {
+	client, err := redisconn.Open(rs.URL(), redisconn.Options{Timeout: time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	return client
+}
+
+// holdingHook holds every SET until released or its context ends.
+type holdingHook struct {
+	release chan struct{}
+	entered chan struct{}
+}
+
+func (h *holdingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *holdingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "set" {
+			h.entered <- struct{}{}
+			select {
+			case <-h.release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *holdingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
