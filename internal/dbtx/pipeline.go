@@ -9,8 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 )
@@ -159,6 +161,11 @@ func commitsAlone(pending []Write) bool {
 	return true
 }
 
+// Timestamp is t as a statement's argument that pgx encodes as it is,
+// where it boxes a time.Time once more on every statement; a database/sql
+// driver (SQLite) reads it as the time.Time.
+func Timestamp(t time.Time) pgtype.Timestamptz { return pgtype.Timestamptz{Time: t, Valid: true} }
+
 // slow reports whether err is a fast form's failure that the slow forms
 // decide.
 func slow(pending []Write, err error) bool {
@@ -174,7 +181,7 @@ func slow(pending []Write, err error) bool {
 // in their fast forms, in the batch's implicit transaction; else after a
 // BEGIN, leaving the transaction open.
 func (u *unit) send(pc *pgx.Conn, pending []Write, fast bool) error {
-	batch := &pgx.Batch{}
+	batch := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(pending)+1)} // sized: no growing on the way
 	if !fast {
 		batch.Queue("BEGIN")
 	}

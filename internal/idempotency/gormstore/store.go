@@ -178,11 +178,16 @@ func (s *Store) Insert(ctx context.Context, rec *idempotency.Record) error {
 	// a whole order creation in a profile (tools/bench).
 	// One array for both forms: the tombstones' four more arguments
 	// follow FastInsertSQL's sixteen.
-	args := append(make([]any, 0, 20), rec.Scope, rec.Key, rec.Method, rec.Path, rec.Fingerprint, string(rec.State), rec.Point,
-		idempotency.FirstFence(rec.CreatedAt), rec.LockedUntil, status, headers, body, keyID, rec.CreatedAt, rec.UpdatedAt, rec.ExpiresAt)
+	// The values the tombstones' form repeats are boxed once, and the
+	// times are pgtype's, which pgx encodes without boxing them again (a
+	// database/sql driver reads them as time.Time).
+	scope, key, created := any(rec.Scope), any(rec.Key), any(dbtx.Timestamp(rec.CreatedAt))
+	args := append(make([]any, 0, 20), scope, key, rec.Method, rec.Path, rec.Fingerprint, string(rec.State), rec.Point,
+		idempotency.FirstFence(rec.CreatedAt), dbtx.Timestamp(rec.LockedUntil), status, headers, body, keyID, created,
+		dbtx.Timestamp(rec.UpdatedAt), dbtx.Timestamp(rec.ExpiresAt))
 	fastArgs := args // FastInsertSQL's, which the tombstones' form shares
 	if s.tombstoneTTL > 0 {
-		args = append(args, rec.Scope, rec.Key, rec.CreatedAt, rec.CreatedAt.Add(-s.tombstoneTTL))
+		args = append(args, scope, key, created, dbtx.Timestamp(rec.CreatedAt.Add(-s.tombstoneTTL)))
 	}
 	// In an Atomic request's transaction on PostgreSQL the insert goes in
 	// the commit's pipeline (dbtx), and a refusal comes back from the
@@ -220,7 +225,7 @@ func (s *Store) Get(ctx context.Context, scope, key string, now time.Time) (*ide
 		err = dbtx.OnPgx(ctx, s.db, func(pc *pgx.Conn) error {
 			// now as a pgtype.Timestamptz, which pgx encodes without
 			// the wrapper it makes for a time.Time on every query.
-			err := scanPgx(pc.QueryRow(ctx, getSQLDollars, scope, key, pgtype.Timestamptz{Time: now, Valid: true}), &row)
+			err := scanPgx(pc.QueryRow(ctx, getSQLDollars, scope, key, dbtx.Timestamp(now)), &row)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return sql.ErrNoRows
 			}

@@ -74,7 +74,7 @@ func (s *Store) CreateOrder(ctx context.Context, o payments.Order) error {
     shipping_address, created_at, updated_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		row.MerchantID, row.ID, row.CustomerID, row.Currency, row.Items, row.Metadata, row.AmountTotal, row.Status,
-		row.Version, row.ShippingAddress, row.CreatedAt, row.UpdatedAt)
+		row.Version, row.ShippingAddress, dbtx.Timestamp(row.CreatedAt), dbtx.Timestamp(row.UpdatedAt))
 }
 
 // GetOrder implements Store.

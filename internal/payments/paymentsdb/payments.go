@@ -285,7 +285,7 @@ func (s *Store) AppendEvent(ctx context.Context, ev payments.Event) error {
 	// Deferred with the business write it belongs to (database.Exec): the
 	// event id is made in Go, so the insert cannot clash.
 	return database.Exec(ctx, s.db, `INSERT INTO outbox_events (merchant_id, id, type, payload, trace_parent, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		ev.MerchantID, ev.ID, ev.Type, string(ev.Payload), ev.TraceParent, ev.CreatedAt)
+		ev.MerchantID, ev.ID, ev.Type, string(ev.Payload), ev.TraceParent, dbtx.Timestamp(ev.CreatedAt))
 }
 
 // execOne runs a statement that changes at most one row and reports
