@@ -196,6 +196,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	if tr.Enabled() {
 		idemCfg.Observer = tracing.Observer(idemCfg.Observer)
 	}
+	// The quota of new keys: without Redis, counted by this instance alone.
+	quota := newKeyLimiter(cfg)
 	var redisPinger handlers.Pinger
 	var redisClient redis.UniversalClient
 	if cfg.RedisURL != "" {
@@ -221,7 +223,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		if cfg.RateLimitNewKeys > 0 {
 			limiter := redisidem.NewLimiter(client, cfg.RateLimitNewKeys, cfg.RateLimitWindow, cfg.RedisTimeout)
 			a.closers = append(a.closers, func() error { limiter.Close(); return nil })
-			idemCfg.Limiter = limiter
+			quota = limiter
 		}
 	}
 	sink, err := a.newOutboxSink(ctx, redisClient)
@@ -229,7 +231,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		_ = a.close(ctx)
 		return nil, err
 	}
-	keeper := idempotency.New(records, idemCfg)
+	keeperStore := idempotency.Store(records)
+	if quota != nil {
+		keeperStore = locallimit.NewStore(records, quota)
+	}
+	keeper := idempotency.New(keeperStore, idemCfg)
 	// Closed before the cache it still uses (closers run last first).
 	a.closers = append(a.closers, func() error {
 		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -532,7 +538,7 @@ func idempotencyStore(cfg config.Config, db *database.DB, log *slog.Logger) (*go
 
 // newKeyLimiter is this instance's own quota of new keys per merchant, or
 // nil when RATE_LIMIT_NEW_KEYS is 0 (no quota).
-func newKeyLimiter(cfg config.Config) idempotency.Limiter {
+func newKeyLimiter(cfg config.Config) locallimit.Quota {
 	if cfg.RateLimitNewKeys <= 0 {
 		return nil
 	}
@@ -550,9 +556,6 @@ func keeperConfig(cfg config.Config, log *slog.Logger, store *gormstore.Store) i
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Transactor:   store,
 		Log:          log,
-		// Without Redis, the same quota of new keys, counted by this
-		// instance alone (serving replaces it with Redis's when set).
-		Limiter: newKeyLimiter(cfg),
 		// Replays of the keys this instance answered, from its memory.
 		Cache: localcache.New(localcache.DefaultSize, nil),
 

@@ -63,9 +63,6 @@ type Config struct {
 	// Cache, if set, serves replays without the Store and wakes waiters
 	// (localcache, in front of redisidem for every instance).
 	Cache Cache
-	// Limiter, if set, bounds how many new keys a scope may start
-	// (locallimit, or redisidem.Limiter shared by every instance).
-	Limiter Limiter
 	// Log receives the Keeper's warnings; nil means slog.Default().
 	Log *slog.Logger
 

@@ -6,8 +6,8 @@
 // it, each optional and wired in internal/app: ginidem (the Gin
 // middleware), gormstore (the Store on PostgreSQL and SQLite, and the
 // Transactor), redisidem (a Redis cache and limiter), localcache (one
-// process's memory of completed records, in front of Redis's), locallimit (one process's quota
-// of new keys), janitor (the purge of expired records), seal (answers
+// process's memory of completed records, in front of Redis's), locallimit
+// (a quota of new keys, which a Store applies to its inserts), janitor (the purge of expired records), seal (answers
 // encrypted at rest), sendhttp (an outside call over HTTP, its outcome
 // sorted), storetest (the contract every Store runs) and explore (the
 // protocol run under every interleaving it can reach; the protocol as a
@@ -17,8 +17,8 @@
 //
 // The files, in the order the sections below follow them:
 //
-//	record.go, ports.go        the record, the answer; the Store, Cache,
-//	                           Limiter and Transactor ports
+//	record.go, ports.go        the record, the answer; the Store, Cache
+//	                           and Transactor ports
 //	keeper.go, config.go       the Keeper and what it is told (its clock
 //	                           too); observer.go, errors.go its outcomes and
 //	                           refusals

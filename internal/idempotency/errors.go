@@ -30,16 +30,20 @@ var (
 	// ErrInProgress: the original still runs after Config.Wait, or another
 	// request took its operation over.
 	ErrInProgress = errors.New("a request with this idempotency key is still in progress")
-	// ErrRateLimited: the scope started too many new keys.
+	// ErrRateLimited: the scope started too many new keys (a Store that
+	// bounds them refuses the insert; RetryAfter tells when to try again).
 	ErrRateLimited = errors.New("too many new idempotency keys")
 )
 
 // RetryAfter is how long a client should wait before sending a request that
-// err refused again (ErrInProgress, ErrRateLimited); zero for any other err.
+// err refused again (ErrInProgress, ErrRateLimited), as an error in err's
+// chain with a RetryAfter method tells; zero for any other err.
 func RetryAfter(err error) time.Duration {
-	var r *retryError
-	if errors.As(err, &r) {
-		return r.after
+	if r, ok := errors.AsType[interface {
+		error
+		RetryAfter() time.Duration
+	}](err); ok {
+		return r.RetryAfter()
 	}
 	return 0
 }
@@ -52,8 +56,9 @@ type retryError struct {
 
 func retryable(err error, after time.Duration) error { return &retryError{err: err, after: after} }
 
-func (e *retryError) Error() string { return e.err.Error() }
-func (e *retryError) Unwrap() error { return e.err }
+func (e *retryError) Error() string             { return e.err.Error() }
+func (e *retryError) Unwrap() error             { return e.err }
+func (e *retryError) RetryAfter() time.Duration { return e.after }
 
 // Errors returned by a Store.
 var (

@@ -98,7 +98,6 @@ type run struct {
 	waitFrom   time.Time
 	waitCtx    context.Context
 	cancelWait context.CancelFunc
-	limited    bool // the Limiter has been asked
 
 	// The state of waiting for an original (stepWait).
 	polling   bool
@@ -185,19 +184,10 @@ func (r *run) loop(rec *Record) result {
 			r.waitedFor()
 			r.k.cfg.Cache.Keep(rec)
 			return replayed(rec)
-		case stepExecute, stepReserve:
-			next, refusal := r.allowNew()
-			switch {
-			case refusal != nil:
-				return *refusal
-			case next != nil:
-				rec = next
-				continue
-			case step == stepExecute:
-				rec, res, done = r.atomic()
-			default:
-				rec, res, done = r.reserve()
-			}
+		case stepExecute:
+			rec, res, done = r.atomic()
+		case stepReserve:
+			rec, res, done = r.reserve()
 		case stepTakeOver:
 			rec, res, done = r.takeOver(rec)
 		case stepWait:
@@ -212,31 +202,6 @@ func (r *run) loop(rec *Record) result {
 		}
 	}
 	return refused(r.k.inProgress())
-}
-
-// allowNew asks the Limiter, once per request, whether the scope may start
-// a new key. A refusal applies to new keys only: a live record found is
-// returned, to be decided on. Both nil: go on.
-func (r *run) allowNew() (next *Record, refusal *result) {
-	k := r.k
-	if r.limited || k.cfg.Limiter == nil {
-		return nil, nil
-	}
-	r.limited = true
-	retryAfter, ok := k.cfg.Limiter.AllowNewKey(r.ctx, r.req.Scope)
-	if ok {
-		return nil, nil
-	}
-	rec, err := k.store.Get(r.ctx, r.req.Scope, r.req.Key, k.now())
-	switch {
-	case errors.Is(err, ErrNotFound):
-		res := refused(retryable(ErrRateLimited, retryAfter))
-		return nil, &res
-	case err != nil:
-		res := refused(err)
-		return nil, &res
-	}
-	return rec, nil
 }
 
 // reread reads the key's record again after a wait or a lost race. One that

@@ -12,7 +12,8 @@ import (
 type Store interface {
 	// Insert reserves rec.Key in rec.Scope by insert-if-absent, replacing
 	// an expired record, and sets rec.Fence: FirstFence of rec.CreatedAt,
-	// or past the replaced record's. It returns ErrKeyExists.
+	// or past the replaced record's. It returns ErrKeyExists, or, from a
+	// store that bounds new keys (locallimit.Store), ErrRateLimited.
 	Insert(ctx context.Context, rec *Record) error
 	// Get returns the live record. It returns ErrNotFound.
 	Get(ctx context.Context, scope, key string, now time.Time) (*Record, error)
@@ -94,14 +95,6 @@ type Cache interface {
 	// key, and its stop; a nil channel when the cache cannot tell (the
 	// waiters poll anyway).
 	Subscribe(scope, key string) (<-chan struct{}, func())
-}
-
-// Limiter bounds how many new keys a scope may start; a request whose key
-// has a live record is never refused.
-type Limiter interface {
-	// AllowNewKey reports whether the scope may start one more key now,
-	// and if not, when it may.
-	AllowNewKey(ctx context.Context, scope string) (retryAfter time.Duration, ok bool)
 }
 
 // noCache is the Cache of a Keeper given none: it keeps nothing.

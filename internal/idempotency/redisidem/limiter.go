@@ -86,7 +86,7 @@ func (l *Limiter) Close() {
 	<-l.done
 }
 
-// AllowNewKey implements idempotency.Limiter. It never calls Redis.
+// AllowNewKey implements locallimit.Quota. It never calls Redis.
 func (l *Limiter) AllowNewKey(_ context.Context, scope string) (time.Duration, bool) {
 	now := l.now()
 	start := now.Truncate(l.window)
