@@ -12,8 +12,8 @@
 // sorted), storetest (the contract every Store runs) and explore (the
 // protocol run under every interleaving it can reach; the protocol as a
 // table of moves is docs/design/protocol.md). The core uses internal/canon
-// (canonical JSON) and internal/flights (identical requests in one process
-// queue behind one leader).
+// (canonical JSON and the request's digest) and internal/flights
+// (identical requests in one process queue behind one leader).
 //
 // The files, in the order the sections below follow them:
 //
