@@ -31,7 +31,7 @@
 //	effect.go, call.go,        an outside call in phases (Effect.Run), its
 //	derive.go                  states and moves, its derived id and key
 //	claim.go, reconcile.go,    work outside a request: the claim on a record,
-//	schedule.go                the reconciler's loop, when it looks again
+//	schedule.go                the reconciler's round, when it looks again
 //	operator.go, lookup.go     an operator's commands; a key's record for the
 //	                           introspection endpoint
 //
