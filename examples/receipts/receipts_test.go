@@ -50,7 +50,21 @@ func newAPIWithDB(t *testing.T, dialect database.Dialect, mailer *receipts.Maile
 	r.POST("/v1/orders/:id/receipts", idem.Guarded(receipts.New(keeper, db.DB, mail.URL).Handle)) // the route: wiring
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { keeper.Run(ctx); close(done) }() // the reconciler: wiring, once per process
+	go func() { // the reconciler: wiring, once per process, as internal/app runs it
+		defer close(done)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if _, err := keeper.Reconcile(ctx); err != nil && ctx.Err() == nil {
+				t.Logf("reconciler: round failed: %v", err)
+			}
+		}
+	}()
 	t.Cleanup(func() { stop(); <-done })
 	return r, db
 }

@@ -326,7 +326,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 			"event_retention", cfg.EventRetention)
 	}
 	purgeRecords := janitor.New(records, janitor.Config{Interval: cfg.JanitorInterval, OnPurge: m.Purged, Log: log})
-	a.workers = []func(context.Context){keeper.Run, purgeRecords.Run, dispatcher.Run, purge.run}
+	reconcile := reconciler(keeper, idemCfg.ReconcileInterval, idemCfg.Log)
+	a.workers = []func(context.Context){reconcile, purgeRecords.Run, dispatcher.Run, purge.run}
 	return a, nil
 }
 

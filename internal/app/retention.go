@@ -36,18 +36,9 @@ const (
 	retentionPause = 10 * time.Millisecond
 )
 
-// run purges every interval until ctx ends.
+// run purges at once and then every interval, until ctx ends.
 func (r *retention) run(ctx context.Context) {
-	t := time.NewTicker(r.interval)
-	defer t.Stop()
-	for {
-		r.purgeOnce(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	every(ctx, r.interval, true, func(ctx context.Context) { r.purgeOnce(ctx) })
 }
 
 // purgeOnce drains each table in batches until a batch comes back short,

@@ -1,6 +1,6 @@
 // Package canon is canonical JSON (RFC 8785, JCS) for the idempotency
 // core's fingerprints, in O(n log n) and within caps a request's body is
-// held to.
+// held to, and the digest they are hashed with (Digest).
 package canon
 
 import (

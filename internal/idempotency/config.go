@@ -82,7 +82,8 @@ type Config struct {
 	KeySecret          []byte
 	PreviousKeySecrets [][]byte
 	// ReconcileInterval is the pause between two rounds of the reconciler
-	// (Run); default 5s.
+	// (whoever calls Reconcile waits as much: internal/app does), from
+	// which a call's backoff grows; default 5s.
 	ReconcileInterval time.Duration
 	// CancelAfter is how long a call that never reached the outside
 	// service may go unattempted before the reconciler cancels it

@@ -12,8 +12,8 @@
 // sorted), storetest (the contract every Store runs) and explore (the
 // protocol run under every interleaving it can reach; the protocol as a
 // table of moves is docs/design/protocol.md). The core uses internal/canon
-// (canonical JSON) and internal/flights (identical requests in one process
-// queue behind one leader).
+// (canonical JSON and the request's digest) and internal/flights
+// (identical requests in one process queue behind one leader).
 //
 // The files, in the order the sections below follow them:
 //
@@ -30,7 +30,7 @@
 //	effect.go, call.go,        an outside call in phases (Effect.Run), its
 //	derive.go                  states and moves, its derived id and key
 //	claim.go, reconcile.go,    work outside a request: the claim on a record,
-//	schedule.go                the reconciler's loop, when it looks again
+//	schedule.go                the reconciler's round, when it looks again
 //	operator.go, lookup.go     an operator's commands; a key's record for the
 //	                           introspection endpoint
 //

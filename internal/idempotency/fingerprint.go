@@ -6,10 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"slices"
-	"strconv"
-	"sync"
 
 	"github.com/idemkeys/payments/internal/canon"
 )
@@ -25,44 +22,22 @@ func fingerprint(method, route string, params map[string]string, canonicalBody [
 
 // requestDigest is the SHA-256 of method, route template, path parameters
 // (sorted by name) and body, each part but the body length-prefixed so
-// that no two requests hash the same bytes.
-func requestDigest(method, route string, params map[string]string, body []byte) (sum [sha256.Size]byte) {
-	d := digesters.Get().(*digester)
-	defer digesters.Put(d)
-	b := d.prefix[:0]
-	put := func(s string) {
-		b = strconv.AppendInt(b, int64(len(s)), 10)
-		b = append(b, ':')
-		b = append(b, s...)
-	}
-	put(method)
-	put(route)
+// that no two requests hash the same bytes (canon.Digest). Up to four
+// parameters are sorted on the stack.
+func requestDigest(method, route string, params map[string]string, body []byte) [sha256.Size]byte {
 	var few [4]string
 	names := few[:0]
 	for name := range params {
 		names = append(names, name)
 	}
 	slices.Sort(names)
+	var all [2 + 2*len(few)]string
+	parts := append(all[:0], method, route)
 	for _, name := range names {
-		put(name)
-		put(params[name])
+		parts = append(parts, name, params[name])
 	}
-	d.prefix = b
-	d.h.Reset()
-	d.h.Write(b)
-	d.h.Write(body)
-	d.sum = d.h.Sum(d.sum[:0])
-	copy(sum[:], d.sum)
-	return sum
+	return canon.Digest(body, parts...)
 }
-
-// digester is a hash and its buffers, kept between requests.
-type digester struct {
-	h           hash.Hash
-	prefix, sum []byte
-}
-
-var digesters = sync.Pool{New: func() any { return &digester{h: sha256.New()} }}
 
 // canonicalize is body as canonical JSON (RFC 8785), so that member order,
 // whitespace, number spelling and escapes do not make two requests differ;

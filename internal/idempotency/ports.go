@@ -31,17 +31,12 @@ type Store interface {
 	// record is deleted at PointStarted, else unlocked for the next retry
 	// to resume at once. It returns ErrFenced.
 	Release(ctx context.Context, scope, key string, fence int64, now time.Time) error
-	// PurgeExpired deletes at most limit records expired by now, leaving a
-	// tombstone for each if it keeps them, and returns how many.
-	PurgeExpired(ctx context.Context, now time.Time, limit int) (int, error)
 
 	// Tombstone returns what the store remembers of a key whose record
 	// expired (the record, or its tombstone) as a Record in StateExpired:
 	// fingerprint and times. It returns ErrNotFound, at once for a store
 	// that keeps no tombstones.
 	Tombstone(ctx context.Context, scope, key string, now time.Time) (*Record, error)
-	// PurgeTombstones deletes at most limit tombstones past their time.
-	PurgeTombstones(ctx context.Context, now time.Time, limit int) (int, error)
 
 	// InsertCall adds the outside call of a new resource. It returns
 	// ErrKeyExists, and the transaction goes on (an answer, not a failure).

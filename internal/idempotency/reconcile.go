@@ -31,10 +31,11 @@ type settler interface {
 	settleDue(ctx context.Context, c *Call) (string, error)
 }
 
-// Reconcile runs one round and returns how many calls it settled. It
-// claims the due calls nobody holds, each for the lock timeout, and gives
-// each at most half of that, so a stuck one is given back before its claim
-// runs out.
+// Reconcile runs one round and returns how many calls it settled; the
+// application calls it every ReconcileInterval (internal/app's
+// reconciler). It claims the due calls nobody holds, each for the lock
+// timeout, and gives each at most half of that, so a stuck one is given
+// back before its claim runs out.
 func (k *Keeper) Reconcile(ctx context.Context) (int, error) {
 	now := k.now()
 	calls, err := k.store.ClaimDue(ctx, now, now.Add(k.cfg.LockTimeout), reconcileBatch, reconcilePerScope)
@@ -64,25 +65,6 @@ func (k *Keeper) Reconcile(ctx context.Context) (int, error) {
 		}
 	}
 	return settled, errors.Join(errs...)
-}
-
-// Run reconciles every ReconcileInterval until ctx ends. (The janitor,
-// which purges expired records, runs beside it.)
-func (k *Keeper) Run(ctx context.Context) {
-	t := time.NewTicker(k.cfg.ReconcileInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if n, err := k.Reconcile(ctx); err != nil && ctx.Err() == nil {
-			k.cfg.Log.WarnContext(ctx, "reconciler: round failed", "error", err, "settled", n)
-		} else if n > 0 {
-			k.cfg.Log.InfoContext(ctx, "reconciler: settled outside calls", "settled", n)
-		}
-	}
 }
 
 func (k *Keeper) reconciled(kind, result string) {

@@ -6,14 +6,21 @@ import (
 	"time"
 
 	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/janitor"
 )
+
+// Store is an idempotency store as the keeper and the janitor use it.
+type Store interface {
+	idempotency.Store
+	janitor.Store
+}
 
 // InstrumentStore returns s with its failures counted in
 // idempotency_store_errors_total under the label store (the dialect:
 // postgres or sqlite; redis for a Redis layer). The store's answers
 // (ErrKeyExists, ErrNotFound, ErrFenced) are not failures, nor is a request
 // context cancelled because the client went away.
-func (m *Metrics) InstrumentStore(s idempotency.Store, store string) idempotency.Store {
+func (m *Metrics) InstrumentStore(s Store, store string) Store {
 	for _, op := range storeOps {
 		m.storeErrors.WithLabelValues(store, op)
 	}
@@ -24,7 +31,7 @@ var storeOps = []string{"insert", "get", "take_over", "checkpoint", "complete", 
 	"insert_call", "lock_call", "save_call", "count_calls", "due_calls"}
 
 type instrumentedStore struct {
-	next  idempotency.Store
+	next  Store
 	m     *Metrics
 	store string
 }

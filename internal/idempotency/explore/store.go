@@ -12,11 +12,11 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency"
 )
 
-// Store is an idempotency.Store and Transactor in memory, with SQLite's
-// semantics: one writer at a time (a transaction holds the write lock from
-// its begin to its end, and a write outside a transaction waits for it),
-// readers that see the last commit and never wait. It also keeps the
-// application's rows (Rows), which join its transactions as the
+// Store is an idempotency.Store, janitor.Store and Transactor in memory,
+// with SQLite's semantics: one writer at a time (a transaction holds the
+// write lock from its begin to its end, and a write outside a transaction
+// waits for it), readers that see the last commit and never wait. It also
+// keeps the application's rows (Rows), which join its transactions as the
 // application's own tables join the database's. It passes the storetest
 // contract (store_test.go), so the explorer runs the core against the
 // semantics the product's stores have.
@@ -295,7 +295,7 @@ func (s *Store) Release(ctx context.Context, scope, key string, fence int64, now
 	})
 }
 
-// PurgeExpired implements idempotency.Store: the longest expired first.
+// PurgeExpired implements janitor.Store: the longest expired first.
 func (s *Store) PurgeExpired(ctx context.Context, now time.Time, limit int) (int, error) {
 	n := 0
 	err := s.write(ctx, "purge", func(t *tables) error {
@@ -322,7 +322,7 @@ func (s *Store) Tombstone(context.Context, string, string, time.Time) (*idempote
 	return nil, idempotency.ErrNotFound
 }
 
-// PurgeTombstones implements idempotency.Store: there are none.
+// PurgeTombstones implements janitor.Store: there are none.
 func (s *Store) PurgeTombstones(context.Context, time.Time, int) (int, error) { return 0, nil }
 
 // InsertCall implements idempotency.Store.

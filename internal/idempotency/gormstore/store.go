@@ -23,10 +23,10 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency/seal"
 )
 
-// Store is the idempotency.Store on PostgreSQL or SQLite. The SQL is
-// written out rather than left to GORM's builders because each statement is
-// a decision: the insert-if-absent that reserves a key, and the fenced
-// updates that only the owner may make.
+// Store is the idempotency.Store and janitor.Store on PostgreSQL or
+// SQLite. The SQL is written out rather than left to GORM's builders
+// because each statement is a decision: the insert-if-absent that reserves
+// a key, and the fenced updates that only the owner may make.
 type Store struct {
 	db *gorm.DB
 	// cipher, when set, encrypts stored response bodies (WithCipher).
@@ -359,7 +359,7 @@ WHERE merchant_id = ? AND idempotency_key = ? AND fence = ? AND state = 'executi
 		now, now, scope, key, fence))
 }
 
-// PurgeExpired implements idempotency.Store: one batch of the records
+// PurgeExpired implements janitor.Store: one batch of the records
 // longest expired, chosen on the expiry index and deleted by address, as
 // dbtx.Oldest explains.
 func (s *Store) PurgeExpired(ctx context.Context, now time.Time, limit int) (int, error) {

@@ -187,7 +187,7 @@ func insertStones(conn *gorm.DB, stones []tombstoneRow) error {
 	return conn.Exec(sb.String(), args...).Error
 }
 
-// PurgeTombstones implements idempotency.Store: it deletes at most limit
+// PurgeTombstones implements janitor.Store: it deletes at most limit
 // tombstones whose time has passed, the oldest first, as PurgeExpired
 // deletes records.
 func (s *Store) PurgeTombstones(ctx context.Context, now time.Time, limit int) (int, error) {

@@ -13,11 +13,12 @@ import (
 	"time"
 )
 
-// Store is what the janitor needs of an idempotency store
-// (idempotency.Store has both).
+// Store is what the janitor needs of an idempotency store (gormstore's has
+// both); the core's idempotency.Store leaves them out, as it never purges.
 type Store interface {
 	// PurgeExpired deletes up to limit records expired at now, the
-	// longest expired first, and returns how many it deleted.
+	// longest expired first, leaving a tombstone for each if the store
+	// keeps them, and returns how many it deleted.
 	PurgeExpired(ctx context.Context, now time.Time, limit int) (int, error)
 	// PurgeTombstones deletes up to limit tombstones kept past their time.
 	PurgeTombstones(ctx context.Context, now time.Time, limit int) (int, error)

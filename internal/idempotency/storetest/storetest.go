@@ -1,5 +1,6 @@
-// Package storetest is the contract every idempotency.Store must keep, as
-// one suite that any store runs with one call, against its own database:
+// Package storetest is the contract every idempotency.Store must keep, with
+// the janitor's purges (janitor.Store), as one suite that any store runs
+// with one call, against its own database:
 //
 //	func TestStoreContract(t *testing.T) {
 //		s := mystore.New(openTestDatabase(t))
@@ -23,12 +24,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/idempotency"
+	"github.com/idemkeys/payments/internal/idempotency/janitor"
 )
+
+// Store is a store under test: the core's port and the janitor's purges.
+type Store interface {
+	idempotency.Store
+	janitor.Store
+}
 
 // Subject is a store under test.
 type Subject struct {
 	// Store is the store, over an empty table.
-	Store idempotency.Store
+	Store Store
 	// Tx opens transactions the Store joins; nil skips the transaction
 	// cases (a store without transactions cannot serve Atomic routes).
 	Tx idempotency.Transactor
