@@ -47,23 +47,19 @@ type localKey struct{ scope, key string }
 // Get returns the live completed record of the key from memory, or else
 // from next, kept in memory then.
 func (c *Cache) Get(ctx context.Context, scope, key string, now time.Time) *idempotency.Record {
-	if rec := c.get(scope, key, now); rec != nil || c.next == nil {
-		return rec
-	}
-	rec := c.next.Get(ctx, scope, key, now)
-	c.put(rec)
-	return rec
-}
-
-func (c *Cache) get(scope, key string, now time.Time) *idempotency.Record {
 	k := localKey{scope, key}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	rec := c.recs[k]
 	if rec != nil && !rec.ExpiresAt.After(now) {
 		delete(c.recs, k)
-		return nil
+		rec = nil
 	}
+	c.mu.Unlock()
+	if rec != nil || c.next == nil {
+		return rec
+	}
+	rec = c.next.Get(ctx, scope, key, now)
+	c.put(rec)
 	return rec
 }
 
