@@ -231,11 +231,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		_ = a.close(ctx)
 		return nil, err
 	}
-	keeperStore := idempotency.Store(records)
 	if quota != nil {
-		keeperStore = locallimit.NewStore(records, quota)
+		idemCfg.NewKey = locallimit.Gate(records, quota)
 	}
-	keeper := idempotency.New(keeperStore, idemCfg)
+	keeper := idempotency.New(records, idemCfg)
 	// Closed before the cache it still uses (closers run last first).
 	a.closers = append(a.closers, func() error {
 		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

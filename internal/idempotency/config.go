@@ -63,6 +63,10 @@ type Config struct {
 	// Cache, if set, serves replays without the Store and wakes waiters
 	// (localcache, in front of redisidem for every instance).
 	Cache Cache
+	// NewKey, if set, is asked once before a new key's work begins (no
+	// record found): an error refuses the request, a record found after
+	// all is decided on (locallimit.Gate, the quota of new keys).
+	NewKey func(ctx context.Context, scope, key string, now time.Time) (*Record, error)
 	// Log receives the Keeper's warnings; nil means slog.Default().
 	Log *slog.Logger
 

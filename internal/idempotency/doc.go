@@ -7,7 +7,7 @@
 // middleware), gormstore (the Store on PostgreSQL and SQLite, and the
 // Transactor), redisidem (a Redis cache and limiter), localcache (one
 // process's memory of completed records, in front of Redis's), locallimit
-// (a quota of new keys, which a Store applies to its inserts), janitor (the purge of expired records), seal (answers
+// (the quota of new keys, asked through Config.NewKey), janitor (the purge of expired records), seal (answers
 // encrypted at rest), sendhttp (an outside call over HTTP, its outcome
 // sorted), storetest (the contract every Store runs) and explore (the
 // protocol run under every interleaving it can reach; the protocol as a

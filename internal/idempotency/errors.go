@@ -30,8 +30,8 @@ var (
 	// ErrInProgress: the original still runs after Config.Wait, or another
 	// request took its operation over.
 	ErrInProgress = errors.New("a request with this idempotency key is still in progress")
-	// ErrRateLimited: the scope started too many new keys (a Store that
-	// bounds them refuses the insert; RetryAfter tells when to try again).
+	// ErrRateLimited: the scope started too many new keys (Config.NewKey
+	// refused; RetryAfter tells when to try again).
 	ErrRateLimited = errors.New("too many new idempotency keys")
 )
 

@@ -98,6 +98,7 @@ type run struct {
 	waitFrom   time.Time
 	waitCtx    context.Context
 	cancelWait context.CancelFunc
+	askedNew   bool // Config.NewKey has been asked
 
 	// The state of waiting for an original (stepWait).
 	polling   bool
@@ -184,10 +185,23 @@ func (r *run) loop(rec *Record) result {
 			r.waitedFor()
 			r.k.cfg.Cache.Keep(rec)
 			return replayed(rec)
-		case stepExecute:
-			rec, res, done = r.atomic()
-		case stepReserve:
-			rec, res, done = r.reserve()
+		case stepExecute, stepReserve:
+			if ask := r.k.cfg.NewKey; ask != nil && !r.askedNew {
+				r.askedNew = true
+				found, err := ask(r.ctx, r.req.Scope, r.req.Key, r.k.now())
+				if err != nil {
+					return refused(err)
+				}
+				if found != nil {
+					rec = found
+					continue
+				}
+			}
+			if step == stepExecute {
+				rec, res, done = r.atomic()
+			} else {
+				rec, res, done = r.reserve()
+			}
 		case stepTakeOver:
 			rec, res, done = r.takeOver(rec)
 		case stepWait:

@@ -12,8 +12,7 @@ import (
 type Store interface {
 	// Insert reserves rec.Key in rec.Scope by insert-if-absent, replacing
 	// an expired record, and sets rec.Fence: FirstFence of rec.CreatedAt,
-	// or past the replaced record's. It returns ErrKeyExists, or, from a
-	// store that bounds new keys (locallimit.Store), ErrRateLimited.
+	// or past the replaced record's. It returns ErrKeyExists.
 	Insert(ctx context.Context, rec *Record) error
 	// Get returns the live record. It returns ErrNotFound.
 	Get(ctx context.Context, scope, key string, now time.Time) (*Record, error)

@@ -1,6 +1,6 @@
 // Package locallimit bounds how many new keys a scope may start: Limiter,
-// one process's quota per fixed window, counted in memory, and Store, which
-// applies a quota (this one, or redisidem's) to a Store's inserts.
+// one process's quota per fixed window, counted in memory, and Gate, which
+// asks a quota (this one, or redisidem's) for the Keeper (Config.NewKey).
 package locallimit
 
 import (
@@ -60,7 +60,7 @@ func (l *Limiter) AllowNewKey(_ context.Context, scope string) (time.Duration, b
 	return 0, true
 }
 
-// Quota is what Store asks before a new key: this package's Limiter, or
+// Quota is what Gate asks before a new key: this package's Limiter, or
 // redisidem.Limiter, shared by every instance.
 type Quota interface {
 	// AllowNewKey reports whether the scope may start one more key now,
@@ -68,34 +68,23 @@ type Quota interface {
 	AllowNewKey(ctx context.Context, scope string) (retryAfter time.Duration, ok bool)
 }
 
-// Store is an idempotency.Store that bounds how many new keys a scope
-// starts: its Insert, which starts every new key, asks the quota first.
-// A refusal is ErrRateLimited with when to try again, unless the key has a
-// live record, which the insert would have found: a request whose key has
-// a record is never refused, and a refused one has written nothing.
-type Store struct {
-	idempotency.Store
-	quota Quota
-}
-
-// NewStore bounds the new keys of next by quota.
-func NewStore(next idempotency.Store, quota Quota) *Store {
-	return &Store{Store: next, quota: quota}
-}
-
-// Insert implements idempotency.Store.
-func (s *Store) Insert(ctx context.Context, rec *idempotency.Record) error {
-	retryAfter, ok := s.quota.AllowNewKey(ctx, rec.Scope)
-	if ok {
-		return s.Store.Insert(ctx, rec)
+// Gate is the Keeper's Config.NewKey for quota, asked before a new key's
+// work begins. Past the quota it refuses with ErrRateLimited and when to
+// try again, unless the key has a live record after all (another request
+// made it meanwhile), which it returns, to be decided on: a request whose
+// key has a record is never refused, and a refused one does no work.
+func Gate(store idempotency.Store, quota Quota) func(ctx context.Context, scope, key string, now time.Time) (*idempotency.Record, error) {
+	return func(ctx context.Context, scope, key string, now time.Time) (*idempotency.Record, error) {
+		retryAfter, ok := quota.AllowNewKey(ctx, scope)
+		if ok {
+			return nil, nil
+		}
+		rec, err := store.Get(ctx, scope, key, now)
+		if errors.Is(err, idempotency.ErrNotFound) {
+			return nil, refusal(retryAfter)
+		}
+		return rec, err
 	}
-	switch _, err := s.Store.Get(ctx, rec.Scope, rec.Key, rec.CreatedAt); {
-	case err == nil:
-		return idempotency.ErrKeyExists
-	case !errors.Is(err, idempotency.ErrNotFound):
-		return err
-	}
-	return refusal(retryAfter)
 }
 
 // refusal is ErrRateLimited, and when to try again.
