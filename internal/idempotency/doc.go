@@ -47,12 +47,13 @@
 // # The path of a request
 //
 // Keeper.Atomic and Keeper.Guarded check the key and the body, replay a
-// completed record from memory or the cache, and queue behind an identical
-// request of this process. Then they loop over one pure decision, decide,
-// from (record, fingerprint, now, Guarded or not) to the next step:
-// execute, reserve, replay, refuse another body (422), wait for the
-// original (holding no connection, at most Config.Wait, then 409 with
-// Retry-After), or take an abandoned record over. The loop ends in exactly
+// completed record from the Cache, and queue behind an identical request
+// of this process. Then they loop over one pure decision, decide, from
+// (record, fingerprint, now, Guarded or not) to the next step: execute or
+// reserve (a new key, once Config.NewKey lets it), replay, refuse another
+// body (422), wait for the original (holding no connection, at most
+// Config.Wait, then 409 with Retry-After), or take an abandoned record
+// over. The loop ends in exactly
 // one answer, whose outcome the Observer hears once. Locks and expiry read
 // Config.Now; an expired record is absent for every read.
 //
