@@ -12,50 +12,38 @@ import (
 // first; it will store the answer itself.
 var errLocked = errors.New("idempotency record is locked by a running request")
 
-// claim takes the open record of key over as a retry takes over an
-// abandoned one, if its recovery point names resourceID (a key reused after
-// its TTL is left alone). It returns ErrNotFound, errLocked, or a store
-// error.
-func (k *Keeper) claim(ctx context.Context, scope, key, resourceID string) (*Op, error) {
-	now := k.now()
-	rec, err := k.store.Get(ctx, scope, key, now)
-	if err != nil {
-		return nil, err
-	}
-	if rec.State != StateExecuting || resourceOf(rec.Point) != resourceID {
-		return nil, ErrNotFound
-	}
-	if rec.LockedUntil.After(now) {
-		return nil, errLocked
-	}
-	taken, err := k.store.TakeOver(ctx, scope, key, rec.Fence, now, now.Add(k.cfg.LockTimeout))
-	if err != nil {
-		if errors.Is(err, ErrFenced) {
-			return nil, errLocked
-		}
-		return nil, err
-	}
-	return &Op{k: k, scope: scope, key: key, fence: taken.Fence, point: taken.Point, created: taken.CreatedAt,
-		taken: taken}, nil
-}
-
 // claimFor claims the client's record of c for whoever settles c outside
-// any request, so that the answer is stored with the settlement. With
-// nothing to claim, or when the claim fails, it returns an owner of no
-// record, and the claim's error (errLocked).
+// any request, as a retry takes an abandoned record over, so that the
+// answer is stored with the settlement. With no open record whose recovery
+// point names c (a key reused after its TTL is left alone), it returns an
+// owner of no record; so too when a request holds the record or someone
+// claimed it first, with errLocked; or with a store's error.
 func (k *Keeper) claimFor(ctx context.Context, c *Call) (*Op, error) {
 	none := &Op{k: k, scope: c.Scope}
 	if c.ClientKey == "" {
 		return none, nil
 	}
-	o, err := k.claim(ctx, c.Scope, c.ClientKey, c.ID)
+	now := k.now()
+	rec, err := k.store.Get(ctx, c.Scope, c.ClientKey, now)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return none, nil
 	case err != nil:
 		return none, err
+	case rec.State != StateExecuting || resourceOf(rec.Point) != c.ID:
+		return none, nil
+	case rec.LockedUntil.After(now):
+		return none, errLocked
 	}
-	return o, nil
+	taken, err := k.store.TakeOver(ctx, c.Scope, c.ClientKey, rec.Fence, now, now.Add(k.cfg.LockTimeout))
+	switch {
+	case errors.Is(err, ErrFenced):
+		return none, errLocked
+	case err != nil:
+		return none, err
+	}
+	return &Op{k: k, scope: c.Scope, key: c.ClientKey, fence: taken.Fence, point: taken.Point, created: taken.CreatedAt,
+		taken: taken}, nil
 }
 
 // complete stores a as the answer of the owner's record (if any), in ctx's
