@@ -97,7 +97,7 @@ var callMoves = map[CallState]map[callEvent]CallState{
 		eventAnswered:    CallDone,
 		eventMismatch:    CallFlagged,
 	},
-	// Only an operator moves a flagged call (Effect.Unflag, Effect.Overrule).
+	// Only an operator moves a flagged call (Effect.Rule).
 	CallFlagged: {
 		eventRetry:  CallUnknown,
 		eventAccept: CallDone,

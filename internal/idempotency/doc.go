@@ -7,9 +7,9 @@
 // middleware), gormstore (the Store on PostgreSQL and SQLite, and the
 // Transactor), redisidem (a Redis cache and limiter), localcache (one
 // process's memory of completed records, in front of Redis's), locallimit
-// (the quota of new keys, asked through Config.NewKey), janitor (the purge of expired records), seal (answers
-// encrypted at rest), sendhttp (an outside call over HTTP, its outcome
-// sorted), storetest (the contract every Store runs) and explore (the
+// (the quota of new keys, asked through Config.NewKey), janitor (the purge
+// of expired records), seal (answers encrypted at rest), sendhttp (an
+// outside call over HTTP, its outcome sorted), storetest (the contract every Store runs) and explore (the
 // protocol run under every interleaving it can reach; the protocol as a
 // table of moves is docs/design/protocol.md). The core uses internal/canon
 // (canonical JSON and the request's digest) and internal/flights
@@ -27,12 +27,12 @@
 //	handle.go, decide.go       the loop over one pure decision
 //	atomic.go, guarded.go      the two ways to run a keyed request; guarded.go
 //	                           holds Op, a Guarded request's operation
-//	effect.go, call.go,        an outside call in phases (Effect.Run), its
-//	derive.go                  states and moves, its derived id and key
+//	effect.go, call.go,        an outside call in phases (Effect.Run) and an
+//	derive.go                  operator's ruling (Effect.Rule), its states
+//	                           and moves, its derived id and key
 //	claim.go, reconcile.go,    work outside a request: the claim on a record,
 //	schedule.go                the reconciler's round, when it looks again
-//	operator.go, lookup.go     an operator's commands; a key's record for the
-//	                           introspection endpoint
+//	lookup.go                  a key's record for the introspection endpoint
 //
 // # The record
 //

@@ -264,6 +264,41 @@ func (e *Effect[R, O]) orphaned(ctx context.Context, c *Call, r R, answer O) (bo
 	return orphan, err
 }
 
+// Rule ends an operator's review of the flagged call (scope, id). With no
+// ruling (api flagged retry) the call goes back to unknown, and the
+// reconciler's next round asks the outside service again and checks its
+// answer anew. With a ruling, a definitive answer the operator vouches for
+// (api flagged accept or fail), it is applied without Check (Settle), the
+// call done and the client's answer stored, in one transaction; what the
+// outside service holds may then be an effect the ruling says never
+// happened: give it to Apply, which hands it to Orphan. It returns the
+// resource as ruled, or ErrNotFound, an error when the call is not
+// flagged, or Settle's and the store's errors.
+func (e *Effect[R, O]) Rule(ctx context.Context, scope, id string, ruling *O) (R, error) {
+	return e.locked(ctx, scope, id, func(ctx context.Context, c *Call, r *R) (err error) {
+		switch {
+		case c.State != CallFlagged:
+			return fmt.Errorf("%s %s is %s: %w", e.Kind, c.ID, c.State, errNotFlagged)
+		case ruling == nil:
+			return e.markUnknown(ctx, c, r, eventRetry)
+		}
+		if *r, err = e.Settle(ctx, *r, *ruling); err != nil {
+			return err
+		}
+		if err := c.move(eventAccept, 0, e.k.now()); err != nil {
+			return err
+		}
+		if err := e.k.store.SaveCall(ctx, c); err != nil {
+			return err
+		}
+		o, _ := e.k.claimFor(ctx, c) // unclaimed: nobody's answer to store, or a request stores it
+		return e.finish(ctx, o, c, *r)
+	})
+}
+
+// errNotFlagged: an operator's command named a call that is not flagged.
+var errNotFlagged = errors.New("the outside call is not flagged")
+
 // begin is phase 1: the call and resource the recovery point names, or new
 // ones. The call goes in first: its id is derived from the record, so an
 // owner whose point is older than a call already made finds it by the

@@ -45,9 +45,11 @@ func (s *Service) RetryFlagged(ctx context.Context, merchantID, id string) error
 	case s.charges == nil:
 		return errNoPayments
 	case strings.HasPrefix(id, paymentIDPrefix):
-		return s.charges.Unflag(ctx, merchantID, id)
+		_, err := s.charges.Rule(ctx, merchantID, id, nil)
+		return err
 	case strings.HasPrefix(id, refundIDPrefix):
-		return s.refunds.Unflag(ctx, merchantID, id)
+		_, err := s.refunds.Rule(ctx, merchantID, id, nil)
+		return err
 	}
 	return notFlaggable(id)
 }
@@ -73,7 +75,10 @@ func (s *Service) overrule(ctx context.Context, merchantID, id string, fail bool
 		if fail {
 			ruling = ChargeResult{ChargeID: held.ChargeID, DeclineCode: DeclineChargeMismatch, Reference: p.ID, Key: p.ProviderKey}
 		}
-		_, err = s.charges.Overrule(ctx, merchantID, id, ruling, held)
+		if _, err = s.charges.Rule(ctx, merchantID, id, &ruling); err != nil {
+			return err
+		}
+		_, _, err = s.charges.Apply(ctx, merchantID, id, held)
 		return err
 	case strings.HasPrefix(id, refundIDPrefix):
 		r, err := s.pay.GetRefund(ctx, merchantID, id)
@@ -88,7 +93,10 @@ func (s *Service) overrule(ctx context.Context, merchantID, id string, fail bool
 		if fail {
 			ruling = RefundResult{RefundID: held.RefundID, Reference: r.ID, Key: r.ProviderKey}
 		}
-		_, err = s.refunds.Overrule(ctx, merchantID, id, ruling, held)
+		if _, err = s.refunds.Rule(ctx, merchantID, id, &ruling); err != nil {
+			return err
+		}
+		_, _, err = s.refunds.Apply(ctx, merchantID, id, held)
 		return err
 	}
 	return notFlaggable(id)
