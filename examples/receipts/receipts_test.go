@@ -41,7 +41,6 @@ func newAPIWithDB(t *testing.T, dialect database.Dialect, mailer *receipts.Maile
 	store := gormstore.New(db.DB)
 	keeper := idempotency.New(store, idempotency.Config{Transactor: store, LockTimeout: 2 * time.Second, Wait: 3 * time.Second,
 		ReconcileInterval: 100 * time.Millisecond})
-	t.Cleanup(func() { _ = keeper.Close(context.Background()) })
 	idem := ginidem.New(keeper, ginidem.Options{Scope: func(c *gin.Context) string { return c.GetString("merchant") }, Answer: receipts.Problem})
 
 	gin.SetMode(gin.TestMode)

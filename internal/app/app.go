@@ -33,6 +33,7 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency/localcache"
 	"github.com/idemkeys/payments/internal/idempotency/locallimit"
 	"github.com/idemkeys/payments/internal/idempotency/redisidem"
+	"github.com/idemkeys/payments/internal/idempotency/retrywrite"
 	"github.com/idemkeys/payments/internal/idempotency/seal"
 	"github.com/idemkeys/payments/internal/merchants"
 	"github.com/idemkeys/payments/internal/metrics"
@@ -234,13 +235,17 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	if quota != nil {
 		idemCfg.NewKey = locallimit.Gate(records, quota)
 	}
-	keeper := idempotency.New(records, idemCfg)
-	// Closed before the cache it still uses (closers run last first).
+	// A record write that fails (an answer stored, a key given back) is
+	// tried again in the background until the lock timeout; the writes
+	// under way are waited for at shutdown.
+	writes := retrywrite.New(100*time.Millisecond, 2*time.Second, cfg.IdempotencyLockTimeout)
+	idemCfg.Retry = writes.Retry
 	a.closers = append(a.closers, func() error {
 		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		return keeper.Close(closeCtx)
+		return writes.Close(closeCtx)
 	})
+	keeper := idempotency.New(records, idemCfg)
 	idem := ginidem.New(keeper, ginidem.Options{Scope: handlers.MerchantID, Answer: handlers.ErrorAnswer})
 
 	store := paymentsdb.New(db.DB)
@@ -502,8 +507,8 @@ func (a *App) close(ctx context.Context) error {
 	if a.provider != nil {
 		errs = append(errs, a.provider.Shutdown(ctx))
 	}
-	// Last opened, first closed: the keeper's background work still uses
-	// the Redis cache until it ends.
+	// Last opened, first closed: the background record writes still use
+	// the database until they end.
 	for i := len(a.closers) - 1; i >= 0; i-- {
 		errs = append(errs, a.closers[i]())
 	}

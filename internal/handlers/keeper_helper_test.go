@@ -1,7 +1,6 @@
 package handlers_test
 
 import (
-	"context"
 	"log/slog"
 	"testing"
 
@@ -25,6 +24,5 @@ func newIdempotency(t *testing.T, db *gorm.DB, cfg idempotency.Config, log *slog
 		cfg.Cache = localcache.New(localcache.DefaultSize, nil) // as the API wires it
 	}
 	keeper := idempotency.New(store, cfg)
-	t.Cleanup(func() { _ = keeper.Close(context.Background()) })
 	return keeper, ginidem.New(keeper, ginidem.Options{Scope: handlers.MerchantID, Answer: handlers.ErrorAnswer}), store
 }

@@ -67,15 +67,17 @@ type Config struct {
 	// record found): an error refuses the request, a record found after
 	// all is decided on (locallimit.Gate, the quota of new keys).
 	NewKey func(ctx context.Context, scope, key string, now time.Time) (*Record, error)
+	// Retry, if set, is given a record write outside any transaction (an
+	// answer stored, a key given back) that failed other than by ErrFenced,
+	// to try again in the background (retrywrite); without it the record
+	// waits for its lock timeout, as after a crash.
+	Retry func(write func(ctx context.Context) error)
 	// Log receives the Keeper's warnings; nil means slog.Default().
 	Log *slog.Logger
 
 	// PollMin and PollMax bound the growing pause between two reads of a
 	// record a duplicate waits for; defaults 5ms and 200ms.
 	PollMin, PollMax time.Duration
-	// RetryMin and RetryMax bound the growing pause between two background
-	// attempts of a failed record write; defaults 100ms and 2s.
-	RetryMin, RetryMax time.Duration
 
 	// The outside calls of registered Effects (effect.go):
 
@@ -116,8 +118,6 @@ func (c Config) withDefaults() Config {
 	def(&c.Wait, defaultWait)
 	def(&c.PollMin, 5*time.Millisecond)
 	def(&c.PollMax, 200*time.Millisecond)
-	def(&c.RetryMin, 100*time.Millisecond)
-	def(&c.RetryMax, 2*time.Second)
 	def(&c.ReconcileInterval, 5*time.Second)
 	if len(c.KeySecret) == 0 {
 		c.KeySecret = developmentKeySecret

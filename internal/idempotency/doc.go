@@ -8,7 +8,8 @@
 // Transactor), redisidem (a Redis cache and limiter), localcache (one
 // process's memory of completed records, in front of Redis's), locallimit
 // (the quota of new keys, asked through Config.NewKey), janitor (the purge
-// of expired records), seal (answers encrypted at rest), sendhttp (an
+// of expired records), retrywrite (a failed record write tried again in the
+// background, Config.Retry), seal (answers encrypted at rest), sendhttp (an
 // outside call over HTTP, its outcome sorted), storetest (the contract every Store runs) and explore (the
 // protocol run under every interleaving it can reach; the protocol as a
 // table of moves is docs/design/protocol.md). The core uses internal/canon

@@ -98,7 +98,6 @@ func newOperatorWorld(t *testing.T, d database.Dialect) *operatorWorld {
 	keeper := idempotency.New(records, idempotency.Config{
 		Transactor: records, Now: clock.Now, LockTimeout: 30 * time.Second, CancelAfter: time.Minute,
 	})
-	t.Cleanup(func() { _ = keeper.Close(context.Background()) })
 	svc := payments.NewService(store, clock.Now, payments.WithPayments(store, prov),
 		payments.WithOutsideCalls(keeper, answerOf, refundAnswerOf))
 	return &operatorWorld{svc: svc, keeper: keeper, prov: prov, db: db, clock: clock}

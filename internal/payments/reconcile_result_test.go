@@ -96,7 +96,6 @@ func TestReconcilerReportsEachResult(t *testing.T) {
 					results[result]++
 				},
 			})
-			t.Cleanup(func() { _ = keeper.Close(ctx) })
 			svc := payments.NewService(store, clock.Now, payments.WithPayments(store, prov),
 				payments.WithOutsideCalls(keeper, answerOf, refundAnswerOf))
 			pay := func(method string) payments.Payment {

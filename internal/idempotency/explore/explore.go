@@ -178,7 +178,6 @@ func Explore(sc Scenario, opt Options) (res Result) {
 // runOnce runs one schedule of sc and returns its failure, if any.
 func runOnce(sc Scenario, ch *chooser) *Failure {
 	w := newWorld()
-	defer w.close()
 	if sc.Setup != nil {
 		sc.Setup(w)
 	}
@@ -225,17 +224,10 @@ type World struct {
 	mu       sync.Mutex
 	answers  []Answered
 	problems []string
-	closers  []func()
 }
 
 func newWorld() *World {
 	return &World{Store: NewStore(), Outside: NewOutside(), Clock: &Clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}}
-}
-
-func (w *World) close() {
-	for _, c := range w.closers {
-		c()
-	}
 }
 
 // Clock is the world's time, which only sleeps move.
@@ -284,24 +276,17 @@ func (w *World) Config() idempotency.Config {
 	return idempotency.Config{
 		Transactor: w.Store, Now: w.Clock.Now, Log: log,
 		TTL: TTL, LockTimeout: LockTimeout, CancelAfter: CancelAfter, ReconcileInterval: time.Second,
-		Wait: time.Nanosecond, PollMin: time.Hour, PollMax: time.Hour, RetryMin: time.Hour, RetryMax: time.Hour,
+		Wait: time.Nanosecond, PollMin: time.Hour, PollMax: time.Hour,
 	}
 }
 
-// Keeper is a new instance of the core over the world (cfg from Config),
-// closed when the schedule ends.
+// Keeper is a new instance of the core over the world (cfg from Config).
 func (w *World) Keeper(cfg idempotency.Config) *idempotency.Keeper {
 	var store idempotency.Store = w.Store
 	if w.Wrap != nil {
 		store = w.Wrap(store)
 	}
-	k := idempotency.New(store, cfg)
-	w.closers = append(w.closers, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = k.Close(ctx)
-	})
-	return k
+	return idempotency.New(store, cfg)
 }
 
 // Answered is an answer a client received, or the layer's refusal.

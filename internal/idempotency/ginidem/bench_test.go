@@ -94,7 +94,6 @@ func newBenchEngine(b *testing.B, dialect string, cache idempotency.Cache, store
 	store := gormstore.New(gormtest.Open(b, dialect), storeOpts...)
 	keeper := idempotency.New(store, idempotency.Config{Transactor: store,
 		Cache: localcache.New(localcache.DefaultSize, cache)})
-	b.Cleanup(func() { _ = keeper.Close(context.Background()) })
 	mw := ginidem.New(keeper, ginidem.Options{Scope: func(*gin.Context) string { return "m1" }, Answer: testAnswer})
 	r.POST("/v1/orders", mw.Atomic(benchCreateOrder))
 	return r

@@ -91,7 +91,6 @@ func (e *testEnv) keeper(t *testing.T, cfg idempotency.Config) *idempotency.Keep
 		cfg.Cache = localcache.New(localcache.DefaultSize, nil) // as the API wires it
 	}
 	k := idempotency.New(e.store, cfg)
-	t.Cleanup(func() { _ = k.Close(context.Background()) })
 	return k
 }
 

@@ -20,7 +20,6 @@ func TestTombstones(t *testing.T) {
 		e := newTestEnv(t, d, idempotency.Config{})
 		store := gormstore.New(e.db, gormstore.WithTombstones(30*24*time.Hour))
 		k := idempotency.New(store, idempotency.Config{TTL: time.Hour, Now: e.clock.Now, Transactor: store})
-		t.Cleanup(func() { _ = k.Close(context.Background()) })
 		mw := e.instance(k)
 		e.engine.POST("/tomb/atomic", mw.Atomic(e.createThing))
 		e.engine.POST("/tomb/guarded/:id", mw.Guarded(e.guardedAction(mw)))

@@ -148,7 +148,6 @@ func newSendEnv(t *testing.T, dialect string) *sendEnv {
 // newKeeper is another instance over the same database and bank.
 func (e *sendEnv) newKeeper(t *testing.T) (*idempotency.Keeper, *idempotency.Effect[send, transfer]) {
 	k := idempotency.New(e.store, e.cfg)
-	t.Cleanup(func() { _ = k.Close(context.Background()) })
 	conn := func(ctx context.Context) *gorm.DB { return dbtx.Conn(ctx, e.db) }
 	load := func(ctx context.Context, scope, id string) (send, error) {
 		var s send
