@@ -36,8 +36,8 @@ var (
 )
 
 // RetryAfter is how long a client should wait before sending a request that
-// err refused again (ErrInProgress, ErrRateLimited), as an error in err's
-// chain with a RetryAfter method tells; zero for any other err.
+// err refused again: what an error in err's chain with a RetryAfter method
+// says (ErrRateLimited's), a second for ErrInProgress, zero for any other.
 func RetryAfter(err error) time.Duration {
 	if r, ok := errors.AsType[interface {
 		error
@@ -45,20 +45,11 @@ func RetryAfter(err error) time.Duration {
 	}](err); ok {
 		return r.RetryAfter()
 	}
+	if errors.Is(err, ErrInProgress) {
+		return retryAfter
+	}
 	return 0
 }
-
-// retryError is a refusal that clears with time, and when.
-type retryError struct {
-	err   error
-	after time.Duration
-}
-
-func retryable(err error, after time.Duration) error { return &retryError{err: err, after: after} }
-
-func (e *retryError) Error() string             { return e.err.Error() }
-func (e *retryError) Unwrap() error             { return e.err }
-func (e *retryError) RetryAfter() time.Duration { return e.after }
 
 // Errors returned by a Store.
 var (

@@ -92,7 +92,7 @@ func (r *run) execute(rec *Record, outcome string) result {
 		})
 		if errors.Is(err, ErrFenced) {
 			// Another request took the record over: its answer counts.
-			return refused(k.inProgress())
+			return refused(ErrInProgress)
 		}
 		k.cfg.Cache.Changed(scope, key)
 		return fresh(&answer, outcome, nil)
@@ -104,7 +104,7 @@ func (r *run) execute(rec *Record, outcome string) result {
 	case errors.Is(err, ErrFenced):
 		// Another request took the record over (our lock had run out):
 		// its answer will be kept; send the client to fetch it.
-		return refused(k.inProgress())
+		return refused(ErrInProgress)
 	case err != nil:
 		// True, but not stored yet: failing the retries, a retry after the
 		// lock timeout resumes from the last recovery point and stores it.

@@ -128,7 +128,7 @@ func (r *run) handle() result {
 	}
 	switch {
 	case err != nil:
-		return refused(k.inProgress())
+		return refused(ErrInProgress)
 	case handed != nil:
 		return r.answer(handed)
 	}
@@ -207,7 +207,7 @@ func (r *run) loop(rec *Record) result {
 		case stepWait:
 			if !r.wait() {
 				r.waitedFor()
-				return refused(r.k.inProgress())
+				return refused(ErrInProgress)
 			}
 			rec, res, done = r.reread()
 		}
@@ -215,20 +215,19 @@ func (r *run) loop(rec *Record) result {
 			return res
 		}
 	}
-	return refused(r.k.inProgress())
+	return refused(ErrInProgress)
 }
 
 // reread reads the key's record again after a wait or a lost race. One that
 // is gone was given back: a Guarded request may reserve the key; an Atomic
 // one cannot tell what happened and answers in progress.
 func (r *run) reread() (*Record, result, bool) {
-	k := r.k
 	rec, err := r.get()
 	switch {
 	case errors.Is(err, ErrNotFound) && r.guarded:
 		return nil, result{}, false
 	case errors.Is(err, ErrNotFound):
-		return nil, refused(k.inProgress()), true
+		return nil, refused(ErrInProgress), true
 	case err != nil:
 		return nil, refused(err), true
 	}

@@ -59,10 +59,6 @@ func (k *Keeper) published(rec *Record) {
 	k.cfg.Cache.Changed(rec.Scope, rec.Key)
 }
 
-func (k *Keeper) inProgress() error {
-	return retryable(ErrInProgress, retryAfter)
-}
-
 // inTx runs fn in a transaction of the Transactor (ctx's, if any).
 func (k *Keeper) inTx(ctx context.Context, fn func(ctx context.Context) error) error {
 	return k.cfg.Transactor.InTx(ctx, fn)
