@@ -90,26 +90,3 @@ func readBody(r io.Reader, limit int64) ([]byte, error) {
 	}
 	return body, nil
 }
-
-// outcomeOf is the Observer's name for an error answer.
-func outcomeOf(err error) string {
-	switch {
-	case errors.Is(err, ErrKeyMissing):
-		return outcomeMissingKey
-	case errors.Is(err, ErrKeyInvalid):
-		return outcomeInvalidKey
-	case errors.Is(err, ErrKeyReused):
-		return outcomeMismatch
-	case errors.Is(err, ErrKeyExpired):
-		return outcomeExpired
-	case errors.Is(err, ErrInProgress):
-		return outcomeInProgress
-	case errors.Is(err, ErrMalformedBody):
-		return outcomeInvalidBody
-	case errors.Is(err, ErrRateLimited):
-		return outcomeRateLimited
-	case errors.Is(err, ErrBodyRead), errors.Is(err, context.Canceled):
-		return outcomeClientGone
-	}
-	return outcomeError
-}
