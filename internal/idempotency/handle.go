@@ -36,19 +36,12 @@ func replayed(rec *Record) result {
 const maxRounds = 64
 
 // Atomic runs one keyed request whose whole effect is rows in the database
-// (an order): it checks the key and the body, looks for a completed record
-// in memory and the cache, queues behind an identical request running in
-// this process, reads the key's record, and loops over decide's steps
-// until one ends the request. h, the application's work, runs at most
-// once, with ctx carrying the transaction its record commits with
-// (atomic.go); its errors are already answers.
-//
-// It returns the answer to send (replayed: a stored one, for
-// ginidem.HeaderReplayed), or a refusal for the error table: ErrKeyMissing,
-// ErrKeyInvalid, ErrKeyReused, ErrKeyExpired, ErrInProgress,
-// ErrRateLimited, ErrMalformedBody, ErrBodyRead, an *http.MaxBytesError,
-// or a store's error. The Observer hears one outcome per call, a panic of
-// h included.
+// (an order), along the path doc.go tells: h, the application's work, runs
+// at most once, with ctx carrying the transaction its record commits with
+// (atomic.go); its errors are already answers. It returns the answer to
+// send (replayed: a stored one, for ginidem.HeaderReplayed), or a refusal
+// for the error table (errors.go, an *http.MaxBytesError, a store's error).
+// The Observer hears one outcome per call, a panic of h included.
 func (k *Keeper) Atomic(ctx context.Context, in Input, h func(ctx context.Context, body []byte) Answer) (answer Answer, replayed bool, err error) {
 	return k.handle(ctx, &run{k: k, ctx: ctx, atomicWork: h}, in)
 }
