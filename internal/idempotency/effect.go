@@ -202,7 +202,7 @@ func (e *Effect[R, O]) Apply(ctx context.Context, scope, id string, answer O) (r
 			return err
 		}
 		o, _ := e.k.claimFor(ctx, c) // unclaimed: a running request stores the answer, or nobody can
-		if *r, err = e.settle(ctx, o, c, *r, answer); err != nil {
+		if *r, err = e.settle(ctx, o, c, *r, answer, eventAnswered); err != nil {
 			return err
 		}
 		outcome = applyApplied
@@ -282,17 +282,9 @@ func (e *Effect[R, O]) Rule(ctx context.Context, scope, id string, ruling *O) (R
 		case ruling == nil:
 			return e.markUnknown(ctx, c, r, eventRetry)
 		}
-		if *r, err = e.Settle(ctx, *r, *ruling); err != nil {
-			return err
-		}
-		if err := c.move(eventAccept, 0, e.k.now()); err != nil {
-			return err
-		}
-		if err := e.k.store.SaveCall(ctx, c); err != nil {
-			return err
-		}
 		o, _ := e.k.claimFor(ctx, c) // unclaimed: nobody's answer to store, or a request stores it
-		return e.finish(ctx, o, c, *r)
+		*r, err = e.settle(ctx, o, c, *r, *ruling, eventAccept)
+		return err
 	})
 }
 
@@ -428,7 +420,7 @@ func (e *Effect[R, O]) answered(ctx context.Context, o *Op, id string, answer O)
 			}
 			return e.finish(ctx, o, c, *r)
 		}
-		if *r, err = e.settle(ctx, o, c, *r, answer); c.State == CallFlagged {
+		if *r, err = e.settle(ctx, o, c, *r, answer, eventAnswered); c.State == CallFlagged {
 			result = "" // told by flagged
 		}
 		return err
@@ -509,26 +501,31 @@ func (e *Effect[R, O]) markUnknown(ctx context.Context, c *Call, r *R, ev callEv
 }
 
 // settle is the one place a definitive answer is applied, whoever learned
-// it: Check, then Settle and the call done, the answer stored through o in
-// the same transaction; or, on a mismatch, nothing applied and the call
-// flagged. c is locked in the caller's transaction.
-func (e *Effect[R, O]) settle(ctx context.Context, o *Op, c *Call, r R, answer O) (R, error) {
+// it (ev eventAnswered) or ruled it (eventAccept, without Check): Check,
+// then Settle and the call done, the answer stored through o in the same
+// transaction; or, on a mismatch, nothing applied and the call flagged. c
+// is locked in the caller's transaction.
+func (e *Effect[R, O]) settle(ctx context.Context, o *Op, c *Call, r R, answer O, ev callEvent) (R, error) {
 	now := e.k.now()
-	if err := e.Check(r, answer); err != nil {
-		if !errors.Is(err, ErrMismatch) {
-			return r, err
+	var mismatch error
+	if ev == eventAnswered {
+		mismatch = e.Check(r, answer)
+	}
+	if mismatch != nil {
+		if !errors.Is(mismatch, ErrMismatch) {
+			return r, mismatch
 		}
 		if err := c.move(eventMismatch, 0, now); err != nil {
 			return r, err
 		}
-		e.k.flagged(ctx, c, err)
+		e.k.flagged(ctx, c, mismatch)
 		return r, e.k.store.SaveCall(ctx, c)
 	}
 	r, err := e.Settle(ctx, r, answer)
 	if err != nil {
 		return r, err
 	}
-	if err := c.move(eventAnswered, 0, now); err != nil {
+	if err := c.move(ev, 0, now); err != nil {
 		return r, err
 	}
 	if !o.holds() && c.ClientKey != "" {
