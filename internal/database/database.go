@@ -23,6 +23,7 @@ import (
 	"github.com/glebarez/sqlite"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/stdlib"
 	"go.opentelemetry.io/otel/trace"
 	"gorm.io/driver/postgres"
@@ -122,6 +123,14 @@ func Open(url string, opts Options) (*DB, error) {
 			}
 			setting(c, "lock_timeout", opts.LockTimeout)
 			setting(c, "idle_in_transaction_session_timeout", opts.IdleInTransactionTimeout)
+			// A context that ends while its statement runs (a client that
+			// hung up, a worker stopped at shutdown) lets the statement
+			// finish for up to cancelGrace: pgx's default gives up on the
+			// socket at once and sends a cancel request, which PostgreSQL
+			// logs as an ERROR, and the pool loses the connection.
+			c.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
+				return &pgconn.DeadlineContextWatcherHandler{Conn: pc.Conn(), DeadlineDelay: cancelGrace}
+			}
 			return nil
 		}))
 		g, err := gorm.Open(postgres.New(pc), cfg)
@@ -144,6 +153,10 @@ func Open(url string, opts Options) (*DB, error) {
 		return nil, errors.New("DATABASE_URL must be empty (embedded SQLite), sqlite:<path> or postgres://<host>/<db>")
 	}
 }
+
+// cancelGrace is how long a statement whose context ended may still run
+// before pgx closes its connection (and PostgreSQL logs it canceled).
+const cancelGrace = 2 * time.Second
 
 // setting makes a positive d the value of the server setting name on the
 // connection (in milliseconds, sent at its start), unless the URL set it.

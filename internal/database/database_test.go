@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -62,4 +63,25 @@ func TestQueryExecModeFromTheURL(t *testing.T) {
 	_, err = database.Open(bad, database.Options{})
 	require.ErrorContains(t, err, "default_query_exec_mode")
 	require.NotContains(t, err.Error(), "hunter2", "no password in the message")
+}
+
+// TestHangUpLetsTheStatementFinish: a statement whose context ends while it
+// runs (the client hung up) is let finish, and its connection stays in the
+// pool (the same backend serves the next statement). pgx's default closed
+// the connection at once and sent PostgreSQL a cancel request, which the
+// server logs as an ERROR ("canceling statement due to user request"), and
+// the pool opened a new connection for the next request.
+func TestHangUpLetsTheStatementFinish(t *testing.T) {
+	db, err := database.Open(testkit.DatabaseURL(t, database.Postgres), database.Options{MaxOpenConns: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	var before, after int64
+	require.NoError(t, db.Raw("SELECT pg_backend_pid()").Row().Scan(&before))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_ = db.WithContext(ctx).Exec("SELECT pg_sleep(0.2)").Error
+
+	require.NoError(t, db.Raw("SELECT pg_backend_pid()").Row().Scan(&after))
+	require.Equal(t, before, after, "the connection was kept, not closed with a cancel request")
 }
