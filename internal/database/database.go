@@ -123,14 +123,7 @@ func Open(url string, opts Options) (*DB, error) {
 			}
 			setting(c, "lock_timeout", opts.LockTimeout)
 			setting(c, "idle_in_transaction_session_timeout", opts.IdleInTransactionTimeout)
-			// A context that ends while its statement runs (a client that
-			// hung up, a worker stopped at shutdown) lets the statement
-			// finish for up to cancelGrace: pgx's default gives up on the
-			// socket at once and sends a cancel request, which PostgreSQL
-			// logs as an ERROR, and the pool loses the connection.
-			c.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
-				return &pgconn.DeadlineContextWatcherHandler{Conn: pc.Conn(), DeadlineDelay: cancelGrace}
-			}
+			LetFinish(c)
 			return nil
 		}))
 		g, err := gorm.Open(postgres.New(pc), cfg)
@@ -151,6 +144,17 @@ func Open(url string, opts Options) (*DB, error) {
 		return &DB{DB: g, Dialect: Postgres}, nil
 	default:
 		return nil, errors.New("DATABASE_URL must be empty (embedded SQLite), sqlite:<path> or postgres://<host>/<db>")
+	}
+}
+
+// LetFinish makes c's connections let a statement whose context ends while
+// it runs (a client that hung up, a worker stopped at shutdown) finish for
+// up to cancelGrace: pgx's default gives up on the socket at once and sends
+// a cancel request, which PostgreSQL logs as an ERROR, and the pool loses
+// the connection.
+func LetFinish(c *pgx.ConnConfig) {
+	c.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.DeadlineContextWatcherHandler{Conn: pc.Conn(), DeadlineDelay: cancelGrace}
 	}
 }
 

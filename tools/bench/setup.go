@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/testkit"
 	"github.com/idemkeys/payments/tools/harness"
 )
@@ -228,6 +229,7 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 		return nil, err
 	}
 	cfg.MaxConns = dbMaxConns
+	database.LetFinish(cfg.ConnConfig) // as the API's connections do: a hang-up logs no ERROR
 	if b.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, err
 	}

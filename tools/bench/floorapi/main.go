@@ -37,6 +37,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkeys/payments/internal/app"
+	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/handlers"
 	"github.com/idemkeys/payments/tools/bench/rawsql"
 )
@@ -59,6 +60,7 @@ func run(ctx context.Context) error {
 	if n, err := strconv.Atoi(os.Getenv("DB_MAX_CONNS")); err == nil {
 		cfg.MaxConns = int32(n)
 	}
+	database.LetFinish(cfg.ConnConfig) // as the API's connections do
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return err
