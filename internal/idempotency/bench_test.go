@@ -24,7 +24,7 @@ func BenchmarkValidateKey(b *testing.B) {
 		b.Run(k.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := validateKey(k.key); err != nil {
+				if err := ValidateKey(k.key); err != nil {
 					b.Fatal(err)
 				}
 			}

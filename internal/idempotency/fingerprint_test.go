@@ -85,11 +85,11 @@ func TestCanonicalizeRefuses(t *testing.T) {
 func TestValidateKey(t *testing.T) {
 	valid := []string{"a", "order-123_ABC.~!", strings.Repeat("x", 255), "550e8400-e29b-41d4-a716-446655440000"}
 	for _, k := range valid {
-		require.NoError(t, validateKey(k), k)
+		require.NoError(t, ValidateKey(k), k)
 	}
 	invalid := []string{"", " ", "a b", "tab\tkey", "new\nline", "nul\x00", "del\x7f", "é", strings.Repeat("x", 256)}
 	for _, k := range invalid {
-		require.ErrorIs(t, validateKey(k), ErrKeyInvalid, "%q", k)
+		require.ErrorIs(t, ValidateKey(k), ErrKeyInvalid, "%q", k)
 	}
 }
 
@@ -98,7 +98,7 @@ func FuzzValidateKey(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, key string) {
-		err := validateKey(key)
+		err := ValidateKey(key)
 		ok := len(key) >= 1 && len(key) <= 255
 		for i := 0; i < len(key); i++ {
 			if key[i] < 0x21 || key[i] > 0x7e {

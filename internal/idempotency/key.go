@@ -5,14 +5,14 @@ import "fmt"
 // MaxKeyLength is the longest Idempotency-Key accepted.
 const MaxKeyLength = 255
 
-// KeyPattern is validateKey's rule as a regular expression (ECMA-262 and Go
+// KeyPattern is ValidateKey's rule as a regular expression (ECMA-262 and Go
 // syntax alike), for the OpenAPI document's Idempotency-Key parameters.
 const KeyPattern = `^[\x21-\x7E]{1,255}$`
 
-// validateKey checks a key's shape: 1 to 255 characters of visible ASCII
+// ValidateKey checks a key's shape: 1 to 255 characters of visible ASCII
 // (no header injection, nothing that logs or compares oddly). It returns
 // nil or an error wrapping ErrKeyInvalid.
-func validateKey(key string) error {
+func ValidateKey(key string) error {
 	if key == "" {
 		return fmt.Errorf("%w: the key is empty", ErrKeyInvalid)
 	}

@@ -19,7 +19,7 @@ func TestKeyPatternAgreesWithValidateKey(t *testing.T) {
 		keys = append(keys, string([]byte{byte(c)}))
 	}
 	for _, k := range keys {
-		valid := validateKey(k) == nil
+		valid := ValidateKey(k) == nil
 		if matched := re.MatchString(k); matched != valid {
 			t.Errorf("key %q: pattern matches %v, ValidateKey accepts %v", k, matched, valid)
 		}

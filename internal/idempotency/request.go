@@ -46,7 +46,7 @@ func (k *Keeper) request(ctx context.Context, in Input) (keyedRequest, error) {
 		return keyedRequest{}, fmt.Errorf("%w: the header is repeated", ErrKeyInvalid)
 	}
 	key := in.Keys[0]
-	if err := validateKey(key); err != nil {
+	if err := ValidateKey(key); err != nil {
 		return keyedRequest{}, err
 	}
 	body, err := readBody(in.Body, k.cfg.MaxBodyBytes)
