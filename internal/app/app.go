@@ -289,7 +289,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 
 		ProviderBreakers: providerClient.OpenBreakers,
 
-		IdempotencyKeys: keeper,
+		IdempotencyKeys: records,
 		HashKey:         handlers.NewKeyHasher([]byte(cfg.LogKeySecret)),
 		Middleware:      []gin.HandlerFunc{m.HTTPMiddleware()},
 		Tracing:         traceRequests(tr),

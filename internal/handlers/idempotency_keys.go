@@ -22,13 +22,12 @@ const (
 	routeIdempotencyKey   = idempotencyKeysPrefix + "*key"
 )
 
-// KeyLookup reads the calling merchant's idempotency records
-// (idempotency.Keeper).
+// KeyLookup reads the idempotency records (idempotency.Store's Get).
 type KeyLookup interface {
-	// Lookup returns the live record of merchantID under key. It returns an
-	// error wrapping idempotency.ErrKeyInvalid, idempotency.ErrNotFound
-	// (another merchant's key included) or database.ErrUnavailable.
-	Lookup(ctx context.Context, merchantID, key string) (*idempotency.Record, error)
+	// Get returns the record of merchantID under key, live or, with
+	// tombstones, expired. It returns idempotency.ErrNotFound (another
+	// merchant's key included) or database.ErrUnavailable.
+	Get(ctx context.Context, merchantID, key string, now time.Time) (*idempotency.Record, error)
 }
 
 // IdempotencyKeyResponse is what the API keeps under one of the merchant's
@@ -118,9 +117,16 @@ type keyHandlers struct {
 //	@Produce		json
 //	@Router			/v1/idempotency-keys/{key} [get]
 func (h *keyHandlers) getIdempotencyKey(c *gin.Context) (idempotency.Answer, error) {
-	rec, err := h.keys.Lookup(c.Request.Context(), MerchantID(c), idempotencyKeyParam(c))
-	if err != nil {
+	key := idempotencyKeyParam(c)
+	if err := idempotency.ValidateKey(key); err != nil {
 		return idempotency.Answer{}, err
+	}
+	rec, err := h.keys.Get(c.Request.Context(), MerchantID(c), key, time.Now())
+	switch {
+	case err != nil:
+		return idempotency.Answer{}, err
+	case rec.State == idempotency.StateExpired:
+		return idempotency.Answer{}, idempotency.ErrNotFound // no live record
 	}
 	return reply(http.StatusOK, toIdempotencyKeyResponse(rec)), nil
 }

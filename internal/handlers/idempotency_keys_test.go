@@ -48,7 +48,7 @@ func newKeysAPIWith(t *testing.T, dialect database.Dialect, level slog.Level, ha
 	require.NoError(t, err)
 	logs := &testkit.SyncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))
-	keeper, idem, store := newIdempotency(t, db.DB, idempotency.Config{
+	_, idem, store := newIdempotency(t, db.DB, idempotency.Config{
 		TTL: time.Hour, LockTimeout: time.Minute, Wait: 500 * time.Millisecond, MaxBodyBytes: maxBody,
 	}, log)
 	r := handlers.NewRouter(handlers.Deps{
@@ -56,7 +56,7 @@ func newKeysAPIWith(t *testing.T, dialect database.Dialect, level slog.Level, ha
 		Auth:            ms,
 		Orders:          payments.NewService(paymentsdb.New(db.DB), nil),
 		Atomic:          idem.Atomic,
-		IdempotencyKeys: keeper,
+		IdempotencyKeys: store,
 		HashKey:         hash,
 		Database:        db,
 		MaxBodyBytes:    maxBody,

@@ -67,7 +67,7 @@ type Deps struct {
 	// read within it or WebhookReadTimeout, whichever is shorter.
 	ReadTimeout time.Duration
 	// IdempotencyKeys serves GET /v1/idempotency-keys/{key}
-	// (idempotency.Keeper); nil leaves the route out.
+	// (idempotency.Store); nil leaves the route out.
 	IdempotencyKeys KeyLookup
 	// HashKey turns an Idempotency-Key into the short keyed hash the
 	// access log carries instead (NewKeyHasher); nil means NewKeyHasher

@@ -33,7 +33,6 @@
 //	                           and moves, its derived id and key
 //	claim.go, reconcile.go,    work outside a request: the claim on a record,
 //	schedule.go                the reconciler's round, when it looks again
-//	lookup.go                  a key's record for the introspection endpoint
 //
 // # The record
 //

@@ -170,36 +170,6 @@ WHERE merchant_id = 'm2' AND idempotency_key = 'victim'`, stolen).Error)
 	}
 }
 
-func TestKeeperLookup(t *testing.T) {
-	for _, dialect := range gormtest.Dialects {
-		t.Run(dialect, func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			db := gormtest.Open(t, dialect)
-			store := gormstore.New(db)
-			k := idempotency.New(store, idempotency.Config{TTL: time.Hour, LockTimeout: time.Minute, Wait: time.Second})
-			now := time.Now().UTC().Truncate(time.Microsecond)
-			rec := executing("m1", "look/me up", now)
-			require.NoError(t, store.Insert(ctx, rec))
-
-			got, err := k.Lookup(ctx, "m1", "look/me up")
-			require.ErrorIs(t, err, idempotency.ErrKeyInvalid, "a space is not a valid key character")
-			require.Nil(t, got)
-
-			require.NoError(t, store.Insert(ctx, executing("m1", "look/me", now)))
-			got, err = k.Lookup(ctx, "m1", "look/me")
-			require.NoError(t, err)
-			require.Equal(t, "look/me", got.Key)
-			require.Equal(t, idempotency.StateExecuting, got.State)
-
-			_, err = k.Lookup(ctx, "m2", "look/me")
-			require.ErrorIs(t, err, idempotency.ErrNotFound, "another merchant's key is not found")
-			_, err = k.Lookup(ctx, "m1", "never-used")
-			require.ErrorIs(t, err, idempotency.ErrNotFound)
-		})
-	}
-}
-
 func TestExecutingStats(t *testing.T) {
 	for _, dialect := range gormtest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
