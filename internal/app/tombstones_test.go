@@ -44,6 +44,8 @@ func TestTombstonesOverHTTP(t *testing.T) {
 				require.Equal(t, 422, other.Status, string(other.Body))
 				require.Equal(t, "idempotency_key_reused", other.JSON(t)["code"])
 				require.EqualValues(t, 1, orders(), "a late reuse executes nothing")
+				look := apptest.Call(t, "GET", api.URL+"/v1/idempotency-keys/late-key", "sk_test_acme", "", "")
+				require.Equal(t, 404, look.Status, "an expired key has no live record: %s", look.Body)
 			}
 			checkExpired(api)
 			require.EqualValues(t, 1, testkit.Count(t, dbURL, "SELECT count(*) FROM idempotency_records"), "not purged yet")

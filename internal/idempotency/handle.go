@@ -215,7 +215,7 @@ func (r *run) loop(rec *Record) result {
 // is gone was given back: a Guarded request may reserve the key; an Atomic
 // one cannot tell what happened and answers in progress.
 func (r *run) reread() (*Record, result, bool) {
-	rec, err := r.get()
+	rec, err := r.k.store.Get(r.ctx, r.req.Scope, r.req.Key, r.k.now())
 	switch {
 	case errors.Is(err, ErrNotFound) && r.guarded:
 		return nil, result{}, false
@@ -225,17 +225,6 @@ func (r *run) reread() (*Record, result, bool) {
 		return nil, refused(err), true
 	}
 	return rec, result{}, false
-}
-
-// get reads the key's live record or, past its expiry, its tombstone.
-func (r *run) get() (*Record, error) {
-	k := r.k
-	now := k.now()
-	rec, err := k.store.Get(r.ctx, r.req.Scope, r.req.Key, now)
-	if errors.Is(err, ErrNotFound) {
-		return k.store.Tombstone(r.ctx, r.req.Scope, r.req.Key, now)
-	}
-	return rec, err
 }
 
 // wait pauses, holding no connection, until the record may have changed: a

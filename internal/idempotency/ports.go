@@ -14,7 +14,9 @@ type Store interface {
 	// an expired record, and sets rec.Fence: FirstFence of rec.CreatedAt,
 	// or past the replaced record's. It returns ErrKeyExists.
 	Insert(ctx context.Context, rec *Record) error
-	// Get returns the live record. It returns ErrNotFound.
+	// Get returns the live record or, for a store that keeps tombstones,
+	// what it remembers of a key whose record expired, in StateExpired
+	// (fingerprint and times). It returns ErrNotFound.
 	Get(ctx context.Context, scope, key string, now time.Time) (*Record, error)
 	// TakeOver hands an executing record whose lock has run out to a new
 	// owner: fence seen to seen+1, locked until lockedUntil, in one
@@ -30,12 +32,6 @@ type Store interface {
 	// record is deleted at PointStarted, else unlocked for the next retry
 	// to resume at once. It returns ErrFenced.
 	Release(ctx context.Context, scope, key string, fence int64, now time.Time) error
-
-	// Tombstone returns what the store remembers of a key whose record
-	// expired (the record, or its tombstone) as a Record in StateExpired:
-	// fingerprint and times. It returns ErrNotFound, at once for a store
-	// that keeps no tombstones.
-	Tombstone(ctx context.Context, scope, key string, now time.Time) (*Record, error)
 
 	// InsertCall adds the outside call of a new resource. It returns
 	// ErrKeyExists, and the transaction goes on (an answer, not a failure).

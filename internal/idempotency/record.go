@@ -11,8 +11,8 @@ import (
 type State string
 
 // A record is executing until its answer is stored, then completed; an
-// expired one is what a store remembers of a key past its TTL
-// (Store.Tombstone).
+// expired one is what a store with tombstones remembers of a key past its
+// TTL (Store.Get).
 const (
 	StateExecuting State = "executing"
 	StateCompleted State = "completed"

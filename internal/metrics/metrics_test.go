@@ -120,9 +120,6 @@ func (s failingStore) Complete(context.Context, string, string, int64, idempoten
 }
 func (s failingStore) Release(context.Context, string, string, int64, time.Time) error { return s.err }
 func (s failingStore) PurgeExpired(context.Context, time.Time, int) (int, error)       { return 0, s.err }
-func (s failingStore) Tombstone(context.Context, string, string, time.Time) (*idempotency.Record, error) {
-	return nil, s.err
-}
 func (s failingStore) PurgeTombstones(context.Context, time.Time, int) (int, error) { return 0, s.err }
 func (s failingStore) InsertCall(context.Context, *idempotency.Call) error          { return s.err }
 func (s failingStore) LockCall(context.Context, string, string) (*idempotency.Call, error) {
@@ -162,7 +159,6 @@ func TestStoreErrorsCountFailuresNotAnswers(t *testing.T) {
 			_ = s.Complete(ctx, "m", "k", 1, idempotency.Answer{}, now)
 			_ = s.Release(ctx, "m", "k", 1, now)
 			_, _ = s.PurgeExpired(ctx, now, 10)
-			_, _ = s.Tombstone(ctx, "m", "k", now)
 			_, _ = s.PurgeTombstones(ctx, now, 10)
 
 			got := scrape(t, m)
@@ -170,7 +166,7 @@ func TestStoreErrorsCountFailuresNotAnswers(t *testing.T) {
 			if tc.counted {
 				want = 1
 			}
-			for _, op := range []string{"insert", "get", "take_over", "checkpoint", "complete", "release", "purge", "tombstone", "purge_tombstones"} {
+			for _, op := range []string{"insert", "get", "take_over", "checkpoint", "complete", "release", "purge", "purge_tombstones"} {
 				series := fmt.Sprintf(`idempotency_store_errors_total{op=%q,store="postgres"}`, op)
 				require.Contains(t, got, series)
 				require.Equal(t, want, got[series], op)

@@ -27,7 +27,7 @@ func (m *Metrics) InstrumentStore(s Store, store string) Store {
 	return &instrumentedStore{next: s, m: m, store: store}
 }
 
-var storeOps = []string{"insert", "get", "take_over", "checkpoint", "complete", "release", "purge", "tombstone", "purge_tombstones",
+var storeOps = []string{"insert", "get", "take_over", "checkpoint", "complete", "release", "purge", "purge_tombstones",
 	"insert_call", "lock_call", "save_call", "count_calls", "due_calls"}
 
 type instrumentedStore struct {
@@ -88,11 +88,6 @@ func (s *instrumentedStore) Release(ctx context.Context, scope, key string, fenc
 func (s *instrumentedStore) PurgeExpired(ctx context.Context, now time.Time, limit int) (int, error) {
 	n, err := s.next.PurgeExpired(ctx, now, limit)
 	return n, s.count("purge", err)
-}
-
-func (s *instrumentedStore) Tombstone(ctx context.Context, scope, key string, now time.Time) (*idempotency.Record, error) {
-	rec, err := s.next.Tombstone(ctx, scope, key, now)
-	return rec, s.count("tombstone", err)
 }
 
 func (s *instrumentedStore) PurgeTombstones(ctx context.Context, now time.Time, limit int) (int, error) {

@@ -317,11 +317,6 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time, limit int) (int
 	return n, err
 }
 
-// Tombstone implements idempotency.Store: this store keeps none.
-func (s *Store) Tombstone(context.Context, string, string, time.Time) (*idempotency.Record, error) {
-	return nil, idempotency.ErrNotFound
-}
-
 // PurgeTombstones implements janitor.Store: there are none.
 func (s *Store) PurgeTombstones(context.Context, time.Time, int) (int, error) { return 0, nil }
 

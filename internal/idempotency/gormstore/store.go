@@ -37,8 +37,9 @@ type Store struct {
 	// is kept after the record expired (WithTombstones).
 	tombstoneTTL time.Duration
 	// insertQuery is insertSQL, or its tombstone-guarded form; fastInsert
-	// is FastInsertSQL, or its tombstone-guarded form.
-	insertQuery, fastInsert string
+	// is FastInsertSQL, or its tombstone-guarded form; getQuery and
+	// getDollars are getSQL, or the form that reads tombstones too.
+	insertQuery, fastInsert, getQuery, getDollars string
 }
 
 var (
@@ -72,10 +73,11 @@ func New(db *gorm.DB, opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
-	s.insertQuery, s.fastInsert = insertSQL, FastInsertSQL
+	s.insertQuery, s.fastInsert, s.getQuery = insertSQL, FastInsertSQL, getSQL
 	if s.tombstoneTTL > 0 {
-		s.insertQuery, s.fastInsert = s.insertTombstoned(), fastInsertTombstoned
+		s.insertQuery, s.fastInsert, s.getQuery = s.insertTombstoned(), fastInsertTombstoned, getTombstonedSQL
 	}
+	s.getDollars = dbtx.Dollars(s.getQuery)
 	return s
 }
 
@@ -217,22 +219,30 @@ func (s *Store) Insert(ctx context.Context, rec *idempotency.Record) error {
 // fill the row by reflection on every call.
 func (s *Store) Get(ctx context.Context, scope, key string, now time.Time) (*idempotency.Record, error) {
 	var row recordRow
+	// getTombstonedSQL's arguments, what it repeats boxed once; getSQL
+	// takes the last three.
+	sc, k, t := any(scope), any(key), any(dbtx.Timestamp(now))
+	all := [...]any{t, sc, k, sc, k, t}
+	args := all[3:]
+	if s.tombstoneTTL > 0 {
+		args = all[:]
+	}
 	var err error
 	if s.db.Name() == "postgres" && !dbtx.Carried(ctx) {
 		// Every retry that an instance does not hold in memory starts
 		// here: straight through pgx, as the pipeline writes, it costs
 		// about half of what GORM and database/sql add to one row.
+		// (now as a pgtype.Timestamptz, which pgx encodes without the
+		// wrapper it makes for a time.Time on every query.)
 		err = dbtx.OnPgx(ctx, s.db, func(pc *pgx.Conn) error {
-			// now as a pgtype.Timestamptz, which pgx encodes without
-			// the wrapper it makes for a time.Time on every query.
-			err := scanPgx(pc.QueryRow(ctx, getSQLDollars, scope, key, dbtx.Timestamp(now)), &row)
+			err := scanPgx(pc.QueryRow(ctx, s.getDollars, args...), &row)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return sql.ErrNoRows
 			}
 			return err
 		})
 	} else {
-		err = dbtx.ScanRow(dbtx.Conn(ctx, s.db).Raw(getSQL, scope, key, now), &row.MerchantID, &row.IdempotencyKey, &row.Method, &row.Path,
+		err = dbtx.ScanRow(dbtx.Conn(ctx, s.db).Raw(s.getQuery, args...), &row.MerchantID, &row.IdempotencyKey, &row.Method, &row.Path,
 			&row.Fingerprint, &row.State, &row.RecoveryPoint, &row.Fence, &row.LockedUntil, &row.ResponseStatus, &row.ResponseHeaders,
 			&row.ResponseBody, &row.ResponseKeyID, &row.CreatedAt, &row.UpdatedAt, &row.ExpiresAt)
 	}
@@ -241,6 +251,8 @@ func (s *Store) Get(ctx context.Context, scope, key string, now time.Time) (*ide
 		return nil, idempotency.ErrNotFound
 	case err != nil:
 		return nil, s.classify(err)
+	case row.State == string(idempotency.StateExpired):
+		return s.expired(row, now)
 	}
 	return s.toRecord(row)
 }
@@ -287,14 +299,12 @@ func scanPgx(r pgx.Row, row *recordRow) error {
 	return nil
 }
 
-// getSQL is Get's statement, its columns in recordRow's order.
+// getSQL is Get's statement, its columns in recordRow's order: scope, key,
+// now.
 const getSQL = `SELECT merchant_id, idempotency_key, method, path, fingerprint, state, recovery_point,
     fence, locked_until, response_status, response_headers, response_body, response_key_id,
     created_at, updated_at, expires_at
 FROM idempotency_records WHERE merchant_id = ? AND idempotency_key = ? AND expires_at > ?`
-
-// getSQLDollars is getSQL as pgx takes it.
-var getSQLDollars = dbtx.Dollars(getSQL)
 
 // TakeOver implements idempotency.Store: one statement moves the record
 // and returns it as moved, recovery point included, so that no checkpoint

@@ -267,7 +267,7 @@ func Run(t *testing.T, subject Subject) {
 
 	t.Run("tombstones", func(t *testing.T) {
 		if subject.TombstoneTTL == 0 {
-			_, err := s.Tombstone(ctx, "m1", "ttl", t0.Add(10*ttl))
+			_, err := s.Get(ctx, "m1", "ttl", t0.Add(10*ttl))
 			require.ErrorIs(t, err, idempotency.ErrNotFound, "a store without tombstones remembers nothing")
 			n, err := s.PurgeTombstones(ctx, t0.Add(10*ttl), 10)
 			require.NoError(t, err)
@@ -381,19 +381,20 @@ func tombstones(t *testing.T, subject Subject, t0 time.Time) {
 	require.NoError(t, s.Complete(ctx, "tomb", "late", rec.Fence, resp, t0))
 	expiry := t0.Add(ttl)
 
-	_, err := s.Tombstone(ctx, "tomb", "late", expiry.Add(-time.Second))
-	require.ErrorIs(t, err, idempotency.ErrNotFound, "a live record has no tombstone")
+	live, err := s.Get(ctx, "tomb", "late", expiry.Add(-time.Second))
+	require.NoError(t, err)
+	require.Equal(t, idempotency.StateCompleted, live.State, "a live record is read as it is")
 
 	after := expiry.Add(time.Second)
-	_, err = s.Get(ctx, "tomb", "late", after)
-	require.ErrorIs(t, err, idempotency.ErrNotFound, "expired: absent for Get")
 	require.ErrorIs(t, s.Insert(ctx, executing("tomb", "late", after)), idempotency.ErrKeyExists,
 		"not replaced before the purge")
-	stone, err := s.Tombstone(ctx, "tomb", "late", after)
-	require.NoError(t, err)
+	stone, err := s.Get(ctx, "tomb", "late", after)
+	require.NoError(t, err, "expired: read as such, not absent")
 	require.Equal(t, idempotency.StateExpired, stone.State)
 	require.Equal(t, "fp-1", stone.Fingerprint)
 	require.Equal(t, t0, stone.CreatedAt, "first seen")
+	require.Equal(t, expiry, stone.ExpiresAt)
+	require.Nil(t, stone.Answer, "an expired record's answer is not read")
 
 	n, err := s.PurgeExpired(ctx, after, 100)
 	require.NoError(t, err)
@@ -404,11 +405,13 @@ func tombstones(t *testing.T, subject Subject, t0 time.Time) {
 		err := subject.Tx.InTx(ctx, func(ctx context.Context) error { return s.Insert(ctx, executing("tomb", "late", after)) })
 		require.ErrorIs(t, err, idempotency.ErrKeyExists, "nor in the caller's transaction")
 	}
-	stone, err = s.Tombstone(ctx, "tomb", "late", after)
+	stone, err = s.Get(ctx, "tomb", "late", after)
 	require.NoError(t, err, "the purge left the tombstone")
+	require.Equal(t, idempotency.StateExpired, stone.State)
 	require.Equal(t, "fp-1", stone.Fingerprint)
 	require.Equal(t, t0, stone.CreatedAt)
-	_, err = s.Tombstone(ctx, "tomb-other", "late", after)
+	require.Equal(t, expiry, stone.ExpiresAt, "the record's expiry, not the tombstone's")
+	_, err = s.Get(ctx, "tomb-other", "late", after)
 	require.ErrorIs(t, err, idempotency.ErrNotFound, "scoped")
 
 	// A key never used has no tombstone and inserts as ever.
@@ -417,7 +420,7 @@ func tombstones(t *testing.T, subject Subject, t0 time.Time) {
 	// Past the tombstone's time the key is new again, and the tombstone is
 	// purged in batches.
 	gone := expiry.Add(tombstoneTTL).Add(time.Second)
-	_, err = s.Tombstone(ctx, "tomb", "late", gone)
+	_, err = s.Get(ctx, "tomb", "late", gone)
 	require.ErrorIs(t, err, idempotency.ErrNotFound)
 	n, err = s.PurgeTombstones(ctx, gone, 100)
 	require.NoError(t, err)
