@@ -36,22 +36,15 @@ func (r *run) atomic() (*Record, result, bool) {
 	var tx atomicTx
 	tx.r = r
 	err := k.cfg.Transactor.InTx(r.ctx, tx.run)
+	if errors.Is(err, errKeptAlone) {
+		tx.stored = r.completed(tx.answer)
+		err = k.store.Insert(r.ctx, tx.stored)
+	}
 	answer, stored := &tx.answer, tx.stored
 	switch {
 	case err == nil:
 		k.published(stored)
 		return nil, fresh(answer, outcomeExecuted, stored), true
-	case errors.Is(err, errKeptAlone):
-		stored = r.completed(*answer)
-		err := k.store.Insert(r.ctx, stored)
-		switch {
-		case err == nil:
-			k.published(stored)
-			return nil, fresh(answer, outcomeExecuted, stored), true
-		case errors.Is(err, ErrKeyExists):
-			return r.reread()
-		}
-		return nil, refused(err), true
 	case errors.Is(err, errNotKept):
 		if rec, gerr := k.store.Get(r.ctx, r.req.Scope, r.req.Key, k.now()); gerr == nil {
 			return rec, result{}, false
