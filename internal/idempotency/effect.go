@@ -116,11 +116,11 @@ func (e *Effect[R, O]) Run(ctx context.Context, op *Op, create func(ctx context.
 	// A client that hangs up must not make the outcome unknown.
 	ctx = context.WithoutCancel(ctx)
 
-	secret, err := e.secret(ctx, op)
+	secret, n, err := e.secret(ctx, op)
 	if err != nil {
 		return zero, err
 	}
-	c, r, err := e.begin(ctx, op, secret, create)
+	c, r, err := e.begin(ctx, op, secret, n, create)
 	if err != nil || c.State.settled() {
 		return r, err
 	}
@@ -194,10 +194,10 @@ func (e *Effect[R, O]) drive(ctx context.Context, o *Op, c *Call, r R) (R, strin
 func (e *Effect[R, O]) Apply(ctx context.Context, scope, id string, answer O) (r R, outcome string, err error) {
 	r, err = e.locked(ctx, scope, id, func(ctx context.Context, c *Call, r *R) (err error) {
 		if c.State.settled() {
-			outcome = applyRepeat
+			outcome = "repeat"
 			orphan, err := e.orphaned(ctx, c, *r, answer)
 			if orphan {
-				outcome = applyOrphan
+				outcome = "orphan"
 			}
 			return err
 		}
@@ -205,24 +205,16 @@ func (e *Effect[R, O]) Apply(ctx context.Context, scope, id string, answer O) (r
 		if *r, err = e.settle(ctx, o, c, *r, answer, eventAnswered); err != nil {
 			return err
 		}
-		outcome = applyApplied
+		outcome = "applied"
 		if c.State == CallFlagged {
 			// Nothing answered for good: the record goes back, open.
-			outcome = applyFlagged
+			outcome = "flagged"
 			return o.release(ctx)
 		}
 		return nil
 	})
 	return r, outcome, err
 }
-
-// Apply's outcomes.
-const (
-	applyApplied = "applied"
-	applyRepeat  = "repeat"
-	applyFlagged = "flagged"
-	applyOrphan  = "orphan"
-)
 
 // Start begins an operation the system starts itself, without a client
 // (the refund of an orphan charge), with its id and key derived from scope
@@ -278,7 +270,7 @@ func (e *Effect[R, O]) Rule(ctx context.Context, scope, id string, ruling *O) (R
 	return e.locked(ctx, scope, id, func(ctx context.Context, c *Call, r *R) (err error) {
 		switch {
 		case c.State != CallFlagged:
-			return fmt.Errorf("%s %s is %s: %w", e.Kind, c.ID, c.State, errNotFlagged)
+			return fmt.Errorf("%s %s is %s: the outside call is not flagged", e.Kind, c.ID, c.State)
 		case ruling == nil:
 			return e.markUnknown(ctx, c, r, eventRetry)
 		}
@@ -288,14 +280,11 @@ func (e *Effect[R, O]) Rule(ctx context.Context, scope, id string, ruling *O) (R
 	})
 }
 
-// errNotFlagged: an operator's command named a call that is not flagged.
-var errNotFlagged = errors.New("the outside call is not flagged")
-
 // begin is phase 1: the call and resource the recovery point names, or new
 // ones. The call goes in first: its id is derived from the record, so an
 // owner whose point is older than a call already made finds it by the
 // clash, and resumes it.
-func (e *Effect[R, O]) begin(ctx context.Context, o *Op, secret []byte, create func(ctx context.Context, c Call) (R, error)) (*Call, R, error) {
+func (e *Effect[R, O]) begin(ctx context.Context, o *Op, secret []byte, n int, create func(ctx context.Context, c Call) (R, error)) (*Call, R, error) {
 	var (
 		c *Call
 		r R
@@ -304,9 +293,7 @@ func (e *Effect[R, O]) begin(ctx context.Context, o *Op, secret []byte, create f
 		var err error
 		id := resourceOf(o.point)
 		if id == "" {
-			if c, err = e.k.newCall(ctx, o, e.Kind, e.Prefix, secret); err != nil {
-				return err
-			}
+			c = e.k.newCall(ctx, o, e.Kind, e.Prefix, secret, n)
 			switch err := e.k.store.InsertCall(ctx, c); {
 			case errors.Is(err, ErrKeyExists):
 				id = c.ID
@@ -343,31 +330,30 @@ func (e *Effect[R, O]) resume(ctx context.Context, o *Op, id string) (c *Call, r
 	return c, r, err
 }
 
-// secret is what a new call derives its id and key with: Config.KeySecret,
-// unless the outside service holds a call of this operation under a former
-// secret's key (PreviousKeySecrets; our rows were lost, the secret changed
-// since). Find is given the zero resource and asks by key alone. A lookup
-// that fails is ErrNotExecuted: a new key could make the effect twice.
-func (e *Effect[R, O]) secret(ctx context.Context, o *Op) ([]byte, error) {
-	former := e.k.cfg.PreviousKeySecrets
-	if len(former) == 0 || resourceOf(o.point) != "" {
-		return e.k.cfg.KeySecret, nil
+// secret is what a new call derives its id and key with, and n, the calls
+// of this kind under the client's key's earlier records (nothing for an
+// operation that has its resource): Config.KeySecret, unless the outside
+// service holds a call of this operation under a former secret's key
+// (PreviousKeySecrets; our rows were lost, the secret changed since). Find
+// is given the zero resource and asks by key alone. A lookup that fails is
+// ErrNotExecuted: a new key could make the effect twice.
+func (e *Effect[R, O]) secret(ctx context.Context, o *Op) (secret []byte, n int, err error) {
+	if resourceOf(o.point) != "" {
+		return nil, 0, nil
 	}
-	n, err := e.k.store.CountCalls(ctx, o.scope, o.key, e.Kind, o.created)
-	if err != nil {
-		return nil, err
+	if n, err = e.k.store.CountCalls(ctx, o.scope, o.key, e.Kind, o.created); err != nil {
+		return nil, 0, err
 	}
 	var zero R
-	for _, secret := range former {
-		id := deriveID(secret, e.Prefix, o.scope, o.key, e.Kind, n)
-		switch _, err := e.Find(ctx, zero, id); {
+	for _, secret := range e.k.cfg.PreviousKeySecrets {
+		switch _, err := e.Find(ctx, zero, deriveID(secret, e.Prefix, o.scope, o.key, e.Kind, n)); {
 		case err == nil:
-			return secret, nil
+			return secret, n, nil
 		case !errors.Is(err, ErrNoSuchCall):
-			return nil, fmt.Errorf("%w: ask the outside service under a former secret's key: %w", ErrNotExecuted, err)
+			return nil, 0, fmt.Errorf("%w: ask the outside service under a former secret's key: %w", ErrNotExecuted, err)
 		}
 	}
-	return e.k.cfg.KeySecret, nil
+	return e.k.cfg.KeySecret, n, nil
 }
 
 // intend is phase 2: the intent to call, under the owner's fence; a call
@@ -562,33 +548,27 @@ func (e *Effect[R, O]) finish(ctx context.Context, o *Op, c *Call, r R) (err err
 func (e *Effect[R, O]) cancel(ctx context.Context, o *Op, id string) (R, string, error) {
 	result := reconcileUnresolved
 	r, err := e.locked(ctx, o.scope, id, func(ctx context.Context, c *Call, r *R) (err error) {
-		if !e.cancelDue(c) {
-			return nil
+		now, cfg := e.k.now(), e.k.cfg
+		if e.Cancel == nil || cfg.CancelAfter <= 0 || c.State != CallReady || c.AttemptedAt.After(now.Add(-cfg.CancelAfter)) {
+			return nil // not ready, or attempted within CancelAfter: not canceled yet
 		}
 		if *r, err = e.Cancel(ctx, *r); err != nil {
 			return err
 		}
-		now := e.k.now()
 		if err := c.move(eventCancel, 0, now); err != nil {
 			return err
 		}
 		if e.Orphan != nil {
-			c.DueAt = now.Add(e.k.cfg.CancelAfter) // the late look
+			c.DueAt = now.Add(cfg.CancelAfter) // the late look
 		}
 		if err := e.k.store.SaveCall(ctx, c); err != nil {
 			return err
 		}
 		result = reconcileCanceled
-		e.k.cfg.Log.InfoContext(ctx, "reconciler: canceled an operation that never reached the outside service",
+		cfg.Log.InfoContext(ctx, "reconciler: canceled an operation that never reached the outside service",
 			"kind", e.Kind, "scope", c.Scope, "resource_id", c.ID, "attempted_at", c.AttemptedAt)
 		return o.complete(ctx, e.Answer(*r))
 	})
 	return r, result, err
 }
 
-// cancelDue reports whether a ready call has gone CancelAfter unattempted.
-func (e *Effect[R, O]) cancelDue(c *Call) bool {
-	cfg := e.k.cfg
-	return e.Cancel != nil && cfg.CancelAfter > 0 && c.State == CallReady &&
-		!c.AttemptedAt.After(e.k.now().Add(-cfg.CancelAfter))
-}

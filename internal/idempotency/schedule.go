@@ -9,15 +9,12 @@ import (
 // of one it looked at in vain, and the alert of one flagged.
 
 // newCall is the ready call of a resource the owner is about to create,
-// its id and key derived from the owner's key with secret.
-func (k *Keeper) newCall(ctx context.Context, o *Op, kind, prefix string, secret []byte) (*Call, error) {
-	n, err := k.store.CountCalls(ctx, o.scope, o.key, kind, o.created)
-	if err != nil {
-		return nil, err
-	}
+// the n-th of its kind under the owner's key, its id and key derived with
+// secret.
+func (k *Keeper) newCall(ctx context.Context, o *Op, kind, prefix string, secret []byte, n int) *Call {
 	c := k.call(ctx, o.scope, deriveID(secret, prefix, o.scope, o.key, kind, n), kind, secret, CallReady)
 	c.ClientKey, c.RecordCreatedAt = o.key, o.created
-	return c, nil
+	return c
 }
 
 // call is a new call in state, its key its id, derived with secret, and
