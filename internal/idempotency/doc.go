@@ -53,9 +53,9 @@
 // reserve (a new key, once Config.NewKey lets it), replay, refuse another
 // body (422), wait for the original (holding no connection, at most
 // Config.Wait, then 409 with Retry-After), or take an abandoned record
-// over. The loop ends in exactly
-// one answer, whose outcome the Observer hears once. Locks and expiry read
-// Config.Now; an expired record is absent for every read.
+// over. The loop ends in exactly one answer, whose outcome the Observer
+// hears once. Locks and expiry read Config.Now; an expired record is absent
+// for every read (for a store that keeps tombstones, Get reads it expired).
 //
 // # Two ways to run a keyed request
 //
