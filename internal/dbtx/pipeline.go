@@ -166,6 +166,16 @@ func commitsAlone(pending []Write) bool {
 // driver (SQLite) reads it as the time.Time.
 func Timestamp(t time.Time) pgtype.Timestamptz { return pgtype.Timestamptz{Time: t, Valid: true} }
 
+// Text is a string for a statement's argument passed as a pointer (&t),
+// which costs no allocation where the string itself would be boxed: pgx
+// reads it through pgtype.TextValuer, a database/sql driver (SQLite) as
+// the string it points to. Not for a JSON column: pgx would encode it as a
+// JSON string, where it sends a plain string as the JSON text it holds.
+type Text string
+
+// TextValue implements pgtype.TextValuer.
+func (t *Text) TextValue() (pgtype.Text, error) { return pgtype.Text{String: string(*t), Valid: true}, nil }
+
 // slow reports whether err is a fast form's failure that the slow forms
 // decide.
 func slow(pending []Write, err error) bool {

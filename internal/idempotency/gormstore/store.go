@@ -169,27 +169,40 @@ func keyNotPlainlyFree(err error) bool {
 	return ok && pgErr.Code == "22P02" && (strings.Contains(pgErr.Message, keyTaken) || strings.Contains(pgErr.Message, tombstoneTaken))
 }
 
+// insertArgs holds the values of one Insert, whose arguments point into
+// it: pgx and database/sql read a pointer's value, and each value put in
+// an any by itself costs an allocation (fourteen of a create's). The times
+// are pgtype's, which pgx encodes without boxing them again (a
+// database/sql driver reads them as time.Time). Nothing writes them once
+// the statement is deferred to the commit.
+type insertArgs struct {
+	scope, key, method, path, fingerprint, state, point dbtx.Text
+	fence                                               int64
+	lockedUntil, created, updated, expires, oldest      pgtype.Timestamptz
+	body                                                []byte
+	list                                                [20]any
+}
+
 // Insert implements idempotency.Store.
 func (s *Store) Insert(ctx context.Context, rec *idempotency.Record) error {
 	status, headers, body, keyID, err := s.encodeAnswer(rec.Scope, rec.Key, rec.Answer)
 	if err != nil {
 		return err
 	}
-	// Row, not Scan: GORM's Scan records every statement through a logger
-	// that spells out the SQL with its values, which cost 5% of the CPU of
-	// a whole order creation in a profile (tools/bench).
 	// One array for both forms: the tombstones' four more arguments
-	// follow FastInsertSQL's sixteen.
-	// The values the tombstones' form repeats are boxed once, and the
-	// times are pgtype's, which pgx encodes without boxing them again (a
-	// database/sql driver reads them as time.Time).
-	scope, key, created := any(rec.Scope), any(rec.Key), any(dbtx.Timestamp(rec.CreatedAt))
-	args := append(make([]any, 0, 20), scope, key, rec.Method, rec.Path, rec.Fingerprint, string(rec.State), rec.Point,
-		idempotency.FirstFence(rec.CreatedAt), dbtx.Timestamp(rec.LockedUntil), status, headers, body, keyID, created,
-		dbtx.Timestamp(rec.UpdatedAt), dbtx.Timestamp(rec.ExpiresAt))
+	// follow FastInsertSQL's sixteen. They point into a, as insertArgs
+	// tells.
+	a := &insertArgs{scope: dbtx.Text(rec.Scope), key: dbtx.Text(rec.Key), method: dbtx.Text(rec.Method),
+		path: dbtx.Text(rec.Path), fingerprint: dbtx.Text(rec.Fingerprint), state: dbtx.Text(rec.State),
+		point: dbtx.Text(rec.Point), fence: idempotency.FirstFence(rec.CreatedAt), body: body,
+		lockedUntil: dbtx.Timestamp(rec.LockedUntil), created: dbtx.Timestamp(rec.CreatedAt),
+		updated: dbtx.Timestamp(rec.UpdatedAt), expires: dbtx.Timestamp(rec.ExpiresAt)}
+	args := append(a.list[:0], &a.scope, &a.key, &a.method, &a.path, &a.fingerprint, &a.state, &a.point,
+		&a.fence, &a.lockedUntil, status, headers, &a.body, keyID, &a.created, &a.updated, &a.expires)
 	fastArgs := args // FastInsertSQL's, which the tombstones' form shares
 	if s.tombstoneTTL > 0 {
-		args = append(args, scope, key, created, dbtx.Timestamp(rec.CreatedAt.Add(-s.tombstoneTTL)))
+		a.oldest = dbtx.Timestamp(rec.CreatedAt.Add(-s.tombstoneTTL))
+		args = append(args, &a.scope, &a.key, &a.created, &a.oldest)
 	}
 	// In an Atomic request's transaction on PostgreSQL the insert goes in
 	// the commit's pipeline (dbtx), and a refusal comes back from the
@@ -198,6 +211,9 @@ func (s *Store) Insert(ctx context.Context, rec *idempotency.Record) error {
 		Fast: s.fastInsert, FastArgs: fastArgs, Slow: keyNotPlainlyFree}) {
 		return nil
 	}
+	// Row, not Scan: GORM's Scan records every statement through a logger
+	// that spells out the SQL with its values, which cost 5% of the CPU of
+	// a whole order creation in a profile (tools/bench).
 	var fence int64
 	err = dbtx.ScanRow(dbtx.Conn(ctx, s.db).Raw(s.insertQuery, args...), &fence)
 	switch {
@@ -219,13 +235,17 @@ func (s *Store) Insert(ctx context.Context, rec *idempotency.Record) error {
 // fill the row by reflection on every call.
 func (s *Store) Get(ctx context.Context, scope, key string, now time.Time) (*idempotency.Record, error) {
 	var row recordRow
-	// getTombstonedSQL's arguments, what it repeats boxed once; getSQL
-	// takes the last three.
-	sc, k, t := any(scope), any(key), any(dbtx.Timestamp(now))
-	all := [...]any{t, sc, k, sc, k, t}
-	args := all[3:]
+	// getTombstonedSQL's arguments, pointers into one value as Insert's
+	// are; getSQL takes the last three.
+	a := &struct {
+		scope, key dbtx.Text
+		now        pgtype.Timestamptz
+		list       [6]any
+	}{scope: dbtx.Text(scope), key: dbtx.Text(key), now: dbtx.Timestamp(now)}
+	a.list = [...]any{&a.now, &a.scope, &a.key, &a.scope, &a.key, &a.now}
+	args := a.list[3:]
 	if s.tombstoneTTL > 0 {
-		args = all[:]
+		args = a.list[:]
 	}
 	var err error
 	if s.db.Name() == "postgres" && !dbtx.Carried(ctx) {

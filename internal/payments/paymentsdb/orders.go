@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"gorm.io/gorm"
 
 	"github.com/idemkeys/payments/internal/database"
@@ -70,11 +71,22 @@ func (s *Store) CreateOrder(ctx context.Context, o payments.Order) error {
 	if err != nil {
 		return err
 	}
+	// The arguments point into one value, their list too, as in
+	// gormstore's Insert (each boxed by itself would be an allocation);
+	// the JSON columns stay strings, which pgx sends as JSON text.
+	a := &struct {
+		merchant, id, customer, currency, status dbtx.Text
+		amount                                   pgtype.Int8
+		created, updated                         pgtype.Timestamptz
+		list                                     [12]any
+	}{merchant: dbtx.Text(row.MerchantID), id: dbtx.Text(row.ID), customer: dbtx.Text(row.CustomerID),
+		currency: dbtx.Text(row.Currency), status: dbtx.Text(row.Status), amount: pgtype.Int8{Int64: row.AmountTotal, Valid: true},
+		created: dbtx.Timestamp(row.CreatedAt), updated: dbtx.Timestamp(row.UpdatedAt)}
+	a.list = [...]any{&a.merchant, &a.id, &a.customer, &a.currency, row.Items, row.Metadata, &a.amount, &a.status,
+		row.Version, row.ShippingAddress, &a.created, &a.updated}
 	return database.Exec(ctx, s.db, `INSERT INTO orders (merchant_id, id, customer_id, currency, items, metadata, amount_total, status, version,
     shipping_address, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		row.MerchantID, row.ID, row.CustomerID, row.Currency, row.Items, row.Metadata, row.AmountTotal, row.Status,
-		row.Version, row.ShippingAddress, dbtx.Timestamp(row.CreatedAt), dbtx.Timestamp(row.UpdatedAt))
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, a.list[:]...)
 }
 
 // GetOrder implements Store.

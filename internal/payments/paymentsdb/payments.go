@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -284,8 +285,17 @@ func toDomainRefund(r refundRow) payments.Refund {
 func (s *Store) AppendEvent(ctx context.Context, ev payments.Event) error {
 	// Deferred with the business write it belongs to (database.Exec): the
 	// event id is made in Go, so the insert cannot clash.
+	// The arguments point into one value, as CreateOrder's do; the payload
+	// stays a string, which pgx sends as JSON text.
+	a := &struct {
+		merchant, id, typ, traceParent dbtx.Text
+		created                        pgtype.Timestamptz
+		list                           [6]any
+	}{merchant: dbtx.Text(ev.MerchantID), id: dbtx.Text(ev.ID), typ: dbtx.Text(ev.Type), traceParent: dbtx.Text(ev.TraceParent),
+		created: dbtx.Timestamp(ev.CreatedAt)}
+	a.list = [...]any{&a.merchant, &a.id, &a.typ, string(ev.Payload), &a.traceParent, &a.created}
 	return database.Exec(ctx, s.db, `INSERT INTO outbox_events (merchant_id, id, type, payload, trace_parent, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		ev.MerchantID, ev.ID, ev.Type, string(ev.Payload), ev.TraceParent, dbtx.Timestamp(ev.CreatedAt))
+		a.list[:]...)
 }
 
 // execOne runs a statement that changes at most one row and reports
