@@ -493,6 +493,65 @@ func TestEffectMismatchFlagsAndAppliesNothing(t *testing.T) {
 	})
 }
 
+// TestEffectRulingWhileARequestHoldsTheRecord: an operator accepts a
+// flagged call while a retry of its client's key holds the record, so the
+// ruling cannot store the answer itself; it leaves the call due, and the
+// reconciler stores the answer once that request's lock has run out,
+// without another retry.
+func TestEffectRulingWhileARequestHoldsTheRecord(t *testing.T) {
+	eachDialect(t, func(t *testing.T, e *sendEnv) {
+		ctx := context.Background()
+		e.bank.next = []string{"lost"}
+		_, s, err := e.run(e.keeper, e.sends, "k1", 100)
+		require.NoError(t, err)
+		e.bank.mu.Lock()
+		for k, tr := range e.bank.transfers {
+			tr.Amount = 1 // not what we asked for
+			e.bank.transfers[k] = tr
+		}
+		e.bank.mu.Unlock()
+		_, err = e.keeper.Reconcile(ctx)
+		require.NoError(t, err)
+		require.Equal(t, idempotency.CallFlagged, e.state(t, s.ID))
+
+		// A retry takes the record over and holds it until released.
+		holding, release := make(chan struct{}), make(chan struct{})
+		done := make(chan handled, 1)
+		go func() {
+			res, _, _ := e.runAnswering(e.keeper, e.sends, "k1", 100, func(got send, err error) idempotency.Answer {
+				close(holding)
+				<-release
+				return e.sends.Answer(got)
+			})
+			done <- res
+		}()
+		<-holding
+		ruled, err := e.sends.Rule(ctx, "m1", s.ID, &transfer{Key: s.ID, Amount: 100, OK: true})
+		require.NoError(t, err)
+		require.Equal(t, "sent", ruled.Status)
+		require.Equal(t, idempotency.CallDone, e.state(t, s.ID))
+		require.Equal(t, "executing", e.recordState(t, "k1"), "the request holds the record: the ruling stores nothing")
+		var due *time.Time
+		require.NoError(t, e.db.Raw(`SELECT due_at FROM outside_calls WHERE id = ?`, s.ID).Row().Scan(&due))
+		require.NotNil(t, due, "left due, for the reconciler to store the answer")
+		close(release)
+		res := <-done
+		require.NoError(t, res.Err)
+		require.Equal(t, 202, res.Answer.Status, "the retry saw the call flagged")
+		require.Equal(t, "executing", e.recordState(t, "k1"), "its answer, not final, is not stored")
+
+		e.clock.Advance(31 * time.Second)
+		_, err = e.keeper.Reconcile(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "completed", e.recordState(t, "k1"), "the reconciler stored the ruled answer")
+		replay, _, err := e.run(e.keeper, e.sends, "k1", 100)
+		require.NoError(t, err)
+		require.True(t, replay.Replayed)
+		require.Equal(t, 201, replay.Answer.Status)
+		require.Equal(t, 1, e.bank.count(), "nothing sent again")
+	})
+}
+
 // TestEffectRetryAfterTheRowsWereLost: a failover lost the send and its
 // record; the client's retry derives the same id and key, so the bank
 // answers the transfer it already made instead of making another.
