@@ -319,8 +319,8 @@ func scanPgx(r pgx.Row, row *recordRow) error {
 	return nil
 }
 
-// getSQL is Get's statement, its columns in recordRow's order: scope, key,
-// now.
+// getSQL is Get's statement, its columns in recordRow's order; its
+// arguments scope, key and now.
 const getSQL = `SELECT merchant_id, idempotency_key, method, path, fingerprint, state, recovery_point,
     fence, locked_until, response_status, response_headers, response_body, response_key_id,
     created_at, updated_at, expires_at
