@@ -174,7 +174,9 @@ func Timestamp(t time.Time) pgtype.Timestamptz { return pgtype.Timestamptz{Time:
 type Text string
 
 // TextValue implements pgtype.TextValuer.
-func (t *Text) TextValue() (pgtype.Text, error) { return pgtype.Text{String: string(*t), Valid: true}, nil }
+func (t *Text) TextValue() (pgtype.Text, error) {
+	return pgtype.Text{String: string(*t), Valid: true}, nil
+}
 
 // slow reports whether err is a fast form's failure that the slow forms
 // decide.

@@ -571,4 +571,3 @@ func (e *Effect[R, O]) cancel(ctx context.Context, o *Op, id string) (R, string,
 	})
 	return r, result, err
 }
-

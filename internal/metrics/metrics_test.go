@@ -120,8 +120,8 @@ func (s failingStore) Complete(context.Context, string, string, int64, idempoten
 }
 func (s failingStore) Release(context.Context, string, string, int64, time.Time) error { return s.err }
 func (s failingStore) PurgeExpired(context.Context, time.Time, int) (int, error)       { return 0, s.err }
-func (s failingStore) PurgeTombstones(context.Context, time.Time, int) (int, error) { return 0, s.err }
-func (s failingStore) InsertCall(context.Context, *idempotency.Call) error          { return s.err }
+func (s failingStore) PurgeTombstones(context.Context, time.Time, int) (int, error)    { return 0, s.err }
+func (s failingStore) InsertCall(context.Context, *idempotency.Call) error             { return s.err }
 func (s failingStore) LockCall(context.Context, string, string) (*idempotency.Call, error) {
 	return nil, s.err
 }
