@@ -168,15 +168,19 @@ func Timestamp(t time.Time) pgtype.Timestamptz { return pgtype.Timestamptz{Time:
 
 // Text is a string for a statement's argument passed as a pointer (&t),
 // which costs no allocation where the string itself would be boxed: pgx
-// reads it through pgtype.TextValuer, a database/sql driver (SQLite) as
-// the string it points to. Not for a JSON column: pgx would encode it as a
-// JSON string, where it sends a plain string as the JSON text it holds.
+// reads it through pgtype.TextValuer, a database/sql driver (SQLite)
+// through driver.Valuer, without the reflection it spends on a pointer.
+// Not for a JSON column: pgx would encode it as a JSON string, where it
+// sends a plain string as the JSON text it holds.
 type Text string
 
 // TextValue implements pgtype.TextValuer.
 func (t *Text) TextValue() (pgtype.Text, error) {
 	return pgtype.Text{String: string(*t), Valid: true}, nil
 }
+
+// Value implements driver.Valuer.
+func (t *Text) Value() (driver.Value, error) { return string(*t), nil }
 
 // slow reports whether err is a fast form's failure that the slow forms
 // decide.
