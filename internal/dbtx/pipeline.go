@@ -166,21 +166,12 @@ func commitsAlone(pending []Write) bool {
 // driver (SQLite) reads it as the time.Time.
 func Timestamp(t time.Time) pgtype.Timestamptz { return pgtype.Timestamptz{Time: t, Valid: true} }
 
-// Text is a string for a statement's argument passed as a pointer (&t),
-// which costs no allocation where the string itself would be boxed: pgx
-// reads it through pgtype.TextValuer, a database/sql driver (SQLite)
-// through driver.Valuer, without the reflection it spends on a pointer.
-// Not for a JSON column: pgx would encode it as a JSON string, where it
-// sends a plain string as the JSON text it holds.
-type Text string
-
-// TextValue implements pgtype.TextValuer.
-func (t *Text) TextValue() (pgtype.Text, error) {
-	return pgtype.Text{String: string(*t), Valid: true}, nil
-}
-
-// Value implements driver.Valuer.
-func (t *Text) Value() (driver.Value, error) { return string(*t), nil }
+// String is s as a statement's argument that costs no allocation when
+// passed as a pointer to it (&v), where s itself would be boxed: pgx reads
+// it through pgtype.TextValuer, a database/sql driver (SQLite) through
+// driver.Valuer. Not for a JSON column: pgx would encode it as a JSON
+// string, where it sends a plain string as the JSON text it holds.
+func String(s string) pgtype.Text { return pgtype.Text{String: s, Valid: true} }
 
 // slow reports whether err is a fast form's failure that the slow forms
 // decide.

@@ -176,7 +176,7 @@ func keyNotPlainlyFree(err error) bool {
 // database/sql driver reads them as time.Time). Nothing writes them once
 // the statement is deferred to the commit.
 type insertArgs struct {
-	scope, key, method, path, fingerprint, state, point dbtx.Text
+	scope, key, method, path, fingerprint, state, point pgtype.Text
 	fence                                               int64
 	lockedUntil, created, updated, expires, oldest      pgtype.Timestamptz
 	body                                                []byte
@@ -192,9 +192,9 @@ func (s *Store) Insert(ctx context.Context, rec *idempotency.Record) error {
 	// One array for both forms: the tombstones' four more arguments
 	// follow FastInsertSQL's sixteen. They point into a, as insertArgs
 	// tells.
-	a := &insertArgs{scope: dbtx.Text(rec.Scope), key: dbtx.Text(rec.Key), method: dbtx.Text(rec.Method),
-		path: dbtx.Text(rec.Path), fingerprint: dbtx.Text(rec.Fingerprint), state: dbtx.Text(rec.State),
-		point: dbtx.Text(rec.Point), fence: idempotency.FirstFence(rec.CreatedAt), body: body,
+	a := &insertArgs{scope: dbtx.String(rec.Scope), key: dbtx.String(rec.Key), method: dbtx.String(rec.Method),
+		path: dbtx.String(rec.Path), fingerprint: dbtx.String(rec.Fingerprint), state: dbtx.String(string(rec.State)),
+		point: dbtx.String(rec.Point), fence: idempotency.FirstFence(rec.CreatedAt), body: body,
 		lockedUntil: dbtx.Timestamp(rec.LockedUntil), created: dbtx.Timestamp(rec.CreatedAt),
 		updated: dbtx.Timestamp(rec.UpdatedAt), expires: dbtx.Timestamp(rec.ExpiresAt)}
 	args := append(a.list[:0], &a.scope, &a.key, &a.method, &a.path, &a.fingerprint, &a.state, &a.point,
@@ -238,10 +238,10 @@ func (s *Store) Get(ctx context.Context, scope, key string, now time.Time) (*ide
 	// getTombstonedSQL's arguments, pointers into one value as Insert's
 	// are; getSQL takes the last three.
 	a := &struct {
-		scope, key dbtx.Text
+		scope, key pgtype.Text
 		now        pgtype.Timestamptz
 		list       [6]any
-	}{scope: dbtx.Text(scope), key: dbtx.Text(key), now: dbtx.Timestamp(now)}
+	}{scope: dbtx.String(scope), key: dbtx.String(key), now: dbtx.Timestamp(now)}
 	a.list = [...]any{&a.now, &a.scope, &a.key, &a.scope, &a.key, &a.now}
 	args := a.list[3:]
 	if s.tombstoneTTL > 0 {

@@ -75,12 +75,12 @@ func (s *Store) CreateOrder(ctx context.Context, o payments.Order) error {
 	// gormstore's Insert (each boxed by itself would be an allocation);
 	// the JSON columns stay strings, which pgx sends as JSON text.
 	a := &struct {
-		merchant, id, customer, currency, status dbtx.Text
+		merchant, id, customer, currency, status pgtype.Text
 		amount                                   pgtype.Int8
 		created, updated                         pgtype.Timestamptz
 		list                                     [12]any
-	}{merchant: dbtx.Text(row.MerchantID), id: dbtx.Text(row.ID), customer: dbtx.Text(row.CustomerID),
-		currency: dbtx.Text(row.Currency), status: dbtx.Text(row.Status), amount: pgtype.Int8{Int64: row.AmountTotal, Valid: true},
+	}{merchant: dbtx.String(row.MerchantID), id: dbtx.String(row.ID), customer: dbtx.String(row.CustomerID),
+		currency: dbtx.String(row.Currency), status: dbtx.String(row.Status), amount: pgtype.Int8{Int64: row.AmountTotal, Valid: true},
 		created: dbtx.Timestamp(row.CreatedAt), updated: dbtx.Timestamp(row.UpdatedAt)}
 	a.list = [...]any{&a.merchant, &a.id, &a.customer, &a.currency, row.Items, row.Metadata, &a.amount, &a.status,
 		row.Version, row.ShippingAddress, &a.created, &a.updated}

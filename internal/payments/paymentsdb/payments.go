@@ -288,10 +288,10 @@ func (s *Store) AppendEvent(ctx context.Context, ev payments.Event) error {
 	// The arguments point into one value, as CreateOrder's do; the payload
 	// stays a string, which pgx sends as JSON text.
 	a := &struct {
-		merchant, id, typ, traceParent dbtx.Text
+		merchant, id, typ, traceParent pgtype.Text
 		created                        pgtype.Timestamptz
 		list                           [6]any
-	}{merchant: dbtx.Text(ev.MerchantID), id: dbtx.Text(ev.ID), typ: dbtx.Text(ev.Type), traceParent: dbtx.Text(ev.TraceParent),
+	}{merchant: dbtx.String(ev.MerchantID), id: dbtx.String(ev.ID), typ: dbtx.String(ev.Type), traceParent: dbtx.String(ev.TraceParent),
 		created: dbtx.Timestamp(ev.CreatedAt)}
 	a.list = [...]any{&a.merchant, &a.id, &a.typ, string(ev.Payload), &a.traceParent, &a.created}
 	return database.Exec(ctx, s.db, `INSERT INTO outbox_events (merchant_id, id, type, payload, trace_parent, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
