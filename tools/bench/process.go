@@ -28,13 +28,17 @@ import (
 //     not run while the load does);
 //   - Floor: not the API but tools/bench/floorapi, net/http, encoding/json
 //     and pgx sending the same statements: what the API's layers are
-//     measured against.
+//     measured against;
+//   - FloorReads: the second floor (FLOOR_READS=1), which reads the record
+//     of a key it does not hold before it writes, as the contract makes
+//     the API do (a replay never runs the handler): what that read costs
+//     the floor itself.
 //
 // Each ran in turn for several rounds, like the side-by-side phases; the
 // round with the median whole-process CPU per request is kept. Handler,
 // Defaults and Floor also report their garbage collections' CPU (gctrace).
 type wholeProcess struct {
-	Handler, Traced, Sampled, Defaults, Quiet, NoDispatch, Floor result
+	Handler, Traced, Sampled, Defaults, Quiet, NoDispatch, Floor, FloorReads result
 	// DefaultsReplay and FloorReplay replay one key on the defaults
 	// instance and on the floor.
 	DefaultsReplay, FloorReplay result
@@ -59,6 +63,7 @@ func (b *bench) wholeProcess(ctx context.Context) (wholeProcess, error) {
 		{b.handler, "(h) idempotent create, (c)'s settings", &w.Handler, nil},
 		// Next to (h), so that the two see the same load.
 		{b.floor, "(z) the floor: net/http, encoding/json and pgx alone", &w.Floor, nil},
+		{b.floorOther, "(z') the floor, reading the record first", &w.FloorReads, nil},
 		{b.traced, "(h') the same, tracing on", &w.Traced, nil},
 		{b.sampled, "(h'') the same, one trace in ten sampled", &w.Sampled, nil},
 		{b.defaults, "(w) idempotent create, default settings", &w.Defaults, nil},
