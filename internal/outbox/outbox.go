@@ -91,7 +91,8 @@ func NewDispatcher(db *gorm.DB, pub Publisher, interval time.Duration, log *slog
 		TrimInterval: DefaultTrimInterval}
 }
 
-// Run dispatches until ctx ends.
+// Run dispatches until ctx ends. A batch it is publishing then still
+// commits (finish): it stops between batches, never inside one.
 func (d *Dispatcher) Run(ctx context.Context) {
 	t := time.NewTicker(d.interval)
 	defer t.Stop()
@@ -112,8 +113,8 @@ func (d *Dispatcher) Run(ctx context.Context) {
 				d.log.DebugContext(ctx, "outbox: trimmed the stream", "entries", n)
 			}
 		}
-		for {
-			n, err := d.DispatchOnce(ctx)
+		for ctx.Err() == nil {
+			n, err := d.finish(ctx)
 			if err != nil {
 				if !failing && ctx.Err() == nil {
 					d.log.WarnContext(ctx, "outbox: publishing failed; events stay queued and will be sent again", "error", err)
@@ -131,6 +132,22 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		}
 	}
 }
+
+// finish is DispatchOnce for Run: a batch begun before ctx ends (the
+// process stopping) is not cut short by it, but committed, or rolled back
+// for a reason of its own, within finishLimit. Cut short, its claim would
+// roll back after the publisher had sent the batch, and the next round
+// would send it again.
+func (d *Dispatcher) finish(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishLimit)
+	defer cancel()
+	return d.DispatchOnce(ctx)
+}
+
+// finishLimit bounds a batch that Run lets finish after its context ends:
+// the claim, and the publisher's wait for its acknowledgement (5 s on
+// NATS).
+const finishLimit = 10 * time.Second
 
 // claimSQL marks the oldest unpublished events published, at most batch
 // of them, and returns them, in one statement whose text never changes (so

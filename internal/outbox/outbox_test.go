@@ -124,6 +124,48 @@ func TestDispatchersClaimDifferentBatches(t *testing.T) {
 	require.Zero(t, unpublished(t, db))
 }
 
+// TestStoppingRunCommitsTheBatchInFlight: a dispatcher stopped while it
+// publishes a batch (an API instance shutting down) commits that batch's
+// claim, so the next round does not send it again, and claims no other.
+// The claim used to run under Run's context, and the stop rolled it back:
+// the batch went out twice, and every such stop left a rolled-back
+// transaction in the database's statistics.
+func TestStoppingRunCommitsTheBatchInFlight(t *testing.T) {
+	for _, dialect := range testkit.Dialects {
+		t.Run(string(dialect), func(t *testing.T) {
+			db := testkit.OpenDB(t, dialect)
+			now := time.Now().UTC()
+			for i := range 150 {
+				require.NoError(t, db.Exec("INSERT INTO outbox_events (merchant_id, id, type, payload, trace_parent, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+					"mer_1", fmt.Sprintf("evt_%03d", i), "order.created", "{}", "", now.Add(time.Duration(i)*time.Millisecond)).Error)
+			}
+			pub := &held{got: make(chan []Event, 1), release: make(chan struct{})}
+			ctx, stop := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				NewDispatcher(db.DB, pub, 10*time.Millisecond, nil).Run(ctx)
+				close(done)
+			}()
+			var sent []Event
+			select {
+			case sent = <-pub.got:
+			case <-time.After(15 * time.Second):
+				t.Fatal("the dispatcher published nothing")
+			}
+			stop()
+			close(pub.release)
+			select {
+			case <-done:
+			case <-time.After(15 * time.Second):
+				t.Fatal("Run did not return after its context ended")
+			}
+			require.Len(t, sent, 100)
+			require.EqualValues(t, 50, unpublished(t, db), "the batch in flight committed; the next one was not claimed")
+			require.Empty(t, pub.got, "no second batch was published")
+		})
+	}
+}
+
 // TestClaimPlanIsTheBatchAlone: the claim's plan on PostgreSQL chooses the
 // batch once on the index of unpublished events and updates those rows by
 // address, with its arguments and without, whatever the statistics say.
