@@ -88,16 +88,19 @@ explore: ## Explore the core's schedules at length (~5 min): two preemptions, 20
 # (Guarded) run, as docs/design/operation.md counts its path: cmd/api built
 # with coverage serves a warm-up, then one more request, and
 # tools/pathcount subtracts the profile without that request from the one
-# with it. Needs PostgreSQL.
+# with it, and lists the functions that request ran, then its steps: the
+# calls from one file to another. Needs PostgreSQL.
 PATH_SKIP := ^internal/(testkit|app/apptest)/|^internal/provider/(server|charges|refunds|ledger|model|inmemory|start|problem)\.go
-path: ## List the functions and files one order create and one payment run (coverage of each request alone)
+path: ## List the functions, files and cross-file calls one order create and one payment run (coverage of each request alone)
 	@dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
 		$(GO) build -cover -covermode=atomic -coverpkg=./internal/...,./cmd/... -o $$dir/api ./cmd/api && \
 		PATH_API_BINARY=$$dir/api PATH_PROFILE_DIR=$$dir $(GO) test -count=1 -run '^TestPathOfOneRequest$$' ./internal/app >/dev/null && \
 		for r in base create payment; do $(GO) tool covdata textfmt -i=$$dir/$$r -o=$$dir/$$r.txt || exit 1; done; \
 		$(GO) build -o $$dir/pathcount ./tools/pathcount && \
 		echo "== one order create (Atomic)" && $$dir/pathcount -skip '$(PATH_SKIP)' -base $$dir/base.txt $$dir/create.txt && \
-		echo && echo "== one payment (Guarded)" && $$dir/pathcount -skip '$(PATH_SKIP)' -base $$dir/create.txt $$dir/payment.txt
+		echo && echo "== one payment (Guarded)" && $$dir/pathcount -skip '$(PATH_SKIP)' -base $$dir/create.txt $$dir/payment.txt && \
+		echo && echo "== one order create (Atomic): its steps" && $$dir/pathcount -calls -skip '$(PATH_SKIP)' -base $$dir/base.txt $$dir/create.txt && \
+		echo && echo "== one payment (Guarded): its steps" && $$dir/pathcount -calls -skip '$(PATH_SKIP)' -base $$dir/create.txt $$dir/payment.txt
 
 fuzz: ## Run each fuzz target for FUZZTIME (make fuzz FUZZTIME=5m)
 	FUZZTIME='$(FUZZTIME)' scripts/test.sh fuzz

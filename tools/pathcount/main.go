@@ -4,7 +4,7 @@
 // their totals. It is how docs/design/operation.md counts a path, instead
 // of by hand.
 //
-//	pathcount [-skip regexp] [-base before.txt] profile.txt
+//	pathcount [-calls] [-skip regexp] [-base before.txt] profile.txt
 //
 // The profiles are the text format (go tool covdata textfmt). With -base,
 // a block counts only if it ran more often in profile.txt than in
@@ -13,6 +13,8 @@
 // statement of its body did; a closure counts as part of the function it
 // is written in. Files whose path matches -skip (the test
 // kit, the mock provider's server: the outside service) are left out.
+// With -calls it lists the request's steps instead, as calls.go defines
+// them: the calls from one file to another, caller and callee.
 package main
 
 import (
@@ -36,6 +38,7 @@ const module = "github.com/idemkeys/payments/"
 func main() {
 	skip := flag.String("skip", "", "leave out files whose path matches this regexp")
 	base := flag.String("base", "", "a profile of the same process without the request, to subtract")
+	listCalls := flag.Bool("calls", false, "list the request's steps (its cross-file calls) instead of its functions; run from the module's root")
 	flag.Parse()
 	if flag.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "usage: pathcount [-skip regexp] [-base before.txt] profile.txt")
@@ -63,12 +66,24 @@ func main() {
 		os.Exit(1)
 	}
 	ran := map[string][][2]int{}
+	spans := map[string][]span{}
 	for b, n := range after {
 		if n > before[b] {
 			ran[b.file] = append(ran[b.file], [2]int{b.from, b.to})
+			s, err := parseSpan(b.span)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "pathcount:", err)
+				os.Exit(1)
+			}
+			spans[b.file] = append(spans[b.file], s)
 		}
 	}
-	if err := report(os.Stdout, ran, skipRE); err != nil {
+	if *listCalls {
+		err = calls(os.Stdout, spans, skipRE)
+	} else {
+		err = report(os.Stdout, ran, skipRE)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "pathcount:", err)
 		os.Exit(1)
 	}
