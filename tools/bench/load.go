@@ -50,9 +50,9 @@ type result struct {
 	GCCycles int
 	// Load is the machine's load average over the minute the window ended.
 	Load float64
-	// Rounds is the whole-process CPU per request of every round a median
-	// was picked from (the whole-process phases).
-	Rounds []time.Duration
+	// Runs are the rounds a median was picked from (the whole-process
+	// phases), in the order they ran.
+	Runs []result
 }
 
 // ProcessCPUPerRequest is the process's whole CPU over requests, idle
