@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 
 	"golang.org/x/tools/go/packages"
@@ -30,36 +29,6 @@ import (
 // the step lists them all. A call in a block that ran may still have been
 // skipped (the right side of && or ||); a callee that ran confirms all but
 // such a rare case.
-
-// pos is a position in a file: its line and column.
-type pos struct{ line, col int }
-
-func (p pos) before(q pos) bool { return p.line < q.line || p.line == q.line && p.col < q.col }
-
-// span is a block of a profile that ran.
-type span struct{ from, to pos }
-
-// parseSpan reads a profile's "12.3,15.4".
-func parseSpan(s string) (span, error) {
-	ends := strings.Split(s, ",")
-	if len(ends) != 2 {
-		return span{}, fmt.Errorf("not a span: %q", s)
-	}
-	var p [2]pos
-	for i, e := range ends {
-		lc := strings.Split(e, ".")
-		if len(lc) != 2 {
-			return span{}, fmt.Errorf("not a span: %q", s)
-		}
-		l, err1 := strconv.Atoi(lc[0])
-		c, err2 := strconv.Atoi(lc[1])
-		if err1 != nil || err2 != nil {
-			return span{}, fmt.Errorf("not a span: %q", s)
-		}
-		p[i] = pos{l, c}
-	}
-	return span{p[0], p[1]}, nil
-}
 
 // fn is a top-level function or method of the module: its file and the
 // name pathcount lists it by.
@@ -111,7 +80,6 @@ func calls(w io.Writer, ran map[string][]span, skip *regexp.Regexp) error {
 		body *ast.BlockStmt
 		info *types.Info
 		fset *token.FileSet
-		file string
 	}
 	byObj := map[*types.Func]*decl{}
 	methods := map[string][]*types.Func{}
@@ -134,7 +102,7 @@ func calls(w io.Writer, ran map[string][]span, skip *regexp.Regexp) error {
 				if obj == nil || !ranIn(ran[file], p.Fset, fd.Body) {
 					continue
 				}
-				byObj[obj] = &decl{fn: fn{file, name(fd)}, body: fd.Body, info: p.TypesInfo, fset: p.Fset, file: file}
+				byObj[obj] = &decl{fn: fn{file, name(fd)}, body: fd.Body, info: p.TypesInfo, fset: p.Fset}
 				order = append(order, obj)
 				if fd.Recv != nil {
 					methods[obj.Name()] = append(methods[obj.Name()], obj)
@@ -150,7 +118,7 @@ func calls(w io.Writer, ran map[string][]span, skip *regexp.Regexp) error {
 		d := byObj[obj]
 		ast.Inspect(d.body, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
-			if !ok || !hit(d.file, d.fset.Position(call.Lparen)) {
+			if !ok || !hit(d.fn.file, d.fset.Position(call.Lparen)) {
 				return true
 			}
 			var s step
@@ -159,7 +127,7 @@ func calls(w io.Writer, ran map[string][]span, skip *regexp.Regexp) error {
 				// decorator calls what it wraps.
 				if _, ran := byObj[c]; ran && c != obj {
 					called[c] = true
-					if byObj[c].fn.file != d.file {
+					if byObj[c].fn.file != d.fn.file {
 						s.to = append(s.to, byObj[c].fn)
 					}
 				}
@@ -206,17 +174,6 @@ func calls(w io.Writer, ran map[string][]span, skip *regexp.Regexp) error {
 	fmt.Fprintf(w, "%d steps: %d cross-file calls and %d entries from outside, between %d functions in %d files\n\n%s",
 		len(steps), len(steps)-entries, entries, len(order), len(files), out.String())
 	return nil
-}
-
-// ranIn reports whether a block that ran lies in body.
-func ranIn(spans []span, fset *token.FileSet, body *ast.BlockStmt) bool {
-	from, to := fset.Position(body.Lbrace), fset.Position(body.Rbrace)
-	for _, s := range spans {
-		if s.from.line >= from.Line && s.to.line <= to.Line {
-			return true
-		}
-	}
-	return false
 }
 
 // callees are the functions call may call: the one it names, or, through

@@ -65,21 +65,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "pathcount:", err)
 		os.Exit(1)
 	}
-	ran := map[string][][2]int{}
-	spans := map[string][]span{}
+	ran := map[string][]span{}
 	for b, n := range after {
 		if n > before[b] {
-			ran[b.file] = append(ran[b.file], [2]int{b.from, b.to})
-			s, err := parseSpan(b.span)
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "pathcount:", err)
-				os.Exit(1)
-			}
-			spans[b.file] = append(spans[b.file], s)
+			ran[b.file] = append(ran[b.file], b.span)
 		}
 	}
 	if *listCalls {
-		err = calls(os.Stdout, spans, skipRE)
+		err = calls(os.Stdout, ran, skipRE)
 	} else {
 		err = report(os.Stdout, ran, skipRE)
 	}
@@ -89,11 +82,52 @@ func main() {
 	}
 }
 
-// block is a block of a profile: a file of the module, its lines.
+// block is a block of a profile: a file of the module, and where in it.
 type block struct {
-	file     string
-	from, to int
-	span     string
+	file string
+	span span
+}
+
+// pos is a position in a file: its line and column.
+type pos struct{ line, col int }
+
+func (p pos) before(q pos) bool { return p.line < q.line || p.line == q.line && p.col < q.col }
+
+// span is where a block lies in its file, from its first position to its
+// last.
+type span struct{ from, to pos }
+
+// parseSpan reads a profile's "12.3,15.4".
+func parseSpan(s string) (span, error) {
+	ends := strings.Split(s, ",")
+	if len(ends) != 2 {
+		return span{}, fmt.Errorf("not a span: %q", s)
+	}
+	var p [2]pos
+	for i, e := range ends {
+		lc := strings.Split(e, ".")
+		if len(lc) != 2 {
+			return span{}, fmt.Errorf("not a span: %q", s)
+		}
+		l, err1 := strconv.Atoi(lc[0])
+		c, err2 := strconv.Atoi(lc[1])
+		if err1 != nil || err2 != nil {
+			return span{}, fmt.Errorf("not a span: %q", s)
+		}
+		p[i] = pos{l, c}
+	}
+	return span{p[0], p[1]}, nil
+}
+
+// ranIn reports whether a block that ran lies in body.
+func ranIn(spans []span, fset *token.FileSet, body *ast.BlockStmt) bool {
+	from, to := fset.Position(body.Lbrace), fset.Position(body.Rbrace)
+	for _, s := range spans {
+		if s.from.line >= from.Line && s.to.line <= to.Line {
+			return true
+		}
+	}
+	return false
 }
 
 // readProfile reads a text coverage profile: how often each block of the
@@ -123,22 +157,19 @@ func readProfile(name string) (map[block]int64, error) {
 		if !strings.HasPrefix(line, module) {
 			continue
 		}
-		span := strings.Split(fields[0], ",")
-		from, err1 := strconv.Atoi(strings.Split(span[0], ".")[0])
-		to, err2 := strconv.Atoi(strings.Split(span[len(span)-1], ".")[0])
-		n, err3 := strconv.ParseInt(fields[2], 10, 64)
-		if len(span) != 2 || err1 != nil || err2 != nil || err3 != nil {
+		at, err1 := parseSpan(fields[0])
+		n, err2 := strconv.ParseInt(fields[2], 10, 64)
+		if err1 != nil || err2 != nil {
 			return nil, fmt.Errorf("%s: not a coverage line: %q", name, line)
 		}
-		b := block{file: strings.TrimPrefix(line[:colon], module), from: from, to: to, span: fields[0]}
-		counts[b] += n
+		counts[block{file: strings.TrimPrefix(line[:colon], module), span: at}] += n
 	}
 	return counts, sc.Err()
 }
 
 // report prints, per package and file, the functions with a block that
 // ran, and the totals.
-func report(w io.Writer, ran map[string][][2]int, skip *regexp.Regexp) error {
+func report(w io.Writer, ran map[string][]span, skip *regexp.Regexp) error {
 	files := make([]string, 0, len(ran))
 	for file := range ran {
 		if skip == nil || !skip.MatchString(file) {
@@ -168,7 +199,7 @@ func report(w io.Writer, ran map[string][][2]int, skip *regexp.Regexp) error {
 
 // functionsRun names the top-level functions and methods of file whose body
 // holds a block that ran, in the order they are written.
-func functionsRun(file string, blocks [][2]int) ([]string, error) {
+func functionsRun(file string, blocks []span) ([]string, error) {
 	fset := token.NewFileSet()
 	parsed, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
 	if err != nil {
@@ -180,12 +211,8 @@ func functionsRun(file string, blocks [][2]int) ([]string, error) {
 		if !ok || fn.Body == nil {
 			continue
 		}
-		from, to := fset.Position(fn.Body.Lbrace).Line, fset.Position(fn.Body.Rbrace).Line
-		for _, b := range blocks {
-			if b[0] >= from && b[1] <= to {
-				names = append(names, name(fn))
-				break
-			}
+		if ranIn(blocks, fset, fn.Body) {
+			names = append(names, name(fn))
 		}
 	}
 	return names, nil
