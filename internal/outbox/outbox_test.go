@@ -65,6 +65,16 @@ func TestDispatcherPublishesOldestFirst(t *testing.T) {
 	}
 }
 
+// numberedEvents are n events of one merchant, evt_000 first, for
+// insertEvents to write a millisecond apart in that order.
+func numberedEvents(n int) []Event {
+	events := make([]Event, n)
+	for i := range events {
+		events[i] = Event{ID: fmt.Sprintf("evt_%03d", i), MerchantID: "mer_1", Type: "order.created", Payload: "{}"}
+	}
+	return events
+}
+
 // held is a Publisher that holds the first batch it is given (and with it
 // the claiming transaction's row locks) until it is released.
 type held struct {
@@ -85,11 +95,7 @@ func (h *held) Publish(_ context.Context, events []Event) error {
 func TestDispatchersClaimDifferentBatches(t *testing.T) {
 	ctx := context.Background()
 	db := testkit.OpenDB(t, database.Postgres)
-	now := time.Now().UTC()
-	for i := range 200 {
-		require.NoError(t, db.Exec("INSERT INTO outbox_events (merchant_id, id, type, payload, trace_parent, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-			"mer_1", fmt.Sprintf("evt_%03d", i), "order.created", "{}", "", now.Add(time.Duration(i)*time.Millisecond)).Error)
-	}
+	insertEvents(t, db, numberedEvents(200))
 
 	first := &held{got: make(chan []Event, 1), release: make(chan struct{})}
 	done := make(chan error, 1)
@@ -134,11 +140,7 @@ func TestStoppingRunCommitsTheBatchInFlight(t *testing.T) {
 	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
 			db := testkit.OpenDB(t, dialect)
-			now := time.Now().UTC()
-			for i := range 150 {
-				require.NoError(t, db.Exec("INSERT INTO outbox_events (merchant_id, id, type, payload, trace_parent, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-					"mer_1", fmt.Sprintf("evt_%03d", i), "order.created", "{}", "", now.Add(time.Duration(i)*time.Millisecond)).Error)
-			}
+			insertEvents(t, db, numberedEvents(150))
 			pub := &held{got: make(chan []Event, 1), release: make(chan struct{})}
 			ctx, stop := context.WithCancel(context.Background())
 			done := make(chan struct{})
