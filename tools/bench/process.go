@@ -56,41 +56,46 @@ func (b *bench) wholeProcess(ctx context.Context) (wholeProcess, error) {
 	run := fmt.Sprintf("w%d", time.Now().UnixNano())
 	window := forDuration(o.duration)
 	w := wholeProcess{Rounds: rounds}
-	phases := []struct {
+	// rotate runs the phases in turn for rounds rounds, do giving phase
+	// i's work in round r, and keeps each phase's median round, with
+	// every round in its Runs.
+	type phase struct {
 		target *api
 		name   string
 		into   *result
-		runs   []result
-	}{
-		// Each pair a goal compares runs side by side, so that the two
-		// see the same load: (h) and (h''), (z) and (w), (w) and (z').
-		{b.handler, "(h) idempotent create, (c)'s settings", &w.Handler, nil},
-		{b.sampled, "(h'') the same, one trace in ten sampled", &w.Sampled, nil},
-		{b.traced, "(h') the same, tracing on", &w.Traced, nil},
-		{b.floor, "(z) the floor: net/http, encoding/json and pgx alone", &w.Floor, nil},
-		{b.defaults, "(w) idempotent create, default settings", &w.Defaults, nil},
-		{b.floorOther, "(z') the floor, reading the record first", &w.FloorReads, nil},
-		{b.quiet, "(w') default settings, LOG_LEVEL=error", &w.Quiet, nil},
-		{b.noDispatch, "(w'') default settings, OUTBOX_INTERVAL=1h", &w.NoDispatch, nil},
 	}
-	for r := range rounds {
-		for i := range phases {
-			x := &phases[i]
-			b.say("whole process, round %d/%d: %s", r+1, rounds, x.name)
-			res := b.measure(ctx, x.target, x.name, window, x.target.created(fmt.Sprintf("%s%d-%d", run, i, r)))
-			b.say("  %.0f µs of CPU per request, %.0f less idle; load %.2f",
-				us(res.ProcessCPUPerRequest()), us(res.CPUPerRequest()), res.Load)
-			x.runs = append(x.runs, res)
+	rotate := func(phases []phase, do func(i, r int, target *api) op) {
+		runs := make([][]result, len(phases))
+		for r := range rounds {
+			for i, x := range phases {
+				b.say("whole process, round %d/%d: %s", r+1, rounds, x.name)
+				res := b.measure(ctx, x.target, x.name, window, do(i, r, x.target))
+				b.say("  %.0f µs of CPU per request, %.0f less idle; load %.2f",
+					us(res.ProcessCPUPerRequest()), us(res.CPUPerRequest()), res.Load)
+				runs[i] = append(runs[i], res)
+			}
+		}
+		for i, x := range phases {
+			*x.into = medianCPU(runs[i])
+			x.into.Runs = runs[i]
 		}
 	}
-	replays := []struct {
-		target *api
-		name   string
-		into   *result
-		runs   []result
-	}{
-		{b.defaults, "(w1) replay of one key, default settings", &w.DefaultsReplay, nil},
-		{b.floor, "(z1) replay of one key, the floor", &w.FloorReplay, nil},
+	rotate([]phase{
+		// Each pair a goal compares runs side by side, so that the two
+		// see the same load: (h) and (h''), (z) and (w), (w) and (z').
+		{b.handler, "(h) idempotent create, (c)'s settings", &w.Handler},
+		{b.sampled, "(h'') the same, one trace in ten sampled", &w.Sampled},
+		{b.traced, "(h') the same, tracing on", &w.Traced},
+		{b.floor, "(z) the floor: net/http, encoding/json and pgx alone", &w.Floor},
+		{b.defaults, "(w) idempotent create, default settings", &w.Defaults},
+		{b.floorOther, "(z') the floor, reading the record first", &w.FloorReads},
+		{b.quiet, "(w') default settings, LOG_LEVEL=error", &w.Quiet},
+		{b.noDispatch, "(w'') default settings, OUTBOX_INTERVAL=1h", &w.NoDispatch},
+	}, func(i, r int, target *api) op { return target.created(fmt.Sprintf("%s%d-%d", run, i, r)) })
+
+	replays := []phase{
+		{b.defaults, "(w1) replay of one key, default settings", &w.DefaultsReplay},
+		{b.floor, "(z1) replay of one key, the floor", &w.FloorReplay},
 	}
 	key := run + "-replayed"
 	for _, x := range replays {
@@ -99,44 +104,8 @@ func (b *bench) wholeProcess(ctx context.Context) (wholeProcess, error) {
 			return w, fmt.Errorf("%s: the first order: %w", x.name, err)
 		}
 	}
-	for r := range rounds {
-		for i := range replays {
-			x := &replays[i]
-			b.say("whole process, round %d/%d: %s", r+1, rounds, x.name)
-			res := b.measure(ctx, x.target, x.name, window, x.target.replayed([]string{key}))
-			b.say("  %.0f µs of CPU per request; load %.2f", us(res.ProcessCPUPerRequest()), res.Load)
-			x.runs = append(x.runs, res)
-		}
-	}
-	for _, x := range phases {
-		*x.into = medianCPU(x.runs)
-		x.into.Runs = x.runs
-	}
-	for _, x := range replays {
-		*x.into = medianCPU(x.runs)
-		x.into.Runs = x.runs
-	}
+	rotate(replays, func(_, _ int, target *api) op { return target.replayed([]string{key}) })
 	return w, nil
-}
-
-// roundRatios are x's figure over y's, round by round (x.Runs[i] against
-// y.Runs[i], phases that ran a few seconds apart), and their median: a
-// ratio that a slow minute moves less than the ratio of two medians taken
-// from different rounds. Nil when the two did not run the same rounds.
-func roundRatios(x, y result, perRequest func(result) time.Duration) (each []float64, median float64) {
-	if len(x.Runs) < 2 || len(x.Runs) != len(y.Runs) {
-		return nil, 0
-	}
-	for i := range x.Runs {
-		if d := perRequest(y.Runs[i]); d > 0 {
-			each = append(each, float64(perRequest(x.Runs[i]))/float64(d))
-		}
-	}
-	if len(each) != len(x.Runs) {
-		return nil, 0
-	}
-	sorted := slices.Sorted(slices.Values(each))
-	return each, sorted[len(sorted)/2]
 }
 
 // medianCPU is the run with the median whole-process CPU per request.

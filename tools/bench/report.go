@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -413,7 +414,7 @@ func (r *report) perRequest(p func(string, ...any)) {
 	// encoding/json and pgx alone cost here, whatever the machine.
 	w := r.whole
 	// Where both ran the same rounds, the verdict is on the median of the
-	// ratios taken round by round (roundRatios), shown after the medians'.
+	// ratios taken round by round (byRound), shown after the medians'.
 	cpuGoal := func(name string, x, floor result, perRequest func(result) time.Duration, goal float64) {
 		got, rounds := byRound(x, floor, perRequest)
 		v := "reported"
@@ -459,21 +460,31 @@ func (r *report) perRequest(p func(string, ...any)) {
 	p("")
 }
 
-// byRound is x's figure over y's for a goal's verdict: the median of the
-// ratios round by round where the two ran the same rounds (roundRatios),
-// with a note that lists them; else the ratio of the figures shown.
+// byRound is x's figure over y's for a goal's verdict. Where the two ran
+// the same rounds, it is the median of the ratios taken round by round
+// (x.Runs[i] over y.Runs[i], phases that ran a few seconds apart), which a
+// slow minute moves less than the ratio of two medians from different
+// rounds, with a note that lists them; else the ratio of the figures shown.
 func byRound(x, y result, perRequest func(result) time.Duration) (float64, string) {
-	each, median := roundRatios(x, y, perRequest)
-	if each == nil {
+	over := func(x, y result) float64 {
 		if d := perRequest(y); d > 0 {
-			return float64(perRequest(x)) / float64(d), ""
+			return float64(perRequest(x)) / float64(d)
 		}
-		return 0, ""
+		return 0
 	}
+	if len(x.Runs) < 2 || len(x.Runs) != len(y.Runs) {
+		return over(x, y), ""
+	}
+	each := make([]float64, len(x.Runs))
 	s := make([]string, len(each))
-	for i, r := range each {
-		s[i] = fmt.Sprintf("%.2f", r)
+	for i := range x.Runs {
+		if perRequest(y.Runs[i]) <= 0 {
+			return over(x, y), ""
+		}
+		each[i] = over(x.Runs[i], y.Runs[i])
+		s[i] = fmt.Sprintf("%.2f", each[i])
 	}
+	median := slices.Sorted(slices.Values(each))[len(each)/2]
 	return median, fmt.Sprintf("; round by round %s, median %.2f", strings.Join(s, ", "), median)
 }
 
