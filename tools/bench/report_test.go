@@ -20,7 +20,7 @@ func TestByRoundTakesTheMedianOfTheRoundsRatios(t *testing.T) {
 		}
 		return r
 	}
-	whole := result.ProcessCPUPerRequest
+	whole := cpuFigure(result.ProcessCPUPerRequest)
 
 	got, note := byRound(cpu(300, 300, 400, 260), cpu(200, 150, 200, 260), whole)
 	require.InDelta(t, 2.0, got, 1e-9, "300/150, 400/200, 260/260: the median of 2, 2 and 1")
@@ -37,4 +37,16 @@ func TestByRoundTakesTheMedianOfTheRoundsRatios(t *testing.T) {
 	got, note = byRound(cpu(300, 300, 400, 260), cpu(200, 150, 0, 260), whole)
 	require.InDelta(t, 1.5, got, 1e-9, "a round without a figure")
 	require.Empty(t, note)
+
+	// A rate is compared the same way: requests over the window.
+	rate := func(rounds ...int) result {
+		r := result{Requests: rounds[0], Elapsed: time.Second}
+		for _, n := range rounds[1:] {
+			r.Runs = append(r.Runs, result{Requests: n, Elapsed: time.Second})
+		}
+		return r
+	}
+	got, note = byRound(rate(4500, 4500, 2600, 5000), rate(2400, 2400, 1400, 1900), result.Rate)
+	require.InDelta(t, 4500.0/2400, got, 1e-9, "4500/2400, 2600/1400, 5000/1900: the median of 1.88, 1.86 and 2.63")
+	require.Equal(t, "; round by round 1.88, 1.86, 2.63, median 1.88", note)
 }
