@@ -23,8 +23,8 @@
 //	keeper.go, config.go       the Keeper and what it is told (its clock
 //	                           too); observer.go, errors.go its outcomes and
 //	                           refusals
-//	request.go, key.go,        reading a keyed request: the key, the body, its
-//	fingerprint.go             canonical fingerprint
+//	request.go                 reading a keyed request: the key, the body, its
+//	                           canonical fingerprint
 //	handle.go, decide.go       the loop over one pure decision
 //	atomic.go, guarded.go      the two ways to run a keyed request; guarded.go
 //	                           holds Op, a Guarded request's operation

@@ -3,10 +3,14 @@ package idempotency
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+
+	"github.com/idemkeys/payments/internal/canon"
 )
 
 // HeaderKey is the request header that carries the client's key.
@@ -89,4 +93,68 @@ func readBody(r io.Reader, limit int64) ([]byte, error) {
 		return nil, &http.MaxBytesError{Limit: limit}
 	}
 	return body, nil
+}
+
+// MaxKeyLength is the longest Idempotency-Key accepted.
+const MaxKeyLength = 255
+
+// KeyPattern is ValidateKey's rule as a regular expression (ECMA-262 and Go
+// syntax alike), for the OpenAPI document's Idempotency-Key parameters.
+const KeyPattern = `^[\x21-\x7E]{1,255}$`
+
+// ValidateKey checks a key's shape: 1 to 255 characters of visible ASCII
+// (no header injection, nothing that logs or compares oddly). It returns
+// nil or an error wrapping ErrKeyInvalid.
+func ValidateKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: the key is empty", ErrKeyInvalid)
+	}
+	if len(key) > MaxKeyLength {
+		return fmt.Errorf("%w: the key is longer than %d characters", ErrKeyInvalid, MaxKeyLength)
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x21 || c > 0x7e {
+			return fmt.Errorf("%w: character %d is outside visible ASCII (0x21-0x7E)", ErrKeyInvalid, i+1)
+		}
+	}
+	return nil
+}
+
+// fingerprint identifies a request for one key: method, route template,
+// path parameters and the canonical body.
+func fingerprint(method, route string, params map[string]string, canonicalBody []byte) string {
+	sum := requestDigest(method, route, params, canonicalBody)
+	var out [2 * sha256.Size]byte
+	hex.Encode(out[:], sum[:])
+	return string(out[:])
+}
+
+// requestDigest is the SHA-256 of method, route template, path parameters
+// (sorted by name) and body, each part but the body length-prefixed so
+// that no two requests hash the same bytes (canon.Digest). Up to four
+// parameters are sorted on the stack.
+func requestDigest(method, route string, params map[string]string, body []byte) [sha256.Size]byte {
+	var few [4]string
+	names := few[:0]
+	for name := range params {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var all [2 + 2*len(few)]string
+	parts := append(all[:0], method, route)
+	for _, name := range names {
+		parts = append(parts, name, params[name])
+	}
+	return canon.Digest(body, parts...)
+}
+
+// canonicalize is body as canonical JSON (RFC 8785), so that member order,
+// whitespace, number spelling and escapes do not make two requests differ;
+// or ErrMalformedBody, with the reason.
+func canonicalize(ctx context.Context, body []byte) ([]byte, error) {
+	out, err := canon.Limits{}.Canonicalize(ctx, body)
+	if e, ok := errors.AsType[*canon.Error](err); ok {
+		return nil, fmt.Errorf("%w: %s", ErrMalformedBody, e.Reason)
+	}
+	return out, err
 }
