@@ -62,3 +62,44 @@ func TestRetryOnAnotherInstanceReadsBeforeItWorks(t *testing.T) {
 	rollbacks = testkit.Count(t, dbURL, "SELECT xact_rollback FROM pg_stat_database WHERE datname = '"+name+"'")
 	require.Zero(t, rollbacks, "transactions rolled back in the database")
 }
+
+// TestARetryOfTheSameBytesElsewhereTakesTheRecordsFingerprint: a record
+// keeps the digest of the bytes its request sent (request_digest), so a
+// retry of those very bytes on an instance that never saw the key replays
+// with the record's fingerprint, without canonicalizing the body again.
+// A fingerprint changed in the database shows it: the retry still
+// replays, where a body canonicalized again would not match. The same
+// JSON in other bytes is canonicalized, and refused against the changed
+// fingerprint; and a record stored without a digest (before the column
+// existed) is canonicalized as before, and replays.
+func TestARetryOfTheSameBytesElsewhereTakesTheRecordsFingerprint(t *testing.T) {
+	for _, dialect := range testkit.Dialects {
+		t.Run(string(dialect), func(t *testing.T) {
+			dbURL := testkit.DatabaseURL(t, dialect)
+			a, b := apptest.Start(t, dbURL), apptest.Start(t, dbURL)
+			create := func() (string, apptest.Answer) {
+				key := apptest.NewKey()
+				created := apptest.Call(t, "POST", a.URL+"/v1/orders", "sk_test_acme", key, apptest.OrderBody)
+				require.Equal(t, http.StatusCreated, created.Status, string(created.Body))
+				return key, created
+			}
+			key, created := create()
+			require.EqualValues(t, 1, a.Count(t, "SELECT count(*) FROM idempotency_records WHERE idempotency_key = ? AND request_digest IS NOT NULL", key))
+			require.NotZero(t, a.Count(t, "UPDATE idempotency_records SET fingerprint = 'changed' WHERE idempotency_key = ? RETURNING fence", key))
+
+			again := apptest.Call(t, "POST", b.URL+"/v1/orders", "sk_test_acme", key, apptest.OrderBody)
+			require.Equal(t, http.StatusCreated, again.Status, "the very bytes: the record's fingerprint, not the body's: %s", again.Body)
+			require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
+			require.Equal(t, string(created.Body), string(again.Body))
+			spaced := apptest.Call(t, "POST", b.URL+"/v1/orders", "sk_test_acme", key, " "+apptest.OrderBody+"\n")
+			require.Equal(t, http.StatusUnprocessableEntity, spaced.Status, "other bytes are canonicalized: %s", spaced.Body)
+
+			old, oldCreated := create()
+			require.NotZero(t, a.Count(t, "UPDATE idempotency_records SET request_digest = NULL WHERE idempotency_key = ? RETURNING fence", old))
+			replayed := apptest.Call(t, "POST", b.URL+"/v1/orders", "sk_test_acme", old, apptest.OrderBody)
+			require.Equal(t, http.StatusCreated, replayed.Status, string(replayed.Body))
+			require.Equal(t, string(oldCreated.Body), string(replayed.Body))
+			require.EqualValues(t, 2, a.Count(t, "SELECT count(*) FROM orders"), "one order per key, none of a retry")
+		})
+	}
+}

@@ -21,7 +21,7 @@ func (r *run) reserve() (*Record, result, bool) {
 	now := k.now()
 	rec := &Record{
 		Scope: r.req.Scope, Key: r.req.Key, Method: r.req.Method, Path: r.req.Path,
-		Fingerprint: r.req.Fingerprint, State: StateExecuting, Point: PointStarted,
+		Fingerprint: r.req.Fingerprint, State: StateExecuting, Point: PointStarted, Sent: r.req.sent,
 		LockedUntil: now.Add(k.cfg.LockTimeout), CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(k.cfg.TTL),
 	}
 	err := k.store.Insert(ctx, rec)
@@ -119,7 +119,7 @@ func (r *run) stored(a *Answer, outcome string, fence int64, expiresAt time.Time
 	done := &Record{
 		Scope: r.req.Scope, Key: r.req.Key, Method: r.req.Method, Path: r.req.Path,
 		Fingerprint: r.req.Fingerprint, State: StateCompleted, Fence: fence, Answer: stored,
-		ExpiresAt: expiresAt, sent: r.req.sent,
+		ExpiresAt: expiresAt, Sent: r.req.sent,
 	}
 	r.k.published(done)
 	return fresh(a, outcome, done)

@@ -6,8 +6,11 @@ import (
 	"time"
 )
 
-// flightID is what identical requests share: only they share a flight.
-type flightID struct{ scope, key, fingerprint string }
+// flightID is what requests of the same bytes share: only they share a flight.
+type flightID struct {
+	scope, key string
+	sent       [32]byte
+}
 
 // result is how a keyed request ends: err, a refusal for the application's
 // error table, or answer, the handler's own or a stored one (replayed).
@@ -111,10 +114,10 @@ func (r *run) handle() result {
 	r.waitFrom = time.Now()
 	defer r.endWait()
 
-	// Identical requests in this process queue behind one leader
+	// Requests of the same bytes in this process queue behind one leader
 	// (internal/flights) and are handed the completed record it leaves; a
-	// different request under the same key goes on to its 422.
-	id := flightID{r.req.Scope, r.req.Key, r.req.Fingerprint}
+	// different request under the same key goes its own way.
+	id := flightID{r.req.Scope, r.req.Key, r.req.sent}
 	fl, handed, waited, err := k.flights.Acquire(r.waitContext, id)
 	if waited {
 		k.obs.Waited(r.ctx, r.req.Route, time.Since(r.waitFrom))
@@ -155,6 +158,9 @@ func (r *run) handle() result {
 
 // answer is the end of a request whose key holds the completed record rec.
 func (r *run) answer(rec *Record) result {
+	if err := r.req.fingerprintFor(r.ctx, rec); err != nil {
+		return refused(err)
+	}
 	if decide(rec, r.req.Fingerprint, r.k.now(), r.guarded) == stepMismatch {
 		return refused(ErrKeyReused)
 	}
@@ -164,6 +170,9 @@ func (r *run) answer(rec *Record) result {
 // loop carries out decide's steps until one ends the request. Each step
 // returns its result and done, or the record to decide on next.
 func (r *run) loop(rec *Record) result {
+	if err := r.req.fingerprintFor(r.ctx, rec); err != nil {
+		return refused(err)
+	}
 	for range maxRounds {
 		var (
 			res  result
@@ -284,6 +293,6 @@ func (r *run) completed(a Answer) *Record {
 		Scope: r.req.Scope, Key: r.req.Key, Method: r.req.Method, Path: r.req.Path,
 		Fingerprint: r.req.Fingerprint, State: StateCompleted, Point: PointStarted,
 		LockedUntil: now, Answer: &stored, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(r.k.cfg.TTL),
-		sent: r.req.sent,
+		Sent: r.req.sent,
 	}
 }

@@ -78,8 +78,8 @@ type Record struct {
 	UpdatedAt time.Time
 	ExpiresAt time.Time
 
-	// sent is, on a record this process completed, the requestDigest of
-	// the request as sent: a retry of the very same bytes needs no
-	// canonicalizing.
-	sent [sha256.Size]byte
+	// Sent is the requestDigest of the request that made the record, as
+	// it was sent (zero if unknown): a retry of the very same bytes needs
+	// no canonicalizing.
+	Sent [sha256.Size]byte
 }

@@ -28,20 +28,20 @@ type Input struct {
 	Body                io.Reader         // read once, up to Config.MaxBodyBytes
 }
 
-// keyedRequest is one keyed request once its key is valid and its
-// fingerprint computed.
+// keyedRequest is one keyed request once its key is valid and its body read.
 type keyedRequest struct {
 	Scope, Key, Method, Path, Route string
-	Fingerprint                     string
+	Params                          map[string]string
+	Fingerprint                     string // set by fingerprintFor, before any decision
 	Body                            []byte
 	sent                            [sha256.Size]byte // requestDigest of the body as sent
 	// known is the key's completed record in the cache, if any.
 	known *Record
 }
 
-// request checks the key and the body, and computes the fingerprint. It
-// returns ErrKeyMissing, an error wrapping ErrKeyInvalid, ErrMalformedBody
-// or ErrBodyRead, an *http.MaxBytesError, or ctx's error.
+// request checks the key and reads the body. It returns ErrKeyMissing, an
+// error wrapping ErrKeyInvalid or ErrBodyRead, an *http.MaxBytesError, or
+// ctx's error.
 func (k *Keeper) request(ctx context.Context, in Input) (keyedRequest, error) {
 	switch {
 	case len(in.Keys) == 0:
@@ -57,23 +57,29 @@ func (k *Keeper) request(ctx context.Context, in Input) (keyedRequest, error) {
 	if err != nil {
 		return keyedRequest{}, err
 	}
-	req := keyedRequest{
-		Scope: in.Scope, Key: key, Method: in.Method, Path: in.Path, Route: in.Route,
+	return keyedRequest{
+		Scope: in.Scope, Key: key, Method: in.Method, Path: in.Path, Route: in.Route, Params: in.Params,
 		Body: body, sent: requestDigest(in.Method, in.Route, in.Params, body),
+		known: k.cfg.Cache.Get(ctx, in.Scope, key, k.now()),
+	}, nil
+}
+
+// fingerprintFor sets the fingerprint to decide on rec (nil: none) with: a
+// record of the very bytes sent has it (Record.Sent), so that no instance
+// canonicalizes their retry; else the body's, or ErrMalformedBody.
+func (req *keyedRequest) fingerprintFor(ctx context.Context, rec *Record) error {
+	switch {
+	case req.Fingerprint != "":
+	case rec != nil && rec.Sent == req.sent:
+		req.Fingerprint = rec.Fingerprint
+	default:
+		canonical, err := canonicalize(ctx, req.Body)
+		if err != nil {
+			return err
+		}
+		req.Fingerprint = fingerprint(req.Method, req.Route, req.Params, canonical)
 	}
-	// A retry of the very bytes of a request completed here has its
-	// fingerprint: canonicalizing (most of a replay's work) is skipped.
-	req.known = k.cfg.Cache.Get(ctx, in.Scope, key, k.now())
-	if req.known != nil && req.known.sent == req.sent {
-		req.Fingerprint = req.known.Fingerprint
-		return req, nil
-	}
-	canonical, err := canonicalize(ctx, body)
-	if err != nil {
-		return keyedRequest{}, err
-	}
-	req.Fingerprint = fingerprint(in.Method, in.Route, in.Params, canonical)
-	return req, nil
+	return nil
 }
 
 // readBody reads r whole, or refuses it past limit bytes.

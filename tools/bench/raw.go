@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"time"
 
@@ -32,7 +33,7 @@ func rawCreate(pool *pgxpool.Pool, run, fingerprint string, responseBody []byte,
 			Event: `{"id": "ord_` + id + `", "status": "pending_payment", "currency": "BRL", "customer_id": "cus_1", "amount_total": 2500}`}
 		var rec *rawsql.Record
 		if withRecord {
-			rec = &rawsql.Record{Key: "raw-" + id, Fingerprint: fingerprint, Body: responseBody,
+			rec = &rawsql.Record{Key: "raw-" + id, Fingerprint: fingerprint, Body: responseBody, Sent: rawSent[:],
 				Headers: `{"Content-Type":"application/json; charset=utf-8","Location":"/v1/orders/ord_` + id + `"}`}
 		}
 		batch := &pgx.Batch{}
@@ -40,3 +41,7 @@ func rawCreate(pool *pgxpool.Pool, run, fingerprint string, responseBody []byte,
 		return conn.SendBatch(ctx, batch).Close()
 	}
 }
+
+// rawSent stands for the digest of the request as sent that the API
+// stores with a record: the same 32 bytes in every raw record.
+var rawSent = sha256.Sum256([]byte(`{"customer_id":"cus_1"}`))

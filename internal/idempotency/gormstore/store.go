@@ -7,7 +7,9 @@ package gormstore
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
@@ -99,6 +101,7 @@ type recordRow struct {
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 	ExpiresAt       time.Time
+	RequestDigest   digest // idempotency.Record.Sent; zero when NULL
 }
 
 func (recordRow) TableName() string { return "idempotency_records" }
@@ -119,8 +122,8 @@ const insertSQL = `
 INSERT INTO idempotency_records AS r (
     merchant_id, idempotency_key, method, path, fingerprint, state, recovery_point,
     fence, locked_until, response_status, response_headers, response_body, response_key_id,
-    created_at, updated_at, expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    created_at, updated_at, expires_at, request_digest)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (merchant_id, idempotency_key) DO UPDATE SET
     method = excluded.method, path = excluded.path, fingerprint = excluded.fingerprint,
     state = excluded.state, recovery_point = excluded.recovery_point,
@@ -129,7 +132,7 @@ ON CONFLICT (merchant_id, idempotency_key) DO UPDATE SET
     response_status = excluded.response_status, response_headers = excluded.response_headers,
     response_body = excluded.response_body, response_key_id = excluded.response_key_id,
     created_at = excluded.created_at,
-    updated_at = excluded.updated_at, expires_at = excluded.expires_at
+    updated_at = excluded.updated_at, expires_at = excluded.expires_at, request_digest = excluded.request_digest
 WHERE r.expires_at <= excluded.created_at
 RETURNING fence`
 
@@ -151,8 +154,8 @@ WITH inserted AS (
 INSERT INTO idempotency_records (
     merchant_id, idempotency_key, method, path, fingerprint, state, recovery_point,
     fence, locked_until, response_status, response_headers, response_body, response_key_id,
-    created_at, updated_at, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+    created_at, updated_at, expires_at, request_digest)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 ON CONFLICT DO NOTHING
 RETURNING fence)
 SELECT coalesce((SELECT fence FROM inserted), ('` + keyTaken + `' || left(random()::text, 0))::bigint)`
@@ -179,9 +182,20 @@ type insertArgs struct {
 	scope, key, method, path, fingerprint, state, point pgtype.Text
 	fence                                               int64
 	lockedUntil, created, updated, expires, oldest      pgtype.Timestamptz
-	body                                                []byte
-	list                                                [20]any
+	body, sent                                          bytesArg
+	list                                                [21]any
 }
+
+// bytesArg is a bytea argument (nil: NULL) that pgx encodes through its
+// pointer (pgtype.BytesValuer), where a *[]byte costs it an allocation (it
+// dereferences the pointer by reflection); database/sql reads its Value.
+type bytesArg []byte
+
+// BytesValue implements pgtype.BytesValuer.
+func (b *bytesArg) BytesValue() ([]byte, error) { return *b, nil }
+
+// Value implements driver.Valuer.
+func (b bytesArg) Value() (driver.Value, error) { return []byte(b), nil }
 
 // Insert implements idempotency.Store.
 func (s *Store) Insert(ctx context.Context, rec *idempotency.Record) error {
@@ -190,15 +204,18 @@ func (s *Store) Insert(ctx context.Context, rec *idempotency.Record) error {
 		return err
 	}
 	// One array for both forms: the tombstones' four more arguments
-	// follow FastInsertSQL's sixteen. They point into a, as insertArgs
+	// follow FastInsertSQL's seventeen. They point into a, as insertArgs
 	// tells.
 	a := &insertArgs{scope: dbtx.String(rec.Scope), key: dbtx.String(rec.Key), method: dbtx.String(rec.Method),
 		path: dbtx.String(rec.Path), fingerprint: dbtx.String(rec.Fingerprint), state: dbtx.String(string(rec.State)),
 		point: dbtx.String(rec.Point), fence: idempotency.FirstFence(rec.CreatedAt), body: body,
 		lockedUntil: dbtx.Timestamp(rec.LockedUntil), created: dbtx.Timestamp(rec.CreatedAt),
 		updated: dbtx.Timestamp(rec.UpdatedAt), expires: dbtx.Timestamp(rec.ExpiresAt)}
+	if rec.Sent != ([sha256.Size]byte{}) {
+		a.sent = rec.Sent[:] // else NULL: not known
+	}
 	args := append(a.list[:0], &a.scope, &a.key, &a.method, &a.path, &a.fingerprint, &a.state, &a.point,
-		&a.fence, &a.lockedUntil, status, headers, &a.body, keyID, &a.created, &a.updated, &a.expires)
+		&a.fence, &a.lockedUntil, status, headers, &a.body, keyID, &a.created, &a.updated, &a.expires, &a.sent)
 	fastArgs := args // FastInsertSQL's, which the tombstones' form shares
 	if s.tombstoneTTL > 0 {
 		a.oldest = dbtx.Timestamp(rec.CreatedAt.Add(-s.tombstoneTTL))
@@ -262,10 +279,11 @@ func (s *Store) Get(ctx context.Context, scope, key string, now time.Time) (*ide
 			return err
 		})
 	} else {
-		err = dbtx.ScanRow(dbtx.Conn(ctx, s.db).Raw(s.getQuery, args...), &row.MerchantID, &row.IdempotencyKey, &row.Method, &row.Path,
+		err = dbtx.ScanRow(dbtx.Conn(ctx, s.db).Raw(s.getQuery, args...), &row.Method, &row.Path,
 			&row.Fingerprint, &row.State, &row.RecoveryPoint, &row.Fence, &row.LockedUntil, &row.ResponseStatus, &row.ResponseHeaders,
-			&row.ResponseBody, &row.ResponseKeyID, &row.CreatedAt, &row.UpdatedAt, &row.ExpiresAt)
+			&row.ResponseBody, &row.ResponseKeyID, &row.CreatedAt, &row.UpdatedAt, &row.ExpiresAt, &row.RequestDigest)
 	}
+	row.MerchantID, row.IdempotencyKey = scope, key
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, idempotency.ErrNotFound
@@ -292,8 +310,9 @@ func scanPgx(r pgx.Row, row *recordRow) error {
 		status                                       pgtype.Int4
 		headers, keyID                               pgtype.Text
 	}
-	err := r.Scan(&row.MerchantID, &row.IdempotencyKey, &row.Method, &row.Path, &row.Fingerprint, &row.State, &row.RecoveryPoint,
-		&row.Fence, &v.lockedUntil, &v.status, &v.headers, &row.ResponseBody, &v.keyID, &v.createdAt, &v.updatedAt, &v.expiresAt)
+	err := r.Scan(&row.Method, &row.Path, &row.Fingerprint, &row.State, &row.RecoveryPoint,
+		&row.Fence, &v.lockedUntil, &v.status, &v.headers, &row.ResponseBody, &v.keyID, &v.createdAt, &v.updatedAt, &v.expiresAt,
+		&row.RequestDigest)
 	if err != nil {
 		return err
 	}
@@ -319,11 +338,12 @@ func scanPgx(r pgx.Row, row *recordRow) error {
 	return nil
 }
 
-// getSQL is Get's statement, its columns in recordRow's order; its
-// arguments scope, key and now.
-const getSQL = `SELECT merchant_id, idempotency_key, method, path, fingerprint, state, recovery_point,
+// getSQL is Get's statement, its columns in recordRow's order from method
+// on (the scope and key are Get's own); its arguments scope, key and now.
+// Fifteen columns: pgx describes up to sixteen without an allocation.
+const getSQL = `SELECT method, path, fingerprint, state, recovery_point,
     fence, locked_until, response_status, response_headers, response_body, response_key_id,
-    created_at, updated_at, expires_at
+    created_at, updated_at, expires_at, request_digest
 FROM idempotency_records WHERE merchant_id = ? AND idempotency_key = ? AND expires_at > ?`
 
 // TakeOver implements idempotency.Store: one statement moves the record
@@ -454,6 +474,7 @@ func (s *Store) toRecord(row recordRow) (*idempotency.Record, error) {
 		CreatedAt:   row.CreatedAt.UTC(),
 		UpdatedAt:   row.UpdatedAt.UTC(),
 		ExpiresAt:   row.ExpiresAt.UTC(),
+		Sent:        [sha256.Size]byte(row.RequestDigest),
 	}
 	if row.ResponseStatus != nil {
 		resp := &idempotency.Answer{Status: *row.ResponseStatus, Body: row.ResponseBody, Final: true}
@@ -498,3 +519,32 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) er
 
 // AfterCommit implements idempotency.Transactor (dbtx.AfterCommit).
 func (s *Store) AfterCommit(ctx context.Context, fn func()) { dbtx.AfterCommit(ctx, fn) }
+
+// digest is a request_digest column: a SHA-256 (idempotency.Record.Sent),
+// NULL for a record stored before the column was, or another size, read as
+// zero (unknown: the request is canonicalized). It scans from pgx without
+// an allocation (pgtype.BytesScanner) and from database/sql (sql.Scanner).
+type digest [sha256.Size]byte
+
+// ScanBytes implements pgtype.BytesScanner.
+func (d *digest) ScanBytes(b []byte) error {
+	*d = digest{}
+	if len(b) == len(d) {
+		copy(d[:], b)
+	}
+	return nil
+}
+
+// Scan implements sql.Scanner.
+func (d *digest) Scan(src any) error {
+	b, _ := src.([]byte)
+	return d.ScanBytes(b)
+}
+
+// Value implements driver.Valuer: NULL for zero.
+func (d digest) Value() (driver.Value, error) {
+	if d == (digest{}) {
+		return nil, nil
+	}
+	return d[:], nil
+}

@@ -37,8 +37,8 @@ const insertTombstonedSQL = `
 INSERT INTO idempotency_records AS r (
     merchant_id, idempotency_key, method, path, fingerprint, state, recovery_point,
     fence, locked_until, response_status, response_headers, response_body, response_key_id,
-    created_at, updated_at, expires_at)
-SELECT {t}, {t}, {t}, {t}, {t}, {t}, {t}, {bigint}, {ts}, {int}, {t}, {bytes}, {t}, {ts}, {ts}, {ts}
+    created_at, updated_at, expires_at, request_digest)
+SELECT {t}, {t}, {t}, {t}, {t}, {t}, {t}, {bigint}, {ts}, {int}, {t}, {bytes}, {t}, {ts}, {ts}, {ts}, {bytes}
 WHERE NOT EXISTS (
     SELECT 1 FROM idempotency_tombstones b
     WHERE b.merchant_id = {t} AND b.idempotency_key = {t} AND b.expires_at > {ts})
@@ -50,7 +50,7 @@ ON CONFLICT (merchant_id, idempotency_key) DO UPDATE SET
     response_status = excluded.response_status, response_headers = excluded.response_headers,
     response_body = excluded.response_body, response_key_id = excluded.response_key_id,
     created_at = excluded.created_at,
-    updated_at = excluded.updated_at, expires_at = excluded.expires_at
+    updated_at = excluded.updated_at, expires_at = excluded.expires_at, request_digest = excluded.request_digest
 WHERE r.expires_at <= {ts}
 RETURNING fence`
 
@@ -106,15 +106,15 @@ func (tombstoneRow) TableName() string { return "idempotency_tombstones" }
 // recovery point, its expiry the tombstone's). One statement, so that the
 // read every new key starts with costs no second round trip. The
 // arguments: now, scope, key, scope, key, now.
-const getTombstonedSQL = `SELECT merchant_id, idempotency_key, method, path, fingerprint,
+const getTombstonedSQL = `SELECT method, path, fingerprint,
     CASE WHEN expires_at > ? THEN state ELSE 'expired' END, recovery_point,
     fence, locked_until, response_status, response_headers, response_body, response_key_id,
-    created_at, updated_at, expires_at
+    created_at, updated_at, expires_at, request_digest
 FROM idempotency_records WHERE merchant_id = ? AND idempotency_key = ?
 UNION ALL
-SELECT merchant_id, idempotency_key, '', '', fingerprint, 'expired', '',
+SELECT '', '', fingerprint, 'expired', '',
     0, expires_at, NULL, NULL, NULL, NULL,
-    first_seen_at, purged_at, expires_at
+    first_seen_at, purged_at, expires_at, NULL
 FROM idempotency_tombstones WHERE merchant_id = ? AND idempotency_key = ? AND expires_at > ?`
 
 // expired is the record in state expired that getTombstonedSQL read at

@@ -134,6 +134,7 @@ type cachedRecord struct {
 	Body        []byte            `json:"body"`
 	KeyID       string            `json:"kid,omitempty"`
 	ExpiresAt   time.Time         `json:"exp"`
+	Sent        []byte            `json:"sent,omitempty"` // Record.Sent, if known
 }
 
 // errSkipped: Redis failed a moment ago and is not asked again yet.
@@ -224,11 +225,15 @@ func (c *Cache) GetCompleted(ctx context.Context, scope, key string) (*idempoten
 			h.Set("Location", cr.Location)
 		}
 	}
-	return &idempotency.Record{
+	rec := &idempotency.Record{
 		Scope: scope, Key: key, Fingerprint: cr.Fingerprint, State: idempotency.StateCompleted,
 		Answer:    &idempotency.Answer{Status: cr.Status, Header: h, Body: cr.Body, Final: true},
 		ExpiresAt: cr.ExpiresAt,
-	}, nil
+	}
+	if len(cr.Sent) == len(rec.Sent) {
+		rec.Sent = [len(rec.Sent)]byte(cr.Sent)
+	}
+	return rec, nil
 }
 
 // PutCompleted caches rec until its record expires. The entry expires with the record (a
@@ -246,6 +251,9 @@ func (c *Cache) PutCompleted(ctx context.Context, rec *idempotency.Record) error
 	cr := cachedRecord{
 		Fingerprint: rec.Fingerprint, Status: a.Status, Header: make(map[string]string, len(a.Header)),
 		ContentType: a.Header.Get("Content-Type"), Location: a.Header.Get("Location"), Body: a.Body, ExpiresAt: rec.ExpiresAt,
+	}
+	if rec.Sent != ([len(rec.Sent)]byte{}) {
+		cr.Sent = rec.Sent[:]
 	}
 	for name := range a.Header {
 		cr.Header[name] = a.Header.Get(name)

@@ -83,13 +83,14 @@ func TestRedisCache(t *testing.T) {
 			Answer: &idempotency.Answer{Status: 201, Header: http.Header{
 				"Content-Type": {"application/json"}, "Location": {"/x"}, "Etag": {`"1"`},
 			}, Body: []byte(`{"a":1}`), Final: true},
-			ExpiresAt: time.Now().Add(time.Hour),
+			ExpiresAt: time.Now().Add(time.Hour), Sent: sha256.Sum256([]byte("the request as sent")),
 		}
 		require.NoError(t, a.PutCompleted(ctx, rec))
 		got, err := b.GetCompleted(ctx, "m1", "k1")
 		require.NoError(t, err)
 		require.Equal(t, rec.Answer, got.Answer)
 		require.Equal(t, "fp", got.Fingerprint)
+		require.Equal(t, rec.Sent, got.Sent, "the digest of the bytes sent travels too: their retry is not canonicalized")
 		_, err = b.GetCompleted(ctx, "m2", "k1")
 		require.ErrorIs(t, err, idempotency.ErrNotFound, "scoped to the merchant")
 

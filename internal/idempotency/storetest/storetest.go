@@ -14,6 +14,7 @@ package storetest
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
@@ -359,6 +360,44 @@ func Run(t *testing.T, subject Subject) {
 		got, err = s.Get(ctx, "m1", "tx-expired", after)
 		require.NoError(t, err)
 		require.Equal(t, "fp-new", got.Fingerprint)
+	})
+
+	t.Run("the digest of the request as sent is kept, in a transaction or not, and replaced with an expired record", func(t *testing.T) {
+		// Record.Sent lets a retry of the very same bytes skip
+		// canonicalizing on an instance that never saw the key: the
+		// store must give back what it was given, and zero for none.
+		withSent := func(key, sent string, at time.Time) *idempotency.Record {
+			rec := executing("m1", key, at)
+			rec.Sent = sha256.Sum256([]byte(sent))
+			return rec
+		}
+		plain := withSent("sent-plain", "first bytes", t0)
+		require.NoError(t, s.Insert(ctx, plain))
+		require.NoError(t, s.Insert(ctx, executing("m1", "sent-none", t0)))
+		got, err := s.Get(ctx, "m1", "sent-plain", t0)
+		require.NoError(t, err)
+		require.Equal(t, plain.Sent, got.Sent)
+		got, err = s.Get(ctx, "m1", "sent-none", t0)
+		require.NoError(t, err)
+		require.Zero(t, got.Sent, "a record stored without a digest has none")
+
+		after := t0.Add(ttl)
+		if subject.TombstoneTTL == 0 {
+			replaced := withSent("sent-plain", "other bytes", after)
+			require.NoError(t, s.Insert(ctx, replaced))
+			got, err = s.Get(ctx, "m1", "sent-plain", after)
+			require.NoError(t, err)
+			require.Equal(t, replaced.Sent, got.Sent, "the expired record's digest is replaced too")
+			require.NotEqual(t, plain.Sent, got.Sent)
+		}
+		if subject.Tx == nil {
+			return
+		}
+		inTx := withSent("sent-tx", "bytes in a transaction", t0)
+		require.NoError(t, subject.Tx.InTx(ctx, func(ctx context.Context) error { return s.Insert(ctx, inTx) }))
+		got, err = s.Get(ctx, "m1", "sent-tx", t0)
+		require.NoError(t, err)
+		require.Equal(t, inTx.Sent, got.Sent)
 	})
 
 	t.Run("a transaction with no statement commits nothing and fails nothing", func(t *testing.T) {

@@ -231,6 +231,6 @@ func (f *floor) create(ctx context.Context, key string, sum [sha256.Size]byte, r
 	batch := &pgx.Batch{}
 	rawsql.Queue(batch, rawsql.Order{Merchant: merchant, ID: resp.ID, Customer: req.CustomerID, Currency: req.Currency,
 		Items: string(items), Metadata: string(metadata), Total: resp.AmountTotal, Event: string(payload)},
-		&rawsql.Record{Key: key, Fingerprint: hex.EncodeToString(sum[:]), Headers: string(headers), Body: a.body}, now)
+		&rawsql.Record{Key: key, Fingerprint: hex.EncodeToString(sum[:]), Headers: string(headers), Body: a.body, Sent: sum[:]}, now)
 	return a, f.pool.SendBatch(ctx, batch).Close()
 }

@@ -39,6 +39,7 @@ type Record struct {
 	Key, Fingerprint string
 	Headers          string // the answer's stored headers, as JSON
 	Body             []byte
+	Sent             []byte // the digest of the request as sent (request_digest)
 }
 
 // Queue adds the order, its event and, when rec is not nil, the record to
@@ -51,7 +52,7 @@ func Queue(batch *pgx.Batch, o Order, rec *Record, now time.Time) {
 	if rec != nil {
 		var fence int64
 		batch.Queue(insertRecord, o.Merchant, rec.Key, "POST", "/v1/orders", rec.Fingerprint,
-			"completed", "started", idempotency.FirstFence(now), now, 201, rec.Headers, rec.Body, nil, now, now, now.Add(24*time.Hour)).
+			"completed", "started", idempotency.FirstFence(now), now, 201, rec.Headers, rec.Body, nil, now, now, now.Add(24*time.Hour), rec.Sent).
 			QueryRow(func(row pgx.Row) error { return row.Scan(&fence) })
 	}
 }

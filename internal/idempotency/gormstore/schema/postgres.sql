@@ -21,6 +21,7 @@ CREATE TABLE IF NOT EXISTS idempotency_records (
     updated_at       TIMESTAMPTZ NOT NULL,
     expires_at       TIMESTAMPTZ NOT NULL,
     response_key_id  TEXT,
+    request_digest   BYTEA,
     PRIMARY KEY (merchant_id, idempotency_key)
 );
 -- The janitor deletes expired records in small batches walking this index.

@@ -21,6 +21,7 @@ CREATE TABLE IF NOT EXISTS idempotency_records (
     updated_at       TIMESTAMP NOT NULL,
     expires_at       TIMESTAMP NOT NULL,
     response_key_id  TEXT,
+    request_digest   BLOB,
     PRIMARY KEY (merchant_id, idempotency_key)
 );
 -- The janitor deletes expired records in small batches walking this index.
