@@ -38,18 +38,18 @@
 //
 // Each (scope, key) has at most one row in idempotency_records: the
 // request's fingerprint (method, route, path parameters and the body as RFC
-// 8785 canonical JSON, hashed), a state, a recovery point, a fencing token,
-// a lock deadline, the stored answer and an expiry. Its primary key is the
-// only arbiter of who owns a key: a request reserves it with an
-// insert-if-absent, never by reading first and writing after, which two
-// concurrent requests would both pass.
+// 8785 canonical JSON, hashed) and digest (its bytes as sent), a state, a
+// recovery point, a fencing token, a lock deadline, the stored answer and
+// an expiry. Its primary key is the only arbiter of who owns a key: a
+// request reserves it with an insert-if-absent, never by reading first and
+// writing after, which two concurrent requests would both pass.
 //
 // # The path of a request
 //
-// Keeper.Atomic and Keeper.Guarded check the key and the body, replay a
-// completed record from the Cache, and queue behind an identical request
-// of this process. Then they loop over one pure decision, decide, from
-// (record, fingerprint, now, Guarded or not) to the next step: execute or
+// Keeper.Atomic and Keeper.Guarded check the key, read the body, replay a
+// completed record from the Cache, and queue behind a request of the same
+// bytes in this process. Then they loop over one pure decision, decide,
+// from (record, fingerprint, now, Guarded or not) to the next step: execute or
 // reserve (a new key, once Config.NewKey lets it), replay, refuse another
 // body (422), wait for the original (holding no connection, at most
 // Config.Wait, then 409 with Retry-After), or take an abandoned record
