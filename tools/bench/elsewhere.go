@@ -43,10 +43,7 @@ type elsewhere struct {
 func (b *bench) retryElsewhere(ctx context.Context) (elsewhere, error) {
 	const statsDelay = 11 * time.Second
 	var e elsewhere
-	rounds := 3
-	if b.opts.quick {
-		rounds = 1
-	}
+	rounds := b.rounds()
 	run := fmt.Sprintf("x%d", time.Now().UnixNano())
 	window := forDuration(b.opts.duration)
 	var creates, retries, floorCreates, floorRetries []result
@@ -85,13 +82,7 @@ func (b *bench) retryElsewhere(ctx context.Context) (elsewhere, error) {
 			e.Rollbacks, e.Errors = after-rolledBack, b.pgLog.errors()-errorsBefore
 		}
 	}
-	for _, x := range []struct {
-		into *result
-		runs []result
-	}{{&e.Create, creates}, {&e.Retry, retries}, {&e.FloorCreate, floorCreates}, {&e.FloorRetry, floorRetries}} {
-		*x.into = medianCPU(x.runs)
-		x.into.Runs = x.runs
-	}
+	e.Create, e.Retry, e.FloorCreate, e.FloorRetry = medianCPU(creates), medianCPU(retries), medianCPU(floorCreates), medianCPU(floorRetries)
 	return e, nil
 }
 

@@ -27,10 +27,7 @@ type sideBySide struct {
 // median round of each; then the replays (d) and (e).
 func (b *bench) sideBySide(ctx context.Context) (sideBySide, error) {
 	o := b.opts
-	rounds := 3
-	if o.quick {
-		rounds = 1
-	}
+	rounds := b.rounds()
 	run := fmt.Sprintf("r%d", time.Now().UnixNano())
 	window := forDuration(o.duration)
 

@@ -49,10 +49,7 @@ type wholeProcess struct {
 
 func (b *bench) wholeProcess(ctx context.Context) (wholeProcess, error) {
 	o := b.opts
-	rounds := 3
-	if o.quick {
-		rounds = 1
-	}
+	rounds := b.rounds()
 	run := fmt.Sprintf("w%d", time.Now().UnixNano())
 	window := forDuration(o.duration)
 	w := wholeProcess{Rounds: rounds}
@@ -77,7 +74,6 @@ func (b *bench) wholeProcess(ctx context.Context) (wholeProcess, error) {
 		}
 		for i, x := range phases {
 			*x.into = medianCPU(runs[i])
-			x.into.Runs = runs[i]
 		}
 	}
 	rotate([]phase{
@@ -108,10 +104,22 @@ func (b *bench) wholeProcess(ctx context.Context) (wholeProcess, error) {
 	return w, nil
 }
 
-// medianCPU is the run with the median whole-process CPU per request.
+// rounds is how many rounds the phases that take a median run: 3, 1 with
+// -quick.
+func (b *bench) rounds() int {
+	if b.opts.quick {
+		return 1
+	}
+	return 3
+}
+
+// medianCPU is the run with the median whole-process CPU per request, with
+// every run in its Runs.
 func medianCPU(rs []result) result {
 	s := slices.SortedFunc(slices.Values(rs), func(x, y result) int {
 		return int(x.ProcessCPUPerRequest() - y.ProcessCPUPerRequest())
 	})
-	return s[len(s)/2]
+	median := s[len(s)/2]
+	median.Runs = rs
+	return median
 }

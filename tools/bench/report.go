@@ -190,12 +190,6 @@ func (r *report) markdown() string {
 	r.perRequest(p)
 	r.wholeProcess(p)
 	create := m.Create.Rate()
-	ratio := func(x, y float64) float64 {
-		if y == 0 {
-			return 0
-		}
-		return x / y
-	}
 	s := r.storm
 	wait := 2 * time.Second // IDEMPOTENCY_WAIT, the default the instances run with
 	stormOK := func(x stormResult, orders int) bool {
@@ -322,12 +316,6 @@ func (r *report) retryElsewhere(p func(string, ...any)) {
 		p("%s", row(x))
 	}
 	p("")
-	ratio := func(x, y float64) float64 {
-		if y == 0 {
-			return 0
-		}
-		return x / y
-	}
 	// The rolled-back transactions and ERROR lines were counted around
 	// the first round's retries.
 	first := e.Retry
@@ -338,14 +326,11 @@ func (r *report) retryElsewhere(p func(string, ...any)) {
 	// The verdicts are on the median of the ratios taken round by round
 	// (byRound), between phases of one round.
 	rate, rateRounds := byRound(e.Retry, e.Create, result.Rate)
-	perCPU, cpuRounds := byRound(e.Retry, e.FloorRetry, cpuFigure(result.CPUPerRequest))
 	p("| goal | measured | |")
 	p("| --- | --- | --- |")
 	p("| a retry on B ≥ 2 × a create on A | %.0f / %.0f req/s = %.2f%s | %s |", e.Retry.Rate(), e.Create.Rate(),
 		ratio(e.Retry.Rate(), e.Create.Rate()), rateRounds, verdict(rate >= 2))
-	p("| API CPU per retry on B ≤ 1.3 × the floor's read | %.0f / %.0f µs = %.2f%s | %s |", us(e.Retry.CPUPerRequest()),
-		us(e.FloorRetry.CPUPerRequest()), ratio(float64(e.Retry.CPUPerRequest()), float64(e.FloorRetry.CPUPerRequest())),
-		cpuRounds, verdict(perCPU > 0 && perCPU <= 1.3))
+	cpuGoalRow(p, "API CPU per retry on B, over the floor's read", e.Retry, e.FloorRetry, result.CPUPerRequest, 1.3)
 	p("| no rolled-back transaction per retry | %d in the database of A and B while B's retries of the first round ran (%.3f per retry) | %s |",
 		e.Rollbacks, perRetry(e.Rollbacks), verdict(e.Rollbacks == 0))
 	p("| no ERROR line in PostgreSQL's log per retry | %d while the retries ran (%.3f per retry) | %s |", e.Errors,
@@ -363,12 +348,6 @@ func (r *report) retryElsewhere(p func(string, ...any)) {
 // move with load, and the goals of the performance issue.
 func (r *report) perRequest(p func(string, ...any)) {
 	m, mi := r.main, r.micro
-	ratio := func(x, y float64) float64 {
-		if y == 0 {
-			return 0
-		}
-		return x / y
-	}
 	create := m.Create.Rate()
 	p("## Per request")
 	p("")
@@ -427,25 +406,13 @@ func (r *report) perRequest(p func(string, ...any)) {
 	// in the same run (the performance issue's request): what net/http,
 	// encoding/json and pgx alone cost here, whatever the machine.
 	w := r.whole
-	// Where both ran the same rounds, the verdict is on the median of the
-	// ratios taken round by round (byRound), shown after the medians'.
-	cpuGoal := func(name string, x, floor result, perRequest func(result) time.Duration, goal float64) {
-		got, rounds := byRound(x, floor, cpuFigure(perRequest))
-		v := "reported"
-		if goal > 0 {
-			name = fmt.Sprintf("%s ≤ %.2f × the floor's", name, goal)
-			v = verdict(got > 0 && got <= goal)
-		}
-		p("| %s | %.0f / %.0f µs = %.2f (load %s, %s)%s | %s |", name, us(perRequest(x)), us(perRequest(floor)),
-			ratio(float64(perRequest(x)), float64(perRequest(floor))), load(x), load(floor), rounds, v)
-	}
 	whole, lessIdle := result.ProcessCPUPerRequest, result.CPUPerRequest
-	cpuGoal("create, whole process, default settings: (w)/(z)", w.Defaults, w.Floor, whole, 1.15)
-	cpuGoal("create, whole process, default settings, against the floor that reads first: (w)/(z')", w.Defaults, w.FloorReads, whole, 0)
-	cpuGoal("replay of one key, whole process, default settings: (w1)/(z1)", w.DefaultsReplay, w.FloorReplay, whole, 1.2)
-	cpuGoal("create, API CPU less idle: (c)/(z)", m.Create, w.Floor, lessIdle, 0)
-	cpuGoal("replay of one key, API CPU less idle: (d1)/(z1)", m.ReplayOne, w.FloorReplay, lessIdle, 0)
-	cpuGoal("replay of one key with Redis, API CPU less idle: (e1)/(z1)", m.ReplayOneRedis, w.FloorReplay, lessIdle, 0)
+	cpuGoalRow(p, "create, whole process, default settings: (w)/(z)", w.Defaults, w.Floor, whole, 1.15)
+	cpuGoalRow(p, "create, whole process, default settings, against the floor that reads first: (w)/(z')", w.Defaults, w.FloorReads, whole, 0)
+	cpuGoalRow(p, "replay of one key, whole process, default settings: (w1)/(z1)", w.DefaultsReplay, w.FloorReplay, whole, 1.2)
+	cpuGoalRow(p, "create, API CPU less idle: (c)/(z)", m.Create, w.Floor, lessIdle, 0)
+	cpuGoalRow(p, "replay of one key, API CPU less idle: (d1)/(z1)", m.ReplayOne, w.FloorReplay, lessIdle, 0)
+	cpuGoalRow(p, "replay of one key with Redis, API CPU less idle: (e1)/(z1)", m.ReplayOneRedis, w.FloorReplay, lessIdle, 0)
 	if a, ok := mi.Allocs["create"]; ok {
 		p("| allocations per create ≤ 150 | %d | %s |", a, verdict(a <= 150))
 	}
@@ -501,6 +468,29 @@ func byRound(x, y result, figure func(result) float64) (float64, string) {
 	}
 	median := slices.Sorted(slices.Values(each))[len(each)/2]
 	return median, fmt.Sprintf("; round by round %s, median %.2f", strings.Join(s, ", "), median)
+}
+
+// cpuGoalRow writes the row of a CPU goal: x's figure over the floor's, at
+// most goal (0: reported, no goal). Where both ran the same rounds, the
+// verdict is on the median of the ratios taken round by round (byRound),
+// shown after the medians'.
+func cpuGoalRow(p func(string, ...any), name string, x, floor result, perRequest func(result) time.Duration, goal float64) {
+	got, rounds := byRound(x, floor, cpuFigure(perRequest))
+	v := "reported"
+	if goal > 0 {
+		name = fmt.Sprintf("%s ≤ %.2f × the floor's", name, goal)
+		v = verdict(got > 0 && got <= goal)
+	}
+	p("| %s | %.0f / %.0f µs = %.2f (load %s, %s)%s | %s |", name, us(perRequest(x)), us(perRequest(floor)),
+		ratio(float64(perRequest(x)), float64(perRequest(floor))), load(x), load(floor), rounds, v)
+}
+
+// ratio is x/y, or 0 without a y.
+func ratio(x, y float64) float64 {
+	if y == 0 {
+		return 0
+	}
+	return x / y
 }
 
 // cpuFigure is perRequest as byRound's figure.
