@@ -182,7 +182,8 @@ type insertArgs struct {
 	scope, key, method, path, fingerprint, state, point pgtype.Text
 	fence                                               int64
 	lockedUntil, created, updated, expires, oldest      pgtype.Timestamptz
-	body, sent                                          bytesArg
+	body                                                bytesArg
+	sent                                                digest
 	list                                                [21]any
 }
 
@@ -210,10 +211,7 @@ func (s *Store) Insert(ctx context.Context, rec *idempotency.Record) error {
 		path: dbtx.String(rec.Path), fingerprint: dbtx.String(rec.Fingerprint), state: dbtx.String(string(rec.State)),
 		point: dbtx.String(rec.Point), fence: idempotency.FirstFence(rec.CreatedAt), body: body,
 		lockedUntil: dbtx.Timestamp(rec.LockedUntil), created: dbtx.Timestamp(rec.CreatedAt),
-		updated: dbtx.Timestamp(rec.UpdatedAt), expires: dbtx.Timestamp(rec.ExpiresAt)}
-	if rec.Sent != ([sha256.Size]byte{}) {
-		a.sent = rec.Sent[:] // else NULL: not known
-	}
+		updated: dbtx.Timestamp(rec.UpdatedAt), expires: dbtx.Timestamp(rec.ExpiresAt), sent: digest(rec.Sent)}
 	args := append(a.list[:0], &a.scope, &a.key, &a.method, &a.path, &a.fingerprint, &a.state, &a.point,
 		&a.fence, &a.lockedUntil, status, headers, &a.body, keyID, &a.created, &a.updated, &a.expires, &a.sent)
 	fastArgs := args // FastInsertSQL's, which the tombstones' form shares
@@ -522,8 +520,10 @@ func (s *Store) AfterCommit(ctx context.Context, fn func()) { dbtx.AfterCommit(c
 
 // digest is a request_digest column: a SHA-256 (idempotency.Record.Sent),
 // NULL for a record stored before the column was, or another size, read as
-// zero (unknown: the request is canonicalized). It scans from pgx without
-// an allocation (pgtype.BytesScanner) and from database/sql (sql.Scanner).
+// zero (unknown: the request is canonicalized), and zero written as NULL.
+// pgx scans and encodes it through its pointer without an allocation
+// (pgtype.BytesScanner, BytesValuer); database/sql through sql.Scanner and
+// driver.Valuer.
 type digest [sha256.Size]byte
 
 // ScanBytes implements pgtype.BytesScanner.
@@ -539,6 +539,14 @@ func (d *digest) ScanBytes(b []byte) error {
 func (d *digest) Scan(src any) error {
 	b, _ := src.([]byte)
 	return d.ScanBytes(b)
+}
+
+// BytesValue implements pgtype.BytesValuer: NULL for zero.
+func (d *digest) BytesValue() ([]byte, error) {
+	if *d == (digest{}) {
+		return nil, nil
+	}
+	return d[:], nil
 }
 
 // Value implements driver.Valuer: NULL for zero.
