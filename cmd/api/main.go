@@ -79,7 +79,15 @@ func run(ctx context.Context, args, environ []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := app.LoggerFor(stdout, cfg)
+	logs := stdout
+	if cmd == "serve" {
+		// Lines gathered for a moment and written together: a server
+		// logs a line per request (app.BufferedLog).
+		var flush func()
+		logs, flush = app.BufferedLog(stdout)
+		defer flush()
+	}
+	log := app.LoggerFor(logs, cfg)
 
 	switch cmd {
 	case "serve":

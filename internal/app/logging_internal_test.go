@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -135,4 +137,102 @@ func BenchmarkTextLogLine(b *testing.B) {
 			slog.String("idempotency_key_hash", "4f2a9c81d03e"),
 		)
 	}
+}
+
+// lockedWrites records each Write it gets, as a pipe would see them.
+type lockedWrites struct {
+	mu     sync.Mutex
+	writes [][]byte
+}
+
+func (w *lockedWrites) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writes = append(w.writes, bytes.Clone(p))
+	return len(p), nil
+}
+
+func (w *lockedWrites) all() (calls int, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.writes), string(bytes.Join(w.writes, nil))
+}
+
+// TestBufferedLogKeepsEveryLineInOrder: lines logged at once from many
+// goroutines all come out, whole, each goroutine's in the order it logged
+// them, in fewer writes than lines; nothing is written before the delay
+// or the size, and Close writes the rest, then lets lines through.
+func TestBufferedLogKeepsEveryLineInOrder(t *testing.T) {
+	var out lockedWrites
+	w := newLogWriter(&out, time.Hour) // only the size and Close write
+	log := NewLogger(w, "info")
+	const writers, each = 8, 2000
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Go(func() {
+			for i := range each {
+				log.Info("request", "writer", g, "n", i)
+			}
+		})
+	}
+	wg.Wait()
+	calls, _ := out.all()
+	require.Positive(t, calls, "64 KiB of lines are written without waiting for the delay")
+	require.NoError(t, w.Close())
+
+	calls, text := out.all()
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	require.Len(t, lines, writers*each)
+	require.Less(t, calls, writers*each/100, "lines are written together")
+	next := make([]int, writers)
+	for _, l := range lines {
+		var rec struct{ Writer, N int }
+		require.NoError(t, json.Unmarshal([]byte(l), &rec), "a whole line: %q", l)
+		require.Equal(t, next[rec.Writer], rec.N, "writer %d's lines in order", rec.Writer)
+		next[rec.Writer]++
+	}
+
+	log.Info("after close")
+	calls2, text := out.all()
+	require.Equal(t, calls+1, calls2, "after Close a line is written as it comes")
+	require.Contains(t, text, `"msg":"after close"`)
+}
+
+// TestBufferedLogWritesWithinItsDelay: a line nobody follows is written by
+// the timer, and the next one by the timer armed again.
+func TestBufferedLogWritesWithinItsDelay(t *testing.T) {
+	var out lockedWrites
+	w := newLogWriter(&out, time.Millisecond)
+	defer w.Close()
+	for _, msg := range []string{"first", "second"} {
+		NewLogger(w, "info").Info(msg)
+		require.Eventually(t, func() bool { _, text := out.all(); return strings.Contains(text, msg) },
+			10*time.Second, time.Millisecond, "the line %q is written without Close", msg)
+	}
+}
+
+// TestBufferedLogOnlyBehindAPipeOrFile: a terminal (here /dev/null, a
+// character device as a terminal is) gets its lines as they come; a pipe
+// gets them gathered.
+func TestBufferedLogOnlyBehindAPipeOrFile(t *testing.T) {
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	defer null.Close()
+	w, done := BufferedLog(null)
+	done()
+	require.Same(t, null, w)
+
+	r, pw, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	defer pw.Close()
+	w, done = BufferedLog(pw)
+	require.IsType(t, &logWriter{}, w)
+	_, err = w.Write([]byte("line\n"))
+	require.NoError(t, err)
+	done()
+	got := make([]byte, 5)
+	_, err = io.ReadFull(r, got)
+	require.NoError(t, err)
+	require.Equal(t, "line\n", string(got), "what was gathered is written by the done func")
 }
