@@ -35,8 +35,13 @@ func logLevel(s string) slog.Level {
 // colourful reports whether w is a terminal that has not been asked for
 // plain text (https://no-color.org).
 func colourful(w io.Writer) bool {
+	return os.Getenv("NO_COLOR") == "" && terminal(w)
+}
+
+// terminal reports whether w is a terminal (a character device).
+func terminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok || os.Getenv("NO_COLOR") != "" {
+	if !ok {
 		return false
 	}
 	info, err := f.Stat()
@@ -228,8 +233,8 @@ const (
 // logFlushDelay.
 //
 // zap's BufferedWriteSyncer does the same with a ticker, which wakes the
-// process on every tick whether or not it logged (and slog would need an
-// adapter); this is the part we use, written here.
+// process on every tick whether or not anything was logged; this is the
+// part we need, without it (and without zap).
 type logWriter struct {
 	mu     sync.Mutex
 	w      io.Writer
@@ -244,10 +249,8 @@ type logWriter struct {
 // person reads the lines as they come (and where colourful must see the
 // terminal itself).
 func BufferedLog(w io.Writer) (io.Writer, func()) {
-	if f, ok := w.(*os.File); ok {
-		if info, err := f.Stat(); err == nil && info.Mode()&os.ModeCharDevice != 0 {
-			return w, func() {}
-		}
+	if terminal(w) {
+		return w, func() {}
 	}
 	l := newLogWriter(w, logFlushDelay)
 	return l, func() { _ = l.Close() }
