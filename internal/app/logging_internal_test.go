@@ -10,12 +10,14 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkeys/payments/internal/config"
+	"github.com/idemkeys/payments/internal/testkit"
 )
 
 func loadConfig(t testing.TB, env ...string) config.Config {
@@ -139,31 +141,26 @@ func BenchmarkTextLogLine(b *testing.B) {
 	}
 }
 
-// lockedWrites records each Write it gets, as a pipe would see them.
-type lockedWrites struct {
-	mu     sync.Mutex
-	writes [][]byte
+// countedWrites is a testkit.SyncBuffer that counts the Writes it gets,
+// as a pipe would see them.
+type countedWrites struct {
+	testkit.SyncBuffer
+	calls atomic.Int64
 }
 
-func (w *lockedWrites) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.writes = append(w.writes, bytes.Clone(p))
-	return len(p), nil
+func (w *countedWrites) Write(p []byte) (int, error) {
+	w.calls.Add(1)
+	return w.SyncBuffer.Write(p)
 }
 
-func (w *lockedWrites) all() (calls int, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.writes), string(bytes.Join(w.writes, nil))
-}
+func (w *countedWrites) all() (calls int, text string) { return int(w.calls.Load()), w.String() }
 
 // TestBufferedLogKeepsEveryLineInOrder: lines logged at once from many
 // goroutines all come out, whole, each goroutine's in the order it logged
 // them, in fewer writes than lines; nothing is written before the delay
 // or the size, and Close writes the rest, then lets lines through.
 func TestBufferedLogKeepsEveryLineInOrder(t *testing.T) {
-	var out lockedWrites
+	var out countedWrites
 	w := newLogWriter(&out, time.Hour) // only the size and Close write
 	log := NewLogger(w, "info")
 	const writers, each = 8, 2000
@@ -201,7 +198,7 @@ func TestBufferedLogKeepsEveryLineInOrder(t *testing.T) {
 // TestBufferedLogWritesWithinItsDelay: a line nobody follows is written by
 // the timer, and the next one by the timer armed again.
 func TestBufferedLogWritesWithinItsDelay(t *testing.T) {
-	var out lockedWrites
+	var out countedWrites
 	w := newLogWriter(&out, time.Millisecond)
 	defer w.Close()
 	for _, msg := range []string{"first", "second"} {
