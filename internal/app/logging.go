@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode"
 
+	"golang.org/x/term"
+
 	"github.com/idemkeys/payments/internal/config"
 	"github.com/idemkeys/payments/internal/tracing"
 )
@@ -38,14 +40,13 @@ func colourful(w io.Writer) bool {
 	return os.Getenv("NO_COLOR") == "" && terminal(w)
 }
 
-// terminal reports whether w is a terminal (a character device).
+// terminal reports whether w is a terminal. A character device is not
+// enough: /dev/null is one, and it is where os/exec sends a child's stdout
+// that nobody reads, so a server started that way would write each line
+// to it with a system call of its own.
 func terminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	info, err := f.Stat()
-	return err == nil && info.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // peopleHandler writes a record as one line a person reads at a glance:
