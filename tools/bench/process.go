@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sync"
 	"time"
 )
 
@@ -35,17 +34,11 @@ import (
 //     the API do (a replay never runs the handler): what that read costs
 //     the floor itself.
 //
-// The instances a goal compares run at the same time, the clients shared
-// between them: Handler, Sampled and Traced; Defaults, Floor and
-// FloorReads; then Quiet and NoDispatch; then the two replays. Run in
-// turn, ten seconds apart, the same instance's CPU per create moved by a
-// quarter from one round to the next on this shared machine, and a ratio
-// with it; run at once, both sides of a ratio see the same load. The
-// groups run for several rounds; each instance keeps its round with the
-// median whole-process CPU per request, with every round beside it
-// (Runs), so that a goal's ratio is taken round by round. Handler,
-// Defaults and Floor also report their garbage collections' CPU
-// (gctrace).
+// Each ran in turn for several rounds, like the side-by-side phases; the
+// round with the median whole-process CPU per request is kept, with every
+// round beside it (Runs), so that a goal's ratio can be taken round by
+// round, between phases that ran a few seconds apart. Handler, Defaults
+// and Floor also report their garbage collections' CPU (gctrace).
 type wholeProcess struct {
 	Handler, Traced, Sampled, Defaults, Quiet, NoDispatch, Floor, FloorReads result
 	// DefaultsReplay and FloorReplay replay one key on the defaults
@@ -60,56 +53,40 @@ func (b *bench) wholeProcess(ctx context.Context) (wholeProcess, error) {
 	run := fmt.Sprintf("w%d", time.Now().UnixNano())
 	window := forDuration(o.duration)
 	w := wholeProcess{Rounds: rounds}
-	// rotate runs each group of phases, its phases at once, the clients
-	// shared between them, for rounds rounds, do giving phase i's work in
-	// round r, and keeps each phase's median round, with every round in
-	// its Runs.
+	// rotate runs the phases in turn for rounds rounds, do giving phase
+	// i's work in round r, and keeps each phase's median round, with
+	// every round in its Runs.
 	type phase struct {
 		target *api
 		name   string
 		into   *result
 	}
-	rotate := func(groups [][]phase, do func(i, r int, target *api) op) {
-		runs := map[*result][]result{}
+	rotate := func(phases []phase, do func(i, r int, target *api) op) {
+		runs := make([][]result, len(phases))
 		for r := range rounds {
-			i := 0
-			for _, group := range groups {
-				clients := max(1, o.clients/len(group))
-				got := make([]result, len(group))
-				var wg sync.WaitGroup
-				for j, x := range group {
-					b.say("whole process, round %d/%d: %s (%d clients, beside %d other(s))", r+1, rounds, x.name, clients, len(group)-1)
-					work := do(i+j, r, x.target)
-					wg.Go(func() { got[j] = b.measureWith(ctx, x.target, x.name, clients, window, work) })
-				}
-				wg.Wait()
-				for j, x := range group {
-					b.say("  %s: %.0f µs of CPU per request, %.0f less idle; load %.2f",
-						x.name, us(got[j].ProcessCPUPerRequest()), us(got[j].CPUPerRequest()), got[j].Load)
-					runs[x.into] = append(runs[x.into], got[j])
-				}
-				i += len(group)
+			for i, x := range phases {
+				b.say("whole process, round %d/%d: %s", r+1, rounds, x.name)
+				res := b.measure(ctx, x.target, x.name, window, do(i, r, x.target))
+				b.say("  %.0f µs of CPU per request, %.0f less idle; load %.2f",
+					us(res.ProcessCPUPerRequest()), us(res.CPUPerRequest()), res.Load)
+				runs[i] = append(runs[i], res)
 			}
 		}
-		for into, rs := range runs {
-			*into = medianCPU(rs)
+		for i, x := range phases {
+			*x.into = medianCPU(runs[i])
 		}
 	}
-	rotate([][]phase{
-		{
-			{b.handler, "(h) idempotent create, (c)'s settings", &w.Handler},
-			{b.sampled, "(h'') the same, one trace in ten sampled", &w.Sampled},
-			{b.traced, "(h') the same, tracing on", &w.Traced},
-		},
-		{
-			{b.defaults, "(w) idempotent create, default settings", &w.Defaults},
-			{b.floor, "(z) the floor: net/http, encoding/json and pgx alone", &w.Floor},
-			{b.floorOther, "(z') the floor, reading the record first", &w.FloorReads},
-		},
-		{
-			{b.quiet, "(w') default settings, LOG_LEVEL=error", &w.Quiet},
-			{b.noDispatch, "(w'') default settings, OUTBOX_INTERVAL=1h", &w.NoDispatch},
-		},
+	rotate([]phase{
+		// Each pair a goal compares runs side by side, so that the two
+		// see the same load: (h) and (h''), (z) and (w), (w) and (z').
+		{b.handler, "(h) idempotent create, (c)'s settings", &w.Handler},
+		{b.sampled, "(h'') the same, one trace in ten sampled", &w.Sampled},
+		{b.traced, "(h') the same, tracing on", &w.Traced},
+		{b.floor, "(z) the floor: net/http, encoding/json and pgx alone", &w.Floor},
+		{b.defaults, "(w) idempotent create, default settings", &w.Defaults},
+		{b.floorOther, "(z') the floor, reading the record first", &w.FloorReads},
+		{b.quiet, "(w') default settings, LOG_LEVEL=error", &w.Quiet},
+		{b.noDispatch, "(w'') default settings, OUTBOX_INTERVAL=1h", &w.NoDispatch},
 	}, func(i, r int, target *api) op { return target.created(fmt.Sprintf("%s%d-%d", run, i, r)) })
 
 	replays := []phase{
@@ -123,7 +100,7 @@ func (b *bench) wholeProcess(ctx context.Context) (wholeProcess, error) {
 			return w, fmt.Errorf("%s: the first order: %w", x.name, err)
 		}
 	}
-	rotate([][]phase{replays}, func(_, _ int, target *api) op { return target.replayed([]string{key}) })
+	rotate(replays, func(_, _ int, target *api) op { return target.replayed([]string{key}) })
 	return w, nil
 }
 
