@@ -208,9 +208,9 @@ func TestBufferedLogWritesWithinItsDelay(t *testing.T) {
 	}
 }
 
-// TestBufferedLogOnlyBehindAPipeOrFile: a terminal (here /dev/null, a
-// character device as a terminal is) gets its lines as they come; a pipe
-// gets them gathered.
+// TestBufferedLogOnlyBehindAPipeOrFile: /dev/null, a character device that
+// is not a terminal, and a pipe get their lines gathered (a terminal gets
+// them as they come: TestBufferedLogWritesThroughToATerminal).
 func TestBufferedLogOnlyBehindAPipeOrFile(t *testing.T) {
 	// os/exec gives a child whose output nobody reads /dev/null: a
 	// character device, not a terminal, so its lines are gathered too.
