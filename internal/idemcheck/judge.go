@@ -160,6 +160,17 @@ func (r *runner) first(ctx context.Context, op *operation, js map[string]*judge)
 	return a, true
 }
 
+// started makes a new operation and sends its first request, as most
+// checks begin; ok is false, and every judge says why, when either failed.
+func (r *runner) started(ctx context.Context, js map[string]*judge) (*operation, *answer, bool) {
+	op, ok := r.operation(ctx, js)
+	if !ok {
+		return nil, nil, false
+	}
+	first, ok := r.first(ctx, op, js)
+	return op, first, ok
+}
+
 // operation makes a new operation, or says on every judge why it could not.
 func (r *runner) operation(ctx context.Context, js map[string]*judge) (*operation, bool) {
 	op, err := r.newOperation(ctx)

@@ -335,11 +335,7 @@ func runReuse(ctx context.Context, r *runner, sel map[string]bool) []Result {
 			js[id] = newJudge(id)
 		}
 	}
-	op, ok := r.operation(ctx, js)
-	if !ok {
-		return results(js)
-	}
-	first, ok := r.first(ctx, op, js)
+	op, first, ok := r.started(ctx, js)
 	if !ok {
 		return results(js)
 	}
@@ -738,11 +734,7 @@ func uniq(xs []string) []string {
 func runCredentials(ctx context.Context, r *runner, sel map[string]bool) []Result {
 	js := judges(sel, Credentials)
 	j := js[Credentials]
-	op, ok := r.operation(ctx, js)
-	if !ok {
-		return results(js)
-	}
-	first, ok := r.first(ctx, op, js)
+	op, first, ok := r.started(ctx, js)
 	if !ok {
 		return results(js)
 	}
@@ -782,11 +774,7 @@ func runCredentials(ctx context.Context, r *runner, sel map[string]bool) []Resul
 func runPause(ctx context.Context, r *runner, sel map[string]bool) []Result {
 	js := judges(sel, PauseReplay)
 	j := js[PauseReplay]
-	op, ok := r.operation(ctx, js)
-	if !ok {
-		return results(js)
-	}
-	first, ok := r.first(ctx, op, js)
+	op, first, ok := r.started(ctx, js)
 	if !ok {
 		return results(js)
 	}
@@ -811,11 +799,7 @@ func runPause(ctx context.Context, r *runner, sel map[string]bool) []Result {
 func runExpiry(ctx context.Context, r *runner, sel map[string]bool) []Result {
 	js := judges(sel, ExpiryRace)
 	j := js[ExpiryRace]
-	op, ok := r.operation(ctx, js)
-	if !ok {
-		return results(js)
-	}
-	first, ok := r.first(ctx, op, js)
+	op, first, ok := r.started(ctx, js)
 	if !ok {
 		return results(js)
 	}
@@ -891,11 +875,7 @@ const timingReplays = 5
 func runTiming(ctx context.Context, r *runner, sel map[string]bool) []Result {
 	js := judges(sel, Timing)
 	j := js[Timing]
-	op, ok := r.operation(ctx, js)
-	if !ok {
-		return results(js)
-	}
-	first, ok := r.first(ctx, op, js)
+	op, first, ok := r.started(ctx, js)
 	if !ok {
 		return results(js)
 	}
