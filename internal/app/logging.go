@@ -43,10 +43,23 @@ func colourful(w io.Writer) bool {
 // terminal reports whether w is a terminal. A character device is not
 // enough: /dev/null is one, and it is where os/exec sends a child's stdout
 // that nobody reads, so a server started that way would write each line
-// to it with a system call of its own.
+// to it with a system call of its own. The descriptor is read through
+// SyscallConn: f.Fd would put it in blocking mode, a flag that a pipe's
+// other users share.
 func terminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
+	if !ok {
+		return false
+	}
+	c, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	tty := false
+	if err := c.Control(func(fd uintptr) { tty = term.IsTerminal(int(fd)) }); err != nil {
+		return false
+	}
+	return tty
 }
 
 // peopleHandler writes a record as one line a person reads at a glance:

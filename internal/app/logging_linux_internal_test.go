@@ -38,3 +38,27 @@ func openTerminal(t *testing.T) *os.File {
 	t.Cleanup(func() { _ = tty.Close() })
 	return tty
 }
+
+// TestTerminalLeavesAPipeNonBlocking: asking whether a pipe is a terminal
+// leaves it in the mode it was in (os.File.Fd would make it blocking, for
+// every process that shares it).
+func TestTerminalLeavesAPipeNonBlocking(t *testing.T) {
+	r, w, err := os.Pipe() // non-blocking, in Go's poller
+	require.NoError(t, err)
+	defer r.Close()
+	defer w.Close()
+	require.True(t, nonBlocking(t, w))
+	require.False(t, terminal(w))
+	require.True(t, nonBlocking(t, w), "the pipe is still non-blocking")
+}
+
+func nonBlocking(t *testing.T, f *os.File) bool {
+	t.Helper()
+	c, err := f.SyscallConn()
+	require.NoError(t, err)
+	var flags int
+	var ferr error
+	require.NoError(t, c.Control(func(fd uintptr) { flags, ferr = unix.FcntlInt(fd, unix.F_GETFL, 0) }))
+	require.NoError(t, ferr)
+	return flags&unix.O_NONBLOCK != 0
+}
