@@ -30,11 +30,17 @@ func openTerminal(t *testing.T) *os.File {
 	}
 	t.Cleanup(func() { _ = ptmx.Close() })
 	fd := int(ptmx.Fd())
-	require.NoError(t, unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0)) // unlockpt
-	n, err := unix.IoctlGetUint32(fd, unix.TIOCGPTN)                    // ptsname
-	require.NoError(t, err)
+	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil { // unlockpt
+		t.Skipf("no pseudo-terminals here: unlocking one: %v", err)
+	}
+	n, err := unix.IoctlGetUint32(fd, unix.TIOCGPTN) // ptsname
+	if err != nil {
+		t.Skipf("no pseudo-terminals here: naming one: %v", err)
+	}
 	tty, err := os.OpenFile("/dev/pts/"+strconv.FormatUint(uint64(n), 10), os.O_RDWR|unix.O_NOCTTY, 0)
-	require.NoError(t, err)
+	if err != nil {
+		t.Skipf("no pseudo-terminals here (is devpts mounted?): %v", err)
+	}
 	t.Cleanup(func() { _ = tty.Close() })
 	return tty
 }
