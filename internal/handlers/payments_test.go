@@ -189,6 +189,10 @@ func TestPaymentAnswer(t *testing.T) {
 			`"title":"Payment declined","status":402,"detail":"The provider declined the payment (card_declined). ` +
 			`The order is still pending payment: try again with another payment method and a new Idempotency-Key.",` +
 			`"code":"payment_declined","decline_code":"card_declined","payment_id":"pay_1"}`},
+		{payments.StatusCanceled, 409, problem.ContentType, "", `{"type":"https://errors.idempotent-payments.dev/payment_canceled",` +
+			`"title":"Payment canceled","status":409,"detail":"This payment never reached the provider and was abandoned, ` +
+			`so it was canceled; nothing was charged. The order is payable again: pay it with a new Idempotency-Key.",` +
+			`"code":"payment_canceled","payment_id":"pay_1"}`},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.status), func(t *testing.T) {
@@ -223,19 +227,24 @@ func TestRefundAnswer(t *testing.T) {
 			`"status":%q,"created_at":"2025-06-01T12:00:00.123456Z"}`, status)
 	}
 	tests := []struct {
-		status payments.Status
-		code   int
-		body   string
+		status      payments.Status
+		code        int
+		contentType string
+		body        string
 	}{
-		{payments.StatusSucceeded, 201, refundJSON("succeeded")},
-		{payments.StatusFailed, 201, refundJSON("failed")},
-		{payments.StatusProcessing, 202, refundJSON("processing")},
-		{payments.StatusPending, 202, refundJSON("processing")},
+		{payments.StatusSucceeded, 201, "application/json", refundJSON("succeeded")},
+		{payments.StatusFailed, 201, "application/json", refundJSON("failed")},
+		{payments.StatusProcessing, 202, "application/json", refundJSON("processing")},
+		{payments.StatusPending, 202, "application/json", refundJSON("processing")},
+		{payments.StatusCanceled, 409, problem.ContentType, `{"type":"https://errors.idempotent-payments.dev/refund_canceled",` +
+			`"title":"Refund canceled","status":409,"detail":"This refund never reached the provider and was abandoned, ` +
+			`so it was canceled; nothing was refunded and its amount is free again. To refund, send a new request with a new ` +
+			`Idempotency-Key.","code":"refund_canceled","refund_id":"re_1"}`},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.status), func(t *testing.T) {
 			got := handlers.RefundAnswer(refund(tt.status))
-			require.Equal(t, idempotency.Answer{Status: tt.code, Header: http.Header{"Content-Type": {"application/json"}},
+			require.Equal(t, idempotency.Answer{Status: tt.code, Header: http.Header{"Content-Type": {tt.contentType}},
 				Body: []byte(tt.body), Final: tt.code != 202}, got, "no Location: refunds have no route of their own")
 		})
 	}
