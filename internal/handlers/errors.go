@@ -61,10 +61,11 @@ var errInvalidSignature = errors.New("invalid webhook signature")
 // answers: handlers, the idempotency layer and middleware hand it their
 // error. Each row says which errors it answers, with which problem, and
 // whether that answer is kept: final, stored under the request's
-// Idempotency-Key and replayed to every retry (a decline, the business
-// conflicts), or not, so that the client may send the key again (a
-// validation error, a conflict that clears, anything of ours). The rows are
-// tried in order, where errors can wrap each other: a body cut at the size
+// Idempotency-Key and replayed to every retry (the business conflicts), or
+// not, so that the client may send the key again (a validation error, a
+// conflict that clears, anything of ours). A decline or a cancel is not an
+// error but an outcome, answered by PaymentAnswer and RefundAnswer
+// (payments.go). The rows are tried in order, where errors can wrap each other: a body cut at the size
 // limit is 413 whoever read it, and a lost database is 503 whatever was
 // being attempted. An error no row answers is a 500 whose cause is logged,
 // never shown.
@@ -150,27 +151,6 @@ var errorTable = []errorRow{
 	// from the answer.
 	{match: is(errInvalidSignature), status: http.StatusUnauthorized, code: problem.CodeInvalidSignature, title: "Invalid signature",
 		detail: "The Provider-Signature header is missing or malformed, does not match the body, or is older than 5 minutes."},
-	// Built from the decline alone: PaymentAnswer answers a failed payment
-	// with this row, whoever settles it (a request, the reconciler, a
-	// webhook), so its bytes depend on the payment only.
-	{match: as[*payments.DeclinedError], status: http.StatusPaymentRequired, code: problem.CodePaymentDeclined, title: "Payment declined", kept: true,
-		fill: func(err error, a *problemParts) {
-			e := asErr[*payments.DeclinedError](err)
-			a.detail = fmt.Sprintf("The provider declined the payment (%s). The order is still pending payment: try again with another payment method and a new Idempotency-Key.", e.DeclineCode)
-			a.extra = map[string]any{"payment_id": e.PaymentID, "decline_code": e.DeclineCode}
-		}},
-	// Built from the ids alone, like a decline: the reconciler (which
-	// stores it) and a request (which answers it) write the same bytes.
-	{match: isRefundCanceled, status: http.StatusConflict, code: problem.CodeRefundCanceled, title: "Refund canceled", kept: true,
-		detail: "This refund never reached the provider and was abandoned, so it was canceled; nothing was refunded and its amount is free again. To refund, send a new request with a new Idempotency-Key.",
-		fill: func(err error, a *problemParts) {
-			a.extra = map[string]any{"refund_id": asErr[*payments.CanceledError](err).RefundID}
-		}},
-	{match: as[*payments.CanceledError], status: http.StatusConflict, code: problem.CodePaymentCanceled, title: "Payment canceled", kept: true,
-		detail: "This payment never reached the provider and was abandoned, so it was canceled; nothing was charged. The order is payable again: pay it with a new Idempotency-Key.",
-		fill: func(err error, a *problemParts) {
-			a.extra = map[string]any{"payment_id": asErr[*payments.CanceledError](err).PaymentID}
-		}},
 	{match: is(payments.ErrOrderAlreadyPaid), status: http.StatusConflict, code: problem.CodeOrderAlreadyPaid, title: "Order already paid", kept: true,
 		detail: "The order is paid. Fetch the order to see its state."},
 	// A conflict with a payment or refund in flight clears when it settles:
@@ -344,13 +324,6 @@ func asErr[T error](err error) T {
 	var t T
 	errors.As(err, &t)
 	return t
-}
-
-// isRefundCanceled matches a canceled refund; a canceled payment is the
-// next row.
-func isRefundCanceled(err error) bool {
-	var e *payments.CanceledError
-	return errors.As(err, &e) && e.RefundID != ""
 }
 
 // StatusClientClosed is the status the access log and the metrics record

@@ -8,11 +8,15 @@ type TableRow struct {
 }
 
 // ErrorTableForTest lists the error table's rows, the 500 of an unknown
-// error included, in order.
+// error included, in order, then the problems of the outcomes (a decline,
+// a cancel), which are always kept: every problem the API answers with.
 func ErrorTableForTest() []TableRow {
-	rows := make([]TableRow, 0, len(errorTable)+1)
+	rows := make([]TableRow, 0, len(errorTable)+1+len(outcomeProblems))
 	for _, r := range append(errorTable, internalError) {
 		rows = append(rows, TableRow{Status: r.status, Code: r.code, Kept: r.kept})
+	}
+	for _, o := range outcomeProblems {
+		rows = append(rows, TableRow{Status: o.status, Code: o.code, Kept: true})
 	}
 	return rows
 }

@@ -3,13 +3,19 @@ package handlers
 import "net/http"
 
 // KeptConflict reports whether a 409 with this problem code is final:
-// stored under its key and replayed, as the error table's kept column says.
+// stored under its key and replayed, as the error table's kept column says
+// (an outcome's problem, a canceled payment or refund, always is).
 // Tools that audit the contract (tools/chaos) ask here rather than keep a
 // list of their own.
 func KeptConflict(code string) bool {
 	for _, r := range errorTable {
 		if r.status == http.StatusConflict && r.code == code {
 			return r.kept
+		}
+	}
+	for _, o := range outcomeProblems {
+		if o.status == http.StatusConflict && o.code == code {
+			return true
 		}
 	}
 	return false

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/payments"
+	"github.com/idemkeys/payments/internal/problem"
 )
 
 // PaymentService runs the payment, refund and provider-event use cases
@@ -118,11 +120,12 @@ type RefundResponse struct {
 func PaymentAnswer(p payments.Payment) idempotency.Answer {
 	switch p.Status {
 	case payments.StatusFailed:
-		a, _ := errorAnswer(&payments.DeclinedError{PaymentID: p.ID, DeclineCode: p.DeclineCode})
-		return a
+		return paymentDeclined.answer(fmt.Sprintf("The provider declined the payment (%s). The order is still pending payment: "+
+			"try again with another payment method and a new Idempotency-Key.", p.DeclineCode),
+			map[string]any{"payment_id": p.ID, "decline_code": p.DeclineCode})
 	case payments.StatusCanceled:
-		a, _ := errorAnswer(&payments.CanceledError{PaymentID: p.ID})
-		return a
+		return paymentCanceled.answer("This payment never reached the provider and was abandoned, so it was canceled; "+
+			"nothing was charged. The order is payable again: pay it with a new Idempotency-Key.", map[string]any{"payment_id": p.ID})
 	}
 	status := http.StatusCreated
 	if !p.Status.Final() {
@@ -145,8 +148,9 @@ func PaymentAnswer(p payments.Payment) idempotency.Answer {
 // by its id. Like PaymentAnswer it is pure, for the same reason.
 func RefundAnswer(r payments.Refund) idempotency.Answer {
 	if r.Status == payments.StatusCanceled {
-		a, _ := errorAnswer(&payments.CanceledError{RefundID: r.ID})
-		return a
+		return refundCanceled.answer("This refund never reached the provider and was abandoned, so it was canceled; "+
+			"nothing was refunded and its amount is free again. To refund, send a new request with a new Idempotency-Key.",
+			map[string]any{"refund_id": r.ID})
 	}
 	status := http.StatusCreated
 	if !r.Status.Final() {
@@ -156,6 +160,35 @@ func RefundAnswer(r payments.Refund) idempotency.Answer {
 }
 
 func paymentLocation(id string) string { return "/v1/payments/" + id }
+
+// The problems a payment's or a refund's final outcome is answered with
+// when it is not a success. A decline and a cancel are results of the
+// domain, not errors, so the error table (errors.go) has no row for them:
+// these are their rows. Each answer is final (stored under the key and
+// replayed) and built from the payment or the refund alone.
+var (
+	paymentDeclined = outcomeProblem{http.StatusPaymentRequired, problem.CodePaymentDeclined, "Payment declined"}
+	paymentCanceled = outcomeProblem{http.StatusConflict, problem.CodePaymentCanceled, "Payment canceled"}
+	refundCanceled  = outcomeProblem{http.StatusConflict, problem.CodeRefundCanceled, "Refund canceled"}
+
+	// outcomeProblems lists them, for KeptConflict and the reference's
+	// audit of every problem the API answers.
+	outcomeProblems = []outcomeProblem{paymentDeclined, paymentCanceled, refundCanceled}
+)
+
+// outcomeProblem is the status, code and title of an outcome's problem.
+type outcomeProblem struct {
+	status      int
+	code, title string
+}
+
+// answer is the outcome's final problem+json answer with detail and the
+// extension members extra.
+func (o outcomeProblem) answer(detail string, extra map[string]any) idempotency.Answer {
+	p := problem.New(o.status, o.code, o.title, detail)
+	p.Extra = extra
+	return idempotency.Answer{Status: o.status, Header: http.Header{"Content-Type": {problem.ContentType}}, Body: problem.Encode(p), Final: true}
+}
 
 // clientStatus is the status a client sees. pending (the row exists, the
 // provider call is not known to have happened) and processing (a call was

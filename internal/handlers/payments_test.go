@@ -205,20 +205,6 @@ func TestPaymentAnswer(t *testing.T) {
 			require.Equal(t, got, handlers.PaymentAnswer(payment(tt.status)), "a pure function of the payment")
 		})
 	}
-
-	t.Run("the table's 402 is the same bytes", func(t *testing.T) {
-		// The table's row for a decline and PaymentAnswer's 402 (the one
-		// answer of a failed payment) read alike.
-		w := httptest.NewRecorder()
-		c, _ := gin.CreateTestContext(w)
-		c.Request = httptest.NewRequest(http.MethodPost, "/v1/orders/ord_1/payments", nil)
-		handlers.RenderError(c, fmt.Errorf("pay order ord_1: %w", &payments.DeclinedError{PaymentID: "pay_1", DeclineCode: "card_declined"}))
-
-		want := handlers.PaymentAnswer(payment(payments.StatusFailed))
-		require.Equal(t, want.Status, w.Code)
-		require.Equal(t, want.Header.Get("Content-Type"), w.Header().Get("Content-Type"))
-		require.Equal(t, string(want.Body), w.Body.String())
-	})
 }
 
 func TestRefundAnswer(t *testing.T) {
@@ -263,7 +249,6 @@ func TestPaymentErrorRows(t *testing.T) {
 		{fmt.Errorf("checkpoint: %w", idempotency.ErrFenced), 409, "idempotency_request_in_progress", "1"},
 		{fmt.Errorf("mail receipt: %w", idempotency.ErrNotExecuted), 502, "provider_unavailable", ""},
 		{fmt.Errorf("lock order: %w", database.ErrBusy), 503, "service_unavailable", "1"},
-		{&payments.DeclinedError{PaymentID: "pay_9", DeclineCode: "insufficient_funds"}, 402, "payment_declined", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.code, func(t *testing.T) {
@@ -271,11 +256,8 @@ func TestPaymentErrorRows(t *testing.T) {
 			c, _ := gin.CreateTestContext(w)
 			c.Request = httptest.NewRequest(http.MethodPost, "/v1/orders/ord_1/payments", nil)
 			handlers.RenderError(c, tt.err)
-			p := requireProblem(t, w, tt.status, tt.code)
+			requireProblem(t, w, tt.status, tt.code)
 			require.Equal(t, tt.retryAfter, w.Header().Get("Retry-After"))
-			if tt.status == 402 {
-				require.Equal(t, map[string]any{"payment_id": "pay_9", "decline_code": "insufficient_funds"}, p.Extra)
-			}
 		})
 	}
 }

@@ -89,5 +89,5 @@
 // *ValidationError and *UnavailableError; the HTTP layer maps them to
 // problem+json in one table. A final outcome is a result, not an error: a
 // declined or canceled payment comes back as the payment, and the HTTP
-// layer answers it (*DeclinedError and *CanceledError name its rows).
+// layer answers it from the payment alone.
 package payments

@@ -178,56 +178,10 @@ var (
 	// ErrRefundExceedsPayment: more than is left to refund, or the payment
 	// has not succeeded (and is not in flight either).
 	ErrRefundExceedsPayment = errors.New("refund exceeds what is left of the payment")
-	// ErrPaymentCanceled: the key's payment was canceled by the reconciler
-	// (it never reached the provider). *CanceledError says which.
-	ErrPaymentCanceled = errors.New("payment canceled")
-	// ErrRefundCanceled: the key's refund was canceled, likewise.
-	ErrRefundCanceled = errors.New("refund canceled")
 	// ErrProviderUnavailable: the provider did not execute the call (down,
 	// refusing, circuit open). Nothing was charged; the same key may retry.
 	ErrProviderUnavailable = errors.New("payment provider unavailable")
-	// ErrPaymentDeclined: the provider declined; *DeclinedError says more.
-	ErrPaymentDeclined = errors.New("payment declined")
 )
-
-// DeclinedError describes a declined (failed) payment as a problem. The
-// service returns the failed payment itself, a result; the HTTP layer
-// answers it with this error's row. It wraps ErrPaymentDeclined.
-type DeclinedError struct {
-	PaymentID   string
-	DeclineCode string
-}
-
-func (e *DeclinedError) Error() string {
-	return fmt.Sprintf("payment %s declined: %s", e.PaymentID, e.DeclineCode)
-}
-
-// Unwrap lets errors.Is(err, ErrPaymentDeclined) match.
-func (e *DeclinedError) Unwrap() error { return ErrPaymentDeclined }
-
-// CanceledError describes a payment or refund the reconciler canceled as a
-// problem: the service returns the canceled one itself, and the HTTP layer
-// answers it with this error's row. It wraps ErrPaymentCanceled (PaymentID set) or
-// ErrRefundCanceled (RefundID set).
-type CanceledError struct {
-	PaymentID string
-	RefundID  string
-}
-
-func (e *CanceledError) Error() string {
-	if e.RefundID != "" {
-		return fmt.Sprintf("refund %s canceled: it never reached the provider", e.RefundID)
-	}
-	return fmt.Sprintf("payment %s canceled: it never reached the provider", e.PaymentID)
-}
-
-// Unwrap lets errors.Is match ErrPaymentCanceled or ErrRefundCanceled.
-func (e *CanceledError) Unwrap() error {
-	if e.RefundID != "" {
-		return ErrRefundCanceled
-	}
-	return ErrPaymentCanceled
-}
 
 // UnavailableError is a provider that did nothing (ErrProviderUnavailable,
 // which it wraps with the cause): it names the payment or refund that the
