@@ -10,8 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/idemkeys/payments/internal/answers"
 	"github.com/idemkeys/payments/internal/config"
-	"github.com/idemkeys/payments/internal/handlers"
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/merchants"
@@ -115,7 +115,7 @@ func previousKeySecrets(cfg config.Config) [][]byte {
 func paymentsService(store *paymentsdb.Store, provider payments.Provider, keeper *idempotency.Keeper, extra ...payments.Option) *payments.Service {
 	opts := []payments.Option{payments.WithPayments(store, provider), payments.WithEvents(store), payments.WithCustomers(store)}
 	if keeper != nil {
-		opts = append(opts, payments.WithOutsideCalls(keeper, handlers.PaymentAnswer, handlers.RefundAnswer))
+		opts = append(opts, payments.WithOutsideCalls(keeper, answers.Payment, answers.Refund))
 	}
 	return payments.NewService(store, time.Now, append(opts, extra...)...)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/idemkeys/payments/internal/answers"
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/payments"
 )
@@ -94,7 +95,7 @@ func (h *customerHandlers) createCustomer(c *gin.Context) (idempotency.Answer, e
 	if err != nil {
 		return idempotency.Answer{}, err
 	}
-	return reply(http.StatusCreated, toCustomerResponse(cu), "Location", "/v1/customers/"+cu.ID), nil
+	return answers.JSON(http.StatusCreated, toCustomerResponse(cu), "Location", "/v1/customers/"+cu.ID), nil
 }
 
 // getCustomer godoc
@@ -129,7 +130,7 @@ func (h *customerHandlers) getCustomer(c *gin.Context) (idempotency.Answer, erro
 	if err != nil {
 		return idempotency.Answer{}, err
 	}
-	return reply(http.StatusOK, toCustomerResponse(cu)), nil
+	return answers.JSON(http.StatusOK, toCustomerResponse(cu)), nil
 }
 
 func toCustomerResponse(c payments.Customer) CustomerResponse {

@@ -1,7 +1,9 @@
 // Package handlers is the HTTP layer of the API: the Gin router, the
 // middleware every request crosses, the request and response DTOs with the
-// converters that cross into the domain, the swag annotations, and the one
-// table (errors.go) that turns an error into its problem+json answer.
+// converters that cross into the domain (but a payment's and a refund's
+// answers, which package answers builds inside a request and outside one),
+// the swag annotations, and the one table (errors.go) that turns an error
+// into its problem+json answer.
 //
 // A request to POST /v1/orders reads top to bottom as:
 //

@@ -64,11 +64,11 @@ var errInvalidSignature = errors.New("invalid webhook signature")
 // Idempotency-Key and replayed to every retry (the business conflicts), or
 // not, so that the client may send the key again (a validation error, a
 // conflict that clears, anything of ours). A decline or a cancel is not an
-// error but an outcome, answered by PaymentAnswer and RefundAnswer
-// (payments.go). The rows are tried in order, where errors can wrap each other: a body cut at the size
-// limit is 413 whoever read it, and a lost database is 503 whatever was
-// being attempted. An error no row answers is a 500 whose cause is logged,
-// never shown.
+// error but an outcome, answered by answers.Payment and answers.Refund.
+// The rows are tried in order, where errors can wrap each other: a body
+// cut at the size limit is 413 whoever read it, and a lost database is 503
+// whatever was being attempted. An error no row answers is a 500 whose
+// cause is logged, never shown.
 var errorTable = []errorRow{
 	// The server's own answers, which net/http writes before any route
 	// (GuardListener rewrites them): a request that never reached Gin.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/idemkeys/payments/internal/answers"
 	"github.com/idemkeys/payments/internal/idempotency"
 )
 
@@ -103,7 +104,7 @@ type healthHandlers struct {
 //	@Produce		json
 //	@Router			/healthz [get]
 func (h *healthHandlers) healthz(*gin.Context) (idempotency.Answer, error) {
-	return reply(http.StatusOK, HealthResponse{Status: "ok"}), nil
+	return answers.JSON(http.StatusOK, HealthResponse{Status: "ok"}), nil
 }
 
 // readyz godoc
@@ -156,5 +157,5 @@ func (h *healthHandlers) readyz(c *gin.Context) (idempotency.Answer, error) {
 		// state changes are logged by the client's wiring, not here.
 		resp.Status, resp.Checks.ProviderBreaker = "degraded", breakerOpen
 	}
-	return reply(status, resp), nil
+	return answers.JSON(status, resp), nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/idemkeys/payments/internal/answers"
 	"github.com/idemkeys/payments/internal/idempotency"
 )
 
@@ -128,7 +129,7 @@ func (h *keyHandlers) getIdempotencyKey(c *gin.Context) (idempotency.Answer, err
 	case rec.State == idempotency.StateExpired:
 		return idempotency.Answer{}, idempotency.ErrNotFound // no live record
 	}
-	return reply(http.StatusOK, toIdempotencyKeyResponse(rec)), nil
+	return answers.JSON(http.StatusOK, toIdempotencyKeyResponse(rec)), nil
 }
 
 // idempotencyKeyParam is the key of the introspection route: the

@@ -1,6 +1,10 @@
 package handlers
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/idemkeys/payments/internal/answers"
+)
 
 // KeptConflict reports whether a 409 with this problem code is final:
 // stored under its key and replayed, as the error table's kept column says
@@ -13,8 +17,8 @@ func KeptConflict(code string) bool {
 			return r.kept
 		}
 	}
-	for _, o := range outcomeProblems {
-		if o.status == http.StatusConflict && o.code == code {
+	for _, o := range answers.OutcomeProblems() {
+		if o.Status == http.StatusConflict && o.Code == code {
 			return true
 		}
 	}

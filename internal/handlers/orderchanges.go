@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/idemkeys/payments/internal/answers"
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/problem"
@@ -141,7 +142,7 @@ func changeOrder(c *gin.Context, req any, status int, apply func(ctx context.Con
 	if err != nil {
 		return idempotency.Answer{}, err
 	}
-	return reply(status, toOrderResponse(o), "ETag", etag(o.Version)), nil
+	return answers.JSON(status, toOrderResponse(o), "ETag", etag(o.Version)), nil
 }
 
 // etag is the strong entity tag of an order version: the number in double

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/idemkeys/payments/internal/answers"
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/problem"
@@ -149,7 +150,7 @@ func (h *orderHandlers) createOrder(c *gin.Context) (idempotency.Answer, error) 
 	if err != nil {
 		return idempotency.Answer{}, err
 	}
-	return reply(http.StatusCreated, toOrderResponse(o), "Location", "/v1/orders/"+o.ID, "ETag", etag(o.Version)), nil
+	return answers.JSON(http.StatusCreated, toOrderResponse(o), "Location", "/v1/orders/"+o.ID, "ETag", etag(o.Version)), nil
 }
 
 // getOrder godoc
@@ -185,7 +186,7 @@ func (h *orderHandlers) getOrder(c *gin.Context) (idempotency.Answer, error) {
 	if err != nil {
 		return idempotency.Answer{}, err
 	}
-	return reply(http.StatusOK, toOrderResponse(o), "ETag", etag(o.Version)), nil
+	return answers.JSON(http.StatusOK, toOrderResponse(o), "ETag", etag(o.Version)), nil
 }
 
 // listOrders godoc
@@ -225,7 +226,7 @@ func (h *orderHandlers) listOrders(c *gin.Context) (idempotency.Answer, error) {
 	if err != nil {
 		return idempotency.Answer{}, err
 	}
-	return reply(http.StatusOK, toOrderList(orders, hasMore)), nil
+	return answers.JSON(http.StatusOK, toOrderList(orders, hasMore)), nil
 }
 
 func toNewOrderInput(req CreateOrderRequest) payments.NewOrderInput {

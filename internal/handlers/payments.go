@@ -2,15 +2,13 @@ package handlers
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/idemkeys/payments/internal/answers"
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/payments"
-	"github.com/idemkeys/payments/internal/problem"
 )
 
 // PaymentService runs the payment, refund and provider-event use cases
@@ -64,182 +62,6 @@ type RefundPaymentRequest struct {
 	Amount *int64 `json:"amount,omitempty" validate:"optional" extensions:"x-nullable" minimum:"1" example:"1000"`
 }
 
-// PaymentResponse is a payment as the API shows it.
-type PaymentResponse struct {
-	ID      string `json:"id" example:"pay_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"`
-	Object  string `json:"object" enums:"payment" example:"payment"`
-	OrderID string `json:"order_id" example:"ord_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"`
-	// Amount is the order's total at the time of payment, in minor units.
-	Amount   int64  `json:"amount" example:"2500"`
-	Currency string `json:"currency" example:"BRL"`
-	// Status is processing while the provider's outcome is unknown; the
-	// reconciler, a provider webhook or a retry with the same
-	// Idempotency-Key settles it.
-	// canceled: it never reached the provider and was abandoned; the
-	// order is payable again with a new key.
-	Status        string `json:"status" enums:"processing,succeeded,failed,canceled" example:"succeeded"`
-	PaymentMethod string `json:"payment_method" example:"pm_card_visa"`
-	// ProviderChargeID is the provider's id of the charge; null until the
-	// provider has answered.
-	ProviderChargeID *string `json:"provider_charge_id" extensions:"x-nullable" example:"ch_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"`
-	// DeclineCode says why the provider declined; null unless failed.
-	DeclineCode *string `json:"decline_code" extensions:"x-nullable" example:"card_declined"`
-	// AmountRefunded is the sum of the payment's succeeded refunds.
-	AmountRefunded int64 `json:"amount_refunded" example:"0"`
-	// CreatedAt is RFC 3339 in UTC.
-	CreatedAt time.Time `json:"created_at" format:"date-time" example:"2025-06-01T12:00:00.123456Z"`
-}
-
-// RefundResponse is a refund as the API shows it.
-type RefundResponse struct {
-	ID        string `json:"id" example:"re_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"`
-	Object    string `json:"object" enums:"refund" example:"refund"`
-	PaymentID string `json:"payment_id" example:"pay_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D"`
-	Amount    int64  `json:"amount" example:"1000"`
-	Currency  string `json:"currency" example:"BRL"`
-	// Status is processing while the provider's outcome is unknown. A
-	// failed refund gave nothing back; a canceled one never reached the
-	// provider, and its amount is free again.
-	Status string `json:"status" enums:"processing,succeeded,failed,canceled" example:"succeeded"`
-	// CreatedAt is RFC 3339 in UTC.
-	CreatedAt time.Time `json:"created_at" format:"date-time" example:"2025-06-01T12:00:00.123456Z"`
-}
-
-// PaymentAnswer is the answer to POST /v1/orders/{id}/payments for p:
-//
-//	succeeded              201 payment, Location /v1/payments/{id}
-//	pending, processing    202 payment (status processing), Location
-//	failed                 402 payment_declined with payment_id and decline_code
-//	canceled               409 payment_canceled with payment_id
-//
-// It is a pure function of p, and the one answer of a payment: the charge
-// Effect stores it in the transaction that settles the payment (a
-// request's, the reconciler's or a webhook's), and the handler answers
-// with it, so the client's first answer and every replay are the same
-// bytes.
-func PaymentAnswer(p payments.Payment) idempotency.Answer {
-	switch p.Status {
-	case payments.StatusFailed:
-		return paymentDeclined.answer(fmt.Sprintf("The provider declined the payment (%s). The order is still pending payment: "+
-			"try again with another payment method and a new Idempotency-Key.", p.DeclineCode),
-			map[string]any{"payment_id": p.ID, "decline_code": p.DeclineCode})
-	case payments.StatusCanceled:
-		return paymentCanceled.answer("This payment never reached the provider and was abandoned, so it was canceled; "+
-			"nothing was charged. The order is payable again: pay it with a new Idempotency-Key.", map[string]any{"payment_id": p.ID})
-	}
-	status := http.StatusCreated
-	if !p.Status.Final() {
-		status = http.StatusAccepted
-	}
-	return reply(status, toPaymentResponse(p), "Location", paymentLocation(p.ID))
-}
-
-// RefundAnswer is the answer to POST /v1/payments/{id}/refunds for r:
-//
-//	succeeded, failed      201 refund
-//	pending, processing    202 refund (status processing)
-//	canceled               409 refund_canceled with refund_id
-//
-// A failed refund is a final outcome like a succeeded one (the contract
-// answers it 201), not a problem. There is no Location header, so that the
-// answers stored before GET /v1/refunds/{id} existed replay as they were; a
-// client follows a 202 by retrying the POST with the same Idempotency-Key
-// (202 until the outcome is known, then the final 201), or reads the refund
-// by its id. Like PaymentAnswer it is pure, for the same reason.
-func RefundAnswer(r payments.Refund) idempotency.Answer {
-	if r.Status == payments.StatusCanceled {
-		return refundCanceled.answer("This refund never reached the provider and was abandoned, so it was canceled; "+
-			"nothing was refunded and its amount is free again. To refund, send a new request with a new Idempotency-Key.",
-			map[string]any{"refund_id": r.ID})
-	}
-	status := http.StatusCreated
-	if !r.Status.Final() {
-		status = http.StatusAccepted
-	}
-	return reply(status, toRefundResponse(r))
-}
-
-func paymentLocation(id string) string { return "/v1/payments/" + id }
-
-// The problems a payment's or a refund's final outcome is answered with
-// when it is not a success. A decline and a cancel are results of the
-// domain, not errors, so the error table (errors.go) has no row for them:
-// these are their rows. Each answer is final (stored under the key and
-// replayed) and built from the payment or the refund alone.
-var (
-	paymentDeclined = outcomeProblem{http.StatusPaymentRequired, problem.CodePaymentDeclined, "Payment declined"}
-	paymentCanceled = outcomeProblem{http.StatusConflict, problem.CodePaymentCanceled, "Payment canceled"}
-	refundCanceled  = outcomeProblem{http.StatusConflict, problem.CodeRefundCanceled, "Refund canceled"}
-
-	// outcomeProblems lists them, for KeptConflict and the reference's
-	// audit of every problem the API answers.
-	outcomeProblems = []outcomeProblem{paymentDeclined, paymentCanceled, refundCanceled}
-)
-
-// outcomeProblem is the status, code and title of an outcome's problem.
-type outcomeProblem struct {
-	status      int
-	code, title string
-}
-
-// answer is the outcome's final problem+json answer with detail and the
-// extension members extra.
-func (o outcomeProblem) answer(detail string, extra map[string]any) idempotency.Answer {
-	p := problem.New(o.status, o.code, o.title, detail)
-	p.Extra = extra
-	return idempotency.Answer{Status: o.status, Header: http.Header{"Content-Type": {problem.ContentType}}, Body: problem.Encode(p), Final: true}
-}
-
-// clientStatus is the status a client sees. pending (the row exists, the
-// provider call is not known to have happened) and processing (a call was
-// made, its outcome unknown) differ only inside the service; to a client
-// both mean "not settled yet, ask again", so the API shows one state.
-func clientStatus(s payments.Status) string {
-	if s == payments.StatusPending {
-		return string(payments.StatusProcessing)
-	}
-	return string(s)
-}
-
-// optional is nil for "", so that an unknown value is null on the wire.
-func optional(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-func toPaymentResponse(p payments.Payment) PaymentResponse {
-	resp := PaymentResponse{
-		ID:               p.ID,
-		Object:           "payment",
-		OrderID:          p.OrderID,
-		Amount:           p.Amount,
-		Currency:         p.Currency,
-		Status:           clientStatus(p.Status),
-		PaymentMethod:    p.PaymentMethod,
-		ProviderChargeID: optional(p.ProviderChargeID),
-		AmountRefunded:   p.AmountRefunded,
-		CreatedAt:        p.CreatedAt.UTC(),
-	}
-	if p.Status == payments.StatusFailed {
-		resp.DeclineCode = optional(p.DeclineCode)
-	}
-	return resp
-}
-
-func toRefundResponse(r payments.Refund) RefundResponse {
-	return RefundResponse{
-		ID:        r.ID,
-		Object:    "refund",
-		PaymentID: r.PaymentID,
-		Amount:    r.Amount,
-		Currency:  r.Currency,
-		Status:    clientStatus(r.Status),
-		CreatedAt: r.CreatedAt.UTC(),
-	}
-}
-
 // paymentHandlers serves the payment and refund routes.
 type paymentHandlers struct {
 	payments PaymentService
@@ -258,8 +80,8 @@ type paymentHandlers struct {
 //	@Param			id				path	string			true	"Order id"	example(ord_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
 //	@Param			payment			body	PayOrderRequest	true	"How to pay"
 //	@Produce		json
-//	@Success		201	{object}	PaymentResponse	"succeeded"
-//	@Success		202	{object}	PaymentResponse	"processing: the provider's outcome is not known yet"
+//	@Success		201	{object}	answers.PaymentResponse	"succeeded"
+//	@Success		202	{object}	answers.PaymentResponse	"processing: the provider's outcome is not known yet"
 //	@Header			201,202	{string}	Location	"/v1/payments/{id}"
 //	@Produce		application/problem+json
 //	@Failure		400	{object}	Problem400	"validation_failed, idempotency_key_missing or idempotency_key_invalid, or malformed_request: the request line or a header line is not valid HTTP/1.1; nothing was done"
@@ -295,7 +117,7 @@ func (h *paymentHandlers) payOrder(c *gin.Context, op *idempotency.Op) (idempote
 	if err != nil {
 		return idempotency.Answer{}, err
 	}
-	return PaymentAnswer(p), nil
+	return answers.Payment(p), nil
 }
 
 // getPayment godoc
@@ -307,7 +129,7 @@ func (h *paymentHandlers) payOrder(c *gin.Context, op *idempotency.Op) (idempote
 //	@Security		BearerAuth
 //	@Param			id	path	string	true	"Payment id"	example(pay_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
 //	@Produce		json
-//	@Success		200	{object}	PaymentResponse
+//	@Success		200	{object}	answers.PaymentResponse
 //	@Produce		application/problem+json
 //	@Failure		401	{object}	Problem401	"unauthorized: the API key is missing or unknown"
 //	@Header			401	{string}	WWW-Authenticate	"The scheme to send the API key with: Bearer, realm api"
@@ -330,7 +152,7 @@ func (h *paymentHandlers) getPayment(c *gin.Context) (idempotency.Answer, error)
 	if err != nil {
 		return idempotency.Answer{}, err
 	}
-	return reply(http.StatusOK, toPaymentResponse(p)), nil
+	return answers.JSON(http.StatusOK, answers.ToPaymentResponse(p)), nil
 }
 
 // getRefund godoc
@@ -342,7 +164,7 @@ func (h *paymentHandlers) getPayment(c *gin.Context) (idempotency.Answer, error)
 //	@Security		BearerAuth
 //	@Param			id	path	string	true	"Refund id"	example(re_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
 //	@Produce		json
-//	@Success		200	{object}	RefundResponse
+//	@Success		200	{object}	answers.RefundResponse
 //	@Produce		application/problem+json
 //	@Failure		401	{object}	Problem401	"unauthorized: the API key is missing or unknown"
 //	@Header			401	{string}	WWW-Authenticate	"The scheme to send the API key with: Bearer, realm api"
@@ -365,7 +187,7 @@ func (h *paymentHandlers) getRefund(c *gin.Context) (idempotency.Answer, error) 
 	if err != nil {
 		return idempotency.Answer{}, err
 	}
-	return reply(http.StatusOK, toRefundResponse(r)), nil
+	return answers.JSON(http.StatusOK, answers.ToRefundResponse(r)), nil
 }
 
 // refundPayment godoc
@@ -381,8 +203,8 @@ func (h *paymentHandlers) getRefund(c *gin.Context) (idempotency.Answer, error) 
 //	@Param			id				path	string					true	"Payment id"	example(pay_01JZ3K5V7Q8W9X0Y1Z2A3B4C5D)
 //	@Param			refund			body	RefundPaymentRequest	false	"How much to refund; an empty body or {} refunds all that is left"
 //	@Produce		json
-//	@Success		201	{object}	RefundResponse	"succeeded or failed"
-//	@Success		202	{object}	RefundResponse	"processing: the provider's outcome is not known yet"
+//	@Success		201	{object}	answers.RefundResponse	"succeeded or failed"
+//	@Success		202	{object}	answers.RefundResponse	"processing: the provider's outcome is not known yet"
 //	@Produce		application/problem+json
 //	@Failure		400	{object}	Problem400	"validation_failed, idempotency_key_missing or idempotency_key_invalid, or malformed_request: the request line or a header line is not valid HTTP/1.1; nothing was done"
 //	@Failure		401	{object}	Problem401	"unauthorized: the API key is missing or unknown"
@@ -416,5 +238,5 @@ func (h *paymentHandlers) refundPayment(c *gin.Context, op *idempotency.Op) (ide
 	if err != nil {
 		return idempotency.Answer{}, err
 	}
-	return RefundAnswer(r), nil
+	return answers.Refund(r), nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkeys/payments/internal/answers"
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/handlers"
 	"github.com/idemkeys/payments/internal/idempotency"
@@ -169,73 +170,6 @@ func refund(status payments.Status) payments.Refund {
 	}
 }
 
-func TestPaymentAnswer(t *testing.T) {
-	paymentJSON := func(status, chargeID, declineCode string, refunded int, method string) string {
-		return fmt.Sprintf(`{"id":"pay_1","object":"payment","order_id":"ord_1","amount":2500,"currency":"BRL",`+
-			`"status":%q,"payment_method":%q,"provider_charge_id":%s,"decline_code":%s,"amount_refunded":%d,`+
-			`"created_at":"2025-06-01T12:00:00.123456Z"}`, status, method, chargeID, declineCode, refunded)
-	}
-	tests := []struct {
-		status      payments.Status
-		code        int
-		contentType string
-		location    string
-		body        string
-	}{
-		{payments.StatusSucceeded, 201, "application/json", "/v1/payments/pay_1", paymentJSON("succeeded", `"ch_1"`, "null", 1000, "pm_card_visa")},
-		{payments.StatusProcessing, 202, "application/json", "/v1/payments/pay_1", paymentJSON("processing", "null", "null", 0, "pm_card_visa")},
-		{payments.StatusPending, 202, "application/json", "/v1/payments/pay_1", paymentJSON("processing", "null", "null", 0, "pm_card_visa")},
-		{payments.StatusFailed, 402, problem.ContentType, "", `{"type":"https://errors.idempotent-payments.dev/payment_declined",` +
-			`"title":"Payment declined","status":402,"detail":"The provider declined the payment (card_declined). ` +
-			`The order is still pending payment: try again with another payment method and a new Idempotency-Key.",` +
-			`"code":"payment_declined","decline_code":"card_declined","payment_id":"pay_1"}`},
-		{payments.StatusCanceled, 409, problem.ContentType, "", `{"type":"https://errors.idempotent-payments.dev/payment_canceled",` +
-			`"title":"Payment canceled","status":409,"detail":"This payment never reached the provider and was abandoned, ` +
-			`so it was canceled; nothing was charged. The order is payable again: pay it with a new Idempotency-Key.",` +
-			`"code":"payment_canceled","payment_id":"pay_1"}`},
-	}
-	for _, tt := range tests {
-		t.Run(string(tt.status), func(t *testing.T) {
-			got := handlers.PaymentAnswer(payment(tt.status))
-			require.Equal(t, tt.code, got.Status)
-			require.Equal(t, tt.contentType, got.Header.Get("Content-Type"))
-			require.Equal(t, tt.location, got.Header.Get("Location"))
-			require.Equal(t, tt.body, string(got.Body), "the exact bytes: a replay must be byte-identical")
-			require.Equal(t, tt.code != 202, got.Final, "final but a 202, whose outcome is not known yet")
-			require.Equal(t, got, handlers.PaymentAnswer(payment(tt.status)), "a pure function of the payment")
-		})
-	}
-}
-
-func TestRefundAnswer(t *testing.T) {
-	refundJSON := func(status string) string {
-		return fmt.Sprintf(`{"id":"re_1","object":"refund","payment_id":"pay_1","amount":1000,"currency":"BRL",`+
-			`"status":%q,"created_at":"2025-06-01T12:00:00.123456Z"}`, status)
-	}
-	tests := []struct {
-		status      payments.Status
-		code        int
-		contentType string
-		body        string
-	}{
-		{payments.StatusSucceeded, 201, "application/json", refundJSON("succeeded")},
-		{payments.StatusFailed, 201, "application/json", refundJSON("failed")},
-		{payments.StatusProcessing, 202, "application/json", refundJSON("processing")},
-		{payments.StatusPending, 202, "application/json", refundJSON("processing")},
-		{payments.StatusCanceled, 409, problem.ContentType, `{"type":"https://errors.idempotent-payments.dev/refund_canceled",` +
-			`"title":"Refund canceled","status":409,"detail":"This refund never reached the provider and was abandoned, ` +
-			`so it was canceled; nothing was refunded and its amount is free again. To refund, send a new request with a new ` +
-			`Idempotency-Key.","code":"refund_canceled","refund_id":"re_1"}`},
-	}
-	for _, tt := range tests {
-		t.Run(string(tt.status), func(t *testing.T) {
-			got := handlers.RefundAnswer(refund(tt.status))
-			require.Equal(t, idempotency.Answer{Status: tt.code, Header: http.Header{"Content-Type": {tt.contentType}},
-				Body: []byte(tt.body), Final: tt.code != 202}, got, "no Location: refunds have no route of their own")
-		})
-	}
-}
-
 func TestPaymentErrorRows(t *testing.T) {
 	tests := []struct {
 		err        error
@@ -278,7 +212,7 @@ func TestPaymentRoutesWithoutIdempotency(t *testing.T) {
 		w := send(r, http.MethodGet, "/v1/payments/pay_1", "", auth...)
 		require.Equal(t, http.StatusOK, w.Code)
 		require.Equal(t, "application/json", w.Header().Get("Content-Type"))
-		var got handlers.PaymentResponse
+		var got answers.PaymentResponse
 		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &got))
 		require.Equal(t, "processing", got.Status)
 		require.Nil(t, got.ProviderChargeID)
@@ -406,7 +340,7 @@ func TestPaymentsBehindTheKeeper(t *testing.T) {
 				before := svc.Calls("pay")
 				first, second := sendTwice("/v1/orders/ord_1/payments", "k-visa", `{"payment_method":"pm_card_visa"}`)
 				require.Equal(t, http.StatusCreated, first.Code, first.Body.String())
-				var p handlers.PaymentResponse
+				var p answers.PaymentResponse
 				require.NoError(t, json.Unmarshal(first.Body.Bytes(), &p))
 				require.Equal(t, "succeeded", p.Status)
 				require.Equal(t, "/v1/payments/"+p.ID, first.Header().Get("Location"))
@@ -453,7 +387,7 @@ func TestPaymentsBehindTheKeeper(t *testing.T) {
 					require.Empty(t, w.Header().Get(ginidem.HeaderReplayed), "a 202 is never stored")
 				}
 				require.Equal(t, before+2, svc.Calls("pay"))
-				var pending handlers.PaymentResponse
+				var pending answers.PaymentResponse
 				require.NoError(t, json.Unmarshal(second.Body.Bytes(), &pending))
 				require.Equal(t, "processing", pending.Status)
 				require.Equal(t, "/v1/payments/"+pending.ID, second.Header().Get("Location"))

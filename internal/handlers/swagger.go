@@ -10,6 +10,7 @@ import (
 	swaggerFiles "github.com/swaggo/files/v2"
 
 	"github.com/idemkeys/payments/api"
+	"github.com/idemkeys/payments/internal/answers"
 )
 
 // idempotencyKeyPlugin fills a fresh Idempotency-Key on Try it out and
@@ -46,7 +47,7 @@ func RegisterSwagger(r gin.IRoutes) {
 	r.GET("/swagger/*any", func(c *gin.Context) {
 		switch name := strings.TrimPrefix(c.Param("any"), "/"); name {
 		case "doc.json":
-			c.Data(http.StatusOK, contentTypeJSON, api.OpenAPI)
+			c.Data(http.StatusOK, answers.ContentTypeJSON, api.OpenAPI)
 		case "swagger-initializer.js":
 			c.Data(http.StatusOK, "text/javascript; charset=utf-8", []byte(swaggerInitializer))
 		case "", "index.html":

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/idemkeys/payments/internal/answers"
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/payments"
 	"github.com/idemkeys/payments/internal/problem"
@@ -157,7 +158,7 @@ func (h *webhookHandlers) receiveProviderEvent(c *gin.Context) (idempotency.Answ
 	}
 	if !ok {
 		loggerFrom(c).DebugContext(c.Request.Context(), "webhook ignored", "event_id", ev.ID, "type", ev.Type)
-		return reply(http.StatusOK, WebhookAck{Received: true}), nil
+		return answers.JSON(http.StatusOK, WebhookAck{Received: true}), nil
 	}
 	outcome, err := h.payments.ApplyProviderEvent(c.Request.Context(), ev)
 	if err != nil {
@@ -168,7 +169,7 @@ func (h *webhookHandlers) receiveProviderEvent(c *gin.Context) (idempotency.Answ
 	// A forged or mismatched event is acknowledged too: delivering it
 	// again would change nothing. The service has logged and counted it.
 	loggerFrom(c).InfoContext(c.Request.Context(), "webhook received", "event_id", ev.ID, "type", ev.Type, "outcome", string(outcome))
-	return reply(http.StatusOK, WebhookAck{Received: true}), nil
+	return answers.JSON(http.StatusOK, WebhookAck{Received: true}), nil
 }
 
 // toProviderEvent reads a verified event body. ok is false for an event

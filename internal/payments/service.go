@@ -75,8 +75,8 @@ func WithProviderEvents(lookup time.Duration, onOutcome func(outcome string), lo
 // skeleton for outside calls (idempotency.Effect): k derives their ids and
 // provider keys, fences every provider call, settles them later through its
 // reconciler, and stores the client's answers, which payment and refund
-// build (the HTTP layer's PaymentAnswer and RefundAnswer). Give it after
-// WithPayments.
+// build (answers.Payment and answers.Refund, which the handlers answer
+// with too). Give it after WithPayments.
 func WithOutsideCalls(k *idempotency.Keeper, payment func(Payment) idempotency.Answer, refund func(Refund) idempotency.Answer) Option {
 	return func(s *Service) {
 		if s.pay == nil {
