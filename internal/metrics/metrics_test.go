@@ -160,13 +160,21 @@ func TestStoreErrorsCountFailuresNotAnswers(t *testing.T) {
 			_ = s.Release(ctx, "m", "k", 1, now)
 			_, _ = s.PurgeExpired(ctx, now, 10)
 			_, _ = s.PurgeTombstones(ctx, now, 10)
+			_ = s.InsertCall(ctx, &idempotency.Call{})
+			_, _ = s.LockCall(ctx, "m", "c")
+			_ = s.SaveCall(ctx, &idempotency.Call{})
+			_, _ = s.CountCalls(ctx, "m", "k", "charge", now)
+			_, _ = s.ClaimDue(ctx, now, now, 10, 1)
 
+			// Every operation's series exists from the start (at 0), and a
+			// failure moves that series, not one of another name.
 			got := scrape(t, m)
 			want := 0.0
 			if tc.counted {
 				want = 1
 			}
-			for _, op := range []string{"insert", "get", "take_over", "checkpoint", "complete", "release", "purge", "purge_tombstones"} {
+			for _, op := range []string{"insert", "get", "take_over", "checkpoint", "complete", "release", "purge", "purge_tombstones",
+				"insert_call", "lock_call", "save_call", "count_calls", "claim_due"} {
 				series := fmt.Sprintf(`idempotency_store_errors_total{op=%q,store="postgres"}`, op)
 				require.Contains(t, got, series)
 				require.Equal(t, want, got[series], op)

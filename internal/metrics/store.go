@@ -28,7 +28,7 @@ func (m *Metrics) InstrumentStore(s Store, store string) Store {
 }
 
 var storeOps = []string{"insert", "get", "take_over", "checkpoint", "complete", "release", "purge", "purge_tombstones",
-	"insert_call", "lock_call", "save_call", "count_calls", "due_calls"}
+	"insert_call", "lock_call", "save_call", "count_calls", "claim_due"}
 
 type instrumentedStore struct {
 	next  Store
