@@ -148,28 +148,6 @@ func send(r http.Handler, method, path, body string, header ...string) *httptest
 
 var created = time.Date(2025, 6, 1, 12, 0, 0, 123456000, time.UTC)
 
-func payment(status payments.Status) payments.Payment {
-	p := payments.Payment{
-		ID: "pay_1", MerchantID: "mer_acme", OrderID: "ord_1", Amount: 2500, Currency: "BRL",
-		PaymentMethod: "pm_card_visa", Status: status, IdempotencyKey: "key-1",
-		CreatedAt: created.In(time.FixedZone("BRT", -3*3600)), // shown in UTC whatever it is read in
-	}
-	switch status {
-	case payments.StatusSucceeded:
-		p.ProviderChargeID, p.AmountRefunded = "ch_1", 1000
-	case payments.StatusFailed:
-		p.ProviderChargeID, p.DeclineCode, p.PaymentMethod = "ch_1", "card_declined", "pm_card_declined"
-	}
-	return p
-}
-
-func refund(status payments.Status) payments.Refund {
-	return payments.Refund{
-		ID: "re_1", MerchantID: "mer_acme", PaymentID: "pay_1", Amount: 1000, Currency: "BRL",
-		Status: status, IdempotencyKey: "key-2", CreatedAt: created,
-	}
-}
-
 func TestPaymentErrorRows(t *testing.T) {
 	tests := []struct {
 		err        error
@@ -200,7 +178,8 @@ func TestPaymentRoutesWithoutIdempotency(t *testing.T) {
 	svc := &fakePayments{
 		get: func(merchantID, id string) (payments.Payment, error) {
 			if merchantID == "mer_acme" && id == "pay_1" {
-				return payment(payments.StatusPending), nil
+				return payments.Payment{ID: "pay_1", MerchantID: merchantID, OrderID: "ord_1", Amount: 2500, Currency: "BRL",
+					PaymentMethod: "pm_card_visa", Status: payments.StatusPending, CreatedAt: created}, nil
 			}
 			return payments.Payment{}, fmt.Errorf("get payment %s: %w", id, payments.ErrNotFound)
 		},
@@ -309,8 +288,8 @@ func TestPaymentsBehindTheKeeper(t *testing.T) {
 				if in.Amount != nil && *in.Amount > 2500 {
 					return payments.Refund{}, fmt.Errorf("refund: %w", payments.ErrRefundExceedsPayment)
 				}
-				r := refund(payments.StatusSucceeded)
-				r.MerchantID = merchant
+				r := payments.Refund{ID: "re_1", MerchantID: merchant, PaymentID: "pay_1", Amount: 1000, Currency: "BRL",
+					Status: payments.StatusSucceeded, CreatedAt: created}
 				if in.Amount != nil && *in.Amount == 13 {
 					r.Status = payments.StatusProcessing
 				}
