@@ -122,45 +122,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		}
 	}
 
-	providerURL := cfg.ProviderURL
-	var providerTransport http.RoundTripper // nil: over the network
-	if providerURL == "" {
-		// No provider configured: run the mock in-process, sending its
-		// webhooks to this very API.
-		_, port, _ := net.SplitHostPort(ln.Addr().String())
-		pcfg := provider.Config{
-			WebhookURL:    "http://" + net.JoinHostPort("127.0.0.1", port) + "/v1/webhooks/provider",
-			WebhookSecret: cfg.ProviderWebhookSecret,
-			// Real providers send their events a while after the call; a
-			// webhook that always beat the API's own timeout would hide the
-			// 202-and-reconcile path that lost responses take.
-			WebhookDelay: cfg.ProviderWebhookDelay,
-			Logger:       log.With("component", "provider"),
-			// The mock continues the API's traces as cmd/provider does.
-			Instrument:       func(h http.Handler) http.Handler { return tr.Handler(h, "provider") },
-			WebhookTransport: tr.Transport(nil),
-		}
-		if cfg.Production() {
-			// In production nobody but this process may reach the mock,
-			// and no client may make it lose answers or hold a payment:
-			// served in memory, no listener, the pm_fault_* methods off.
-			pcfg.NoFaults = true
-			a.provider = provider.StartInMemory(pcfg)
-			providerTransport = a.provider.Transport
-			log.Warn("the payment provider is the in-process mock, served in memory (PROVIDER_URL is empty)")
-		} else {
-			running, err := provider.StartInProcess(ctx, pcfg)
-			if err != nil {
-				_ = a.close(ctx)
-				return nil, fmt.Errorf("start in-process provider: %w", err)
-			}
-			a.provider = running
-			// Debug, and an address rather than a URL: nobody opens it (its
-			// ledger is under /dev/provider/), and a random port on the
-			// first screen looked like one more page to visit.
-			log.Debug("in-process payment provider started", "addr", strings.TrimPrefix(running.URL, "http://"))
-		}
-		providerURL = a.provider.URL
+	providerURL, providerTransport, err := a.startProvider(ctx, ln)
+	if err != nil {
+		_ = a.close(ctx)
+		return nil, err
 	}
 	// Every layer reports to one registry through the hooks it offers.
 	m := metrics.New()
@@ -316,7 +281,18 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		a.handler = o.wrap(router)
 	}
 
-	dispatcher := outbox.NewDispatcher(db.DB, sink.publisher, cfg.OutboxInterval, log.With("component", "outbox"))
+	a.workers = a.backgroundWorkers(keeper, idemCfg, records, store, sink.publisher, m)
+	return a, nil
+}
+
+// backgroundWorkers are what Serve runs beside the API, one set per
+// instance: the reconciler of outside calls, the purge of expired
+// idempotency records, the outbox's dispatcher, and the retention of
+// published events and applied webhooks.
+func (a *App) backgroundWorkers(keeper *idempotency.Keeper, idemCfg idempotency.Config, records metrics.Store, store *paymentsdb.Store,
+	publisher outbox.Publisher, m *metrics.Metrics) []func(context.Context) {
+	cfg, log := a.cfg, a.log
+	dispatcher := outbox.NewDispatcher(a.db.DB, publisher, cfg.OutboxInterval, log.With("component", "outbox"))
 	purge := &retention{
 		keep: cfg.EventRetention, interval: cfg.JanitorInterval, batch: retentionBatch, pause: retentionPause,
 		now: func() time.Time { return time.Now().UTC() }, log: log.With("component", "retention"),
@@ -331,8 +307,50 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	}
 	purgeRecords := janitor.New(records, janitor.Config{Interval: cfg.JanitorInterval, OnPurge: m.Purged, Log: log})
 	reconcile := reconciler(keeper, idemCfg.ReconcileInterval, idemCfg.Log)
-	a.workers = []func(context.Context){reconcile, purgeRecords.Run, dispatcher.Run, purge.run}
-	return a, nil
+	return []func(context.Context){reconcile, purgeRecords.Run, dispatcher.Run, purge.run}
+}
+
+// startProvider runs the mock provider in this process when PROVIDER_URL is
+// empty, sending its webhooks to this very API (ln), and returns the URL the
+// provider client calls and the transport that reaches it: nil, over the
+// network, but for production's mock, served in memory.
+func (a *App) startProvider(ctx context.Context, ln net.Listener) (string, http.RoundTripper, error) {
+	cfg, log, tr := a.cfg, a.log, a.tracing
+	if cfg.ProviderURL != "" {
+		return cfg.ProviderURL, nil, nil
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	pcfg := provider.Config{
+		WebhookURL:    "http://" + net.JoinHostPort("127.0.0.1", port) + "/v1/webhooks/provider",
+		WebhookSecret: cfg.ProviderWebhookSecret,
+		// Real providers send their events a while after the call; a
+		// webhook that always beat the API's own timeout would hide the
+		// 202-and-reconcile path that lost responses take.
+		WebhookDelay: cfg.ProviderWebhookDelay,
+		Logger:       log.With("component", "provider"),
+		// The mock continues the API's traces as cmd/provider does.
+		Instrument:       func(h http.Handler) http.Handler { return tr.Handler(h, "provider") },
+		WebhookTransport: tr.Transport(nil),
+	}
+	if cfg.Production() {
+		// In production nobody but this process may reach the mock,
+		// and no client may make it lose answers or hold a payment:
+		// served in memory, no listener, the pm_fault_* methods off.
+		pcfg.NoFaults = true
+		a.provider = provider.StartInMemory(pcfg)
+		log.Warn("the payment provider is the in-process mock, served in memory (PROVIDER_URL is empty)")
+		return a.provider.URL, a.provider.Transport, nil
+	}
+	running, err := provider.StartInProcess(ctx, pcfg)
+	if err != nil {
+		return "", nil, fmt.Errorf("start in-process provider: %w", err)
+	}
+	a.provider = running
+	// Debug, and an address rather than a URL: nobody opens it (its
+	// ledger is under /dev/provider/), and a random port on the first
+	// screen looked like one more page to visit.
+	log.Debug("in-process payment provider started", "addr", strings.TrimPrefix(running.URL, "http://"))
+	return running.URL, nil, nil
 }
 
 // announceDevelopment says first, in development, where to point a browser
