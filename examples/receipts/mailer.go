@@ -11,8 +11,8 @@ import (
 
 // Mailer is the outside service of this example: a mail API that, like a
 // payment provider, deduplicates by Idempotency-Key, answers 503 before any
-// effect, and can lose its answers. It stands in for whatever service a
-// fork calls; only its behaviour matters here.
+// effect (Unavailable), and can lose its answers (LoseFirst). It stands in
+// for whatever service a fork calls; only its behaviour matters here.
 //
 //	POST /v1/messages {"to", "subject", "text"}  -> 201 {"id", "to", "key"},
 //	                                                or 422 for a recipient it
@@ -24,6 +24,9 @@ type Mailer struct {
 	// long after sending the mail: long enough for the caller to give up,
 	// as when the answer is lost on the way.
 	LoseFirst time.Duration
+	// Unavailable, when set, is how many sends the Mailer answers 503
+	// before it sends anything: the first ones, whatever their key.
+	Unavailable int
 
 	mu    sync.Mutex
 	byKey map[string]Message
@@ -71,6 +74,13 @@ func (m *Mailer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m.mu.Lock()
+	if m.Unavailable > 0 {
+		// Busy: refused before any effect, as the 503 promises.
+		m.Unavailable--
+		m.mu.Unlock()
+		http.Error(w, "the mail service is busy; nothing was sent", http.StatusServiceUnavailable)
+		return
+	}
 	if m.byKey == nil {
 		m.byKey, m.lost = map[string]Message{}, map[string]bool{}
 	}

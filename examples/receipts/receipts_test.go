@@ -134,6 +134,35 @@ func TestLostAnswerIsSettledByTheRetry(t *testing.T) {
 	}
 }
 
+// TestUnavailableServiceIsNotExecuted: the mail service answers 503, which
+// it sends only before any effect: not executed. The client is told 502
+// and the answer is not stored, so its retry under the same key sends the
+// mail (201): one mail, and the retry's answer is the one replayed.
+func TestUnavailableServiceIsNotExecuted(t *testing.T) {
+	for _, dialect := range testkit.Dialects {
+		t.Run(string(dialect), func(t *testing.T) {
+			mailer := &receipts.Mailer{Unavailable: 1}
+			h := newAPI(t, dialect, mailer)
+
+			busy := send(h, "receipt-6")
+			require.Equal(t, 502, busy.Code, busy.Body.String())
+			require.Contains(t, busy.Body.String(), "not executed")
+			require.Empty(t, busy.Header().Get(ginidem.HeaderReplayed))
+			require.Zero(t, mailer.Sent(), "a 503 sends nothing")
+
+			retry := send(h, "receipt-6")
+			require.Equal(t, 201, retry.Code, retry.Body.String())
+			require.Empty(t, retry.Header().Get(ginidem.HeaderReplayed), "the 502 was not stored: the retry ran")
+			require.Equal(t, 1, mailer.Sent())
+
+			replay := send(h, "receipt-6")
+			require.Equal(t, "true", replay.Header().Get(ginidem.HeaderReplayed))
+			require.Equal(t, retry.Body.String(), replay.Body.String())
+			require.Equal(t, 1, mailer.Sent())
+		})
+	}
+}
+
 // TestRefusedRecipientIsAnsweredForGood: the mail service refuses the
 // recipient (a 4xx): a definitive answer, stored and replayed (422), not an
 // unknown outcome that a reconciler would send again and again.
