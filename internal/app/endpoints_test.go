@@ -40,7 +40,7 @@ func TestEndpointsPassIdemcheck(t *testing.T) {
 			a := apptest.Start(t, dbURL, apptest.WithProvider(provider.Config{DuplicateWebhookRate: -1}), env)
 			// The second instance shares the database and the first one's
 			// provider, as two replicas behind a balancer do.
-			b := apptest.Start(t, dbURL, env, apptest.Env("PROVIDER_URL="+a.Provider.URL))
+			b := apptest.StartReplica(t, a, env)
 			client := &http.Client{Transport: &alternate{hosts: []string{a.Addr, b.Addr}}, Timeout: 30 * time.Second}
 			acme := http.Header{"Authorization": {"Bearer sk_test_acme"}}
 			globex := http.Header{"Authorization": {"Bearer sk_test_globex"}}

@@ -119,7 +119,7 @@ func TestRedisAcceleratesButIsNeverTheTruth(t *testing.T) {
 func TestDuplicatesAcrossInstancesSeeTheResult(t *testing.T) {
 	rs := testkit.StartRedis(t)
 	w := apptest.Start(t, testkit.DatabaseURL(t, database.Postgres), apptest.WithProvider(provider.Config{SlowDelay: time.Second, DuplicateWebhookRate: -1}), apptest.Env("REDIS_URL="+rs.URL(), "IDEMPOTENCY_WAIT=10s"))
-	second := apptest.Start(t, w.DatabaseURL, apptest.Env("REDIS_URL="+rs.URL(), "IDEMPOTENCY_WAIT=10s", "PROVIDER_URL="+w.Provider.URL))
+	second := apptest.StartReplica(t, w, apptest.Env("REDIS_URL="+rs.URL(), "IDEMPOTENCY_WAIT=10s"))
 
 	order := w.CreateOrder(t, "sk_test_acme")
 	key := apptest.NewKey()

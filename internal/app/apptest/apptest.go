@@ -169,6 +169,18 @@ func Start(t testing.TB, databaseURL string, opts ...Option) *API {
 	return a
 }
 
+// StartReplica starts another instance beside first, as a second replica
+// behind a load balancer: first's database and first's payment provider,
+// with opts of its own. first must have been started WithProvider or
+// WithSilentProvider: otherwise each instance runs a mock provider of its
+// own, and a payment retried on the replica reaches a provider that never
+// saw the first call.
+func StartReplica(t testing.TB, first *API, opts ...Option) *API {
+	t.Helper()
+	require.NotNil(t, first.Provider, "StartReplica: start the first instance WithProvider or WithSilentProvider, so that both call one provider")
+	return Start(t, first.DatabaseURL, append(opts[:len(opts):len(opts)], Env("PROVIDER_URL="+first.Provider.URL))...)
+}
+
 // Stop stops an API that Start started, as SIGTERM stops the program: no
 // new requests, the ones in flight finish, then the workers stop. It
 // returns what Serve returned, nil after a graceful stop.
