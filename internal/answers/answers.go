@@ -183,7 +183,19 @@ func OutcomeProblems() []OutcomeProblem {
 func (o OutcomeProblem) answer(detail string, extra map[string]any) idempotency.Answer {
 	p := problem.New(o.Status, o.Code, o.Title, detail)
 	p.Extra = extra
-	return idempotency.Answer{Status: o.Status, Header: http.Header{"Content-Type": {problem.ContentType}}, Body: problem.Encode(p), Final: true}
+	return Problem(p, nil, true)
+}
+
+// Problem is p as an answer: its status, its body under
+// problem.ContentType, header's other fields (nil: none), final (stored
+// under the key and replayed) or not. Every problem the API answers with
+// is built here, the HTTP layer's error table's and the outcomes'.
+func Problem(p problem.Problem, header http.Header, final bool) idempotency.Answer {
+	if header == nil {
+		header = make(http.Header, 1)
+	}
+	header["Content-Type"] = []string{problem.ContentType}
+	return idempotency.Answer{Status: p.Status, Header: header, Body: problem.Encode(p), Final: final}
 }
 
 // clientStatus is the status a client sees. pending (the row exists, the

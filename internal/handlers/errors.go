@@ -13,6 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/idemkeys/payments/internal/answers"
 	"github.com/idemkeys/payments/internal/database"
 	"github.com/idemkeys/payments/internal/idempotency"
 	"github.com/idemkeys/payments/internal/idempotency/ginidem"
@@ -250,7 +251,7 @@ func (a *problemParts) validation(detail string, fields []problem.FieldError, co
 
 // answer builds the row's answer to err.
 func (r errorRow) answer(err error) idempotency.Answer {
-	a := problemParts{detail: r.detail, header: http.Header{"Content-Type": {problem.ContentType}}}
+	a := problemParts{detail: r.detail, header: http.Header{}}
 	if r.retryAfter > 0 {
 		a.header.Set("Retry-After", retryAfterSeconds(r.retryAfter))
 	}
@@ -262,7 +263,7 @@ func (r errorRow) answer(err error) idempotency.Answer {
 	if a.count > len(a.fields) {
 		p.ErrorCount = a.count
 	}
-	return idempotency.Answer{Status: r.status, Header: a.header, Body: problem.Encode(p), Final: r.kept}
+	return answers.Problem(p, a.header, r.kept)
 }
 
 // errorAnswer is the table's answer to err, and false when no row knows
