@@ -1,7 +1,5 @@
 package handlers
 
-import "github.com/idemkeys/payments/internal/answers"
-
 // TableRow is one row of the error table as the reference tests see it.
 type TableRow struct {
 	Status int
@@ -9,17 +7,13 @@ type TableRow struct {
 	Kept   bool
 }
 
-// ErrorTableForTest lists the error table's rows, the 500 of an unknown
-// error included, in order, then the problems of the outcomes (a decline,
-// a cancel), which are always kept: every problem the API answers with.
+// ErrorTableForTest lists every problem the API answers with
+// (problemKinds): the error table's rows, the 500 of an unknown error
+// included, in order, then the outcomes' problems.
 func ErrorTableForTest() []TableRow {
-	outcomes := answers.OutcomeProblems()
-	rows := make([]TableRow, 0, len(errorTable)+1+len(outcomes))
-	for _, r := range append(errorTable, internalError) {
+	rows := make([]TableRow, 0, len(problemKinds))
+	for _, r := range problemKinds {
 		rows = append(rows, TableRow{Status: r.status, Code: r.code, Kept: r.kept})
-	}
-	for _, o := range outcomes {
-		rows = append(rows, TableRow{Status: o.Status, Code: o.Code, Kept: true})
 	}
 	return rows
 }
