@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
 	"github.com/idemkeys/payments/internal/answers"
 	"github.com/idemkeys/payments/internal/idempotency"
 )
