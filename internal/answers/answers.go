@@ -121,11 +121,7 @@ func Payment(p payments.Payment) idempotency.Answer {
 		return paymentCanceled.answer("This payment never reached the provider and was abandoned, so it was canceled; "+
 			"nothing was charged. The order is payable again: pay it with a new Idempotency-Key.", map[string]any{"payment_id": p.ID})
 	}
-	status := http.StatusCreated
-	if !p.Status.Final() {
-		status = http.StatusAccepted
-	}
-	return JSON(status, ToPaymentResponse(p), "Location", paymentLocation(p.ID))
+	return JSON(successStatus(p.Status), ToPaymentResponse(p), "Location", paymentLocation(p.ID))
 }
 
 // Refund is the answer to POST /v1/payments/{id}/refunds for r:
@@ -146,11 +142,15 @@ func Refund(r payments.Refund) idempotency.Answer {
 			"nothing was refunded and its amount is free again. To refund, send a new request with a new Idempotency-Key.",
 			map[string]any{"refund_id": r.ID})
 	}
-	status := http.StatusCreated
-	if !r.Status.Final() {
-		status = http.StatusAccepted
+	return JSON(successStatus(r.Status), ToRefundResponse(r))
+}
+
+// successStatus is 201 once the outcome is known, 202 while it is not.
+func successStatus(s payments.Status) int {
+	if s.Final() {
+		return http.StatusCreated
 	}
-	return JSON(status, ToRefundResponse(r))
+	return http.StatusAccepted
 }
 
 func paymentLocation(id string) string { return "/v1/payments/" + id }
@@ -172,8 +172,9 @@ type OutcomeProblem struct {
 	Code, Title string
 }
 
-// OutcomeProblems lists the outcomes' problems, for the HTTP layer's
-// KeptConflict and the reference's audit of every problem the API answers.
+// OutcomeProblems lists the outcomes' problems, for the HTTP layer's list
+// of every problem the API answers with (KeptConflict and the reference's
+// audit read it).
 func OutcomeProblems() []OutcomeProblem {
 	return []OutcomeProblem{paymentDeclined, paymentCanceled, refundCanceled}
 }
