@@ -1,6 +1,6 @@
 // Package receipts is the fork guide's example of an endpoint with an
 // effect outside the database: POST /v1/orders/{id}/receipts mails a
-// receipt through an outside mail service (Mailer) at most once per
+// receipt through an outside mail service at most once per
 // Idempotency-Key, across retries, concurrent copies, lost answers and
 // crashes. Everything idempotent about it is the core's: the lines marked
 // "wiring" below are all a fork writes for it (docs/guide/fork-as-template.md
@@ -38,6 +38,18 @@ type Receipt struct {
 // Table is the receipts table; a fork adds it in both migrations folders.
 const Table = `CREATE TABLE receipts (id TEXT PRIMARY KEY, scope TEXT NOT NULL, order_id TEXT NOT NULL,
   "to" TEXT NOT NULL, status TEXT NOT NULL, message_id TEXT NOT NULL DEFAULT '', created_at TIMESTAMP NOT NULL)`
+
+// Message is what the mail service answers about a mail it sent under a
+// key: POST /v1/messages {"to", "subject"} sends one (201), GET
+// /v1/messages?idempotency_key=K finds it (200, or 404 when none was sent).
+type Message struct {
+	ID  string `json:"id"`
+	To  string `json:"to"`
+	Key string `json:"key"`
+	// Refused, on our side only, is why the mail service refused the mail
+	// for good (a 4xx): nothing was sent.
+	Refused string `json:"-"`
+}
 
 // Service sends receipts.
 type Service struct {

@@ -18,6 +18,7 @@ import (
 	"github.com/idemkeys/payments/internal/idempotency/ginidem"
 	"github.com/idemkeys/payments/internal/idempotency/gormstore"
 	"github.com/idemkeys/payments/internal/testkit"
+	"github.com/idemkeys/payments/internal/testkit/outside"
 )
 
 // newAPI mounts the receipts route the way a fork does, on a real
@@ -26,12 +27,12 @@ import (
 // twice the mail client's timeout, as it must be: a lock that runs out
 // while the owner still waits for its outside call lets the reconciler
 // take the record over, and the owner's own answer is then refused (409).
-func newAPI(t *testing.T, dialect database.Dialect, mailer *receipts.Mailer) http.Handler {
+func newAPI(t *testing.T, dialect database.Dialect, mailer *outside.Service) http.Handler {
 	h, _ := newAPIWithDB(t, dialect, mailer)
 	return h
 }
 
-func newAPIWithDB(t *testing.T, dialect database.Dialect, mailer *receipts.Mailer) (http.Handler, *database.DB) {
+func newAPIWithDB(t *testing.T, dialect database.Dialect, mailer *outside.Service) (http.Handler, *database.DB) {
 	t.Helper()
 	db := testkit.OpenDB(t, dialect)
 	require.NoError(t, db.Exec(receipts.Table).Error)
@@ -68,6 +69,18 @@ func newAPIWithDB(t *testing.T, dialect database.Dialect, mailer *receipts.Maile
 	return r, db
 }
 
+// newMailer is the outside mail service the tests count mails at
+// (internal/testkit/outside): one mail per key, ids msg_1, msg_2, ...; it
+// refuses for good a recipient at the .invalid domain.
+func newMailer() *outside.Service {
+	return &outside.Service{Prefix: "msg_", Refuse: func(mail map[string]any) string {
+		if to, _ := mail["to"].(string); strings.HasSuffix(to, ".invalid") {
+			return "the recipient's domain does not exist"
+		}
+		return ""
+	}}
+}
+
 func send(h http.Handler, key string) *httptest.ResponseRecorder {
 	return sendTo(h, key, "ada@example.com")
 }
@@ -86,7 +99,7 @@ func sendTo(h http.Handler, key, to string) *httptest.ResponseRecorder {
 func TestReceiptIsMailedOnce(t *testing.T) {
 	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
-			mailer := &receipts.Mailer{}
+			mailer := newMailer()
 			h := newAPI(t, dialect, mailer)
 
 			first := send(h, "receipt-1")
@@ -95,7 +108,7 @@ func TestReceiptIsMailedOnce(t *testing.T) {
 			require.Equal(t, 201, again.Code)
 			require.Equal(t, "true", again.Header().Get(ginidem.HeaderReplayed))
 			require.Equal(t, first.Body.String(), again.Body.String())
-			require.Equal(t, 1, mailer.Sent())
+			require.Equal(t, 1, mailer.Effects())
 
 			var wg sync.WaitGroup
 			for range 30 {
@@ -105,7 +118,7 @@ func TestReceiptIsMailedOnce(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			require.Equal(t, 2, mailer.Sent(), "30 copies, one mail")
+			require.Equal(t, 2, mailer.Effects(), "30 copies, one mail")
 		})
 	}
 }
@@ -117,18 +130,19 @@ func TestReceiptIsMailedOnce(t *testing.T) {
 func TestLostAnswerIsSettledByTheRetry(t *testing.T) {
 	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
-			mailer := &receipts.Mailer{LoseFirst: 3 * time.Second}
+			mailer := newMailer()
+			mailer.LoseFirst = 3 * time.Second
 			h := newAPI(t, dialect, mailer)
 
 			lost := send(h, "receipt-3")
 			require.Equal(t, 202, lost.Code, lost.Body.String())
 			require.Contains(t, lost.Body.String(), `"status":"unknown"`)
-			require.Equal(t, 1, mailer.Sent())
+			require.Equal(t, 1, mailer.Effects())
 
 			retry := send(h, "receipt-3")
 			require.Equal(t, 201, retry.Code, retry.Body.String())
 			require.Contains(t, retry.Body.String(), `"message_id":"msg_1"`)
-			require.Equal(t, 1, mailer.Sent(), "the retry got the mail already sent")
+			require.Equal(t, 1, mailer.Effects(), "the retry got the mail already sent")
 			require.Equal(t, "true", send(h, "receipt-3").Header().Get(ginidem.HeaderReplayed))
 		})
 	}
@@ -141,35 +155,37 @@ func TestLostAnswerIsSettledByTheRetry(t *testing.T) {
 func TestUnavailableServiceIsNotExecuted(t *testing.T) {
 	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
-			mailer := &receipts.Mailer{Unavailable: 1}
+			mailer := newMailer()
+			mailer.Unavailable = 1
 			h := newAPI(t, dialect, mailer)
 
 			busy := send(h, "receipt-6")
 			require.Equal(t, 502, busy.Code, busy.Body.String())
 			require.Contains(t, busy.Body.String(), "not executed")
 			require.Empty(t, busy.Header().Get(ginidem.HeaderReplayed))
-			require.Zero(t, mailer.Sent(), "a 503 sends nothing")
+			require.Zero(t, mailer.Effects(), "a 503 sends nothing")
 
 			retry := send(h, "receipt-6")
 			require.Equal(t, 201, retry.Code, retry.Body.String())
 			require.Empty(t, retry.Header().Get(ginidem.HeaderReplayed), "the 502 was not stored: the retry ran")
-			require.Equal(t, 1, mailer.Sent())
+			require.Equal(t, 1, mailer.Effects())
 
 			replay := send(h, "receipt-6")
 			require.Equal(t, "true", replay.Header().Get(ginidem.HeaderReplayed))
 			require.Equal(t, retry.Body.String(), replay.Body.String())
-			require.Equal(t, 1, mailer.Sent())
+			require.Equal(t, 1, mailer.Effects())
 		})
 	}
 }
 
 // TestRefusedRecipientIsAnsweredForGood: the mail service refuses the
 // recipient (a 4xx): a definitive answer, stored and replayed (422), not an
-// unknown outcome that a reconciler would send again and again.
+// unknown outcome that a reconciler would send again and again: the mail
+// service is asked once, whatever the reconciler's rounds.
 func TestRefusedRecipientIsAnsweredForGood(t *testing.T) {
 	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
-			mailer := &receipts.Mailer{}
+			mailer := newMailer()
 			h := newAPI(t, dialect, mailer)
 			first := sendTo(h, "receipt-4", "ada@example.invalid")
 			require.Equal(t, 422, first.Code, first.Body.String())
@@ -178,7 +194,9 @@ func TestRefusedRecipientIsAnsweredForGood(t *testing.T) {
 			require.Equal(t, 422, again.Code)
 			require.Equal(t, "true", again.Header().Get(ginidem.HeaderReplayed))
 			require.Equal(t, first.Body.String(), again.Body.String())
-			require.Zero(t, mailer.Sent())
+			require.Zero(t, mailer.Effects())
+			time.Sleep(300 * time.Millisecond) // three of the reconciler's rounds
+			require.Equal(t, 1, mailer.Posts(), "the refusal was asked for once: nothing sends the mail again")
 		})
 	}
 }
@@ -190,7 +208,8 @@ func TestRefusedRecipientIsAnsweredForGood(t *testing.T) {
 func TestLostAnswerSettlesWithoutARequest(t *testing.T) {
 	for _, dialect := range testkit.Dialects {
 		t.Run(string(dialect), func(t *testing.T) {
-			mailer := &receipts.Mailer{LoseFirst: 3 * time.Second}
+			mailer := newMailer()
+			mailer.LoseFirst = 3 * time.Second
 			h, db := newAPIWithDB(t, dialect, mailer)
 			lost := send(h, "receipt-5")
 			require.Equal(t, 202, lost.Code, lost.Body.String())
@@ -202,7 +221,7 @@ func TestLostAnswerSettlesWithoutARequest(t *testing.T) {
 			replay := send(h, "receipt-5")
 			require.Equal(t, 201, replay.Code, replay.Body.String())
 			require.Equal(t, "true", replay.Header().Get(ginidem.HeaderReplayed))
-			require.Equal(t, 1, mailer.Sent())
+			require.Equal(t, 1, mailer.Effects())
 		})
 	}
 }

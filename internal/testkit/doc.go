@@ -8,7 +8,9 @@
 //
 // Nothing here is a test double. The databases are real PostgreSQL and
 // SQLite, the processes are the ones a deployment runs, and killing one is a
-// real SIGKILL.
+// real SIGKILL. The one stand-in, testkit/outside, is for a service outside
+// the project that a fork's endpoint calls (as internal/provider is for the
+// payment provider).
 //
 // A service a test needs but cannot reach (PostgreSQL, redis-server,
 // nats-server, Chromium) skips the test with a line starting "SKIPPED:",
