@@ -105,8 +105,8 @@ path: ## List the functions, files and cross-file calls one order create and one
 fuzz: ## Run each fuzz target for FUZZTIME (make fuzz FUZZTIME=5m)
 	FUZZTIME='$(FUZZTIME)' scripts/test.sh fuzz
 
-bench: ## Measure idempotency's cost beside the database's own limit; writes docs/benchmarks.md (~15 min; see BENCH_FLAGS)
-	timeout 30m $(GO) run ./tools/bench $(BENCH_FLAGS)
+bench: ## Measure idempotency's cost beside the database's own limit; writes docs/benchmarks.md (~30 min; see BENCH_FLAGS)
+	timeout 45m $(GO) run ./tools/bench $(BENCH_FLAGS)
 
 chaos: ## Fault runs (kills, outages, retry storms) with an exactly-once audit; writes docs/reliability.md
 	timeout 10m $(GO) run ./tools/chaos -profile full

@@ -30,7 +30,7 @@
 // 1 million records, and what the janitor purging a million expired
 // records does to latency under load.
 //
-//	go run ./tools/bench                 the full run (make bench), ~15 minutes
+//	go run ./tools/bench                 the full run (make bench), ~30 minutes
 //	go run ./tools/bench -quick -out ''  a smoke run, ~3 minutes, nothing written
 package main
 

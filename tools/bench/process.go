@@ -49,10 +49,20 @@ type wholeProcess struct {
 
 func (b *bench) wholeProcess(ctx context.Context) (wholeProcess, error) {
 	o := b.opts
-	rounds := b.rounds()
+	rounds := 5
+	if b.opts.quick {
+		rounds = 1
+	}
 	run := fmt.Sprintf("w%d", time.Now().UnixNano())
 	window := forDuration(o.duration)
 	w := wholeProcess{Rounds: rounds}
+	// Five rounds, two more than the other sections: the goals here are
+	// ratios of CPU per request between two phases run one after the
+	// other, and one round's ratio moves by a fifth either way as the
+	// machine's load drifts: tracing's gave 1.24, 1.01 and 1.16 in one run
+	// of three rounds, and 1.05, 0.93, 0.96, 1.09 and 0.74 in one of five,
+	// on 2026-12-06.
+	//
 	// rotate runs the phases in turn for rounds rounds, do giving phase
 	// i's work in round r, and keeps each phase's median round, with
 	// every round in its Runs.
