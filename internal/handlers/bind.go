@@ -214,13 +214,9 @@ func required(tag reflect.StructTag) bool {
 func (d *streamBinder) bind(at place, dst reflect.Value, tag reflect.StructTag) (fieldErrors, error) {
 	var errs fieldErrors
 	kind := d.dec.PeekKind()
-	refuse := func(message string) (fieldErrors, error) {
-		errs.add(at.String(), message)
-		return errs, d.dec.SkipValue()
-	}
 	if kind == 'n' {
 		if dst.Kind() != reflect.Pointer {
-			return refuse("must not be null")
+			return d.refuse(at, "must not be null")
 		}
 		dst.SetZero()
 		_, err := d.dec.ReadToken()
@@ -228,7 +224,7 @@ func (d *streamBinder) bind(at place, dst reflect.Value, tag reflect.StructTag) 
 	}
 	if dst.Type() == rawObjectType {
 		if kind != '{' {
-			return refuse("must be an object")
+			return d.refuse(at, "must be an object")
 		}
 		raw, err := d.dec.ReadValue()
 		if err == nil {
@@ -244,101 +240,17 @@ func (d *streamBinder) bind(at place, dst reflect.Value, tag reflect.StructTag) 
 		return d.bind(at, dst.Elem(), tag)
 
 	case reflect.Struct:
-		if kind != '{' {
-			return refuse("must be an object")
-		}
-		info := structInfoOf(dst.Type())
-		seen := make([]bool, len(info.fields))
-		path := at.String()
-		var members sortedMembers
-		err := d.object(at, tag, func(name []byte) error {
-			i, known := info.byName[string(name)]
-			if !known {
-				if !info.open {
-					var e fieldErrors
-					e.add(join(path, string(name)), "is not a known field")
-					members.add(string(name), e)
-				}
-				return d.dec.SkipValue()
-			}
-			seen[i] = true
-			f := &info.fields[i]
-			e, err := d.bind(place{parent: path, name: f.name, index: -1}, dst.Field(f.index), f.tag)
-			members.add(f.name, e)
-			return err
-		}, &members)
-		if err == nil && !d.stopped {
-			for i, f := range info.fields {
-				if !seen[i] && f.required {
-					var e fieldErrors
-					e.add(join(path, f.name), "is required")
-					members.add(f.name, e)
-				}
-			}
-		}
-		return members.errors(), err
+		return d.bindStruct(at, dst, tag, kind)
 
 	case reflect.Map:
-		if kind != '{' {
-			return refuse("must be an object")
-		}
-		m := reflect.MakeMap(dst.Type())
-		path := at.String()
-		var members sortedMembers
-		err := d.object(at, tag, func(raw []byte) error {
-			name := string(raw)
-			elem := reflect.New(dst.Type().Elem()).Elem()
-			e, err := d.bind(place{parent: path, name: name, index: -1}, elem, "")
-			members.add(name, e)
-			m.SetMapIndex(reflect.ValueOf(name).Convert(dst.Type().Key()), elem)
-			return err
-		}, &members)
-		dst.Set(m)
-		return members.errors(), err
+		return d.bindMap(at, dst, tag, kind)
 
 	case reflect.Slice:
-		if kind != '[' {
-			return refuse("must be an array")
-		}
-		if _, err := d.dec.ReadToken(); err != nil {
-			return errs, err
-		}
-		limit := tagLimit(tag, "maxItems")
-		path := at.String()
-		s := reflect.MakeSlice(dst.Type(), 0, 0)
-		for i := 0; ; i++ {
-			if k, err := d.next(']'); k == ']' || err != nil {
-				if err == nil {
-					break
-				}
-				return errs, err
-			}
-			if limit > 0 && i == limit {
-				// First in the list: the size is what is wrong, and the
-				// elements' own errors (required members of {} items) would
-				// otherwise fill it.
-				var first fieldErrors
-				first.add(path, fmt.Sprintf("must contain at most %d items", limit))
-				first.merge(errs)
-				d.stopped = true
-				dst.Set(s)
-				return first, nil
-			}
-			s = reflect.Append(s, reflect.New(dst.Type().Elem()).Elem())
-			e, err := d.bind(place{parent: path, index: i}, s.Index(i), "")
-			errs.merge(e)
-			if err != nil || d.stopped {
-				dst.Set(s)
-				return errs, err
-			}
-		}
-		_, err := d.dec.ReadToken()
-		dst.Set(s)
-		return errs, err
+		return d.bindSlice(at, dst, tag, kind)
 
 	case reflect.String:
 		if kind != '"' {
-			return refuse("must be a string")
+			return d.refuse(at, "must be a string")
 		}
 		tok, err := d.dec.ReadToken()
 		if err == nil {
@@ -347,27 +259,11 @@ func (d *streamBinder) bind(at place, dst reflect.Value, tag reflect.StructTag) 
 		return errs, err
 
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		if kind != '0' {
-			return refuse("must be an integer")
-		}
-		raw, err := d.dec.ReadValue()
-		if err != nil {
-			return errs, err
-		}
-		n, err := jsonInteger(string(raw))
-		switch {
-		case errors.Is(err, errNotWhole):
-			errs.add(at.String(), "must be a whole number")
-		case err != nil, dst.OverflowInt(n):
-			errs.add(at.String(), "is out of range")
-		default:
-			dst.SetInt(n)
-		}
-		return errs, nil
+		return d.bindInteger(at, dst, kind)
 
 	case reflect.Bool:
 		if kind != 't' && kind != 'f' {
-			return refuse("must be true or false")
+			return d.refuse(at, "must be true or false")
 		}
 		tok, err := d.dec.ReadToken()
 		if err == nil {
@@ -380,6 +276,138 @@ func (d *streamBinder) bind(at place, dst reflect.Value, tag reflect.StructTag) 
 		// error, found by the first test that sends it.
 		panic(fmt.Sprintf("handlers: cannot bind JSON to %s at %q", dst.Type(), at))
 	}
+}
+
+// bindStruct binds an object to a DTO struct: every member it declares,
+// none it does not (unless the DTO is an openObject), every required one.
+func (d *streamBinder) bindStruct(at place, dst reflect.Value, tag reflect.StructTag, kind jsontext.Kind) (fieldErrors, error) {
+	if kind != '{' {
+		return d.refuse(at, "must be an object")
+	}
+	info := structInfoOf(dst.Type())
+	seen := make([]bool, len(info.fields))
+	path := at.String()
+	var members sortedMembers
+	err := d.object(at, tag, func(name []byte) error {
+		i, known := info.byName[string(name)]
+		if !known {
+			if !info.open {
+				var e fieldErrors
+				e.add(join(path, string(name)), "is not a known field")
+				members.add(string(name), e)
+			}
+			return d.dec.SkipValue()
+		}
+		seen[i] = true
+		f := &info.fields[i]
+		e, err := d.bind(place{parent: path, name: f.name, index: -1}, dst.Field(f.index), f.tag)
+		members.add(f.name, e)
+		return err
+	}, &members)
+	if err == nil && !d.stopped {
+		for i, f := range info.fields {
+			if !seen[i] && f.required {
+				var e fieldErrors
+				e.add(join(path, f.name), "is required")
+				members.add(f.name, e)
+			}
+		}
+	}
+	return members.errors(), err
+}
+
+// bindMap binds an object to a map with string keys.
+func (d *streamBinder) bindMap(at place, dst reflect.Value, tag reflect.StructTag, kind jsontext.Kind) (fieldErrors, error) {
+	if kind != '{' {
+		return d.refuse(at, "must be an object")
+	}
+	m := reflect.MakeMap(dst.Type())
+	path := at.String()
+	var members sortedMembers
+	err := d.object(at, tag, func(raw []byte) error {
+		name := string(raw)
+		elem := reflect.New(dst.Type().Elem()).Elem()
+		e, err := d.bind(place{parent: path, name: name, index: -1}, elem, "")
+		members.add(name, e)
+		m.SetMapIndex(reflect.ValueOf(name).Convert(dst.Type().Key()), elem)
+		return err
+	}, &members)
+	dst.Set(m)
+	return members.errors(), err
+}
+
+// bindSlice binds an array to a slice, refusing more items than the tag's
+// maxItems at the first one too many, which ends the decoding there.
+func (d *streamBinder) bindSlice(at place, dst reflect.Value, tag reflect.StructTag, kind jsontext.Kind) (fieldErrors, error) {
+	if kind != '[' {
+		return d.refuse(at, "must be an array")
+	}
+	var errs fieldErrors
+	if _, err := d.dec.ReadToken(); err != nil {
+		return errs, err
+	}
+	limit := tagLimit(tag, "maxItems")
+	path := at.String()
+	s := reflect.MakeSlice(dst.Type(), 0, 0)
+	for i := 0; ; i++ {
+		if k, err := d.next(']'); k == ']' || err != nil {
+			if err == nil {
+				break
+			}
+			return errs, err
+		}
+		if limit > 0 && i == limit {
+			// First in the list: the size is what is wrong, and the
+			// elements' own errors (required members of {} items) would
+			// otherwise fill it.
+			var first fieldErrors
+			first.add(path, fmt.Sprintf("must contain at most %d items", limit))
+			first.merge(errs)
+			d.stopped = true
+			dst.Set(s)
+			return first, nil
+		}
+		s = reflect.Append(s, reflect.New(dst.Type().Elem()).Elem())
+		e, err := d.bind(place{parent: path, index: i}, s.Index(i), "")
+		errs.merge(e)
+		if err != nil || d.stopped {
+			dst.Set(s)
+			return errs, err
+		}
+	}
+	_, err := d.dec.ReadToken()
+	dst.Set(s)
+	return errs, err
+}
+
+// bindInteger binds a number to an integer field: a whole number in the
+// field's range.
+func (d *streamBinder) bindInteger(at place, dst reflect.Value, kind jsontext.Kind) (fieldErrors, error) {
+	if kind != '0' {
+		return d.refuse(at, "must be an integer")
+	}
+	var errs fieldErrors
+	raw, err := d.dec.ReadValue()
+	if err != nil {
+		return errs, err
+	}
+	n, err := jsonInteger(string(raw))
+	switch {
+	case errors.Is(err, errNotWhole):
+		errs.add(at.String(), "must be a whole number")
+	case err != nil, dst.OverflowInt(n):
+		errs.add(at.String(), "is out of range")
+	default:
+		dst.SetInt(n)
+	}
+	return errs, nil
+}
+
+// refuse lists message for the value at and skips it.
+func (d *streamBinder) refuse(at place, message string) (fieldErrors, error) {
+	var errs fieldErrors
+	errs.add(at.String(), message)
+	return errs, d.dec.SkipValue()
 }
 
 // object reads an object's members, calling member for each name with the
