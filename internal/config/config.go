@@ -139,13 +139,43 @@ func Load(environ []string) (Config, error) {
 	return cfg, nil
 }
 
+// validate checks every setting and returns all that are wrong, joined.
 func (c Config) validate() error {
-	var errs []error
-	positive := func(name string, d time.Duration) {
+	errs := c.validateTimeouts()
+	errs = append(errs, c.validatePlaces()...)
+	errs = append(errs, c.validateLimits()...)
+	if c.ProviderWebhookSecret == "" {
+		errs = append(errs, errors.New("PROVIDER_WEBHOOK_SECRET must not be empty"))
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("LOG_LEVEL must be debug, info, warn or error, got %q", c.LogLevel))
+	}
+	switch c.LogFormat {
+	case "", LogFormatJSON, LogFormatText:
+	default:
+		errs = append(errs, fmt.Errorf("LOG_FORMAT must be json or text, got %q", c.LogFormat))
+	}
+	errs = append(errs, c.validateSecrets()...)
+	return errors.Join(errs...)
+}
+
+// positiveTo returns a check that a duration setting is positive, adding
+// its error to errs.
+func positiveTo(errs *[]error) func(name string, d time.Duration) {
+	return func(name string, d time.Duration) {
 		if d <= 0 {
-			errs = append(errs, fmt.Errorf("%s must be a positive duration, got %s", name, d))
+			*errs = append(*errs, fmt.Errorf("%s must be a positive duration, got %s", name, d))
 		}
 	}
+}
+
+// validateTimeouts checks the timeouts and intervals that the idempotency
+// layer and the provider calls depend on, and how they must order.
+func (c Config) validateTimeouts() []error {
+	var errs []error
+	positive := positiveTo(&errs)
 	positive("PROVIDER_TIMEOUT", c.ProviderTimeout)
 	positive("HTTP_READ_HEADER_TIMEOUT", c.HTTPReadHeaderTimeout)
 	positive("HTTP_READ_TIMEOUT", c.HTTPReadTimeout)
@@ -178,6 +208,13 @@ func (c Config) validate() error {
 	positive("DB_CONNECT_TIMEOUT", c.DBConnectTimeout)
 	positive("JANITOR_INTERVAL", c.JanitorInterval)
 	positive("EVENT_RETENTION", c.EventRetention)
+	return errs
+}
+
+// validatePlaces checks where the program runs and what it connects to:
+// the environment, its addresses and the stores' URLs.
+func (c Config) validatePlaces() []error {
+	var errs []error
 	switch c.AppEnv {
 	case AppEnvDevelopment:
 	case AppEnvProduction:
@@ -212,6 +249,15 @@ func (c Config) validate() error {
 	if c.ProviderURL != "" && !strings.HasPrefix(c.ProviderURL, "http://") && !strings.HasPrefix(c.ProviderURL, "https://") {
 		errs = append(errs, errors.New("PROVIDER_URL must be empty (in-process provider) or an http(s):// URL"))
 	}
+	return errs
+}
+
+// validateLimits checks Redis's timeout, the new-key quota's window, the
+// outbox's interval, and the limits on clients, bodies, connections and
+// the database's waits.
+func (c Config) validateLimits() []error {
+	var errs []error
+	positive := positiveTo(&errs)
 	positive("REDIS_TIMEOUT", c.RedisTimeout)
 	positive("RATE_LIMIT_WINDOW", c.RateLimitWindow)
 	positive("OUTBOX_INTERVAL", c.OutboxInterval)
@@ -265,21 +311,7 @@ func (c Config) validate() error {
 	if c.MaxWritesPerResource < 0 {
 		errs = append(errs, fmt.Errorf("MAX_WRITES_PER_RESOURCE must be 0 (no bound) or positive, got %d", c.MaxWritesPerResource))
 	}
-	if c.ProviderWebhookSecret == "" {
-		errs = append(errs, errors.New("PROVIDER_WEBHOOK_SECRET must not be empty"))
-	}
-	switch strings.ToLower(c.LogLevel) {
-	case "debug", "info", "warn", "error":
-	default:
-		errs = append(errs, fmt.Errorf("LOG_LEVEL must be debug, info, warn or error, got %q", c.LogLevel))
-	}
-	switch c.LogFormat {
-	case "", LogFormatJSON, LogFormatText:
-	default:
-		errs = append(errs, fmt.Errorf("LOG_FORMAT must be json or text, got %q", c.LogFormat))
-	}
-	errs = append(errs, c.validateSecrets()...)
-	return errors.Join(errs...)
+	return errs
 }
 
 // isPostgresURL reports whether u names a PostgreSQL server (one or several
