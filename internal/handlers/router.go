@@ -98,20 +98,7 @@ type Deps struct {
 // a required dependency is missing: a wiring mistake should stop the process
 // at start, not answer 500 later.
 func NewRouter(d Deps) *gin.Engine {
-	switch {
-	case d.Auth == nil:
-		panic("handlers: Deps.Auth is required")
-	case d.Orders == nil:
-		panic("handlers: Deps.Orders is required")
-	case d.Atomic == nil:
-		panic("handlers: Deps.Atomic is required")
-	case d.Database == nil:
-		panic("handlers: Deps.Database is required")
-	case d.Payments != nil && d.Guarded == nil:
-		panic("handlers: Deps.Guarded is required with Deps.Payments")
-	case d.Payments != nil && d.VerifyWebhook == nil:
-		panic("handlers: Deps.VerifyWebhook is required with Deps.Payments")
-	}
+	d.mustBeComplete()
 	log := d.Log
 	if log == nil {
 		log = slog.Default()
@@ -168,6 +155,16 @@ func NewRouter(d Deps) *gin.Engine {
 	// Every write to an existing order or payment locks its row: gate
 	// bounds how many wait on one such row at once.
 	gate := newResourceGate(d.MaxWritesPerResource, d.ResourceWait)
+	routeOrders(v1, d, gate)
+	if d.Payments != nil {
+		routePayments(r, v1, d, gate, maxBody)
+	}
+	return r
+}
+
+// routeOrders adds the order routes to v1, and the customer and
+// idempotency-key routes when d has their services.
+func routeOrders(v1 *gin.RouterGroup, d Deps, gate *resourceGate) {
 	orders := &orderHandlers{orders: d.Orders}
 	v1.POST("/orders", d.Atomic(orders.createOrder))
 	v1.GET("/orders", Serve(orders.listOrders))
@@ -190,31 +187,49 @@ func NewRouter(d Deps) *gin.Engine {
 		keys := &keyHandlers{keys: d.IdempotencyKeys}
 		v1.GET(strings.TrimPrefix(routeIdempotencyKey, "/v1"), Serve(keys.getIdempotencyKey))
 	}
+}
 
-	if d.Payments != nil {
-		// Guarded, not Atomic: a provider call cannot roll back with a
-		// transaction, so the key is reserved first and the operation
-		// records recovery points as it goes.
-		pay := &paymentHandlers{payments: d.Payments}
-		v1.POST("/orders/:id/payments", d.Guarded(gate.holdGuarded(pay.payOrder)))
-		v1.GET("/payments/:id", Serve(pay.getPayment))
-		v1.POST("/payments/:id/refunds", d.Guarded(gate.holdGuarded(pay.refundPayment)))
-		v1.GET("/refunds/:id", Serve(pay.getRefund))
-
-		// Deduplicated by event id in the service, not by Idempotency-Key.
-		hooks := &webhookHandlers{payments: d.Payments, verify: d.VerifyWebhook}
-		readTimeout := WebhookReadTimeout
-		if d.ReadTimeout > 0 {
-			readTimeout = min(readTimeout, d.ReadTimeout)
-		}
-		// The read deadline comes first: whatever refuses the body, what
-		// net/http reads of the rest is read within it. requireJSON
-		// (contenttype.go): as for the /v1 group.
-		r.POST("/v1/webhooks/provider", readDeadline(readTimeout), limitBody(min(maxBody, WebhookMaxBodyBytes)), requireJSON(),
-			Serve(hooks.receiveProviderEvent))
+// mustBeComplete panics when a dependency NewRouter requires is missing.
+func (d Deps) mustBeComplete() {
+	switch {
+	case d.Auth == nil:
+		panic("handlers: Deps.Auth is required")
+	case d.Orders == nil:
+		panic("handlers: Deps.Orders is required")
+	case d.Atomic == nil:
+		panic("handlers: Deps.Atomic is required")
+	case d.Database == nil:
+		panic("handlers: Deps.Database is required")
+	case d.Payments != nil && d.Guarded == nil:
+		panic("handlers: Deps.Guarded is required with Deps.Payments")
+	case d.Payments != nil && d.VerifyWebhook == nil:
+		panic("handlers: Deps.VerifyWebhook is required with Deps.Payments")
 	}
+}
 
-	return r
+// routePayments adds the payment and refund routes to v1 and the
+// provider's webhook to r.
+func routePayments(r *gin.Engine, v1 *gin.RouterGroup, d Deps, gate *resourceGate, maxBody int64) {
+	// Guarded, not Atomic: a provider call cannot roll back with a
+	// transaction, so the key is reserved first and the operation
+	// records recovery points as it goes.
+	pay := &paymentHandlers{payments: d.Payments}
+	v1.POST("/orders/:id/payments", d.Guarded(gate.holdGuarded(pay.payOrder)))
+	v1.GET("/payments/:id", Serve(pay.getPayment))
+	v1.POST("/payments/:id/refunds", d.Guarded(gate.holdGuarded(pay.refundPayment)))
+	v1.GET("/refunds/:id", Serve(pay.getRefund))
+
+	// Deduplicated by event id in the service, not by Idempotency-Key.
+	hooks := &webhookHandlers{payments: d.Payments, verify: d.VerifyWebhook}
+	readTimeout := WebhookReadTimeout
+	if d.ReadTimeout > 0 {
+		readTimeout = min(readTimeout, d.ReadTimeout)
+	}
+	// The read deadline comes first: whatever refuses the body, what
+	// net/http reads of the rest is read within it. requireJSON
+	// (contenttype.go): as for the /v1 group.
+	r.POST("/v1/webhooks/provider", readDeadline(readTimeout), limitBody(min(maxBody, WebhookMaxBodyBytes)), requireJSON(),
+		Serve(hooks.receiveProviderEvent))
 }
 
 // NewAdminRouter is production's admin listener: /metrics (the platform's
