@@ -164,35 +164,19 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	}
 	// The quota of new keys: without Redis, counted by this instance alone.
 	quota := newKeyLimiter(cfg)
-	var redisPinger handlers.Pinger
-	var redisClient redis.UniversalClient
-	if cfg.RedisURL != "" {
-		// Redis accelerates (replays, wake-ups, the shared rate limit);
-		// PostgreSQL stays the truth, so Redis being down at start is no
-		// reason to refuse to start.
-		client, err := redisconn.Open(cfg.RedisURL, redisconn.Options{Timeout: cfg.RedisTimeout})
-		if err == nil {
-			err = traceRedis(client, tr)
-		}
-		if err != nil {
-			_ = a.close(ctx)
-			return nil, err
-		}
-		cache := redisidem.NewCache(client, cfg.RedisKeySecret(), log.With("component", "redis")).WithTimeout(cfg.RedisTimeout)
-		if cipher != nil {
-			cache.WithCipher(cipher)
-		}
-		a.closers = append(a.closers, func() error { cache.Close(); return client.Close() })
-		// This instance's memory first, then Redis.
-		idemCfg.Cache = localcache.New(localcache.DefaultSize, cache)
-		redisPinger, redisClient = cache, client
-		if cfg.RateLimitNewKeys > 0 {
-			limiter := redisidem.NewLimiter(client, cfg.RateLimitNewKeys, cfg.RateLimitWindow, cfg.RedisTimeout)
-			a.closers = append(a.closers, func() error { limiter.Close(); return nil })
-			quota = limiter
-		}
+	rd, err := a.openRedis(cipher)
+	if err != nil {
+		_ = a.close(ctx)
+		return nil, err
 	}
-	sink, err := a.newOutboxSink(ctx, redisClient)
+	if rd.client != nil {
+		// This instance's memory first, then Redis.
+		idemCfg.Cache = localcache.New(localcache.DefaultSize, rd.cache)
+	}
+	if rd.quota != nil {
+		quota = rd.quota
+	}
+	sink, err := a.newOutboxSink(ctx, rd.client)
 	if err != nil {
 		_ = a.close(ctx)
 		return nil, err
@@ -248,7 +232,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		// Production's demo page asks for a key; it never offers one.
 		DemoAPIKey: demoPageKey(cfg),
 		Database:   db,
-		Redis:      redisPinger,
+		Redis:      rd.pinger(),
 		OutboxSink: sink.name,
 		NATS:       sink.nats,
 
@@ -283,6 +267,53 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 
 	a.workers = a.backgroundWorkers(keeper, idemCfg, records, store, sink.publisher, m)
 	return a, nil
+}
+
+// redisParts is what Redis adds when REDIS_URL is set: the answers' cache,
+// the client the outbox may publish through, and the new-key quota every
+// instance shares (nil when RATE_LIMIT_NEW_KEYS is 0).
+type redisParts struct {
+	client redis.UniversalClient
+	cache  *redisidem.Cache
+	quota  locallimit.Quota
+}
+
+// pinger is what /readyz pings: the cache, or nil without Redis.
+func (r redisParts) pinger() handlers.Pinger {
+	if r.cache == nil {
+		return nil
+	}
+	return r.cache
+}
+
+// openRedis opens Redis when REDIS_URL is set, and nothing otherwise. Redis
+// accelerates (replays, wake-ups, the shared rate limit); PostgreSQL stays
+// the truth, so Redis being down at start is no reason to refuse to start.
+// cipher, when set, seals the answers the cache holds.
+func (a *App) openRedis(cipher *seal.Cipher) (redisParts, error) {
+	cfg := a.cfg
+	if cfg.RedisURL == "" {
+		return redisParts{}, nil
+	}
+	client, err := redisconn.Open(cfg.RedisURL, redisconn.Options{Timeout: cfg.RedisTimeout})
+	if err == nil {
+		err = traceRedis(client, a.tracing)
+	}
+	if err != nil {
+		return redisParts{}, err
+	}
+	cache := redisidem.NewCache(client, cfg.RedisKeySecret(), a.log.With("component", "redis")).WithTimeout(cfg.RedisTimeout)
+	if cipher != nil {
+		cache.WithCipher(cipher)
+	}
+	a.closers = append(a.closers, func() error { cache.Close(); return client.Close() })
+	r := redisParts{client: client, cache: cache}
+	if cfg.RateLimitNewKeys > 0 {
+		limiter := redisidem.NewLimiter(client, cfg.RateLimitNewKeys, cfg.RateLimitWindow, cfg.RedisTimeout)
+		a.closers = append(a.closers, func() error { limiter.Close(); return nil })
+		r.quota = limiter
+	}
+	return r, nil
 }
 
 // backgroundWorkers are what Serve runs beside the API, one set per
