@@ -88,7 +88,8 @@ func (s *Store) insertTombstoned() string {
 	return q
 }
 
-// tombstoneRow is one row of idempotency_tombstones.
+// tombstoneRow is one row of idempotency_tombstones, as insertStones
+// writes it.
 type tombstoneRow struct {
 	MerchantID     string
 	IdempotencyKey string
@@ -97,8 +98,6 @@ type tombstoneRow struct {
 	PurgedAt       time.Time
 	ExpiresAt      time.Time
 }
-
-func (tombstoneRow) TableName() string { return "idempotency_tombstones" }
 
 // getTombstonedSQL is getSQL for a store with tombstones: the live record,
 // or what is remembered of an expired key in state expired: its record
