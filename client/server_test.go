@@ -170,6 +170,11 @@ func runAgainstTheRealServer(t *testing.T, dialect database.Dialect, apiBin, pro
 			p, err := c.GetPayment(ctx, paymentID)
 			require.NoError(t, err)
 			require.EqualValues(t, 1000, p.AmountRefunded)
+			r, err := c.GetRefund(ctx, op.refund.ID)
+			require.NoError(t, err)
+			require.Equal(t, op.refund.ID, r.ID)
+			require.Equal(t, client.StatusSucceeded, r.Status)
+			require.EqualValues(t, 1000, r.Amount)
 		}
 	}
 	require.EqualValues(t, orders, count("SELECT count(*) FROM orders"), "one order per CreateOrder, lost answers included")
