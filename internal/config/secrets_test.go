@@ -108,6 +108,10 @@ func TestProductionSecretRule(t *testing.T) {
 		"openssl rand -base64 32":    {"q3Yx8Kp2Lm9Tz4Wv7Nb1Rc6Hs0Jd5Fg+Ue/AoXiEk8=", ""},
 		"whsec_ and 24 bytes base64": {"whsec_N2xq8Kz4Wm1Tp7Rv3Yc9Hb6Ld0Js5Fg", ""},
 		"a short run inside":         {"3f1c9a0b1234d24e8c6b1f09a7d3e5c2", ""},
+		// Two of the 8 in 20 million openssl rand -hex 16 secrets that the
+		// earlier limit (more than half the places) refused.
+		"random, 9 of 16 places match a moved copy": {"e4a2c4ba86c1d339eca1aac1d6c1d339", ""},
+		"random, 9 of 17 places match a moved copy": {"3b777992057b9ec6b77f99adf779ef8b", ""},
 
 		"short":                      {"whsec_short_secret", "shorter than 32"},
 		"one letter":                 {"aaaaaaaaaaaaaaaa", "shorter than 32"},
@@ -121,6 +125,7 @@ func TestProductionSecretRule(t *testing.T) {
 		"issue 46: hex alphabet twice, one changed": {"0123456789abcdef0123456789abcdeg", "moved along by 16 characters it matches in 15 of 16"},
 		"random half, three changed":                {"8f3ca19e04b7d25c8f3ca19e04b7d25c"[:16] + "8f3Xa19e0Yb7d2Zc", "it repeats itself"},
 		"random half, again in upper case":          {"8f3ca19e04b7d25c8F3CA19E04B7D25C", "moved along by 16 characters it matches in 16 of 16"},
+		"a word repeated, a quarter changed":        {"secretABsecretCDsecretEFsecretGH", "moved along by 8 characters it matches in 18 of 24"},
 
 		"issue 46: upper-case alphabet and digits": {"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", "36 of its 36 characters are runs"},
 		"issue 46: alphabet and digits":            {"abcdefghijklmnopqrstuvwxyz012345", "32 of its 32 characters are runs"},
