@@ -149,11 +149,16 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		_ = a.close(ctx)
 		return nil, err
 	}
+	rd, err := a.openRedis(cipher)
+	if err != nil {
+		_ = a.close(ctx)
+		return nil, err
+	}
 	// records is the store as the keeper and the janitor use it, its
 	// failures counted.
 	merchantStore.LimitUnknownKeys(cfg.UnknownKeyBudget, cfg.UnknownKeyWindow, m.APIKeyLookup)
 	records := m.InstrumentStore(idemStore, string(db.Dialect))
-	idemCfg := keeperConfig(cfg, log, idemStore)
+	idemCfg := keeperConfig(cfg, log, idemStore, rd.answers)
 	idemCfg.Observer = m.IdempotencyObserver()
 	idemCfg.OnReconcile = func(_, result string) { m.Reconciled(result) }
 	if tr.Enabled() {
@@ -162,19 +167,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	if tr.Enabled() {
 		idemCfg.Observer = tracing.Observer(idemCfg.Observer)
 	}
-	// The quota of new keys: without Redis, counted by this instance alone.
-	quota := newKeyLimiter(cfg)
-	rd, err := a.openRedis(cipher)
-	if err != nil {
-		_ = a.close(ctx)
-		return nil, err
-	}
-	if rd.client != nil {
-		// This instance's memory first, then Redis.
-		idemCfg.Cache = localcache.New(localcache.DefaultSize, rd.cache)
-	}
-	if rd.quota != nil {
-		quota = rd.quota
+	// The quota of new keys: shared through Redis, or else counted by this
+	// instance alone.
+	quota := rd.quota
+	if quota == nil {
+		quota = newKeyLimiter(cfg)
 	}
 	sink, err := a.newOutboxSink(ctx, rd.client)
 	if err != nil {
@@ -232,7 +229,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		// Production's demo page asks for a key; it never offers one.
 		DemoAPIKey: demoPageKey(cfg),
 		Database:   db,
-		Redis:      rd.pinger(),
+		Redis:      rd.pinger,
 		OutboxSink: sink.name,
 		NATS:       sink.nats,
 
@@ -269,21 +266,16 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	return a, nil
 }
 
-// redisParts is what Redis adds when REDIS_URL is set: the answers' cache,
-// the client the outbox may publish through, and the new-key quota every
-// instance shares (nil when RATE_LIMIT_NEW_KEYS is 0).
+// redisParts is what Redis adds when REDIS_URL is set, each nil without
+// it: the client the outbox may publish through, the answers' cache behind
+// this instance's memory, the same cache as what /readyz pings, and the
+// new-key quota every instance shares (nil too when RATE_LIMIT_NEW_KEYS is
+// 0).
 type redisParts struct {
-	client redis.UniversalClient
-	cache  *redisidem.Cache
-	quota  locallimit.Quota
-}
-
-// pinger is what /readyz pings: the cache, or nil without Redis.
-func (r redisParts) pinger() handlers.Pinger {
-	if r.cache == nil {
-		return nil
-	}
-	return r.cache
+	client  redis.UniversalClient
+	answers idempotency.Cache
+	pinger  handlers.Pinger
+	quota   locallimit.Quota
 }
 
 // openRedis opens Redis when REDIS_URL is set, and nothing otherwise. Redis
@@ -307,7 +299,7 @@ func (a *App) openRedis(cipher *seal.Cipher) (redisParts, error) {
 		cache.WithCipher(cipher)
 	}
 	a.closers = append(a.closers, func() error { cache.Close(); return client.Close() })
-	r := redisParts{client: client, cache: cache}
+	r := redisParts{client: client, answers: cache, pinger: cache}
 	if cfg.RateLimitNewKeys > 0 {
 		limiter := redisidem.NewLimiter(client, cfg.RateLimitNewKeys, cfg.RateLimitWindow, cfg.RedisTimeout)
 		a.closers = append(a.closers, func() error { limiter.Close(); return nil })
@@ -600,9 +592,10 @@ func newKeyLimiter(cfg config.Config) locallimit.Quota {
 }
 
 // keeperConfig is the idempotency core's configuration from the
-// environment's, without the hooks (metrics, tracing, Redis) that serving
-// adds.
-func keeperConfig(cfg config.Config, log *slog.Logger, store *gormstore.Store) idempotency.Config {
+// environment's, without the hooks (metrics, tracing, the new-key quota)
+// that serving adds. next, when set, is where this instance's memory of
+// answers looks for the ones it does not hold (Redis).
+func keeperConfig(cfg config.Config, log *slog.Logger, store *gormstore.Store, next idempotency.Cache) idempotency.Config {
 	return idempotency.Config{
 		TTL:          cfg.IdempotencyTTL,
 		LockTimeout:  cfg.IdempotencyLockTimeout,
@@ -610,8 +603,9 @@ func keeperConfig(cfg config.Config, log *slog.Logger, store *gormstore.Store) i
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Transactor:   store,
 		Log:          log,
-		// Replays of the keys this instance answered, from its memory.
-		Cache: localcache.New(localcache.DefaultSize, nil),
+		// Replays of the keys this instance answered, from its memory,
+		// then from next.
+		Cache: localcache.New(localcache.DefaultSize, next),
 
 		KeySecret:          []byte(cfg.ProviderKeySecret),
 		PreviousKeySecrets: previousKeySecrets(cfg),

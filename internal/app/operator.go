@@ -214,7 +214,7 @@ func Flagged(ctx context.Context, cfg config.Config, log *slog.Logger, args []st
 	}
 	// retry, accept and fail move a call through its Effect, which the
 	// payments service registers on a keeper of its own.
-	keeper := idempotency.New(idemStore, keeperConfig(cfg, log, idemStore))
+	keeper := idempotency.New(idemStore, keeperConfig(cfg, log, idemStore, nil))
 	client := provider.NewClient(cfg.ProviderURL, provider.ClientOptions{Timeout: cfg.ProviderTimeout})
 	service := paymentsService(store, paymentsport.New(client), keeper)
 	switch action {
