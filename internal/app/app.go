@@ -163,8 +163,6 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	idemCfg.OnReconcile = func(_, result string) { m.Reconciled(result) }
 	if tr.Enabled() {
 		idemCfg.TraceParent, idemCfg.Span = tr.TraceParent, tr.StartLinked
-	}
-	if tr.Enabled() {
 		idemCfg.Observer = tracing.Observer(idemCfg.Observer)
 	}
 	// The quota of new keys: shared through Redis, or else counted by this
