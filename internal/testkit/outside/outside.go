@@ -47,14 +47,15 @@ type Service struct {
 	Refuse func(request map[string]any) string
 
 	mu      sync.Mutex
-	effects map[string]effect
-	lost    map[string]bool
+	effects map[string]*effect
 	posts   int
 }
 
 type effect struct {
 	request map[string]any
 	answer  []byte
+	// answered: an answer under its key went out (or was lost).
+	answered bool
 }
 
 // Effects is how many effects the service made: the number a test counts.
@@ -81,7 +82,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			refuse(w, http.StatusNotFound, "no effect under this key")
 			return
 		}
-		answer(w, http.StatusOK, e.answer)
+		reply(w, http.StatusOK, e.answer)
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -106,11 +107,13 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusBadRequest, "an Idempotency-Key and a JSON object are required")
 		return
 	}
-	if reason := s.refusal(request); reason != "" {
-		refuse(w, http.StatusUnprocessableEntity, reason)
-		return
+	if s.Refuse != nil {
+		if reason := s.Refuse(request); reason != "" {
+			refuse(w, http.StatusUnprocessableEntity, reason)
+			return
+		}
 	}
-	e, lose, err := s.do(key, request)
+	answer, lose, err := s.do(key, request)
 	if err != nil {
 		refuse(w, http.StatusUnprocessableEntity, err.Error())
 		return
@@ -122,24 +125,17 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	answer(w, http.StatusCreated, e.answer)
+	reply(w, http.StatusCreated, answer)
 }
 
-func (s *Service) refusal(request map[string]any) string {
-	if s.Refuse == nil {
-		return ""
-	}
-	return s.Refuse(request)
-}
-
-// do makes the effect under key once, and says whether this answer is the
-// one to lose.
-func (s *Service) do(key string, request map[string]any) (effect, bool, error) {
+// do makes the effect under key once, and returns its answer and whether
+// this answer is the one to lose.
+func (s *Service) do(key string, request map[string]any) ([]byte, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, seen := s.effects[key]
 	if seen && !reflect.DeepEqual(e.request, request) {
-		return effect{}, false, fmt.Errorf("idempotency key %q was used with another request", key)
+		return nil, false, fmt.Errorf("idempotency key %q was used with another request", key)
 	}
 	if !seen {
 		prefix := s.Prefix
@@ -150,20 +146,20 @@ func (s *Service) do(key string, request map[string]any) (effect, bool, error) {
 		out["id"], out["key"] = fmt.Sprintf("%s%d", prefix, len(s.effects)+1), key
 		body, err := json.Marshal(out)
 		if err != nil {
-			return effect{}, false, err
+			return nil, false, err
 		}
-		e = effect{request: request, answer: body}
+		e = &effect{request: request, answer: body}
 		if s.effects == nil {
-			s.effects, s.lost = map[string]effect{}, map[string]bool{}
+			s.effects = map[string]*effect{}
 		}
 		s.effects[key] = e // done
 	}
-	lose := s.LoseFirst > 0 && !s.lost[key]
-	s.lost[key] = true
-	return e, lose, nil
+	lose := s.LoseFirst > 0 && !e.answered
+	e.answered = true
+	return e.answer, lose, nil
 }
 
-func answer(w http.ResponseWriter, status int, body []byte) {
+func reply(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
@@ -171,5 +167,5 @@ func answer(w http.ResponseWriter, status int, body []byte) {
 
 func refuse(w http.ResponseWriter, status int, reason string) {
 	body, _ := json.Marshal(map[string]string{"error": reason})
-	answer(w, status, body)
+	reply(w, status, body)
 }
