@@ -43,7 +43,7 @@ type elsewhere struct {
 func (b *bench) retryElsewhere(ctx context.Context) (elsewhere, error) {
 	const statsDelay = 11 * time.Second
 	var e elsewhere
-	rounds := b.rounds()
+	rounds := b.rounds(3)
 	run := fmt.Sprintf("x%d", time.Now().UnixNano())
 	window := forDuration(b.opts.duration)
 	var creates, retries, floorCreates, floorRetries []result

@@ -27,7 +27,7 @@ type sideBySide struct {
 // median round of each; then the replays (d) and (e).
 func (b *bench) sideBySide(ctx context.Context) (sideBySide, error) {
 	o := b.opts
-	rounds := b.rounds()
+	rounds := b.rounds(3)
 	run := fmt.Sprintf("r%d", time.Now().UnixNano())
 	window := forDuration(o.duration)
 

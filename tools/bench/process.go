@@ -49,10 +49,7 @@ type wholeProcess struct {
 
 func (b *bench) wholeProcess(ctx context.Context) (wholeProcess, error) {
 	o := b.opts
-	rounds := 5
-	if b.opts.quick {
-		rounds = 1
-	}
+	rounds := b.rounds(5)
 	run := fmt.Sprintf("w%d", time.Now().UnixNano())
 	window := forDuration(o.duration)
 	w := wholeProcess{Rounds: rounds}
@@ -114,13 +111,13 @@ func (b *bench) wholeProcess(ctx context.Context) (wholeProcess, error) {
 	return w, nil
 }
 
-// rounds is how many rounds the phases that take a median run: 3, 1 with
-// -quick.
-func (b *bench) rounds() int {
+// rounds is how many rounds the phases that take a median run: full, 1
+// with -quick.
+func (b *bench) rounds(full int) int {
 	if b.opts.quick {
 		return 1
 	}
-	return 3
+	return full
 }
 
 // medianCPU is the run with the median whole-process CPU per request, with
