@@ -143,9 +143,9 @@ func validKeyID(id string) error {
 // or control character, not a value this project publishes, not matching a
 // copy of itself moved along by up to half its length in more than two
 // thirds of the places where the two overlap, and no more than a third of
-// its characters
-// in runs of MinRunLength or more that step through the alphabet, the
-// digits or a row of a US keyboard (either direction, any case).
+// its characters in runs of MinRunLength or more that step through the
+// alphabet, the digits or a row of a US keyboard (either direction, any
+// case).
 //
 // The rule looks for the structure people put into secrets they make by
 // hand, not for randomness: a measure of randomness from the secret's own
