@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -178,7 +179,7 @@ func Start(t testing.TB, databaseURL string, opts ...Option) *API {
 func StartReplica(t testing.TB, first *API, opts ...Option) *API {
 	t.Helper()
 	require.NotNil(t, first.Provider, "StartReplica: start the first instance WithProvider or WithSilentProvider, so that both call one provider")
-	return Start(t, first.DatabaseURL, append(opts[:len(opts):len(opts)], Env("PROVIDER_URL="+first.Provider.URL))...)
+	return Start(t, first.DatabaseURL, slices.Concat(opts, []Option{Env("PROVIDER_URL=" + first.Provider.URL)})...)
 }
 
 // Stop stops an API that Start started, as SIGTERM stops the program: no
