@@ -5,6 +5,11 @@
 // the catalogue against it, and docs/guide/idemcheck.md shows its report
 // beside this project's.
 //
+// With DATABASE_URL set (and DB_MAX_CONNS, 20 by default), the orders and
+// the middleware's stored answers live in PostgreSQL instead (postgres.go),
+// so that two instances share them: tools/bench retries on one instance
+// the keys created on the other, as it does with the API.
+//
 // It is a module of its own, so that the product module never depends on
 // Fiber. It serves, on HTTP_ADDR (default 127.0.0.1:8090):
 //
@@ -19,12 +24,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log"
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -39,10 +46,49 @@ type order struct {
 	Amount     int    `json:"amount"`
 }
 
+// orders is where the shop keeps what it creates: memory, or PostgreSQL
+// (postgres.go).
+type orders interface {
+	// add keeps a new order (or customer) of merchant m, the shop's nth
+	// call, and answers it with its id.
+	add(ctx context.Context, m string, n int64, o order) (order, error)
+	// list is m's orders for one customer, oldest first.
+	list(ctx context.Context, m, customerID string) ([]order, error)
+}
+
 type shop struct {
+	next  atomic.Int64 // calls to create so far, which number the 503s
+	store orders
+}
+
+// memory keeps the orders in this process; an order takes a few
+// milliseconds to create, as real work does.
+type memory struct {
 	mu     sync.Mutex
-	next   int
 	orders map[string][]order // by merchant
+}
+
+func (s *memory) add(_ context.Context, m string, n int64, o order) (order, error) {
+	time.Sleep(20 * time.Millisecond) // the work
+	o.ID = fmt.Sprintf("%s_%d", o.Object[:3], n)
+	if o.Object == "order" {
+		s.mu.Lock()
+		s.orders[m] = append(s.orders[m], o)
+		s.mu.Unlock()
+	}
+	return o, nil
+}
+
+func (s *memory) list(_ context.Context, m, customerID string) ([]order, error) {
+	data := []order{}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range s.orders[m] {
+		if o.CustomerID == customerID {
+			data = append(data, o)
+		}
+	}
+	return data, nil
 }
 
 func merchant(c fiber.Ctx) string {
@@ -74,20 +120,14 @@ func (s *shop) create(object string) fiber.Handler {
 		if err := json.Unmarshal(c.Body(), &in); err != nil || in.Amount <= 0 || in.CustomerID == "" {
 			return problem(c, fiber.StatusBadRequest, "validation_failed")
 		}
-		s.mu.Lock()
-		s.next++
-		n := s.next
-		s.mu.Unlock()
+		n := s.next.Add(1)
 		if in.CustomerID == "fail" {
 			// Numbered, so that a 503 sent again differs from one replayed.
 			return problem(c, fiber.StatusServiceUnavailable, fmt.Sprintf("unavailable_%d", n))
 		}
-		time.Sleep(20 * time.Millisecond) // the work
-		o := order{ID: fmt.Sprintf("%s_%d", object[:3], n), Object: object, CustomerID: in.CustomerID, Amount: in.Amount}
-		if object == "order" {
-			s.mu.Lock()
-			s.orders[m] = append(s.orders[m], o)
-			s.mu.Unlock()
+		o, err := s.store.add(c, m, n, order{Object: object, CustomerID: in.CustomerID, Amount: in.Amount})
+		if err != nil {
+			return problem(c, fiber.StatusInternalServerError, "internal_error")
 		}
 		c.Location(c.Path() + "/" + o.ID)
 		return c.Status(fiber.StatusCreated).JSON(o)
@@ -99,14 +139,10 @@ func (s *shop) list(c fiber.Ctx) error {
 	if m == "" {
 		return problem(c, fiber.StatusUnauthorized, "unauthorized")
 	}
-	data := []order{}
-	s.mu.Lock()
-	for _, o := range s.orders[m] {
-		if o.CustomerID == c.Query("customer_id") {
-			data = append(data, o)
-		}
+	data, err := s.store.list(c, m, c.Query("customer_id"))
+	if err != nil {
+		return problem(c, fiber.StatusInternalServerError, "internal_error")
 	}
-	s.mu.Unlock()
 	return c.JSON(fiber.Map{"object": "list", "data": data})
 }
 
@@ -115,9 +151,18 @@ func main() {
 	if addr == "" {
 		addr = "127.0.0.1:8090"
 	}
-	s := &shop{orders: map[string][]order{}}
+	s := &shop{store: &memory{orders: map[string][]order{}}}
+	answers := idempotency.ConfigDefault
+	if url := os.Getenv("DATABASE_URL"); url != "" {
+		pg, err := openPostgres(context.Background(), url, os.Getenv("DB_MAX_CONNS"))
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer pg.Close()
+		s.store, answers.Storage = pg, pg
+	}
 	app := fiber.New()
-	app.Use(idempotency.New())
+	app.Use(idempotency.New(answers))
 	app.Get("/healthz", func(c fiber.Ctx) error { return c.SendString("ok") })
 	app.Post("/v1/orders", s.create("order"))
 	app.Post("/v1/customers", s.create("customer"))
