@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // elsewhere holds (r): every key created on one instance retried once on
@@ -21,6 +23,15 @@ type elsewhere struct {
 	// FloorCreate and FloorRetry are the same on the floor: created on
 	// floor, retried on floorOther, which reads the record from PostgreSQL.
 	FloorCreate, FloorRetry result
+	// PeerCreate and PeerRetry are the same on the Fiber peer
+	// (tools/fiberpeer): created on peer, retried on peerOther, whose
+	// middleware reads the stored answer from PostgreSQL first.
+	PeerCreate, PeerRetry result
+	// PeerOrders and PeerAnswers are how many orders and stored answers
+	// the peer's database holds after every round: as many of each, if no
+	// retry ran the handler again (a create cut off by a window's end
+	// still stores its answer).
+	PeerOrders, PeerAnswers int
 	// Rollbacks is how many transactions plain's database rolled back
 	// while the API's retries of the first round ran
 	// (pg_stat_database.xact_rollback), and Errors how many ERROR lines
@@ -32,7 +43,7 @@ type elsewhere struct {
 // got its 201, then each of those keys once on B, until they run out or the
 // window ends, for the API and then for the floor; that for a few rounds
 // (one with -quick), so that a goal's verdict can be taken round by round
-// between the four phases of one round, as the whole-process goals are
+// between the six phases of one round, as the whole-process goals are
 // (one round alone gave 1.86 in one run and 2.64 in the next). Each phase
 // keeps its median round, with every round in its Runs. The rolled-back
 // transactions and ERROR lines are counted around the first round's
@@ -46,7 +57,7 @@ func (b *bench) retryElsewhere(ctx context.Context) (elsewhere, error) {
 	rounds := b.rounds(3)
 	run := fmt.Sprintf("x%d", time.Now().UnixNano())
 	window := forDuration(b.opts.duration)
-	var creates, retries, floorCreates, floorRetries []result
+	var creates, retries, floorCreates, floorRetries, peerCreates, peerRetries []result
 	for r := range rounds {
 		b.say("(r) round %d/%d: creates on one API instance, keys kept for the retries", r+1, rounds)
 		apiKeys := &keyList{}
@@ -81,9 +92,36 @@ func (b *bench) retryElsewhere(ctx context.Context) (elsewhere, error) {
 			}
 			e.Rollbacks, e.Errors = after-rolledBack, b.pgLog.errors()-errorsBefore
 		}
+		b.say("(r) creates on the Fiber peer, keys kept for the retries")
+		peerKeys := &keyList{}
+		peerCreates = append(peerCreates, b.measure(ctx, b.peer, "(r) the peer's create on instance A", window,
+			b.peer.createdInto(fmt.Sprintf("%sp%d", run, r), peerKeys)))
+		b.say("(r) each of %d keys retried once on the peer's instance B, which reads PostgreSQL", peerKeys.len())
+		peerRetries = append(peerRetries, b.measure(ctx, b.peerOther, "(r) the peer's retry on instance B",
+			peerKeys.window(b.opts.duration), b.peerOther.retriedOnce(peerKeys)))
+	}
+	var err error
+	if e.PeerOrders, err = countIn(ctx, b.peerDB, `SELECT count(*)::int FROM fiberpeer_orders`); err != nil {
+		return e, err
+	}
+	if e.PeerAnswers, err = countIn(ctx, b.peerDB, `SELECT count(*)::int FROM fiberpeer_answers`); err != nil {
+		return e, err
 	}
 	e.Create, e.Retry, e.FloorCreate, e.FloorRetry = medianCPU(creates), medianCPU(retries), medianCPU(floorCreates), medianCPU(floorRetries)
+	e.PeerCreate, e.PeerRetry = medianCPU(peerCreates), medianCPU(peerRetries)
 	return e, nil
+}
+
+// countIn is query's one number in the database at url.
+func countIn(ctx context.Context, url, query string) (int, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	var n int
+	err = conn.QueryRow(ctx, query).Scan(&n)
+	return n, err
 }
 
 // rollbacks is pg_stat_database.xact_rollback of the side-by-side database.
@@ -145,8 +183,9 @@ func (a *api) createdInto(run string, into *keyList) op {
 }
 
 // retriedOnce sends each key of keys once and expects its stored 201,
-// replayed. Once every key is taken, a client waits for the window's end,
-// whose requests are not counted.
+// replayed (the peer marks no replay: its orders are counted instead). Once
+// every key is taken, a client waits for the window's end, whose requests
+// are not counted.
 func (a *api) retriedOnce(keys *keyList) op {
 	return func(ctx context.Context, _, _ int) error {
 		k, ok := keys.take()
@@ -155,7 +194,7 @@ func (a *api) retriedOnce(keys *keyList) op {
 			return ctx.Err()
 		}
 		ans, err := a.createOrder(ctx, k)
-		return expect(ans, err, http.StatusCreated, true)
+		return expect(ans, err, http.StatusCreated, !a.peer)
 	}
 }
 

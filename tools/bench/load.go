@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +18,22 @@ import (
 // orderBody is the order every request creates or replays: one line, the
 // size of a typical checkout.
 const orderBody = `{"customer_id":"cus_1","currency":"BRL","items":[{"sku":"SKU-1","name":"Coffee","quantity":2,"unit_amount":1250}],"metadata":{"cart":"c_1"}}`
+
+// peerOrderBody is orderBody as tools/fiberpeer takes it: its customer and
+// its total.
+const peerOrderBody = `{"customer_id":"cus_1","amount":2500}`
+
+// peerKey is key as the Fiber middleware's default check takes one: 36
+// characters, a UUID's shape (a SHA-256 digest of key, in hex), the same
+// for the same key.
+func peerKey(key string) string {
+	if key == "" {
+		return ""
+	}
+	h := sha256.Sum256([]byte(key))
+	x := hex.EncodeToString(h[:16])
+	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
+}
 
 // apiKey is a demo merchant's key, seeded by the API at start.
 const apiKey = "sk_test_acme"
@@ -159,6 +177,9 @@ type api struct {
 	client *http.Client
 	pid    int      // the API's process, whose CPU measure reads
 	gc     *gcMeter // its garbage collections, when it runs with gctrace
+	// peer is true for tools/fiberpeer, which takes peerOrderBody under
+	// X-Idempotency-Key (36 characters) and marks no replay.
+	peer bool
 }
 
 func newAPI(base string, conns int) *api {
@@ -175,27 +196,32 @@ type answer struct {
 	body     string
 }
 
-// createOrder posts orderBody under key (no header when key is empty).
+// createOrder posts orderBody under key (no header when key is empty); to
+// the peer, peerOrderBody under the key made 36 characters long (peerKey).
 func (a *api) createOrder(ctx context.Context, key string) (answer, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+"/v1/orders", strings.NewReader(orderBody))
+	body, header, credential := orderBody, "Idempotency-Key", apiKey
+	if a.peer {
+		body, header, credential, key = peerOrderBody, "X-Idempotency-Key", "sk_a", peerKey(key)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+"/v1/orders", strings.NewReader(body))
 	if err != nil {
 		return answer{}, err
 	}
-	req.Header.Set("Authorization", "Bearer "+apiKey)
+	req.Header.Set("Authorization", "Bearer "+credential)
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
+		req.Header.Set(header, key)
 	}
 	resp, err := a.client.Do(req)
 	if err != nil {
 		return answer{}, err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
+	got, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return answer{}, err
 	}
-	return answer{status: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", body: string(body)}, nil
+	return answer{status: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", body: string(got)}, nil
 }
 
 // expect turns an answer that is not want (or whose replay flag is not

@@ -96,11 +96,14 @@ func (r *report) failures() []string {
 		}
 	}
 	all := []result{r.main.Raw, r.main.RawNoRecord, r.main.Without, r.main.Create, r.main.Guarded, r.main.CreateRedis, r.main.ReplayPG, r.main.ReplayRedis, r.main.ReplayOne, r.main.ReplayOneRedis,
-		r.elsewhere.Create, r.elsewhere.Retry, r.elsewhere.FloorCreate, r.elsewhere.FloorRetry,
+		r.elsewhere.Create, r.elsewhere.Retry, r.elsewhere.FloorCreate, r.elsewhere.FloorRetry, r.elsewhere.PeerCreate, r.elsewhere.PeerRetry,
 		r.purge.Quiet, r.purge.Purging,
 		r.whole.Handler, r.whole.Traced, r.whole.Sampled, r.whole.Defaults, r.whole.Quiet, r.whole.NoDispatch, r.whole.DefaultsReplay}
 	for _, g := range r.growth {
 		all = append(all, g.Create, g.Replay)
+	}
+	if e := r.elsewhere; e.PeerOrders != e.PeerAnswers {
+		out = append(out, fmt.Sprintf("(r) the peer: %d orders for %d stored answers", e.PeerOrders, e.PeerAnswers))
 	}
 	for _, x := range all {
 		if x.Failed > 0 {
@@ -306,13 +309,16 @@ func (r *report) retryElsewhere(p func(string, ...any)) {
 	p("creates on A for %s with fresh keys, then every key that got its 201 sent once more to B, as a client's", r.opts.duration)
 	p("retry lands behind a load balancer, until the keys run out (the warm-up's retries are not counted). The")
 	p("floor does the same: tools/bench/floorapi creates on A, and a second floor on the same database")
-	p("(FLOOR_READS=1) answers each retry from one SELECT of the record by its primary key. The four phases ran")
-	p("in turn for %d round(s); the round with the median whole-process CPU of each is shown, and a goal's verdict", max(1, len(e.Retry.Runs)))
-	p("is on the median of its ratios taken round by round.")
+	p("(FLOOR_READS=1) answers each retry from one SELECT of the record by its primary key. So does the Fiber peer,")
+	p("tools/fiberpeer, with DATABASE_URL: Fiber v3's idempotency middleware at its defaults, its stored answers")
+	p("and its orders in PostgreSQL, two instances on a database of their own; its middleware reads the stored")
+	p("answer first, so each retry on its B is one SELECT too. The six phases ran in turn for %d round(s); the", max(1, len(e.Retry.Runs)))
+	p("round with the median whole-process CPU of each is shown, and a goal's verdict is on the median of its")
+	p("ratios taken round by round.")
 	p("")
 	p("| phase | requests | req/s | p50 ms | p99 ms | API CPU µs/req | pool waits | failed | load 1m |")
 	p("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-	for _, x := range []result{e.Create, e.Retry, e.FloorCreate, e.FloorRetry} {
+	for _, x := range []result{e.Create, e.Retry, e.FloorCreate, e.FloorRetry, e.PeerCreate, e.PeerRetry} {
 		p("%s", row(x))
 	}
 	p("")
@@ -330,17 +336,35 @@ func (r *report) retryElsewhere(p func(string, ...any)) {
 	p("| --- | --- | --- |")
 	p("| a retry on B ≥ 2 × a create on A | %.0f / %.0f req/s = %.2f%s | %s |", e.Retry.Rate(), e.Create.Rate(),
 		ratio(e.Retry.Rate(), e.Create.Rate()), rateRounds, verdict(rate >= 2))
+	peer, peerRounds := byRound(e.Retry, e.PeerRetry, result.Rate)
+	p("| a retry on B ≥ 1.1 × the peer's retry on its B | %.0f / %.0f req/s = %.2f%s | %s |", e.Retry.Rate(), e.PeerRetry.Rate(),
+		ratio(e.Retry.Rate(), e.PeerRetry.Rate()), peerRounds, verdict(peer >= 1.1))
+	floorPeer, floorPeerRounds := byRound(e.FloorRetry, e.PeerRetry, result.Rate)
+	p("| the floor's retry on its B, over the peer's on its B | %.0f / %.0f req/s = %.2f%s | reported |",
+		e.FloorRetry.Rate(), e.PeerRetry.Rate(), floorPeer, floorPeerRounds)
+	peerCreate, peerCreateRounds := byRound(e.Create, e.PeerCreate, result.Rate)
+	p("| a create on A, over the peer's create on its A | %.0f / %.0f req/s = %.2f%s | reported |", e.Create.Rate(), e.PeerCreate.Rate(),
+		peerCreate, peerCreateRounds)
 	cpuGoalRow(p, "API CPU per retry on B, over the floor's read", e.Retry, e.FloorRetry, result.CPUPerRequest, 1.3)
+	cpuGoalRow(p, "API CPU per retry on B, over the peer's on its B", e.Retry, e.PeerRetry, result.CPUPerRequest, 0)
 	p("| no rolled-back transaction per retry | %d in the database of A and B while B's retries of the first round ran (%.3f per retry) | %s |",
 		e.Rollbacks, perRetry(e.Rollbacks), verdict(e.Rollbacks == 0))
 	p("| no ERROR line in PostgreSQL's log per retry | %d while the retries ran (%.3f per retry) | %s |", e.Errors,
 		perRetry(e.Errors), verdict(e.Errors == 0))
+	p("| the peer: one order per stored answer | %d orders, %d answers | %s |", e.PeerOrders, e.PeerAnswers,
+		verdict(e.PeerOrders == e.PeerAnswers))
 	p("")
 	p("Rolled-back transactions are pg_stat_database's `xact_rollback` of the database A and B share, read ten")
 	p("seconds after the phases before and after B's retries (PostgreSQL flushes a busy backend's counts that late);")
 	p("its other instances' janitors and dispatchers count too. ERROR lines are counted in the private cluster's")
 	p("log over the same span, every database's; the bench keeps no line, since a line may name a key. In the")
 	p("whole run, from the cluster's start to the report: %d, and %d line(s) naming an idempotency key.", r.pgErrors, r.pgKeyed)
+	p("")
+	p("The peer serves HTTP with fasthttp, the floor and the API with net/http. A retry on either B is one SELECT")
+	p("by primary key and a small answer, so what differs is mostly the HTTP server's own cost: the floor's retry")
+	p("over the peer's is the most that net/http, encoding/json and pgx alone reach against it on this machine,")
+	p("and the API's retry can at best match the floor's. The peer's stored answers and orders are counted after")
+	p("every round: an order without its own answer would be a retry that ran the handler again.")
 	p("")
 }
 

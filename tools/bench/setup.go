@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,6 +57,12 @@ type bench struct {
 	// floorOther is a second floor on floor's database that looks a key
 	// it does not hold up in PostgreSQL (FLOOR_READS=1), for (r).
 	floor, floorOther *api
+	// peer and peerOther are tools/fiberpeer, the Fiber v3 service built
+	// with Fiber's idempotency middleware, two instances on a database of
+	// their own that keeps its orders and stored answers (DATABASE_URL),
+	// for (r); peerDB is that database.
+	peer, peerOther *api
+	peerDB          string
 	// pgLog counts the ERROR lines PostgreSQL writes to its log.
 	pgLog *logCounter
 	// sink receives the traced instance's spans over OTLP/HTTP and drops
@@ -85,6 +92,11 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 		return nil, err
 	}
 	served, baseline, floor := bins[0], bins[1], bins[2]
+	b.say("building the Fiber peer (tools/fiberpeer, a module of its own)")
+	peer, err := buildPeer(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
 
 	b.say("starting a private PostgreSQL cluster and redis-server")
 	b.pgLog = &logCounter{next: o.logs}
@@ -224,6 +236,23 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 		return nil, err
 	}
 
+	if b.peerDB, err = b.pg.CreateDatabase("peer"); err != nil {
+		return nil, err
+	}
+	if b.peerDB, _, err = withExecMode(b.peerDB, o.execMode); err != nil {
+		return nil, err
+	}
+	// One after the other: the first creates the peer's tables.
+	for _, x := range []struct {
+		into **api
+		name string
+	}{{&b.peer, "peer"}, {&b.peerOther, "peer-other"}} {
+		if *x.into, err = startWith(x.name, peer, o.logs, "DATABASE_URL="+b.peerDB, "DB_MAX_CONNS="+strconv.Itoa(dbMaxConns)); err != nil {
+			return nil, err
+		}
+		(*x.into).peer = true
+	}
+
 	cfg, err := pgxpool.ParseConfig(b.dbURL)
 	if err != nil {
 		return nil, err
@@ -235,6 +264,24 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 	}
 	ok = true
 	return b, nil
+}
+
+// buildPeer builds tools/fiberpeer into dir. It is a module of its own, so
+// that the product module never depends on Fiber: go build runs in its
+// directory, found beside the module the bench runs in.
+func buildPeer(ctx context.Context, dir string) (string, error) {
+	mod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	bin := filepath.Join(dir, "fiberpeer")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	cmd.Dir = filepath.Join(filepath.Dir(strings.TrimSpace(string(mod))), "tools", "fiberpeer")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build tools/fiberpeer: %w", err)
+	}
+	return bin, nil
 }
 
 func (b *bench) close() {
