@@ -30,7 +30,8 @@ func TestQuickRun(t *testing.T) {
 		"| 1001 |", "janitor purging", "(w) idempotent create, default settings", "CPU µs/req, whole process",
 		"(h') the same, tracing on", "(h'') the same, one trace in ten", "query-exec mode", "load 1m", "(z) the floor", "(z') the floor, reading the record first", "(z1) replay of one key, the floor",
 		"(r) retry on instance B", "(r) the floor's retry on instance B", "no rolled-back transaction per retry",
-		"(r) the peer's retry on instance B", "the peer's retry on its B", "the peer: one order per stored answer"} {
+		"(r) the peer's retry on instance B", "the peer's retry on its B", "the peer: one order per stored answer",
+		"(h'') at once with (h)", "the two at the same time"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q", want)
 		}

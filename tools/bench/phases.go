@@ -95,6 +95,11 @@ func (b *bench) sideBySide(ctx context.Context) (sideBySide, error) {
 // the process spends idle in as long (sampled just before), so that
 // CPUPerRequest is what a request costs the API.
 func (b *bench) measure(ctx context.Context, target *api, name string, window func(context.Context), do op) result {
+	return b.measureWith(ctx, target, name, b.opts.clients, window, do)
+}
+
+// measureWith is measure with clients clients.
+func (b *bench) measureWith(ctx context.Context, target *api, name string, clients int, window func(context.Context), do op) result {
 	const idleSample = 2 * time.Second
 	idle, idleErr := idleCPU(ctx, target.pid, idleSample)
 	before, errBefore := poolWaits(ctx, target.base)
@@ -112,7 +117,7 @@ func (b *bench) measure(ctx context.Context, target *api, name string, window fu
 		}
 	}
 	var cpuErr error
-	r := closedLoop(ctx, name, b.opts.clients, b.opts.warm, cpuWindow(target.pid, window, &used, &cpuErr), do)
+	r := closedLoop(ctx, name, clients, b.opts.warm, cpuWindow(target.pid, window, &used, &cpuErr), do)
 	r.GC, r.GCCycles = gcCPU, gcCycles
 	after, errAfter := poolWaits(ctx, target.base)
 	r.PoolWaits = after - before
