@@ -57,19 +57,25 @@ func TestProcessUsageCountsCPUAndSwitches(t *testing.T) {
 }
 
 // TestLogCounter: ERROR lines and lines naming a key are counted across
-// writes that split lines, each line once.
+// writes that split lines, each line once, and their kinds keep no value.
 func TestLogCounter(t *testing.T) {
 	c := &logCounter{next: io.Discard}
 	for _, w := range []string{
 		"2026-12-05 LOG:  ready\n2026-12-05 ERR", "OR:  duplicate key\n",
 		"DETAIL:  Key (merchant_id, idempotency_key)=(mch_acme, k1) already exists.\n",
 		"2026-12-05 ERROR:  the idempotency key is taken\nSTATEMENT:  WITH inserted AS (...)\n",
+		`2026-12-05 ERROR:  invalid input syntax for type uuid: "k2-secret"` + "\n",
 	} {
 		if _, err := c.Write([]byte(w)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if c.errors() != 2 || c.keys() != 1 {
-		t.Fatalf("errors %d, keys %d; want 2 (one split across writes) and 1", c.errors(), c.keys())
+	if c.errors() != 3 || c.keys() != 1 {
+		t.Fatalf("errors %d, keys %d; want 3 (one split across writes) and 1", c.errors(), c.keys())
+	}
+	// The kinds keep the message up to the values, and no value.
+	want := `"duplicate key" × 1, "invalid input syntax for type uuid" × 1, "the idempotency key is taken" × 1`
+	if got := c.errorKinds(); got != want {
+		t.Fatalf("kinds %s, want %s", got, want)
 	}
 }

@@ -2,10 +2,14 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -203,13 +207,16 @@ func (a *api) retriedOnce(keys *keyList) op {
 // idempotency key (a unique violation's "DETAIL:  Key (merchant_id,
 // idempotency_key)=(…)"). It keeps no more of a line than it needs to
 // join one split across writes (at most a few kilobytes), and none once
-// counted: a line may hold a key.
+// counted: a line may hold a key. Of an ERROR it keeps the kind, the
+// message's words up to its first quote, colon or parenthesis, where
+// PostgreSQL puts the values ("invalid input syntax for type uuid: …").
 type logCounter struct {
 	next  io.Writer
 	mu    sync.Mutex
 	tail  []byte // the start of a line not yet ended
 	n     int
 	keyed int
+	kinds map[string]int // ERROR lines by kind
 }
 
 // maxLine is how much of one line logCounter looks at: the severity and
@@ -226,8 +233,12 @@ func (c *logCounter) Write(p []byte) (int, error) {
 			break
 		}
 		line := append(c.tail, rest[:min(i, maxLine-len(c.tail))]...)
-		if bytes.Contains(line, []byte("ERROR:")) {
+		if _, msg, ok := bytes.Cut(line, []byte("ERROR:")); ok {
 			c.n++
+			if c.kinds == nil {
+				c.kinds = map[string]int{}
+			}
+			c.kinds[errorKind(msg)]++
 		}
 		if bytes.Contains(line, []byte("idempotency_key)=(")) {
 			c.keyed++
@@ -236,6 +247,29 @@ func (c *logCounter) Write(p []byte) (int, error) {
 	}
 	c.mu.Unlock()
 	return c.next.Write(p)
+}
+
+// errorKind is an ERROR's message up to the first quote, colon or
+// parenthesis, at most 80 bytes.
+func errorKind(msg []byte) string {
+	msg = bytes.TrimSpace(msg)
+	if i := bytes.IndexAny(msg, `"':(`); i >= 0 {
+		msg = msg[:i]
+	}
+	return string(bytes.TrimSpace(msg[:min(len(msg), 80)]))
+}
+
+// errorKinds lists the ERROR lines' kinds with their counts, most first.
+func (c *logCounter) errorKinds() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	kinds := slices.Collect(maps.Keys(c.kinds))
+	slices.SortFunc(kinds, func(x, y string) int { return cmp.Or(c.kinds[y]-c.kinds[x], strings.Compare(x, y)) })
+	out := make([]string, len(kinds))
+	for i, k := range kinds {
+		out[i] = fmt.Sprintf("%q × %d", k, c.kinds[k])
+	}
+	return strings.Join(out, ", ")
 }
 
 func (c *logCounter) errors() int {

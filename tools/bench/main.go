@@ -141,7 +141,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	rep.finished = time.Now()
-	rep.pgErrors, rep.pgKeyed = b.pgLog.errors(), b.pgLog.keys()
+	rep.pgErrors, rep.pgKeyed, rep.pgErrorKinds = b.pgLog.errors(), b.pgLog.keys(), b.pgLog.errorKinds()
 
 	text := rep.markdown()
 	fmt.Fprintln(stdout)

@@ -33,6 +33,8 @@ type report struct {
 	// pgErrors is the ERROR lines PostgreSQL logged in the whole run, and
 	// pgKeyed its lines that named an idempotency key.
 	pgErrors, pgKeyed int
+	// pgErrorKinds is what kinds of ERROR those were (logCounter.errorKinds).
+	pgErrorKinds string
 	// rss is each API instance's peak resident set after the side-by-side
 	// phases, by name.
 	rss []rssRow
@@ -359,7 +361,11 @@ func (r *report) retryElsewhere(p func(string, ...any)) {
 	p("seconds after the phases before and after B's retries (PostgreSQL flushes a busy backend's counts that late);")
 	p("its other instances' janitors and dispatchers count too. ERROR lines are counted in the private cluster's")
 	p("log over the same span, every database's; the bench keeps no line, since a line may name a key. In the")
-	p("whole run, from the cluster's start to the report: %d, and %d line(s) naming an idempotency key.", r.pgErrors, r.pgKeyed)
+	kinds := ""
+	if r.pgErrorKinds != "" {
+		kinds = " (" + r.pgErrorKinds + ")"
+	}
+	p("whole run, from the cluster's start to the report: %d%s, and %d line(s) naming an idempotency key.", r.pgErrors, kinds, r.pgKeyed)
 	p("")
 	p("The peer serves HTTP with fasthttp, the floor and the API with net/http. A retry on either B is one SELECT")
 	p("by primary key and a small answer, so what differs is mostly the HTTP server's own cost: the floor's retry")
