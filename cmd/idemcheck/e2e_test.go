@@ -243,13 +243,10 @@ func TestFiberIdempotencyMiddleware(t *testing.T) {
 		t.Skip("tools/ was deleted (a fork may delete the proof tooling whole)")
 	}
 	idemcheckBin := testkit.Binaries(t, "cmd/idemcheck")[0]
-	peer := filepath.Join(t.TempDir(), "fiberpeer")
 	// Its own module, with its own go.mod: the product module never
 	// depends on Fiber.
-	build := exec.Command("go", "build", "-o", peer, ".")
-	build.Dir = src
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, string(out))
+	peer, err := testkit.BuildModule(t.Context(), t.TempDir(), "tools/fiberpeer")
+	require.NoError(t, err)
 	addr := testkit.FreeAddr(t)
 	testkit.StartProcess(t, peer, addr)
 	base := "http://" + addr

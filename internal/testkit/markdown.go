@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,17 +12,27 @@ import (
 // root (where go.mod is), found from the test's working directory.
 func RepoFile(t testing.TB, rel string) string {
 	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatalf("%v; cannot find %s", err, rel)
+	}
+	return filepath.Join(root, filepath.FromSlash(rel))
+}
+
+// RepoRoot is the repository's root: the nearest directory at or above
+// the working directory that holds a go.mod.
+func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, filepath.FromSlash(rel))
+			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			t.Fatalf("no go.mod above the test's directory; cannot find %s", rel)
+			return "", errors.New("no go.mod above the working directory")
 		}
 		dir = parent
 	}

@@ -35,6 +35,25 @@ func Build(ctx context.Context, dir string, commands ...string) ([]string, error
 	return paths, nil
 }
 
+// BuildModule compiles the main package of a module of its own (e.g.
+// "tools/fiberpeer", whose go.mod keeps its dependencies out of the
+// project's), given relative to the repository's root, into dir, and
+// returns the binary's path. go build runs in the module's directory.
+func BuildModule(ctx context.Context, dir, rel string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, filepath.Base(rel))
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	cmd.Dir = filepath.Join(root, filepath.FromSlash(rel))
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build %s: %w", rel, err)
+	}
+	return bin, nil
+}
+
 // FindFreeAddr returns a loopback host:port that was free a moment ago.
 func FindFreeAddr() (string, error) {
 	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -93,7 +92,9 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 	}
 	served, baseline, floor := bins[0], bins[1], bins[2]
 	b.say("building the Fiber peer (tools/fiberpeer, a module of its own)")
-	peer, err := buildPeer(ctx, dir)
+	// A module of its own, so that the product module never depends on
+	// Fiber.
+	peer, err := testkit.BuildModule(ctx, dir, "tools/fiberpeer")
 	if err != nil {
 		return nil, err
 	}
@@ -264,24 +265,6 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 	}
 	ok = true
 	return b, nil
-}
-
-// buildPeer builds tools/fiberpeer into dir. It is a module of its own, so
-// that the product module never depends on Fiber: go build runs in its
-// directory, found beside the module the bench runs in.
-func buildPeer(ctx context.Context, dir string) (string, error) {
-	mod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	bin := filepath.Join(dir, "fiberpeer")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
-	cmd.Dir = filepath.Join(filepath.Dir(strings.TrimSpace(string(mod))), "tools", "fiberpeer")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build tools/fiberpeer: %w", err)
-	}
-	return bin, nil
 }
 
 func (b *bench) close() {
