@@ -105,10 +105,7 @@ func (b *bench) retryElsewhere(ctx context.Context) (elsewhere, error) {
 			peerKeys.window(b.opts.duration), b.peerOther.retriedOnce(peerKeys)))
 	}
 	var err error
-	if e.PeerOrders, err = countIn(ctx, b.peerDB, `SELECT count(*)::int FROM fiberpeer_orders`); err != nil {
-		return e, err
-	}
-	if e.PeerAnswers, err = countIn(ctx, b.peerDB, `SELECT count(*)::int FROM fiberpeer_answers`); err != nil {
+	if e.PeerOrders, e.PeerAnswers, err = b.peerCounts(ctx); err != nil {
 		return e, err
 	}
 	e.Create, e.Retry, e.FloorCreate, e.FloorRetry = medianCPU(creates), medianCPU(retries), medianCPU(floorCreates), medianCPU(floorRetries)
@@ -116,16 +113,17 @@ func (b *bench) retryElsewhere(ctx context.Context) (elsewhere, error) {
 	return e, nil
 }
 
-// countIn is query's one number in the database at url.
-func countIn(ctx context.Context, url, query string) (int, error) {
-	conn, err := pgx.Connect(ctx, url)
+// peerCounts is how many orders and stored answers the peer's database
+// holds.
+func (b *bench) peerCounts(ctx context.Context) (orders, answers int, err error) {
+	conn, err := pgx.Connect(ctx, b.peerDB)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer func() { _ = conn.Close(ctx) }()
-	var n int
-	err = conn.QueryRow(ctx, query).Scan(&n)
-	return n, err
+	err = conn.QueryRow(ctx, `SELECT (SELECT count(*)::int FROM fiberpeer_orders), (SELECT count(*)::int FROM fiberpeer_answers)`).
+		Scan(&orders, &answers)
+	return orders, answers, err
 }
 
 // rollbacks is pg_stat_database.xact_rollback of the side-by-side database.
