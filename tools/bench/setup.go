@@ -243,15 +243,19 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 	if b.peerDB, _, err = withExecMode(b.peerDB, o.execMode); err != nil {
 		return nil, err
 	}
-	// One after the other: the first creates the peer's tables.
-	for _, x := range []struct {
-		into **api
-		name string
-	}{{&b.peer, "peer"}, {&b.peerOther, "peer-other"}} {
-		if *x.into, err = startWith(x.name, peer, o.logs, "DATABASE_URL="+b.peerDB, "DB_MAX_CONNS="+strconv.Itoa(dbMaxConns)); err != nil {
-			return nil, err
+	startPeer := func(name string) (*api, error) {
+		a, err := startWith(name, peer, o.logs, "DATABASE_URL="+b.peerDB, "DB_MAX_CONNS="+strconv.Itoa(dbMaxConns))
+		if err == nil {
+			a.peer = true
 		}
-		(*x.into).peer = true
+		return a, err
+	}
+	// One after the other: the first creates the peer's tables.
+	if b.peer, err = startPeer("peer"); err != nil {
+		return nil, err
+	}
+	if b.peerOther, err = startPeer("peer-other"); err != nil {
+		return nil, err
 	}
 
 	cfg, err := pgxpool.ParseConfig(b.dbURL)
