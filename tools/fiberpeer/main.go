@@ -70,7 +70,7 @@ type memory struct {
 
 func (s *memory) add(_ context.Context, m string, n int64, o order) (order, error) {
 	time.Sleep(20 * time.Millisecond) // the work
-	o.ID = fmt.Sprintf("%s_%d", o.Object[:3], n)
+	o.ID = idOf(o.Object, n)
 	if o.Object == "order" {
 		s.mu.Lock()
 		s.orders[m] = append(s.orders[m], o)
@@ -89,6 +89,11 @@ func (s *memory) list(_ context.Context, m, customerID string) ([]order, error) 
 		}
 	}
 	return data, nil
+}
+
+// idOf is the id of the nth order or customer: "ord_12", "cus_13".
+func idOf(object string, n int64) string {
+	return fmt.Sprintf("%s_%d", object[:3], n)
 }
 
 func merchant(c fiber.Ctx) string {

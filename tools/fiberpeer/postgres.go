@@ -63,7 +63,7 @@ func (p *postgres) add(ctx context.Context, m string, _ int64, o order) (order, 
 	var id int64
 	err := p.pool.QueryRow(ctx, `INSERT INTO fiberpeer_orders (merchant, object, customer_id, amount) VALUES ($1, $2, $3, $4) RETURNING id`,
 		m, o.Object, o.CustomerID, o.Amount).Scan(&id)
-	o.ID = fmt.Sprintf("%s_%d", o.Object[:3], id)
+	o.ID = idOf(o.Object, id)
 	return o, err
 }
 
@@ -81,7 +81,7 @@ WHERE merchant = $1 AND customer_id = $2 AND object = 'order' ORDER BY id`, m, c
 			rows.Close()
 			return nil, err
 		}
-		o.ID = fmt.Sprintf("ord_%d", id)
+		o.ID = idOf(o.Object, id)
 		data = append(data, o)
 	}
 	return data, rows.Err()
