@@ -334,20 +334,12 @@ func (r *report) retryElsewhere(p func(string, ...any)) {
 	perRetry := func(n int) float64 { return ratio(float64(n), float64(first.Requests)) }
 	// The verdicts are on the median of the ratios taken round by round
 	// (byRound), between phases of one round.
-	rate, rateRounds := byRound(e.Retry, e.Create, result.Rate)
 	p("| goal | measured | |")
 	p("| --- | --- | --- |")
-	p("| a retry on B ≥ 2 × a create on A | %.0f / %.0f req/s = %.2f%s | %s |", e.Retry.Rate(), e.Create.Rate(),
-		ratio(e.Retry.Rate(), e.Create.Rate()), rateRounds, verdict(rate >= 2))
-	peer, peerRounds := byRound(e.Retry, e.PeerRetry, result.Rate)
-	p("| a retry on B ≥ 1.1 × the peer's retry on its B | %.0f / %.0f req/s = %.2f%s | %s |", e.Retry.Rate(), e.PeerRetry.Rate(),
-		ratio(e.Retry.Rate(), e.PeerRetry.Rate()), peerRounds, verdict(peer >= 1.1))
-	floorPeer, floorPeerRounds := byRound(e.FloorRetry, e.PeerRetry, result.Rate)
-	p("| the floor's retry on its B, over the peer's on its B | %.0f / %.0f req/s = %.2f%s | reported |",
-		e.FloorRetry.Rate(), e.PeerRetry.Rate(), floorPeer, floorPeerRounds)
-	peerCreate, peerCreateRounds := byRound(e.Create, e.PeerCreate, result.Rate)
-	p("| a create on A, over the peer's create on its A | %.0f / %.0f req/s = %.2f%s | reported |", e.Create.Rate(), e.PeerCreate.Rate(),
-		peerCreate, peerCreateRounds)
+	rateGoalRow(p, "a retry on B ≥ 2 × a create on A", e.Retry, e.Create, 2)
+	rateGoalRow(p, "a retry on B ≥ 1.1 × the peer's retry on its B", e.Retry, e.PeerRetry, 1.1)
+	rateGoalRow(p, "the floor's retry on its B, over the peer's on its B", e.FloorRetry, e.PeerRetry, 0)
+	rateGoalRow(p, "a create on A, over the peer's create on its A", e.Create, e.PeerCreate, 0)
 	cpuGoalRow(p, "API CPU per retry on B, over the floor's read", e.Retry, e.FloorRetry, result.CPUPerRequest, 1.3)
 	cpuGoalRow(p, "API CPU per retry on B, over the peer's on its B", e.Retry, e.PeerRetry, result.CPUPerRequest, 0)
 	p("| no rolled-back transaction per retry | %d in the database of A and B while B's retries of the first round ran (%.3f per retry) | %s |",
@@ -519,6 +511,18 @@ func cpuGoalRow(p func(string, ...any), name string, x, floor result, perRequest
 	}
 	p("| %s | %.0f / %.0f µs = %.2f (load %s, %s)%s | %s |", name, us(perRequest(x)), us(perRequest(floor)),
 		ratio(float64(perRequest(x)), float64(perRequest(floor))), load(x), load(floor), rounds, v)
+}
+
+// rateGoalRow writes the row of a goal on rates: x's over y's, at least
+// goal (0: reported, no goal), the goal named in name. Like cpuGoalRow's,
+// the verdict is on the median of the ratios taken round by round.
+func rateGoalRow(p func(string, ...any), name string, x, y result, goal float64) {
+	got, rounds := byRound(x, y, result.Rate)
+	v := "reported"
+	if goal > 0 {
+		v = verdict(got >= goal)
+	}
+	p("| %s | %.0f / %.0f req/s = %.2f%s | %s |", name, x.Rate(), y.Rate(), ratio(x.Rate(), y.Rate()), rounds, v)
 }
 
 // ratio is x/y, or 0 without a y.
