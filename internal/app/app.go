@@ -100,106 +100,54 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	if err := a.startTracing(ctx, o); err != nil {
 		return nil, err
 	}
-	tr := a.tracing
-	db, err := openDatabase(ctx, cfg, log, tr)
+	db, err := openDatabase(ctx, cfg, log, a.tracing)
 	if err != nil {
-		_ = tr.Shutdown(ctx)
+		_ = a.tracing.Shutdown(ctx)
 		return nil, err
 	}
 	a.db = db
-	merchantStore := merchants.NewStore(db.DB, time.Now)
-	if cfg.Production() {
-		if err := refuseDemoKeys(ctx, merchantStore); err != nil {
-			_ = a.close(ctx)
-			return nil, err
-		}
-		merchantStore.RefuseDemoKeys(warnDemoKeys(log))
-	}
-	if cfg.DemoSeed {
-		if err := merchantStore.SeedDemo(ctx); err != nil {
-			_ = a.close(ctx)
-			return nil, fmt.Errorf("seed demo merchants: %w", err)
-		}
-	}
-
-	providerURL, providerTransport, err := a.startProvider(ctx, ln)
-	if err != nil {
+	if err := a.wire(ctx, ln, o); err != nil {
 		_ = a.close(ctx)
 		return nil, err
 	}
+	return a, nil
+}
+
+// wire builds, on the open database, what serves: the merchants, the
+// provider and its client, the idempotency keeper, the payments service,
+// the router and the background workers, in that order. What it opened
+// before a failure, a.close closes.
+func (a *App) wire(ctx context.Context, ln net.Listener, o options) error {
+	cfg, log, tr, db := a.cfg, a.log, a.tracing, a.db
 	// Every layer reports to one registry through the hooks it offers.
 	m := metrics.New()
-	breakerLog := log.With("component", "provider")
-	providerClient := provider.NewClient(providerURL, provider.ClientOptions{
-		Timeout: cfg.ProviderTimeout, Transport: providerTransport, WrapTransport: tr.Transport,
-		Breaker: provider.BreakerSettings{OnStateChange: func(merchant, from, to string) {
-			// One breaker per merchant (provider.BreakerSettings): the
-			// merchant is in the log line, never a metric label.
-			breakerLog.Warn("provider circuit breaker changed state", "merchant_id", merchant, "from", from, "to", to)
-			m.BreakerChanged(to)
-		}},
-	})
-	m.WatchBreakers(providerClient.OpenBreakers)
-
-	idemStore, cipher, err := idempotencyStore(cfg, db, log)
-	if err == nil {
-		err = checkKeySecret(ctx, cfg, idemStore)
-	}
+	merchantStore, err := a.openMerchants(ctx, m)
 	if err != nil {
-		_ = a.close(ctx)
-		return nil, err
+		return err
 	}
-	rd, err := a.openRedis(cipher)
+	providerURL, providerTransport, err := a.startProvider(ctx, ln)
 	if err != nil {
-		_ = a.close(ctx)
-		return nil, err
+		return err
 	}
-	// records is the store as the keeper and the janitor use it, its
-	// failures counted.
-	merchantStore.LimitUnknownKeys(cfg.UnknownKeyBudget, cfg.UnknownKeyWindow, m.APIKeyLookup)
-	records := m.InstrumentStore(idemStore, string(db.Dialect))
-	idemCfg := keeperConfig(cfg, log, idemStore, rd.answers)
-	idemCfg.Observer = m.IdempotencyObserver()
-	idemCfg.OnReconcile = func(_, result string) { m.Reconciled(result) }
-	if tr.Enabled() {
-		idemCfg.TraceParent, idemCfg.Span = tr.TraceParent, tr.StartLinked
-		idemCfg.Observer = tracing.Observer(idemCfg.Observer)
-	}
-	// The quota of new keys: shared through Redis, or else counted by this
-	// instance alone.
-	quota := rd.quota
-	if quota == nil {
-		quota = newKeyLimiter(cfg)
-	}
-	sink, err := a.newOutboxSink(ctx, rd.client)
+	providerClient := a.providerClient(providerURL, providerTransport, m)
+	k, err := a.newKeeper(ctx, m)
 	if err != nil {
-		_ = a.close(ctx)
-		return nil, err
+		return err
 	}
-	if quota != nil {
-		idemCfg.NewKey = locallimit.Gate(records, quota)
+	sink, err := a.newOutboxSink(ctx, k.redis.client)
+	if err != nil {
+		return err
 	}
-	// A record write that fails (an answer stored, a key given back) is
-	// tried again in the background until the lock timeout; the writes
-	// under way are waited for at shutdown.
-	writes := retrywrite.New(100*time.Millisecond, 2*time.Second, cfg.IdempotencyLockTimeout)
-	idemCfg.Retry = writes.Retry
-	a.closers = append(a.closers, func() error {
-		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return writes.Close(closeCtx)
-	})
-	keeper := idempotency.New(records, idemCfg)
-	idem := ginidem.New(keeper, ginidem.Options{Scope: handlers.MerchantID, Answer: handlers.ErrorAnswer})
+	idem := ginidem.New(k.keeper, ginidem.Options{Scope: handlers.MerchantID, Answer: handlers.ErrorAnswer})
 
 	store := paymentsdb.New(db.DB)
-	service := paymentsService(store, m.InstrumentProvider(paymentsport.New(providerClient)), keeper,
+	service := paymentsService(store, m.InstrumentProvider(paymentsport.New(providerClient)), k.keeper,
 		payments.WithProviderEvents(cfg.ProviderTimeout, m.WebhookEvent, log),
 		payments.WithTracer(tr))
 	// Closed first (closers run last first): its lookups set for later
 	// still use the keeper and the database.
 	a.closers = append(a.closers, func() error { service.Close(); return nil })
-	m.WatchDatabase(idemStore, store, 2*time.Second)
+	m.WatchDatabase(k.store, store, 2*time.Second)
 	if sqlDB, err := db.DB.DB(); err == nil {
 		m.WatchPool(sqlDB)
 	}
@@ -227,28 +175,136 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 		// Production's demo page asks for a key; it never offers one.
 		DemoAPIKey: demoPageKey(cfg),
 		Database:   db,
-		Redis:      rd.pinger,
+		Redis:      k.redis.pinger,
 		OutboxSink: sink.name,
 		NATS:       sink.nats,
 
 		ProviderBreakers: providerClient.OpenBreakers,
 
-		IdempotencyKeys: records,
+		IdempotencyKeys: k.records,
 		HashKey:         handlers.NewKeyHasher([]byte(cfg.LogKeySecret)),
 		Middleware:      []gin.HandlerFunc{m.HTTPMiddleware()},
 		Tracing:         traceRequests(tr),
 	})
+	if err := a.serveRouter(router, providerURL, m, o); err != nil {
+		return err
+	}
+	a.workers = a.backgroundWorkers(k.keeper, k.config, k.records, store, sink.publisher, m)
+	return nil
+}
+
+// openMerchants is the merchants' store: in production it refuses to
+// start on the demo merchants' public keys and refuses those keys if they
+// appear later; with DEMO_SEED the demo merchants are seeded. Unknown keys
+// are counted in m and bounded per client.
+func (a *App) openMerchants(ctx context.Context, m *metrics.Metrics) (*merchants.Store, error) {
+	cfg := a.cfg
+	merchantStore := merchants.NewStore(a.db.DB, time.Now)
+	if cfg.Production() {
+		if err := refuseDemoKeys(ctx, merchantStore); err != nil {
+			return nil, err
+		}
+		merchantStore.RefuseDemoKeys(warnDemoKeys(a.log))
+	}
+	if cfg.DemoSeed {
+		if err := merchantStore.SeedDemo(ctx); err != nil {
+			return nil, fmt.Errorf("seed demo merchants: %w", err)
+		}
+	}
+	merchantStore.LimitUnknownKeys(cfg.UnknownKeyBudget, cfg.UnknownKeyWindow, m.APIKeyLookup)
+	return merchantStore, nil
+}
+
+// providerClient is the client of the payment provider at url, with one
+// circuit breaker per merchant whose changes are logged and counted in m.
+func (a *App) providerClient(url string, transport http.RoundTripper, m *metrics.Metrics) *provider.Client {
+	breakerLog := a.log.With("component", "provider")
+	client := provider.NewClient(url, provider.ClientOptions{
+		Timeout: a.cfg.ProviderTimeout, Transport: transport, WrapTransport: a.tracing.Transport,
+		Breaker: provider.BreakerSettings{OnStateChange: func(merchant, from, to string) {
+			// One breaker per merchant (provider.BreakerSettings): the
+			// merchant is in the log line, never a metric label.
+			breakerLog.Warn("provider circuit breaker changed state", "merchant_id", merchant, "from", from, "to", to)
+			m.BreakerChanged(to)
+		}},
+	})
+	m.WatchBreakers(client.OpenBreakers)
+	return client
+}
+
+// keeperParts is the idempotency keeper and what was built for it: its
+// configuration (the reconciler's interval and log), the store as the
+// keeper and the janitor use it (its failures counted), the store itself
+// and Redis's parts.
+type keeperParts struct {
+	keeper  *idempotency.Keeper
+	config  idempotency.Config
+	records metrics.Store
+	store   *gormstore.Store
+	redis   redisParts
+}
+
+// newKeeper builds the idempotency keeper: its store (checked against the
+// provider key secret), Redis's cache and quota when REDIS_URL is set,
+// the hooks of metrics and tracing, the new-key quota and the retried
+// record writes.
+func (a *App) newKeeper(ctx context.Context, m *metrics.Metrics) (keeperParts, error) {
+	cfg, log, tr := a.cfg, a.log, a.tracing
+	idemStore, cipher, err := idempotencyStore(cfg, a.db, log)
+	if err == nil {
+		err = checkKeySecret(ctx, cfg, idemStore)
+	}
+	if err != nil {
+		return keeperParts{}, err
+	}
+	rd, err := a.openRedis(cipher)
+	if err != nil {
+		return keeperParts{}, err
+	}
+	records := m.InstrumentStore(idemStore, string(a.db.Dialect))
+	idemCfg := keeperConfig(cfg, log, idemStore, rd.answers)
+	idemCfg.Observer = m.IdempotencyObserver()
+	idemCfg.OnReconcile = func(_, result string) { m.Reconciled(result) }
+	if tr.Enabled() {
+		idemCfg.TraceParent, idemCfg.Span = tr.TraceParent, tr.StartLinked
+		idemCfg.Observer = tracing.Observer(idemCfg.Observer)
+	}
+	// The quota of new keys: shared through Redis, or else counted by this
+	// instance alone.
+	quota := rd.quota
+	if quota == nil {
+		quota = newKeyLimiter(cfg)
+	}
+	if quota != nil {
+		idemCfg.NewKey = locallimit.Gate(records, quota)
+	}
+	// A record write that fails (an answer stored, a key given back) is
+	// tried again in the background until the lock timeout; the writes
+	// under way are waited for at shutdown.
+	writes := retrywrite.New(100*time.Millisecond, 2*time.Second, cfg.IdempotencyLockTimeout)
+	idemCfg.Retry = writes.Retry
+	a.closers = append(a.closers, func() error {
+		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return writes.Close(closeCtx)
+	})
+	return keeperParts{keeper: idempotency.New(records, idemCfg), config: idemCfg, records: records, store: idemStore, redis: rd}, nil
+}
+
+// serveRouter adds to router what is not the API (Swagger UI, and in
+// development the provider's ledger and /metrics), puts production's
+// /metrics on the admin listener, and makes router the program's handler.
+func (a *App) serveRouter(router *gin.Engine, providerURL string, m *metrics.Metrics, o options) error {
 	handlers.RegisterSwagger(router)
-	if a.provider != nil && !cfg.Production() {
+	if a.provider != nil && !a.cfg.Production() {
 		// The ledger holds every merchant's charges, unauthenticated: a
 		// development aid that production never serves, in-process
 		// provider or not.
 		if err := devProviderRoutes(router, providerURL); err != nil {
-			_ = a.close(ctx)
-			return nil, err
+			return err
 		}
 	}
-	if cfg.Production() {
+	if a.cfg.Production() {
 		// Platform-wide figures are not for tenants: production serves them
 		// on its admin listener only, with the health probes (Serve).
 		a.admin = handlers.NewAdminRouter(m.Handler(), router)
@@ -259,9 +315,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, ln net.Listen
 	if o.wrap != nil {
 		a.handler = o.wrap(router)
 	}
-
-	a.workers = a.backgroundWorkers(keeper, idemCfg, records, store, sink.publisher, m)
-	return a, nil
+	return nil
 }
 
 // redisParts is what Redis adds when REDIS_URL is set, each nil without
