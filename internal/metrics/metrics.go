@@ -134,9 +134,6 @@ func New() *Metrics {
 			Help: "API keys the caches did not know, by result: known and unknown (each a database read), demo (a demo merchant's public key found in production's database, refused), limited (refused unread: the client address was over UNKNOWN_KEY_BUDGET).",
 		}, []string{"result"}),
 	}
-	for _, r := range []string{"known", "unknown", "demo", "limited"} {
-		m.apiKeyLookups.WithLabelValues(r)
-	}
 	m.durations = newChildren(func(l httpLabels) prometheus.Observer {
 		return m.httpDuration.WithLabelValues(l.method, l.route, strconv.Itoa(l.status))
 	})
@@ -150,8 +147,16 @@ func New() *Metrics {
 		m.storeErrors, m.providerCalls, m.providerDuration, m.reconciliations,
 		m.webhookEvents, m.breakerChanges, m.apiKeyLookups,
 	)
-	// The bounded label sets start at zero, so rate() and absent() work
-	// from the first scrape.
+	m.startAtZero()
+	return m
+}
+
+// startAtZero creates every child of the bounded label sets, so that rate()
+// and absent() work from the first scrape.
+func (m *Metrics) startAtZero() {
+	for _, r := range []string{"known", "unknown", "demo", "limited"} {
+		m.apiKeyLookups.WithLabelValues(r)
+	}
 	for _, op := range providerOps {
 		m.providerDuration.WithLabelValues(op)
 		for _, o := range providerOutcomes {
@@ -168,7 +173,6 @@ func New() *Metrics {
 	for _, to := range []string{"open", "half-open", "closed"} {
 		m.breakerChanges.WithLabelValues(to)
 	}
-	return m
 }
 
 // Registry is where the metrics live (tests gather from it).
