@@ -116,6 +116,16 @@ var placeholder = regexp.MustCompile(`\{\{([A-Za-z0-9_]+)\}\}`)
 
 // withDefaults returns c with its defaults filled, or why it cannot run.
 func (c Config) withDefaults() (Config, error) {
+	c.fillDefaults()
+	if errs := c.problems(); len(errs) > 0 {
+		return c, fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
+	}
+	return c, nil
+}
+
+// fillDefaults sets the fields left empty to their defaults, upper-cases
+// the methods and gives c its own copies of the headers.
+func (c *Config) fillDefaults() {
 	if c.Method == "" {
 		c.Method = http.MethodPost
 	}
@@ -141,18 +151,11 @@ func (c Config) withDefaults() (Config, error) {
 		c.Header.Set("Content-Type", "application/json")
 	}
 	c.Header2 = c.Header2.Clone()
+}
 
-	var errs []error
-	for name, u := range map[string]string{"URL": c.URL, "URLVariant": c.URLVariant, "EffectsURL": c.EffectsURL} {
-		if u == "" {
-			continue
-		}
-		// Placeholders are filled per operation; parse a filled-in copy.
-		p, err := url.Parse(placeholder.ReplaceAllString(u, "x"))
-		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			errs = append(errs, fmt.Errorf("%s %q is not an absolute http(s) URL", name, RedactURL(u)))
-		}
-	}
+// problems returns every reason c, with its defaults filled, cannot run.
+func (c *Config) problems() []error {
+	errs := c.urlProblems()
 	if c.URL == "" {
 		errs = append(errs, errors.New("URL is required"))
 	}
@@ -183,18 +186,40 @@ func (c Config) withDefaults() (Config, error) {
 		errs = append(errs, fmt.Errorf("the method variant must differ from the method %s", c.Method))
 	}
 	if c.Prepare == nil {
-		for _, s := range []string{c.URL, c.URLVariant, c.EffectsURL, string(c.Body), string(c.BodyVariant), string(c.InvalidBody), string(c.FaultBody)} {
-			for _, m := range placeholder.FindAllStringSubmatch(s, -1) {
-				if m[1] != "unique" {
-					errs = append(errs, fmt.Errorf("placeholder {{%s}} needs a Prepare function; only {{unique}} is built in", m[1]))
-				}
+		errs = append(errs, c.placeholderProblems()...)
+	}
+	return errs
+}
+
+// urlProblems returns an error for each URL given that is not an absolute
+// http or https URL once its placeholders are filled.
+func (c *Config) urlProblems() []error {
+	var errs []error
+	for name, u := range map[string]string{"URL": c.URL, "URLVariant": c.URLVariant, "EffectsURL": c.EffectsURL} {
+		if u == "" {
+			continue
+		}
+		// Placeholders are filled per operation; parse a filled-in copy.
+		p, err := url.Parse(placeholder.ReplaceAllString(u, "x"))
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			errs = append(errs, fmt.Errorf("%s %q is not an absolute http(s) URL", name, RedactURL(u)))
+		}
+	}
+	return errs
+}
+
+// placeholderProblems returns an error for each placeholder other than
+// {{unique}} in the URLs and bodies, which only a Prepare function fills.
+func (c *Config) placeholderProblems() []error {
+	var errs []error
+	for _, s := range []string{c.URL, c.URLVariant, c.EffectsURL, string(c.Body), string(c.BodyVariant), string(c.InvalidBody), string(c.FaultBody)} {
+		for _, m := range placeholder.FindAllStringSubmatch(s, -1) {
+			if m[1] != "unique" {
+				errs = append(errs, fmt.Errorf("placeholder {{%s}} needs a Prepare function; only {{unique}} is built in", m[1]))
 			}
 		}
 	}
-	if len(errs) > 0 {
-		return c, fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
-	}
-	return c, nil
+	return errs
 }
 
 // withHeader2 returns h with Header2's fields in place of its own.

@@ -153,10 +153,16 @@ func (r *runner) faultThenValid(ctx context.Context, all map[string]*judge) []er
 			return nil
 		}
 	}
+	same, valid := r.afterLock(ctx, op, lock, all[NoCrashLock] != nil, f1, f2, v, failedAt)
+	return r.judgeFaultStored(stored, f1, v, same, valid)
+}
 
-	// same and valid are the answers, after the lock if there was one, to
-	// the failing request again and to the valid body; nil while locked.
-	same, valid := f2, v
+// afterLock returns same and valid, the answers, after the lock if there
+// was one, to the failing request again and to the valid body; nil while
+// locked. When the key answered 409 and NoCrashLock is selected, it waits
+// for the lock and judges NoCrashLock.
+func (r *runner) afterLock(ctx context.Context, op *operation, lock *judge, waitLock bool, f1, f2, v *answer, failedAt time.Time) (same, valid *answer) {
+	same, valid = f2, v
 	if f2.status == http.StatusConflict || v.status == http.StatusConflict {
 		if f2.status == http.StatusConflict {
 			same = nil
@@ -164,7 +170,7 @@ func (r *runner) faultThenValid(ctx context.Context, all map[string]*judge) []er
 		if v.status == http.StatusConflict {
 			valid = nil
 		}
-		if all[NoCrashLock] != nil {
+		if waitLock {
 			freed, probedValid := r.waitForLock(ctx, op, f2, v, failedAt, lock)
 			switch {
 			case freed != nil && probedValid:
@@ -177,7 +183,13 @@ func (r *runner) faultThenValid(ctx context.Context, all map[string]*judge) []er
 	} else {
 		lock.note("the key was not locked after the %d: the same request was answered %s, the valid body %s", f1.status, f2.describe(), v.describe())
 	}
+	return same, valid
+}
 
+// judgeFaultStored judges No5xxReplay on the answers after the failure f1
+// (v as first sent, same and valid after any lock) and returns the error
+// replays it saw.
+func (r *runner) judgeFaultStored(stored *judge, f1, v, same, valid *answer) []errorReplay {
 	var replays []errorReplay
 	switch {
 	case same != nil && same.replayed():

@@ -227,59 +227,76 @@ func runReplay(ctx context.Context, r *runner, sel map[string]bool) []Result {
 		})
 		return results(js)
 	}
-
 	if j := js[ReplayEffect]; j != nil {
-		j.show(first, replay)
-		judgeRepeat(j, first, replay, "the repeat")
-		if op.effectsURL != "" {
-			switch delta := after - before; {
-			case delta == 0 && first.ok():
-				j.error("the effects URL counted no effect of the first request; check the effects URL and pointer")
-			case delta > 1:
-				j.fail("%d effects were counted for one key", delta)
-			default:
-				j.note("%d effect counted", delta)
-			}
-		}
+		judgeReplayEffect(j, op, first, replay, after-before)
 	}
 	if j := js[ReplaySame]; j != nil {
-		j.show(first, replay)
-		var diffs []string
-		if replay.status != first.status {
-			diffs = append(diffs, fmt.Sprintf("status %d, first %d", replay.status, first.status))
-		}
-		if !bytes.Equal(replay.body, first.body) {
-			diffs = append(diffs, "the body differs "+bodyDiff(first.body, replay.body))
-		}
-		for _, h := range []string{"Content-Type", "Location", "Content-Location"} {
-			if v := first.header.Get(h); v != "" && replay.header.Get(h) != v {
-				diffs = append(diffs, fmt.Sprintf("%s %q, first %q", h, replay.header.Get(h), v))
-			}
-		}
-		// A validator describes the resource as it is now, which may have
-		// changed since the first answer: a replay may leave it out, but
-		// must not name another version.
-		for _, h := range []string{"ETag", "Last-Modified"} {
-			if v, w := first.header.Get(h), replay.header.Get(h); v != "" && w != "" && w != v {
-				diffs = append(diffs, fmt.Sprintf("%s %q, first %q", h, w, v))
-			}
-		}
-		if len(diffs) > 0 {
-			j.advise("the repeat is not the stored answer: %s", strings.Join(diffs, "; "))
-		}
-		j.note("the same status, body and headers (%s)", replay.describe())
+		judgeReplaySame(j, first, replay)
 	}
 	if j := js[ReplayMarked]; j != nil {
-		j.show(first, replay)
-		if first.replayed() {
-			j.advise("the first answer is marked as a replay")
-		}
-		if !replay.replayed() {
-			j.advise("the repeat is not marked as a replay (no Idempotent-Replayed: true), so a client cannot tell it from a new result")
-		}
-		j.note("only the repeat is marked Idempotent-Replayed: true")
+		judgeReplayMarked(j, first, replay)
 	}
 	return results(js)
+}
+
+// judgeReplayEffect judges ReplayEffect: the repeat executed nothing, and
+// the effects URL, when given, counted one effect for the key.
+func judgeReplayEffect(j *judge, op *operation, first, replay *answer, delta int) {
+	j.show(first, replay)
+	judgeRepeat(j, first, replay, "the repeat")
+	if op.effectsURL != "" {
+		switch {
+		case delta == 0 && first.ok():
+			j.error("the effects URL counted no effect of the first request; check the effects URL and pointer")
+		case delta > 1:
+			j.fail("%d effects were counted for one key", delta)
+		default:
+			j.note("%d effect counted", delta)
+		}
+	}
+}
+
+// judgeReplaySame judges ReplaySame: the repeat got the first answer's
+// status, body and headers.
+func judgeReplaySame(j *judge, first, replay *answer) {
+	j.show(first, replay)
+	var diffs []string
+	if replay.status != first.status {
+		diffs = append(diffs, fmt.Sprintf("status %d, first %d", replay.status, first.status))
+	}
+	if !bytes.Equal(replay.body, first.body) {
+		diffs = append(diffs, "the body differs "+bodyDiff(first.body, replay.body))
+	}
+	for _, h := range []string{"Content-Type", "Location", "Content-Location"} {
+		if v := first.header.Get(h); v != "" && replay.header.Get(h) != v {
+			diffs = append(diffs, fmt.Sprintf("%s %q, first %q", h, replay.header.Get(h), v))
+		}
+	}
+	// A validator describes the resource as it is now, which may have
+	// changed since the first answer: a replay may leave it out, but
+	// must not name another version.
+	for _, h := range []string{"ETag", "Last-Modified"} {
+		if v, w := first.header.Get(h), replay.header.Get(h); v != "" && w != "" && w != v {
+			diffs = append(diffs, fmt.Sprintf("%s %q, first %q", h, w, v))
+		}
+	}
+	if len(diffs) > 0 {
+		j.advise("the repeat is not the stored answer: %s", strings.Join(diffs, "; "))
+	}
+	j.note("the same status, body and headers (%s)", replay.describe())
+}
+
+// judgeReplayMarked judges ReplayMarked: only the repeat carries
+// Idempotent-Replayed: true.
+func judgeReplayMarked(j *judge, first, replay *answer) {
+	j.show(first, replay)
+	if first.replayed() {
+		j.advise("the first answer is marked as a replay")
+	}
+	if !replay.replayed() {
+		j.advise("the repeat is not marked as a replay (no Idempotent-Replayed: true), so a client cannot tell it from a new result")
+	}
+	j.note("only the repeat is marked Idempotent-Replayed: true")
 }
 
 // judgeRepeat holds a repeat of a finished request (same key, same
@@ -343,21 +360,7 @@ func runReuse(ctx context.Context, r *runner, sel map[string]bool) []Result {
 	if !ok {
 		return results(js)
 	}
-	type variant struct {
-		id   string
-		what string
-		fix  string
-		c    call
-	}
-	variants := []variant{{ReuseBody, "another body", "", call{note: "same key, another body", url: op.url, body: op.variant, key: op.key}}}
-	for _, lv := range looseVariants(op.body) {
-		variants = append(variants, variant{ReuseLoose, "the body with " + lv.what, "", call{note: "same key, " + lv.what, url: op.url, body: lv.body, key: op.key}})
-	}
-	variants = append(variants, []variant{
-		{ReusePath, "another path", "give -url-variant a route of the API that takes this body", call{note: "same key, another path", url: op.urlVariant, body: op.body, key: op.key}},
-		{ReuseMethod, "another method", "give -method-variant a method this URL serves, or leave it out", call{note: "same key, another method", method: r.cfg.MethodVariant, url: op.url, body: op.body, key: op.key}},
-	}...)
-	for _, v := range variants {
+	for _, v := range reuseVariants(op, r.cfg.MethodVariant) {
 		j := js[v.id]
 		if j == nil {
 			continue
@@ -387,34 +390,67 @@ func runReuse(ctx context.Context, r *runner, sel map[string]bool) []Result {
 			// A 404 or 405 from a route that does not exist is no refusal
 			// of the key: the same request without a key tells whether the
 			// route is there.
-			probe := v.c
-			probe.note, probe.noKey = "the same without a key: is the route there?", true
-			pa := r.do(ctx, probe)
-			j.show(pa)
-			switch {
-			case pa.err != nil:
-				j.error("the request with %s and no key got no answer: %v", v.what, pa.err)
-			case pa.status == http.StatusNotFound || pa.status == http.StatusMethodNotAllowed || pa.status == http.StatusNotImplemented:
-				j.notJudged("no route serves the request with %s: without a key too it was answered %s, so the %d under the used key says nothing of the key; %s",
-					v.what, pa.describe(), va.status, v.fix)
-			default:
-				j.note("the route exists (without a key: %s)", pa.describe())
-			}
+			r.probeRoute(ctx, j, v, va)
 		}
-		// Whatever the variant got, it must not have replaced the
-		// original's record: that would answer the original twice.
-		switch same, known := sameResource(first, again); {
-		case again.err != nil:
-			j.error("the original request, sent again, got no answer: %v", again.err)
-		case !r.final(again) || again.status != first.status:
-			j.fail("the original request, sent again, is now answered %s: the request with %s replaced the key's record", again.describe(), v.what)
-		case known && !same:
-			j.fail("the original request, sent again, now names %s instead of %s: the request with %s replaced the key's record", again.resource(), first.resource(), v.what)
-		default:
-			j.note("the original request still gets its own answer")
-		}
+		r.judgeOriginalKept(j, first, again, v.what)
 	}
 	return results(js)
+}
+
+// reuseVariant is a request under the original's key that differs from it
+// in one way, and the check that judges it.
+type reuseVariant struct {
+	id   string
+	what string
+	fix  string
+	c    call
+}
+
+// reuseVariants returns the variants runReuse sends, in order: another
+// body, each loosely equal body, another path and another method.
+func reuseVariants(op *operation, methodVariant string) []reuseVariant {
+	variants := []reuseVariant{{ReuseBody, "another body", "", call{note: "same key, another body", url: op.url, body: op.variant, key: op.key}}}
+	for _, lv := range looseVariants(op.body) {
+		variants = append(variants, reuseVariant{ReuseLoose, "the body with " + lv.what, "", call{note: "same key, " + lv.what, url: op.url, body: lv.body, key: op.key}})
+	}
+	return append(variants, []reuseVariant{
+		{ReusePath, "another path", "give -url-variant a route of the API that takes this body", call{note: "same key, another path", url: op.urlVariant, body: op.body, key: op.key}},
+		{ReuseMethod, "another method", "give -method-variant a method this URL serves, or leave it out", call{note: "same key, another method", method: methodVariant, url: op.url, body: op.body, key: op.key}},
+	}...)
+}
+
+// probeRoute sends a refused variant again without a key and judges
+// whether a route serves it at all.
+func (r *runner) probeRoute(ctx context.Context, j *judge, v reuseVariant, va *answer) {
+	probe := v.c
+	probe.note, probe.noKey = "the same without a key: is the route there?", true
+	pa := r.do(ctx, probe)
+	j.show(pa)
+	switch {
+	case pa.err != nil:
+		j.error("the request with %s and no key got no answer: %v", v.what, pa.err)
+	case pa.status == http.StatusNotFound || pa.status == http.StatusMethodNotAllowed || pa.status == http.StatusNotImplemented:
+		j.notJudged("no route serves the request with %s: without a key too it was answered %s, so the %d under the used key says nothing of the key; %s",
+			v.what, pa.describe(), va.status, v.fix)
+	default:
+		j.note("the route exists (without a key: %s)", pa.describe())
+	}
+}
+
+// judgeOriginalKept judges the original request, sent again after a
+// variant: whatever the variant got, it must not have replaced the
+// original's record, which would answer the original twice.
+func (r *runner) judgeOriginalKept(j *judge, first, again *answer, what string) {
+	switch same, known := sameResource(first, again); {
+	case again.err != nil:
+		j.error("the original request, sent again, got no answer: %v", again.err)
+	case !r.final(again) || again.status != first.status:
+		j.fail("the original request, sent again, is now answered %s: the request with %s replaced the key's record", again.describe(), what)
+	case known && !same:
+		j.fail("the original request, sent again, now names %s instead of %s: the request with %s replaced the key's record", again.resource(), first.resource(), what)
+	default:
+		j.note("the original request still gets its own answer")
+	}
 }
 
 func judgeReuseBody(j *judge, first, va *answer, delta int) {
