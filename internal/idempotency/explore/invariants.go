@@ -33,7 +33,20 @@ func (w *World) check() []string {
 		byKey[c.Key] = c
 		byID[ckey{c.Scope, c.ID}] = c
 	}
+	w.checkLedger(byKey, fail)
+	for _, c := range calls {
+		if !settled(c.State) {
+			fail("at-rest: %s %s is still %s after the reconciler ran", c.Kind, c.ID, c.State)
+		}
+	}
+	w.checkRecords(calls, byID, fail)
+	w.checkAnswers(fail)
+	return problems
+}
 
+// checkLedger holds the outside service's ledger to one-effect and
+// no-orphan, given the calls by their outside key.
+func (w *World) checkLedger(byKey map[string]idempotency.Call, fail func(format string, args ...any)) {
 	type operation struct {
 		scope, key, kind string
 		life             int
@@ -60,12 +73,11 @@ func (w *World) check() []string {
 				len(ids), o.key, o.kind, o.life, strings.Join(ids, ", "))
 		}
 	}
+}
 
-	for _, c := range calls {
-		if !settled(c.State) {
-			fail("at-rest: %s %s is still %s after the reconciler ran", c.Kind, c.ID, c.State)
-		}
-	}
+// checkRecords holds the store's unexpired records to answered and
+// names-it, given the calls and the calls by their scope and id.
+func (w *World) checkRecords(calls []idempotency.Call, byID map[ckey]idempotency.Call, fail func(format string, args ...any)) {
 	now := w.Clock.Now()
 	for _, r := range w.Store.Records() {
 		switch {
@@ -86,7 +98,10 @@ func (w *World) check() []string {
 			}
 		}
 	}
+}
 
+// checkAnswers holds the final answers given to the actors to one-answer.
+func (w *World) checkAnswers(fail func(format string, args ...any)) {
 	type lifetime struct {
 		scope, key string
 		life       int
@@ -106,7 +121,6 @@ func (w *World) check() []string {
 			fail("one-answer: key %s answered %d %s to %s, then %d %s to %s", a.Key, f.Status, f.Body, f.Actor, a.Status, a.Body, a.Actor)
 		}
 	}
-	return problems
 }
 
 func settled(s idempotency.CallState) bool {
