@@ -56,6 +56,16 @@ func executing(merchant, key string, now time.Time) *idempotency.Record {
 	}
 }
 
+// fixture is what Run sets up for the groups of the contract: the subject
+// and its store, the first moment, the recovery points and a stored answer.
+type fixture struct {
+	subject          Subject
+	s                Store
+	t0               time.Time
+	charged, created string
+	resp             idempotency.Answer
+}
+
 // Run runs the whole contract against subject, as subtests of t.
 func Run(t *testing.T, subject Subject) {
 	t.Helper()
@@ -69,7 +79,20 @@ func Run(t *testing.T, subject Subject) {
 	resp := idempotency.Answer{Status: 201, Header: http.Header{
 		"Content-Type": {"application/json"}, "Location": {"/v1/things/1"}, "Etag": {`"1"`}, "Last-Modified": {"Fri, 02 Jan 2026 03:04:05 GMT"},
 	}, Body: []byte(`{"id":"1"}`), Final: true}
+	f := fixture{subject: subject, s: s, t0: t0, charged: charged, created: created, resp: resp}
 
+	reserving(t, ctx, f)
+	takeovers(t, ctx, f)
+	expiry(t, ctx, f)
+	t.Run("outside calls", func(t *testing.T) { calls(t, subject, t0) })
+	purging(t, ctx, f)
+	transactions(t, ctx, f)
+	digestAndEmptyTx(t, ctx, f)
+}
+
+// reserving checks that a key is reserved once, replayed byte for byte and scoped to the merchant.
+func reserving(t *testing.T, ctx context.Context, f fixture) {
+	s, t0, resp := f.s, f.t0, f.resp
 	t.Run("new key reserves, second insert finds it", func(t *testing.T) {
 		rec := executing("m1", "new-key", t0)
 		require.NoError(t, s.Insert(ctx, rec))
@@ -138,7 +161,11 @@ func Run(t *testing.T, subject Subject) {
 		require.Equal(t, 1, won)
 		require.Equal(t, 49, lost)
 	})
+}
 
+// takeovers checks that a stale lock is taken over with fencing, and what a release deletes or unlocks.
+func takeovers(t *testing.T, ctx context.Context, f fixture) {
+	s, t0, resp, charged, created := f.s, f.t0, f.resp, f.charged, f.created
 	t.Run("stale lock is taken over and the old owner is fenced out", func(t *testing.T) {
 		rec := executing("m1", "takeover", t0)
 		require.NoError(t, s.Insert(ctx, rec))
@@ -208,7 +235,11 @@ func Run(t *testing.T, subject Subject) {
 		require.NoError(t, err)
 		require.Equal(t, created, taken.Point)
 	})
+}
 
+// expiry checks what an expired key becomes, with tombstones or without, and fences its old owner out.
+func expiry(t *testing.T, ctx context.Context, f fixture) {
+	s, subject, t0, resp, created := f.s, f.subject, f.t0, f.resp, f.created
 	t.Run("expired record is absent and its key new again", func(t *testing.T) {
 		if subject.TombstoneTTL > 0 {
 			t.Skip("with tombstones an expired key is not new again (see tombstones)")
@@ -277,9 +308,11 @@ func Run(t *testing.T, subject Subject) {
 		}
 		tombstones(t, subject, t0)
 	})
+}
 
-	t.Run("outside calls", func(t *testing.T) { calls(t, subject, t0) })
-
+// purging checks that the purge deletes only expired records, in batches.
+func purging(t *testing.T, ctx context.Context, f fixture) {
+	s, t0 := f.s, f.t0
 	t.Run("purge deletes only expired records, in batches", func(t *testing.T) {
 		for i := range 7 {
 			rec := executing("purge", fmt.Sprintf("old-%d", i), t0)
@@ -300,7 +333,11 @@ func Run(t *testing.T, subject Subject) {
 		_, err = s.Get(ctx, "purge", "live", now)
 		require.NoError(t, err)
 	})
+}
 
+// transactions checks that an insert joins the caller's transaction, to roll back or commit with it.
+func transactions(t *testing.T, ctx context.Context, f fixture) {
+	s, subject, t0 := f.s, f.subject, f.t0
 	t.Run("insert joins the caller's transaction and rolls back with it", func(t *testing.T) {
 		if subject.Tx == nil {
 			t.Skip("the store offers no transactions")
@@ -361,7 +398,11 @@ func Run(t *testing.T, subject Subject) {
 		require.NoError(t, err)
 		require.Equal(t, "fp-new", got.Fingerprint)
 	})
+}
 
+// digestAndEmptyTx checks that the digest as sent is kept, and that an empty transaction commits nothing and fails nothing.
+func digestAndEmptyTx(t *testing.T, ctx context.Context, f fixture) {
+	s, subject, t0 := f.s, f.subject, f.t0
 	t.Run("the digest of the request as sent is kept, in a transaction or not, and replaced with an expired record", func(t *testing.T) {
 		// Record.Sent lets a retry of the very same bytes skip
 		// canonicalizing on an instance that never saw the key: the
@@ -477,7 +518,6 @@ func tombstones(t *testing.T, subject Subject, t0 time.Time) {
 // calls is the contract of a store's outside calls: one per resource, read
 // back as written, counted by client key, and listed when due, fairly.
 func calls(t *testing.T, subject Subject, t0 time.Time) {
-	s, ctx := subject.Store, context.Background()
 	call := func(scope, id, clientKey string, due time.Time) *idempotency.Call {
 		return &idempotency.Call{
 			Scope: scope, ID: id, Kind: "thing", ClientKey: clientKey, Key: "key-" + id, KeyVersion: 1, KeyFingerprint: "0123456789abcdef",
@@ -485,6 +525,17 @@ func calls(t *testing.T, subject Subject, t0 time.Time) {
 			CreatedAt: t0, UpdatedAt: t0,
 		}
 	}
+	callsReadBack(t, subject, t0, call)
+	callsCounted(t, subject, t0, call)
+	callsDue(t, subject, t0, call)
+}
+
+// newCall is how calls builds an outside call: of kind thing, ready, attempted and created at t0.
+type newCall func(scope, id, clientKey string, due time.Time) *idempotency.Call
+
+// callsReadBack checks that a call is one per resource, scoped, and read back as written and as saved.
+func callsReadBack(t *testing.T, subject Subject, t0 time.Time, call newCall) {
+	s, ctx := subject.Store, context.Background()
 	c := call("c1", "th_1", "ck", t0.Add(time.Minute))
 	require.NoError(t, s.InsertCall(ctx, c))
 	require.ErrorIs(t, s.InsertCall(ctx, call("c1", "th_1", "ck", t0)), idempotency.ErrKeyExists)
@@ -503,7 +554,11 @@ func calls(t *testing.T, subject Subject, t0 time.Time) {
 	require.NoError(t, err)
 	require.Equal(t, got, again)
 	require.ErrorIs(t, s.SaveCall(ctx, call("c1", "th_none", "", t0)), idempotency.ErrNotFound)
+}
 
+// callsCounted checks that calls are counted by client key, kind and record lifetime, and that a clash leaves a transaction going.
+func callsCounted(t *testing.T, subject Subject, t0 time.Time, call newCall) {
+	s, ctx := subject.Store, context.Background()
 	// Calls are counted by the record lifetime they were made under: those
 	// of earlier records of the key (and those that do not say) count,
 	// the current record's do not.
@@ -525,7 +580,7 @@ func calls(t *testing.T, subject Subject, t0 time.Time) {
 	n, err := s.CountCalls(ctx, "c1", "ck", "another kind", t0.Add(3*time.Hour))
 	require.NoError(t, err)
 	require.Zero(t, n)
-	got, err = s.LockCall(ctx, "c1", "th_2")
+	got, err := s.LockCall(ctx, "c1", "th_2")
 	require.NoError(t, err)
 	require.Equal(t, second, got, "the record's lifetime read back")
 
@@ -539,7 +594,11 @@ func calls(t *testing.T, subject Subject, t0 time.Time) {
 		_, err := s.LockCall(ctx, "c1", "th_4")
 		require.NoError(t, err, "committed after the clash")
 	}
+}
 
+// callsDue checks that due calls are claimed two per scope at most, the longest due first, under a lease.
+func callsDue(t *testing.T, subject Subject, t0 time.Time, call newCall) {
+	s, ctx := subject.Store, context.Background()
 	// Due: three of scope d1, one of d2, one settled (no due time) and one
 	// not due yet. Two per scope at most, the longest due first.
 	for i, d := range []struct {
@@ -568,7 +627,7 @@ func calls(t *testing.T, subject Subject, t0 time.Time) {
 	// Claimed calls are out of the list until their lease runs out.
 	require.Equal(t, []string{"th_c"}, claim(t0, 10))
 	require.Empty(t, claim(t0.Add(30*time.Second), 10))
-	got, err = s.LockCall(ctx, "d1", "th_a")
+	got, err := s.LockCall(ctx, "d1", "th_a")
 	require.NoError(t, err)
 	require.Equal(t, lease, got.DueAt)
 	require.Equal(t, []string{"th_a", "th_b", "th_d"}, claim(lease, 10), "due again once the lease ran out")
