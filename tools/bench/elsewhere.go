@@ -185,9 +185,9 @@ func (a *api) createdInto(run string, into *keyList) op {
 }
 
 // retriedOnce sends each key of keys once and expects its stored 201,
-// replayed (the peer marks no replay: its orders are counted instead). Once
-// every key is taken, a client waits for the window's end, whose requests
-// are not counted.
+// marked replayed where the target marks replays (the peer does not: its
+// orders are counted instead). Once every key is taken, a client waits for
+// the window's end, whose requests are not counted.
 func (a *api) retriedOnce(keys *keyList) op {
 	return func(ctx context.Context, _, _ int) error {
 		k, ok := keys.take()
@@ -196,7 +196,7 @@ func (a *api) retriedOnce(keys *keyList) op {
 			return ctx.Err()
 		}
 		ans, err := a.createOrder(ctx, k)
-		return expect(ans, err, http.StatusCreated, !a.peer)
+		return expect(ans, err, http.StatusCreated, a.orders.marksReplays)
 	}
 }
 

@@ -19,21 +19,33 @@ import (
 // size of a typical checkout.
 const orderBody = `{"customer_id":"cus_1","currency":"BRL","items":[{"sku":"SKU-1","name":"Coffee","quantity":2,"unit_amount":1250}],"metadata":{"cart":"c_1"}}`
 
-// peerOrderBody is orderBody as tools/fiberpeer takes it: its customer and
-// its total.
-const peerOrderBody = `{"customer_id":"cus_1","amount":2500}`
-
 // peerKey is key as the Fiber middleware's default check takes one: 36
 // characters, a UUID's shape (a SHA-256 digest of key, in hex), the same
 // for the same key.
 func peerKey(key string) string {
-	if key == "" {
-		return ""
-	}
 	h := sha256.Sum256([]byte(key))
 	x := hex.EncodeToString(h[:16])
 	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
 }
+
+// orderRequest is how a service takes an order: the body, the credential,
+// the header that carries the key and the key as written there, and
+// whether it marks a replay (Idempotent-Replayed: true).
+type orderRequest struct {
+	body, credential, keyHeader string
+	key                         func(string) string
+	marksReplays                bool
+}
+
+var (
+	// apiOrders is the API's (and the floor's) order request.
+	apiOrders = orderRequest{body: orderBody, credential: apiKey, keyHeader: "Idempotency-Key",
+		key: func(k string) string { return k }, marksReplays: true}
+	// peerOrders is tools/fiberpeer's: its customer and total under
+	// X-Idempotency-Key, 36 characters (peerKey); it marks no replay.
+	peerOrders = orderRequest{body: `{"customer_id":"cus_1","amount":2500}`, credential: "sk_a", keyHeader: "X-Idempotency-Key",
+		key: peerKey}
+)
 
 // apiKey is a demo merchant's key, seeded by the API at start.
 const apiKey = "sk_test_acme"
@@ -177,13 +189,12 @@ type api struct {
 	client *http.Client
 	pid    int      // the API's process, whose CPU measure reads
 	gc     *gcMeter // its garbage collections, when it runs with gctrace
-	// peer is true for tools/fiberpeer, which takes peerOrderBody under
-	// X-Idempotency-Key (36 characters) and marks no replay.
-	peer bool
+	// orders is how it takes an order: apiOrders, or peerOrders.
+	orders orderRequest
 }
 
 func newAPI(base string, conns int) *api {
-	return &api{base: base, client: &http.Client{
+	return &api{base: base, orders: apiOrders, client: &http.Client{
 		Transport: &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, IdleConnTimeout: time.Minute},
 		Timeout:   30 * time.Second,
 	}}
@@ -196,21 +207,18 @@ type answer struct {
 	body     string
 }
 
-// createOrder posts orderBody under key (no header when key is empty); to
-// the peer, peerOrderBody under the key made 36 characters long (peerKey).
+// createOrder posts the target's order under key, as a.orders says (no
+// key header when key is empty).
 func (a *api) createOrder(ctx context.Context, key string) (answer, error) {
-	body, header, credential := orderBody, "Idempotency-Key", apiKey
-	if a.peer {
-		body, header, credential, key = peerOrderBody, "X-Idempotency-Key", "sk_a", peerKey(key)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+"/v1/orders", strings.NewReader(body))
+	o := a.orders
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+"/v1/orders", strings.NewReader(o.body))
 	if err != nil {
 		return answer{}, err
 	}
-	req.Header.Set("Authorization", "Bearer "+credential)
+	req.Header.Set("Authorization", "Bearer "+o.credential)
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
-		req.Header.Set(header, key)
+		req.Header.Set(o.keyHeader, o.key(key))
 	}
 	resp, err := a.client.Do(req)
 	if err != nil {

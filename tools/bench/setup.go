@@ -246,7 +246,7 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 	startPeer := func(name string) (*api, error) {
 		a, err := startWith(name, peer, o.logs, "DATABASE_URL="+b.peerDB, "DB_MAX_CONNS="+strconv.Itoa(dbMaxConns))
 		if err == nil {
-			a.peer = true
+			a.orders = peerOrders
 		}
 		return a, err
 	}
