@@ -133,24 +133,8 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 		// the per-address cap (256 by default) would measure itself.
 		"MAX_CONNS_PER_CLIENT=4096",
 	}
-	startWith := func(name, bin string, log io.Writer, env ...string) (*api, error) {
-		addr, err := testkit.FindFreeAddr()
-		if err != nil {
-			return nil, err
-		}
-		p := b.procs.Add(&testkit.Process{
-			Name: name, Path: bin, Addr: addr, Log: log,
-			Env: append([]string{"HTTP_ADDR=" + addr}, env...),
-		})
-		if err := p.Start(2 * time.Minute); err != nil {
-			return nil, err
-		}
-		a := newAPI("http://"+addr, 2*o.clients)
-		a.pid = p.Pid()
-		return a, nil
-	}
 	start := func(name, bin string, env ...string) (*api, error) {
-		return startWith(name, bin, o.logs, append(common, env...)...)
+		return b.startWith(name, bin, o.logs, append(common, env...)...)
 	}
 	// The first start applies the migrations; the others find them done.
 	if b.plain, err = start("api", served, "JANITOR_INTERVAL=1s"); err != nil {
@@ -200,7 +184,7 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 			log = meter
 			env = append(env, "GODEBUG=gctrace=1")
 		}
-		a, err := startWith(name, bin, log, append(env, "DATABASE_URL="+dbURL)...)
+		a, err := b.startWith(name, bin, log, append(env, "DATABASE_URL="+dbURL)...)
 		if err == nil {
 			a.gc = meter
 		}
@@ -232,29 +216,12 @@ func setUp(ctx context.Context, o options, stdout io.Writer) (*bench, error) {
 			return nil, err
 		}
 	}
-	if b.floorOther, err = startWith("api-floor-other", floor, o.logs,
+	if b.floorOther, err = b.startWith("api-floor-other", floor, o.logs,
 		"DB_MAX_CONNS="+strconv.Itoa(dbMaxConns), "DATABASE_URL="+dbOf["api-floor"], "FLOOR_READS=1"); err != nil {
 		return nil, err
 	}
 
-	if b.peerDB, err = b.pg.CreateDatabase("peer"); err != nil {
-		return nil, err
-	}
-	if b.peerDB, _, err = withExecMode(b.peerDB, o.execMode); err != nil {
-		return nil, err
-	}
-	startPeer := func(name string) (*api, error) {
-		a, err := startWith(name, peer, o.logs, "DATABASE_URL="+b.peerDB, "DB_MAX_CONNS="+strconv.Itoa(dbMaxConns))
-		if err == nil {
-			a.orders = peerOrders
-		}
-		return a, err
-	}
-	// One after the other: the first creates the peer's tables.
-	if b.peer, err = startPeer("peer"); err != nil {
-		return nil, err
-	}
-	if b.peerOther, err = startPeer("peer-other"); err != nil {
+	if err := b.startPeers(peer, o); err != nil {
 		return nil, err
 	}
 
@@ -334,4 +301,48 @@ func (b *bench) startSink() (string, error) {
 	})}
 	go func() { _ = b.sink.Serve(ln) }()
 	return "http://" + ln.Addr().String(), nil
+}
+
+// startPeers starts two instances of the Fiber peer (bin) on a database of
+// their own, for (r). Each creates the peer's tables when they are
+// missing, under an advisory lock (tools/fiberpeer).
+func (b *bench) startPeers(bin string, o options) error {
+	var err error
+	if b.peerDB, err = b.pg.CreateDatabase("peer"); err != nil {
+		return err
+	}
+	if b.peerDB, _, err = withExecMode(b.peerDB, o.execMode); err != nil {
+		return err
+	}
+	start := func(name string) (*api, error) {
+		a, err := b.startWith(name, bin, o.logs, "DATABASE_URL="+b.peerDB, "DB_MAX_CONNS="+strconv.Itoa(dbMaxConns))
+		if err == nil {
+			a.orders = peerOrders
+		}
+		return a, err
+	}
+	if b.peer, err = start("peer"); err != nil {
+		return err
+	}
+	b.peerOther, err = start("peer-other")
+	return err
+}
+
+// startWith starts bin as name on a free loopback address, its log to log
+// and env in its environment, and returns its client.
+func (b *bench) startWith(name, bin string, log io.Writer, env ...string) (*api, error) {
+	addr, err := testkit.FindFreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	p := b.procs.Add(&testkit.Process{
+		Name: name, Path: bin, Addr: addr, Log: log,
+		Env: append([]string{"HTTP_ADDR=" + addr}, env...),
+	})
+	if err := p.Start(2 * time.Minute); err != nil {
+		return nil, err
+	}
+	a := newAPI("http://"+addr, 2*b.opts.clients)
+	a.pid = p.Pid()
+	return a, nil
 }
