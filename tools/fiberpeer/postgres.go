@@ -73,18 +73,17 @@ WHERE merchant = $1 AND customer_id = $2 AND object = 'order' ORDER BY id`, m, c
 	if err != nil {
 		return nil, err
 	}
-	data := []order{}
-	for rows.Next() {
+	data, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (order, error) {
 		var id int64
 		var o order
-		if err := rows.Scan(&id, &o.Object, &o.CustomerID, &o.Amount); err != nil {
-			rows.Close()
-			return nil, err
-		}
+		err := row.Scan(&id, &o.Object, &o.CustomerID, &o.Amount)
 		o.ID = idOf(o.Object, id)
-		data = append(data, o)
+		return o, err
+	})
+	if data == nil {
+		data = []order{} // a JSON list, never null
 	}
-	return data, rows.Err()
+	return data, err
 }
 
 // GetWithContext is the stored answer under key, or nil when there is
