@@ -57,10 +57,9 @@ func executing(merchant, key string, now time.Time) *idempotency.Record {
 }
 
 // fixture is what Run sets up for the groups of the contract: the subject
-// and its store, the first moment, the recovery points and a stored answer.
+// (its store), the first moment, the recovery points and a stored answer.
 type fixture struct {
 	subject          Subject
-	s                Store
 	t0               time.Time
 	charged, created string
 	resp             idempotency.Answer
@@ -69,7 +68,6 @@ type fixture struct {
 // Run runs the whole contract against subject, as subtests of t.
 func Run(t *testing.T, subject Subject) {
 	t.Helper()
-	s := subject.Store
 	ctx := context.Background()
 	charged := "charged:ch_1"
 	created := "payment_created:pay_1"
@@ -79,7 +77,7 @@ func Run(t *testing.T, subject Subject) {
 	resp := idempotency.Answer{Status: 201, Header: http.Header{
 		"Content-Type": {"application/json"}, "Location": {"/v1/things/1"}, "Etag": {`"1"`}, "Last-Modified": {"Fri, 02 Jan 2026 03:04:05 GMT"},
 	}, Body: []byte(`{"id":"1"}`), Final: true}
-	f := fixture{subject: subject, s: s, t0: t0, charged: charged, created: created, resp: resp}
+	f := fixture{subject: subject, t0: t0, charged: charged, created: created, resp: resp}
 
 	reserving(t, ctx, f)
 	takeovers(t, ctx, f)
@@ -92,7 +90,7 @@ func Run(t *testing.T, subject Subject) {
 
 // reserving checks that a key is reserved once, replayed byte for byte and scoped to the merchant.
 func reserving(t *testing.T, ctx context.Context, f fixture) {
-	s, t0, resp := f.s, f.t0, f.resp
+	s, t0, resp := f.subject.Store, f.t0, f.resp
 	t.Run("new key reserves, second insert finds it", func(t *testing.T) {
 		rec := executing("m1", "new-key", t0)
 		require.NoError(t, s.Insert(ctx, rec))
@@ -165,7 +163,7 @@ func reserving(t *testing.T, ctx context.Context, f fixture) {
 
 // takeovers checks that a stale lock is taken over with fencing, and what a release deletes or unlocks.
 func takeovers(t *testing.T, ctx context.Context, f fixture) {
-	s, t0, resp, charged, created := f.s, f.t0, f.resp, f.charged, f.created
+	s, t0, resp, charged, created := f.subject.Store, f.t0, f.resp, f.charged, f.created
 	t.Run("stale lock is taken over and the old owner is fenced out", func(t *testing.T) {
 		rec := executing("m1", "takeover", t0)
 		require.NoError(t, s.Insert(ctx, rec))
@@ -239,7 +237,7 @@ func takeovers(t *testing.T, ctx context.Context, f fixture) {
 
 // expiry checks what an expired key becomes, with tombstones or without, and fences its old owner out.
 func expiry(t *testing.T, ctx context.Context, f fixture) {
-	s, subject, t0, resp, created := f.s, f.subject, f.t0, f.resp, f.created
+	s, subject, t0, resp, created := f.subject.Store, f.subject, f.t0, f.resp, f.created
 	t.Run("expired record is absent and its key new again", func(t *testing.T) {
 		if subject.TombstoneTTL > 0 {
 			t.Skip("with tombstones an expired key is not new again (see tombstones)")
@@ -312,7 +310,7 @@ func expiry(t *testing.T, ctx context.Context, f fixture) {
 
 // purging checks that the purge deletes only expired records, in batches.
 func purging(t *testing.T, ctx context.Context, f fixture) {
-	s, t0 := f.s, f.t0
+	s, t0 := f.subject.Store, f.t0
 	t.Run("purge deletes only expired records, in batches", func(t *testing.T) {
 		for i := range 7 {
 			rec := executing("purge", fmt.Sprintf("old-%d", i), t0)
@@ -337,7 +335,7 @@ func purging(t *testing.T, ctx context.Context, f fixture) {
 
 // transactions checks that an insert joins the caller's transaction, to roll back or commit with it.
 func transactions(t *testing.T, ctx context.Context, f fixture) {
-	s, subject, t0 := f.s, f.subject, f.t0
+	s, subject, t0 := f.subject.Store, f.subject, f.t0
 	t.Run("insert joins the caller's transaction and rolls back with it", func(t *testing.T) {
 		if subject.Tx == nil {
 			t.Skip("the store offers no transactions")
@@ -402,7 +400,7 @@ func transactions(t *testing.T, ctx context.Context, f fixture) {
 
 // digestAndEmptyTx checks that the digest as sent is kept, and that an empty transaction commits nothing and fails nothing.
 func digestAndEmptyTx(t *testing.T, ctx context.Context, f fixture) {
-	s, subject, t0 := f.s, f.subject, f.t0
+	s, subject, t0 := f.subject.Store, f.subject, f.t0
 	t.Run("the digest of the request as sent is kept, in a transaction or not, and replaced with an expired record", func(t *testing.T) {
 		// Record.Sent lets a retry of the very same bytes skip
 		// canonicalizing on an instance that never saw the key: the
