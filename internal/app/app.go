@@ -189,7 +189,7 @@ func (a *App) wire(ctx context.Context, ln net.Listener, o options) error {
 	if err := a.serveRouter(router, providerURL, m, o); err != nil {
 		return err
 	}
-	a.workers = a.backgroundWorkers(k.keeper, k.config, k.records, store, sink.publisher, m)
+	a.workers = a.backgroundWorkers(k, store, sink.publisher, m)
 	return nil
 }
 
@@ -364,8 +364,7 @@ func (a *App) openRedis(cipher *seal.Cipher) (redisParts, error) {
 // instance: the reconciler of outside calls, the purge of expired
 // idempotency records, the outbox's dispatcher, and the retention of
 // published events and applied webhooks.
-func (a *App) backgroundWorkers(keeper *idempotency.Keeper, idemCfg idempotency.Config, records metrics.Store, store *paymentsdb.Store,
-	publisher outbox.Publisher, m *metrics.Metrics) []func(context.Context) {
+func (a *App) backgroundWorkers(k keeperParts, store *paymentsdb.Store, publisher outbox.Publisher, m *metrics.Metrics) []func(context.Context) {
 	cfg, log := a.cfg, a.log
 	dispatcher := outbox.NewDispatcher(a.db.DB, publisher, cfg.OutboxInterval, log.With("component", "outbox"))
 	purge := &retention{
@@ -380,8 +379,8 @@ func (a *App) backgroundWorkers(keeper *idempotency.Keeper, idemCfg idempotency.
 		log.Warn("EVENT_RETENTION is shorter than the redelivery window of common providers (3 days): an event redelivered after its inbox row is purged is checked with the provider again",
 			"event_retention", cfg.EventRetention)
 	}
-	purgeRecords := janitor.New(records, janitor.Config{Interval: cfg.JanitorInterval, OnPurge: m.Purged, Log: log})
-	reconcile := reconciler(keeper, idemCfg.ReconcileInterval, idemCfg.Log)
+	purgeRecords := janitor.New(k.records, janitor.Config{Interval: cfg.JanitorInterval, OnPurge: m.Purged, Log: log})
+	reconcile := reconciler(k.keeper, k.config.ReconcileInterval, k.config.Log)
 	return []func(context.Context){reconcile, purgeRecords.Run, dispatcher.Run, purge.run}
 }
 
