@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"go/types"
 	"io"
+	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -171,9 +172,38 @@ func calls(w io.Writer, ran map[string][]span, skip *regexp.Regexp) error {
 		}
 		fmt.Fprintf(&out, "%-72s -> %s\n", from, strings.Join(to, " | "))
 	}
-	fmt.Fprintf(w, "%d steps: %d cross-file calls and %d entries from outside, between %d functions in %d files\n\n%s",
-		len(steps), len(steps)-entries, entries, len(order), len(files), out.String())
+	fmt.Fprintf(w, "%d steps: %d cross-file calls and %d entries from outside, between %d functions in %d files\n",
+		len(steps), len(steps)-entries, entries, len(order), len(files))
+	crossing, pairs, entered := packageCrossings(steps)
+	fmt.Fprintf(w, "by package: %d of the calls go into another package, over %d pairs of packages; the entries reach %d packages\n\n%s",
+		crossing, pairs, entered, out.String())
 	return nil
+}
+
+// packageCrossings reads the steps at the grain of packages, the floor
+// that merging files cannot lower: the calls whose callee (one candidate
+// of it, through an interface) lies in another package than the caller,
+// the distinct (caller package, callee package) pairs they make, and the
+// packages that the entries from outside reach.
+func packageCrossings(steps []step) (crossing, pairs, entered int) {
+	pair := map[[2]string]bool{}
+	reached := map[string]bool{}
+	for _, s := range steps {
+		if s.from.file == "" {
+			reached[path.Dir(s.to[0].file)] = true
+			continue
+		}
+		from, crossed := path.Dir(s.from.file), false
+		for _, t := range s.to {
+			if to := path.Dir(t.file); to != from {
+				crossed, pair[[2]string{from, to}] = true, true
+			}
+		}
+		if crossed {
+			crossing++
+		}
+	}
+	return crossing, len(pair), len(reached)
 }
 
 // callees are the functions call may call: the one it names, or, through

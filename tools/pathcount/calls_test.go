@@ -12,7 +12,9 @@ import (
 // package) and T.Do through an interface; T.Do calls b.Twice in its own
 // file; Unused never ran. The steps are the three calls from a.go, each to
 // a function that ran, and Start's entry from outside; the call within
-// b.go and the function that did not run are not steps.
+// b.go and the function that did not run are not steps. By package, the
+// two calls into b cross (one pair, a to b), the call of helper does not,
+// and the entry reaches a.
 func TestCallsListsCrossFileStepsAndEntries(t *testing.T) {
 	dir := t.TempDir()
 	files := map[string]string{
@@ -64,7 +66,8 @@ func Unused() int { return 0 }
 	got := out.String()
 	t.Log(got)
 	for _, want := range []string{
-		"4 steps: 3 cross-file calls and 1 entries from outside, between 4 functions in 3 files",
+		"4 steps: 3 cross-file calls and 1 entries from outside, between 4 functions in 3 files\n",
+		"by package: 2 of the calls go into another package, over 1 pairs of packages; the entries reach 1 packages\n",
 		"-> internal/a/a.go Start\n",
 		"internal/a/a.go Start",
 		"-> internal/a/helper.go helper\n",
