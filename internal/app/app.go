@@ -232,13 +232,11 @@ func (a *App) providerClient(url string, transport http.RoundTripper, m *metrics
 	return client
 }
 
-// keeperParts is the idempotency keeper and what was built for it: its
-// configuration (the reconciler's interval and log), the store as the
-// keeper and the janitor use it (its failures counted), the store itself
-// and Redis's parts.
+// keeperParts is the idempotency keeper and what was built for it: the
+// store as the keeper and the janitor use it (its failures counted), the
+// store itself and Redis's parts.
 type keeperParts struct {
 	keeper  *idempotency.Keeper
-	config  idempotency.Config
 	records metrics.Store
 	store   *gormstore.Store
 	redis   redisParts
@@ -288,7 +286,7 @@ func (a *App) newKeeper(ctx context.Context, m *metrics.Metrics) (keeperParts, e
 		defer cancel()
 		return writes.Close(closeCtx)
 	})
-	return keeperParts{keeper: idempotency.New(records, idemCfg), config: idemCfg, records: records, store: idemStore, redis: rd}, nil
+	return keeperParts{keeper: idempotency.New(records, idemCfg), records: records, store: idemStore, redis: rd}, nil
 }
 
 // serveRouter adds to router what is not the API (Swagger UI, and in
@@ -380,7 +378,7 @@ func (a *App) backgroundWorkers(k keeperParts, store *paymentsdb.Store, publishe
 			"event_retention", cfg.EventRetention)
 	}
 	purgeRecords := janitor.New(k.records, janitor.Config{Interval: cfg.JanitorInterval, OnPurge: m.Purged, Log: log})
-	reconcile := reconciler(k.keeper, k.config.ReconcileInterval, k.config.Log)
+	reconcile := reconciler(k.keeper, cfg.ReconcileInterval, log)
 	return []func(context.Context){reconcile, purgeRecords.Run, dispatcher.Run, purge.run}
 }
 
