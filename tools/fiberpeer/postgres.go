@@ -76,9 +76,11 @@ WHERE merchant = $1 AND customer_id = $2 AND object = 'order' ORDER BY id`, m, c
 	data, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (order, error) {
 		var id int64
 		var o order
-		err := row.Scan(&id, &o.Object, &o.CustomerID, &o.Amount)
+		if err := row.Scan(&id, &o.Object, &o.CustomerID, &o.Amount); err != nil {
+			return o, err
+		}
 		o.ID = idOf(o.Object, id)
-		return o, err
+		return o, nil
 	})
 	if data == nil {
 		data = []order{} // a JSON list, never null
