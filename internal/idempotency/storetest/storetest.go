@@ -516,27 +516,27 @@ func tombstones(t *testing.T, subject Subject, t0 time.Time) {
 // calls is the contract of a store's outside calls: one per resource, read
 // back as written, counted by client key, and listed when due, fairly.
 func calls(t *testing.T, subject Subject, t0 time.Time) {
-	call := func(scope, id, clientKey string, due time.Time) *idempotency.Call {
-		return &idempotency.Call{
-			Scope: scope, ID: id, Kind: "thing", ClientKey: clientKey, Key: "key-" + id, KeyVersion: 1, KeyFingerprint: "0123456789abcdef",
-			State: idempotency.CallReady, AttemptedAt: t0, DueAt: due, TraceParent: "00-trace",
-			CreatedAt: t0, UpdatedAt: t0,
-		}
-	}
-	callsReadBack(t, subject, t0, call)
-	callsCounted(t, subject, t0, call)
-	callsDue(t, subject, t0, call)
+	callsReadBack(t, subject, t0)
+	callsCounted(t, subject, t0)
+	callsDue(t, subject, t0)
 }
 
-// newCall is how calls builds an outside call: of kind thing, ready, attempted and created at t0.
-type newCall func(scope, id, clientKey string, due time.Time) *idempotency.Call
+// thingCall is an outside call of kind thing, ready, attempted and created
+// at t0, due at due.
+func thingCall(t0 time.Time, scope, id, clientKey string, due time.Time) *idempotency.Call {
+	return &idempotency.Call{
+		Scope: scope, ID: id, Kind: "thing", ClientKey: clientKey, Key: "key-" + id, KeyVersion: 1, KeyFingerprint: "0123456789abcdef",
+		State: idempotency.CallReady, AttemptedAt: t0, DueAt: due, TraceParent: "00-trace",
+		CreatedAt: t0, UpdatedAt: t0,
+	}
+}
 
 // callsReadBack checks that a call is one per resource, scoped, and read back as written and as saved.
-func callsReadBack(t *testing.T, subject Subject, t0 time.Time, call newCall) {
+func callsReadBack(t *testing.T, subject Subject, t0 time.Time) {
 	s, ctx := subject.Store, context.Background()
-	c := call("c1", "th_1", "ck", t0.Add(time.Minute))
+	c := thingCall(t0, "c1", "th_1", "ck", t0.Add(time.Minute))
 	require.NoError(t, s.InsertCall(ctx, c))
-	require.ErrorIs(t, s.InsertCall(ctx, call("c1", "th_1", "ck", t0)), idempotency.ErrKeyExists)
+	require.ErrorIs(t, s.InsertCall(ctx, thingCall(t0, "c1", "th_1", "ck", t0)), idempotency.ErrKeyExists)
 	_, err := s.LockCall(ctx, "c1", "th_none")
 	require.ErrorIs(t, err, idempotency.ErrNotFound)
 	_, err = s.LockCall(ctx, "c2", "th_1")
@@ -551,22 +551,22 @@ func callsReadBack(t *testing.T, subject Subject, t0 time.Time, call newCall) {
 	again, err := s.LockCall(ctx, "c1", "th_1")
 	require.NoError(t, err)
 	require.Equal(t, got, again)
-	require.ErrorIs(t, s.SaveCall(ctx, call("c1", "th_none", "", t0)), idempotency.ErrNotFound)
+	require.ErrorIs(t, s.SaveCall(ctx, thingCall(t0, "c1", "th_none", "", t0)), idempotency.ErrNotFound)
 }
 
 // callsCounted checks that calls are counted by client key, kind and record lifetime, and that a clash leaves a transaction going.
-func callsCounted(t *testing.T, subject Subject, t0 time.Time, call newCall) {
+func callsCounted(t *testing.T, subject Subject, t0 time.Time) {
 	s, ctx := subject.Store, context.Background()
 	// Calls are counted by the record lifetime they were made under: those
 	// of earlier records of the key (and those that do not say) count,
 	// the current record's do not.
-	second := call("c1", "th_2", "ck", t0)
+	second := thingCall(t0, "c1", "th_2", "ck", t0)
 	second.RecordCreatedAt = t0.Add(time.Hour)
 	require.NoError(t, s.InsertCall(ctx, second))
-	third := call("c1", "th_2b", "ck", t0)
+	third := thingCall(t0, "c1", "th_2b", "ck", t0)
 	third.RecordCreatedAt = t0.Add(2 * time.Hour)
 	require.NoError(t, s.InsertCall(ctx, third))
-	require.NoError(t, s.InsertCall(ctx, call("c1", "th_3", "other", t0)))
+	require.NoError(t, s.InsertCall(ctx, thingCall(t0, "c1", "th_3", "other", t0)))
 	for _, tc := range []struct {
 		created time.Time
 		want    int
@@ -586,8 +586,8 @@ func callsCounted(t *testing.T, subject Subject, t0 time.Time, call newCall) {
 		// A clash inside a transaction is an answer: the transaction goes
 		// on and commits what else it wrote.
 		require.NoError(t, subject.Tx.InTx(ctx, func(ctx context.Context) error {
-			require.ErrorIs(t, s.InsertCall(ctx, call("c1", "th_1", "ck", t0)), idempotency.ErrKeyExists)
-			return s.InsertCall(ctx, call("c1", "th_4", "ck4", t0))
+			require.ErrorIs(t, s.InsertCall(ctx, thingCall(t0, "c1", "th_1", "ck", t0)), idempotency.ErrKeyExists)
+			return s.InsertCall(ctx, thingCall(t0, "c1", "th_4", "ck4", t0))
 		}))
 		_, err := s.LockCall(ctx, "c1", "th_4")
 		require.NoError(t, err, "committed after the clash")
@@ -595,7 +595,7 @@ func callsCounted(t *testing.T, subject Subject, t0 time.Time, call newCall) {
 }
 
 // callsDue checks that due calls are claimed two per scope at most, the longest due first, under a lease.
-func callsDue(t *testing.T, subject Subject, t0 time.Time, call newCall) {
+func callsDue(t *testing.T, subject Subject, t0 time.Time) {
 	s, ctx := subject.Store, context.Background()
 	// Due: three of scope d1, one of d2, one settled (no due time) and one
 	// not due yet. Two per scope at most, the longest due first.
@@ -606,7 +606,7 @@ func callsDue(t *testing.T, subject Subject, t0 time.Time, call newCall) {
 		{"d1", "th_a", t0.Add(-3 * time.Minute)}, {"d1", "th_b", t0.Add(-2 * time.Minute)}, {"d1", "th_c", t0.Add(-time.Minute)},
 		{"d2", "th_d", t0.Add(-90 * time.Second)}, {"d2", "th_e", time.Time{}}, {"d2", "th_f", t0.Add(time.Hour)},
 	} {
-		require.NoError(t, s.InsertCall(ctx, call(d.scope, d.id, fmt.Sprint("due-", i), d.due)))
+		require.NoError(t, s.InsertCall(ctx, thingCall(t0, d.scope, d.id, fmt.Sprint("due-", i), d.due)))
 	}
 	lease := t0.Add(time.Minute)
 	claim := func(now time.Time, limit int) []string {
